@@ -1,0 +1,243 @@
+/*
+ * core/config.c — the key table behind mt_config, the INI loader (inih) and overrides.
+ *
+ * One row per key: name, type, offset into mt_config, default, allowed range, help. Everything
+ * else (parsing, range checks, --help text, JSON dump) walks this table.
+ */
+#include "core/config.h"
+
+#include <ini.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { KEY_INT, KEY_FLOAT, KEY_STR } key_type;
+
+typedef struct {
+    const char *name;
+    key_type type;
+    size_t offset;
+    size_t size; /* for strings */
+    double def;  /* default for numbers */
+    const char *def_str;
+    double min, max; /* inclusive range for numbers */
+    const char *help;
+} key_desc;
+
+#define KI(field, d, lo, hi, h) {#field, KEY_INT, offsetof(mt_config, field), 0, d, NULL, lo, hi, h}
+#define KF(field, d, lo, hi, h) {#field, KEY_FLOAT, offsetof(mt_config, field), 0, d, NULL, lo, hi, h}
+#define KS(field, d, h) \
+    {#field, KEY_STR, offsetof(mt_config, field), sizeof(((mt_config *)0)->field), 0, d, 0, 0, h}
+
+static const key_desc KEYS[] = {
+    KS(data, "", "directory written by `minitrain prepare` (token shards + tokenizer.bin)"),
+    KS(run_dir, "", "run directory (default runs/<config name>)"),
+    KS(name, "", "run name (default: the config file's base name)"),
+    KI(n_layer, 4, 1, 1024, "transformer blocks"),
+    KI(n_head, 4, 1, 1024, "attention heads"),
+    KI(d_model, 128, 1, 65536, "embedding width"),
+    KI(seq_len, 64, 1, 1 << 20, "sequence length T (context)"),
+    KI(vocab_size, 0, 0, 1 << 30, "vocabulary size; 0 = from the tokenizer"),
+    KI(batch_size, 8, 1, 1 << 20, "sequences per microbatch per data-parallel rank"),
+    KI(global_batch, 8, 1, 1 << 24, "sequences per optimizer step (grad accumulation fills it)"),
+    KI(steps, 100, 1, 1 << 30, "optimizer steps (the LR schedule spans them)"),
+    KF(lr, 1e-3, 0, 10, "peak learning rate"),
+    KF(min_lr, 1e-4, 0, 10, "floor of the cosine decay"),
+    KI(warmup_steps, 10, 0, 1 << 30, "linear warm-up steps"),
+    KF(weight_decay, 0.1, 0, 10, "AdamW decoupled weight decay (2-D weights only)"),
+    KF(grad_clip, 1.0, 0, 1e9, "global gradient-norm clip (0 = off)"),
+    KF(beta1, 0.9, 0, 0.999999, "AdamW beta1"),
+    KF(beta2, 0.95, 0, 0.999999, "AdamW beta2"),
+    KF(eps, 1e-8, 0, 1, "AdamW epsilon"),
+    KI(seed, 1337, 0, 2147483647, "seed for weights, data order and sampling"),
+    KI(threads, 0, 0, 1024, "CPU threads per rank (0 = all cores / ranks)"),
+    KI(log_every, 1, 1, 1 << 30, "print a log line every N steps"),
+    KI(eval_every, 0, 0, 1 << 30, "validation loss every N steps (0 = at the end only)"),
+    KI(eval_batches, 8, 1, 1 << 20, "microbatches per validation pass"),
+    KI(sample_every, 0, 0, 1 << 30, "print a sample every N steps (0 = at the end only)"),
+    KI(sample_tokens, 128, 0, 1 << 20, "tokens per printed sample"),
+    KI(stop_after, 0, 0, 1 << 30, "stop cleanly after this step (0 = run all steps)"),
+    KI(tp, 1, 1, 1024, "tensor-parallel degree"),
+    KI(pp, 1, 1, 1024, "pipeline-parallel degree"),
+    KI(dp, 0, 0, 1 << 20, "data-parallel degree (0 = world / (tp*pp))"),
+    KI(ep, 1, 1, 1024, "expert-parallel degree (carved out of dp)"),
+    KI(zero, 0, 0, 1, "ZeRO stage (0 or 1)"),
+};
+#define NKEYS (sizeof(KEYS) / sizeof(KEYS[0]))
+
+static void normalize(const char *key, char *out, size_t cap) {
+    size_t i = 0;
+    for (; key[i] && i + 1 < cap; i++) out[i] = key[i] == '-' ? '_' : key[i];
+    out[i] = 0;
+}
+
+static const key_desc *find_key(const char *key) {
+    char k[128];
+    normalize(key, k, sizeof(k));
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(KEYS[i].name, k) == 0) return &KEYS[i];
+    return NULL;
+}
+
+int config_has_key(const char *key) { return find_key(key) != NULL; }
+
+void config_defaults(mt_config *cfg) {
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < NKEYS; i++) {
+        const key_desc *k = &KEYS[i];
+        char *base = (char *)cfg + k->offset;
+        if (k->type == KEY_INT) *(int *)base = (int)k->def;
+        else if (k->type == KEY_FLOAT) *(float *)base = (float)k->def;
+        else snprintf(base, k->size, "%s", k->def_str);
+    }
+}
+
+int config_set(mt_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+    const key_desc *k = find_key(key);
+    if (!k) {
+        snprintf(err, errlen, "unknown config key '%s' (see `minitrain train --help`)", key);
+        return -1;
+    }
+    char *base = (char *)cfg + k->offset;
+    if (k->type == KEY_STR) {
+        if (strlen(value) >= k->size) {
+            snprintf(err, errlen, "value of '%s' is too long (max %zu chars)", k->name, k->size - 1);
+            return -1;
+        }
+        snprintf(base, k->size, "%s", value);
+        return 0;
+    }
+    char *end = NULL;
+    double v = strtod(value, &end);
+    while (end && (*end == ' ' || *end == '\t')) end++;
+    if (value[0] == 0 || end == value || (end && *end != 0) || !isfinite(v)) {
+        snprintf(err, errlen, "'%s' needs a %s, got '%s'", k->name,
+                 k->type == KEY_INT ? "whole number" : "number", value);
+        return -1;
+    }
+    if (k->type == KEY_INT && v != floor(v)) {
+        snprintf(err, errlen, "'%s' needs a whole number, got '%s'", k->name, value);
+        return -1;
+    }
+    if (v < k->min || v > k->max) {
+        snprintf(err, errlen, "'%s' = %s is out of range [%g, %g]", k->name, value, k->min, k->max);
+        return -1;
+    }
+    if (k->type == KEY_INT) *(int *)base = (int)v;
+    else *(float *)base = (float)v;
+    return 0;
+}
+
+typedef struct {
+    mt_config *cfg;
+    char *err;
+    size_t errlen;
+    const char *path;
+    int failed;
+} ini_ctx;
+
+static int on_ini_key(void *user, const char *section, const char *name, const char *value) {
+    (void)section;
+    ini_ctx *c = user;
+    if (c->failed) return 0;
+    char msg[512];
+    if (config_set(c->cfg, name, value, msg, sizeof(msg)) != 0) {
+        snprintf(c->err, c->errlen, "%s: %s", c->path, msg);
+        c->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int config_load_ini(mt_config *cfg, const char *path, char *err, size_t errlen) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        snprintf(err, errlen, "cannot open config '%s'", path);
+        return -1;
+    }
+    ini_ctx c = {cfg, err, errlen, path, 0};
+    int rc = ini_parse_file(fp, on_ini_key, &c);
+    fclose(fp);
+    if (c.failed) return -1; /* message already says file + key */
+    if (rc != 0) {
+        snprintf(err, errlen, "%s:%d: malformed line (expected 'key = value' or '[section]')", path,
+                 rc);
+        return -1;
+    }
+    return 0;
+}
+
+int config_validate(const mt_config *cfg, char *err, size_t errlen) {
+    if (cfg->d_model % cfg->n_head != 0) {
+        snprintf(err, errlen, "d_model (%d) must be divisible by n_head (%d)", cfg->d_model,
+                 cfg->n_head);
+        return -1;
+    }
+    if (cfg->min_lr > cfg->lr) {
+        snprintf(err, errlen, "min_lr (%g) must not exceed lr (%g)", cfg->min_lr, cfg->lr);
+        return -1;
+    }
+    if (cfg->warmup_steps > cfg->steps) {
+        snprintf(err, errlen, "warmup_steps (%d) exceeds steps (%d)", cfg->warmup_steps,
+                 cfg->steps);
+        return -1;
+    }
+    if (cfg->stop_after > cfg->steps) {
+        snprintf(err, errlen, "stop_after (%d) exceeds steps (%d)", cfg->stop_after, cfg->steps);
+        return -1;
+    }
+    if (cfg->global_batch % cfg->batch_size != 0) {
+        snprintf(err, errlen, "global_batch (%d) must be a multiple of batch_size (%d)",
+                 cfg->global_batch, cfg->batch_size);
+        return -1;
+    }
+    if (cfg->data[0] == 0) {
+        snprintf(err, errlen, "no 'data' directory given (set data = DIR in the config or --data)");
+        return -1;
+    }
+    return 0;
+}
+
+size_t config_to_json(const mt_config *cfg, char *buf, size_t cap) {
+    size_t n = 0;
+#define PUT(...)                                                                \
+    do {                                                                        \
+        int w = snprintf(buf ? buf + (n < cap ? n : cap) : NULL,                \
+                         buf && n < cap ? cap - n : 0, __VA_ARGS__);            \
+        if (w > 0) n += (size_t)w;                                              \
+    } while (0)
+    PUT("{");
+    for (size_t i = 0; i < NKEYS; i++) {
+        const key_desc *k = &KEYS[i];
+        const char *base = (const char *)cfg + k->offset;
+        PUT("%s\"%s\":", i ? "," : "", k->name);
+        if (k->type == KEY_INT) PUT("%d", *(const int *)base);
+        else if (k->type == KEY_FLOAT) PUT("%.9g", *(const float *)base);
+        else {
+            PUT("\"");
+            for (const char *s = base; *s; s++) {
+                if (*s == '"' || *s == '\\') PUT("\\%c", *s);
+                else if ((unsigned char)*s < 0x20) PUT("\\u%04x", (unsigned char)*s);
+                else PUT("%c", *s);
+            }
+            PUT("\"");
+        }
+    }
+    PUT("}");
+#undef PUT
+    return n;
+}
+
+void config_print_help(void) {
+    printf("config keys (INI `key = value`, or on the command line `--key value`):\n");
+    for (size_t i = 0; i < NKEYS; i++) {
+        const key_desc *k = &KEYS[i];
+        char def[64];
+        if (k->type == KEY_INT) snprintf(def, sizeof(def), "%d", (int)k->def);
+        else if (k->type == KEY_FLOAT) snprintf(def, sizeof(def), "%g", k->def);
+        else snprintf(def, sizeof(def), "\"%s\"", k->def_str);
+        printf("  %-14s %-10s %s\n", k->name, def, k->help);
+    }
+}

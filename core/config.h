@@ -1,0 +1,74 @@
+/*
+ * core/config.h — the training configuration: one struct, one table of keys.
+ *
+ * Every key lives in a single descriptor table (core/config.c) with its type, default, range and
+ * help text, so the INI loader (inih), the command-line overrides (`--key value`), validation,
+ * `--help` and the JSON dump recorded in run.db all read the same list and cannot drift apart.
+ * INI files may use [sections] for readability; keys are global and the section is ignored.
+ * Unknown keys and out-of-range values are refused by name.
+ */
+#ifndef MT_CONFIG_H
+#define MT_CONFIG_H
+
+#include <stddef.h>
+
+typedef struct {
+    /* data */
+    char data[512];    /* directory written by `minitrain prepare` */
+    char run_dir[512]; /* default runs/<config name> */
+    char name[128];    /* run name; default: config file's base name */
+    /* model (GPT-2 architecture) */
+    int n_layer;
+    int n_head;
+    int d_model;
+    int seq_len;
+    int vocab_size; /* 0 = from the tokenizer in `data` */
+    /* batch */
+    int batch_size;   /* sequences per microbatch (per data-parallel rank) */
+    int global_batch; /* sequences per optimizer step; = batch_size * dp * grad_accum */
+    /* optimisation */
+    int steps;
+    float lr;
+    float min_lr;
+    int warmup_steps;
+    float weight_decay;
+    float grad_clip; /* 0 = off */
+    float beta1, beta2, eps;
+    /* runtime */
+    int seed;
+    int threads; /* 0 = all cores */
+    int log_every;
+    int eval_every; /* 0 = only at the end */
+    int eval_batches;
+    int sample_every; /* 0 = only at the end */
+    int sample_tokens;
+    int stop_after; /* end cleanly after this step (0 = run to `steps`) */
+    /* parallel layout (parallel runtime issues) */
+    int tp, pp, dp, ep, zero;
+} mt_config;
+
+/* Fill cfg with every key's default. */
+void config_defaults(mt_config *cfg);
+
+/* Load an INI file on top of cfg. Returns 0, or -1 with a message naming the file, line and key
+ * in err (unknown key, unparsable or out-of-range value, unreadable file). */
+int config_load_ini(mt_config *cfg, const char *path, char *err, size_t errlen);
+
+/* Set one key from text (command-line override). Dashes in key are read as underscores.
+ * Returns 0, or -1 with a message (unknown key, bad value) in err. */
+int config_set(mt_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+
+/* 1 if key names a config key (dashes read as underscores). */
+int config_has_key(const char *key);
+
+/* Cross-key checks after all sources are applied (d_model % n_head, global_batch divisibility,
+ * min_lr <= lr, ...). Returns 0 or -1 with the first problem in err. */
+int config_validate(const mt_config *cfg, char *err, size_t errlen);
+
+/* Write the resolved config as a JSON object into buf. Returns bytes needed (like snprintf). */
+size_t config_to_json(const mt_config *cfg, char *buf, size_t cap);
+
+/* Print every key with its default and help text (for `train --help`). */
+void config_print_help(void);
+
+#endif /* MT_CONFIG_H */

@@ -1,0 +1,319 @@
+/*
+ * core/rundb.c — the run database (SQLite, WAL) behind every figure minitrain reports.
+ *
+ * Shape: one connection per process, opened by rundb_open(); prepared statements for the three
+ * inserts are made once and reused, so logging a metric per step costs a bind + step + reset.
+ * Concurrency comes from SQLite itself: WAL lets readers (`minitrain report`) run beside a writer,
+ * and busy_timeout makes concurrent writers (ranks logging events, a supervisor closing a run)
+ * wait their turn instead of failing. synchronous=NORMAL in WAL mode keeps the database consistent
+ * on power loss (the last transactions may be lost, never corrupted) and skips the fsync per row.
+ * See core/rundb.h for the schema and the error policy.
+ */
+#include "core/rundb.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+struct rundb {
+    sqlite3 *db;
+    sqlite3_stmt *ins_metric;
+    sqlite3_stmt *ins_event;
+    sqlite3_stmt *ins_run;
+    sqlite3_stmt *end_run;
+    int batch_depth;
+};
+
+static const char *SCHEMA_SQL =
+    "CREATE TABLE IF NOT EXISTS runs("
+    "  id INTEGER PRIMARY KEY, name TEXT, config TEXT, git_commit TEXT,"
+    "  started_at REAL, ended_at REAL, status TEXT, world_size INT);"
+    "CREATE TABLE IF NOT EXISTS metrics("
+    "  run_id INT, step INT, train_loss REAL, val_loss REAL, lr REAL, grad_norm REAL,"
+    "  tokens_per_s REAL, mfu REAL, mfu_theoretical REAL, step_ms REAL, wall_s REAL);"
+    "CREATE INDEX IF NOT EXISTS metrics_run_step ON metrics(run_id, step);"
+    "CREATE TABLE IF NOT EXISTS events("
+    "  run_id INT, time REAL, kind TEXT, rank INT, detail TEXT);"
+    "CREATE INDEX IF NOT EXISTS events_run_kind ON events(run_id, kind);";
+
+double rundb_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+char *rundb_path(const char *run_dir, char *out, size_t outlen) {
+    size_t n = strlen(run_dir);
+    while (n > 1 && run_dir[n - 1] == '/') n--; /* "runs/x/" -> "runs/x/run.db", not "//" */
+    snprintf(out, outlen, "%.*s/%s", (int)n, run_dir, RUNDB_FILE);
+    return out;
+}
+
+/* mkdir -p: create every missing component of path. Returns 0 or -1 with errno set. */
+static int mkdir_p(const char *path) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char saved = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+            buf[i] = saved;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+static MT_PRINTF(3, 4) void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (err == NULL || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static sqlite3_stmt *prepare(sqlite3 *db, const char *sql) {
+    sqlite3_stmt *st = NULL;
+    sqliteCheck(sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL), db);
+    return st;
+}
+
+/* sqlite3_exec callback: copy the first column of the first row into a char[16]. */
+static int text_cb(void *arg, int ncol, char **vals, char **names) {
+    (void)names;
+    if (ncol > 0 && vals[0] != NULL) snprintf((char *)arg, 16, "%s", vals[0]);
+    return 0;
+}
+
+static int user_version_cb(void *arg, int ncol, char **vals, char **names) {
+    (void)names;
+    if (ncol > 0 && vals[0] != NULL) *(int *)arg = atoi(vals[0]);
+    return 0;
+}
+
+/* sqlite3_exec that retries on SQLITE_BUSY/LOCKED. The busy handler does not cover every case
+ * when several processes open a new database at once (switching to WAL and creating the schema
+ * can return BUSY immediately to avoid a deadlock), so the first open retries for up to ~10 s. */
+static int exec_retry(sqlite3 *db, const char *sql, int (*cb)(void *, int, char **, char **),
+                      void *arg, char **msg) {
+    int rc = SQLITE_BUSY;
+    for (int attempt = 0; attempt < 500; attempt++) {
+        if (*msg) {
+            sqlite3_free(*msg);
+            *msg = NULL;
+        }
+        rc = sqlite3_exec(db, sql, cb, arg, msg);
+        if (rc != SQLITE_BUSY && rc != SQLITE_LOCKED) break;
+        sqlite3_sleep(20);
+    }
+    return rc;
+}
+
+rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
+    int version = 0;
+    if (run_dir == NULL || run_dir[0] == '\0') {
+        set_err(err, errlen, "run directory is empty");
+        return NULL;
+    }
+    if (mkdir_p(run_dir) != 0) {
+        set_err(err, errlen, "cannot create run directory '%s': %s", run_dir, strerror(errno));
+        return NULL;
+    }
+    char path[4200];
+    rundb_path(run_dir, path, sizeof(path));
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) {
+        set_err(err, errlen, "cannot open run database '%s': %s", path,
+                db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, RUNDB_BUSY_TIMEOUT_MS);
+    /* journal_mode=WAL also validates the file: a non-database file fails here ("file is not a
+     * database"). Concurrent first opens are serialized by the busy handler. */
+    char *msg = NULL;
+    char mode[16] = "";
+    rc = exec_retry(db, "PRAGMA journal_mode=WAL", text_cb, mode, &msg);
+    if (rc == SQLITE_OK && strcmp(mode, "wal") != 0)
+        mt_warn("run database '%s' is in journal mode '%s', not WAL (filesystem without shared "
+                "memory?): concurrent writers will wait longer", path, mode);
+    if (rc == SQLITE_OK) {
+        sqlite3_free(msg);
+        msg = NULL;
+        rc = exec_retry(db, "PRAGMA synchronous=NORMAL", NULL, NULL, &msg);
+    }
+    if (rc == SQLITE_OK) {
+        sqlite3_free(msg);
+        msg = NULL;
+        rc = exec_retry(db, SCHEMA_SQL, NULL, NULL, &msg);
+    }
+    if (rc == SQLITE_OK) {
+        sqlite3_free(msg);
+        msg = NULL;
+        /* Stamp the schema version, never lowering one written by a newer minitrain. */
+        char pragma[96];
+        rc = exec_retry(db, "PRAGMA user_version", user_version_cb, &version, &msg);
+        if (rc == SQLITE_OK && version < RUNDB_SCHEMA_VERSION) {
+            snprintf(pragma, sizeof(pragma), "PRAGMA user_version=%d;", RUNDB_SCHEMA_VERSION);
+            rc = exec_retry(db, pragma, NULL, NULL, &msg);
+        }
+    }
+    if (rc != SQLITE_OK) {
+        set_err(err, errlen, "cannot initialise run database '%s': %s", path,
+                msg ? msg : sqlite3_errmsg(db));
+        sqlite3_free(msg);
+        sqlite3_close(db);
+        return NULL;
+    }
+    rundb *r = callocCheck(1, sizeof(*r));
+    r->db = db;
+    r->ins_metric = prepare(db, "INSERT INTO metrics(run_id, step, train_loss, val_loss, lr,"
+                                " grad_norm, tokens_per_s, mfu, mfu_theoretical, step_ms, wall_s)"
+                                " VALUES(?,?,?,?,?,?,?,?,?,?,?)");
+    r->ins_event = prepare(db, "INSERT INTO events(run_id, time, kind, rank, detail)"
+                               " VALUES(?,?,?,?,?)");
+    r->ins_run = prepare(db, "INSERT INTO runs(name, config, git_commit, started_at, ended_at,"
+                             " status, world_size) VALUES(?,?,?,?,NULL,'running',?)");
+    r->end_run = prepare(db, "UPDATE runs SET ended_at=?, status=? WHERE id=?");
+    return r;
+}
+
+/* Bind a double, or NULL when it is NAN (missing value). */
+static void bind_real(rundb *r, sqlite3_stmt *st, int idx, double v) {
+    if (isnan(v))
+        sqliteCheck(sqlite3_bind_null(st, idx), r->db);
+    else
+        sqliteCheck(sqlite3_bind_double(st, idx, v), r->db);
+}
+
+static void bind_text(rundb *r, sqlite3_stmt *st, int idx, const char *s) {
+    if (s == NULL)
+        sqliteCheck(sqlite3_bind_null(st, idx), r->db);
+    else
+        sqliteCheck(sqlite3_bind_text(st, idx, s, -1, SQLITE_TRANSIENT), r->db);
+}
+
+/* Run a bound statement to completion and make it reusable. */
+static void step_reset(rundb *r, sqlite3_stmt *st) {
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    sqliteCheck(rc == SQLITE_DONE ? SQLITE_OK : rc, r->db);
+}
+
+int64_t rundb_run_begin(rundb *db, const char *name, const char *config_json,
+                        const char *git_commit, int world_size) {
+    mtCheck(db != NULL, "rundb_run_begin needs an open run database");
+    bind_text(db, db->ins_run, 1, name);
+    bind_text(db, db->ins_run, 2, config_json);
+    bind_text(db, db->ins_run, 3, git_commit);
+    bind_real(db, db->ins_run, 4, rundb_now());
+    sqliteCheck(sqlite3_bind_int(db->ins_run, 5, world_size), db->db);
+    step_reset(db, db->ins_run);
+    return (int64_t)sqlite3_last_insert_rowid(db->db);
+}
+
+void rundb_run_end(rundb *db, int64_t run_id, const char *status) {
+    mtCheck(db != NULL, "rundb_run_end needs an open run database");
+    mtCheck(status != NULL && (strcmp(status, "running") == 0 || strcmp(status, "completed") == 0 ||
+                               strcmp(status, "failed") == 0 || strcmp(status, "stopped") == 0),
+            "run status must be one of running|completed|failed|stopped");
+    bind_real(db, db->end_run, 1, rundb_now());
+    bind_text(db, db->end_run, 2, status);
+    sqliteCheck(sqlite3_bind_int64(db->end_run, 3, run_id), db->db);
+    step_reset(db, db->end_run);
+}
+
+void rundb_log_metric(rundb *db, int64_t run_id, const rundb_metric *m) {
+    mtCheck(db != NULL && m != NULL, "rundb_log_metric needs an open database and a metric");
+    sqlite3_stmt *st = db->ins_metric;
+    sqliteCheck(sqlite3_bind_int64(st, 1, run_id), db->db);
+    sqliteCheck(sqlite3_bind_int(st, 2, m->step), db->db);
+    bind_real(db, st, 3, m->train_loss);
+    bind_real(db, st, 4, m->val_loss);
+    bind_real(db, st, 5, m->lr);
+    bind_real(db, st, 6, m->grad_norm);
+    bind_real(db, st, 7, m->tokens_per_s);
+    bind_real(db, st, 8, m->mfu);
+    bind_real(db, st, 9, m->mfu_theoretical);
+    bind_real(db, st, 10, m->step_ms);
+    bind_real(db, st, 11, m->wall_s);
+    step_reset(db, st);
+}
+
+void rundb_log_event(rundb *db, int64_t run_id, const char *kind, int rank, const char *detail) {
+    mtCheck(db != NULL && kind != NULL, "rundb_log_event needs an open database and a kind");
+    sqlite3_stmt *st = db->ins_event;
+    sqliteCheck(sqlite3_bind_int64(st, 1, run_id), db->db);
+    bind_real(db, st, 2, rundb_now());
+    bind_text(db, st, 3, kind);
+    sqliteCheck(sqlite3_bind_int(st, 4, rank), db->db);
+    bind_text(db, st, 5, detail);
+    step_reset(db, st);
+}
+
+int rundb_begin_batch(rundb *db) {
+    mtCheck(db != NULL, "rundb_begin_batch needs an open run database");
+    if (db->batch_depth++ == 0)
+        sqliteCheck(sqlite3_exec(db->db, "BEGIN IMMEDIATE", NULL, NULL, NULL), db->db);
+    return 0;
+}
+
+int rundb_commit_batch(rundb *db) {
+    mtCheck(db != NULL && db->batch_depth > 0, "rundb_commit_batch without rundb_begin_batch");
+    if (--db->batch_depth == 0)
+        sqliteCheck(sqlite3_exec(db->db, "COMMIT", NULL, NULL, NULL), db->db);
+    return 0;
+}
+
+void rundb_close(rundb *db) {
+    if (db == NULL) return;
+    if (db->batch_depth > 0) {
+        db->batch_depth = 1;
+        rundb_commit_batch(db);
+    }
+    sqlite3_finalize(db->ins_metric);
+    sqlite3_finalize(db->ins_event);
+    sqlite3_finalize(db->ins_run);
+    sqlite3_finalize(db->end_run);
+    sqliteCheck(sqlite3_close(db->db), NULL);
+    free(db);
+}
+
+sqlite3 *rundb_sqlite(rundb *db) { return db != NULL ? db->db : NULL; }
+
+const char *rundb_git_commit(void) {
+    static char commit[64];
+    static int done = 0;
+    if (done) return commit;
+    done = 1;
+    snprintf(commit, sizeof(commit), "unknown");
+    FILE *p = popen("git rev-parse --short HEAD 2>/dev/null", "r");
+    if (p == NULL) return commit;
+    char line[64] = {0};
+    if (fgets(line, sizeof(line), p) != NULL) {
+        line[strcspn(line, "\r\n")] = '\0';
+        int ok = line[0] != '\0';
+        for (const char *c = line; *c; c++)
+            if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) ok = 0;
+        if (ok) snprintf(commit, sizeof(commit), "%s", line);
+    }
+    pclose(p);
+    return commit;
+}

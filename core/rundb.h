@@ -1,0 +1,111 @@
+/*
+ * core/rundb.h — the run database: one SQLite file, RUN_DIR/run.db, that every report reads.
+ *
+ * A job (one RUN_DIR) may span several processes: MPI ranks that log events, and restarts by the
+ * supervisor, each of which adds a row to `runs`. So the file is opened in WAL mode with a busy
+ * timeout, every process holds its own connection, and the hot path (one metric row per step) is a
+ * reused prepared statement in autocommit mode with synchronous=NORMAL (no fsync per row).
+ *
+ * Schema (created if missing; PRAGMA user_version = RUNDB_SCHEMA_VERSION). Later modules add their
+ * own tables (checkpoints, evals) through rundb_sqlite(); nothing here assumes it owns the file.
+ *   runs(id INTEGER PRIMARY KEY, name TEXT, config TEXT (JSON), git_commit TEXT,
+ *        started_at REAL (unix s), ended_at REAL, status TEXT (running|completed|failed|stopped),
+ *        world_size INT)
+ *   metrics(run_id INT, step INT, train_loss REAL, val_loss REAL (NULL = not evaluated), lr REAL,
+ *           grad_norm REAL, tokens_per_s REAL, mfu REAL (fraction of measured peak),
+ *           mfu_theoretical REAL (fraction of theoretical peak), step_ms REAL,
+ *           wall_s REAL (seconds since that run's start))
+ *           — no primary key: a step recomputed after a restart is logged again.
+ *   events(run_id INT, time REAL (unix s), kind TEXT, rank INT, detail TEXT)
+ *
+ * Errors: rundb_open() reports a bad RUN_DIR or file to the caller (NULL + message), because that is
+ * user input. After a successful open, a failing write is a system failure: sqliteCheck prints
+ * file:line, SQLite's message and a hint, and exits with MT_EXIT_ERROR.
+ */
+#ifndef MT_RUNDB_H
+#define MT_RUNDB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <sqlite3.h>
+
+#include "core/check.h"
+
+#define RUNDB_SCHEMA_VERSION 1
+#define RUNDB_FILE "run.db"
+#define RUNDB_BUSY_TIMEOUT_MS 10000
+
+/* sqliteCheck(rc, db): when rc is not SQLITE_OK/ROW/DONE, print file:line, the SQLite error text of
+ * connection `db` (may be NULL) and a hint, then exit(MT_EXIT_ERROR). */
+static inline void rundb_sqlite_check(int rc, sqlite3 *db, const char *file, int line) {
+    if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return;
+    fprintf(stderr,
+            "minitrain: error: SQLite call failed (code %d): %s\n  at %s:%d\n"
+            "  hint: %s\n",
+            rc, db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc), file, line,
+            (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+                ? "another process held the run database longer than the busy timeout"
+                : "check that the run directory is writable, the disk is not full and run.db is "
+                  "a minitrain run database");
+    exit(MT_EXIT_ERROR);
+}
+#define sqliteCheck(rc, db) rundb_sqlite_check((rc), (db), __FILE__, __LINE__)
+
+typedef struct rundb rundb;
+
+/* One row of the metrics table. Any field that is NAN is stored as NULL (val_loss is NAN on steps
+ * without an evaluation). Units: lr dimensionless, tokens_per_s tokens/s, mfu and mfu_theoretical
+ * fractions in [0, 1] of the measured (sgemm probe) and theoretical peak, step_ms milliseconds,
+ * wall_s seconds since the run (this process's `runs` row) started. */
+typedef struct {
+    int step;
+    double train_loss, val_loss, lr, grad_norm, tokens_per_s, mfu, mfu_theoretical, step_ms,
+        wall_s;
+} rundb_metric;
+
+/* Open (creating if needed) RUN_DIR/run.db: mkdir -p run_dir, WAL journal, busy timeout
+ * RUNDB_BUSY_TIMEOUT_MS, create missing tables. Returns NULL on error and writes one line saying
+ * what is wrong (and with which path) into err (errlen bytes, may be 0). */
+rundb *rundb_open(const char *run_dir, char *err, size_t errlen);
+
+/* Insert a `runs` row with status "running" and started_at = now; returns its id (> 0).
+ * Any string may be NULL (stored as NULL). world_size = number of ranks in the job. */
+int64_t rundb_run_begin(rundb *db, const char *name, const char *config_json,
+                        const char *git_commit, int world_size);
+
+/* Set ended_at = now and status (one of running|completed|failed|stopped; anything else is a
+ * programming error and exits). */
+void rundb_run_end(rundb *db, int64_t run_id, const char *status);
+
+/* Append one metrics row (NAN fields -> NULL). Cheap: a reused prepared statement. */
+void rundb_log_metric(rundb *db, int64_t run_id, const rundb_metric *m);
+
+/* Append one events row with time = now. kind must be non-NULL (e.g. "start", "checkpoint",
+ * "fault", "restart"); detail may be NULL. rank = the logging rank (0 in single-process runs). */
+void rundb_log_event(rundb *db, int64_t run_id, const char *kind, int rank, const char *detail);
+
+/* Group the following writes in one transaction (BEGIN IMMEDIATE ... COMMIT). Calls nest; only the
+ * outermost pair touches the database. Both return 0. */
+int rundb_begin_batch(rundb *db);
+int rundb_commit_batch(rundb *db);
+
+/* Commit any open batch, finalize statements and close. NULL is a no-op. */
+void rundb_close(rundb *db);
+
+/* The raw connection, for modules that add their own tables (checkpoints, evals). */
+sqlite3 *rundb_sqlite(rundb *db);
+
+/* Path of the database file for run_dir ("<run_dir>/run.db") into out; returns out. */
+char *rundb_path(const char *run_dir, char *out, size_t outlen);
+
+/* Wall-clock time now, unix seconds with sub-second resolution (CLOCK_REALTIME). */
+double rundb_now(void);
+
+/* Best effort `git rev-parse --short HEAD` in the current directory (popen), or "unknown".
+ * Computed once; the returned string is static. */
+const char *rundb_git_commit(void);
+
+#endif /* MT_RUNDB_H */

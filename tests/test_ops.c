@@ -1,0 +1,810 @@
+/*
+ * tests/test_ops.c — unit tests of the CPU kernels in train/ops.h (train/ops_cpu.c).
+ *
+ * Method: every op has a small double-precision reference forward written here with plain loops
+ * (independent of the fp32/BLAS implementation). Forward outputs are compared with it; every
+ * backward is compared with central finite differences of the scalar L = Σ ref_forward(x) ⊙ R
+ * for a random R, taken in double (h = 1e-5), so the numerical gradient is accurate to ~1e-9
+ * and the error budget is all on the fp32 side.
+ *
+ * Tolerance for fp32-vs-double comparisons: |got − want| ≤ tol · max(1, max|want|). The kernels
+ * chain at most ~20 fp32 operations per output and sum at most ~100 terms, so the expected error
+ * is a few 1e-7 relative to the largest value; TOL_GRAD = 1e-4 leaves a wide margin for that while
+ * any wrong formula (a missing term, a transposed index, a dropped scale) is off by O(1).
+ *
+ * Gradient buffers are pre-filled with random values before a backward call and the check is
+ * on (after − before): that also proves the functions accumulate rather than overwrite.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/check.h"
+#include "train/ops.h"
+
+#define TOL_FWD 2e-6  /* forward fp32 vs double, relative to the largest magnitude */
+#define TOL_GRAD 1e-4 /* analytic fp32 gradient vs double finite differences */
+#define FD_H 1e-5     /* finite-difference step, in double */
+
+/* ------------------------------------------------------------------------------------------ */
+/* helpers                                                                                    */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+/* xorshift64*: uniform in [-1, 1). Deterministic so a failure reproduces. */
+static float frand(void) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    const uint64_t r = rng_state * 2685821657736338717ull;
+    return (float)((double)(r >> 40) / 16777216.0 * 2.0 - 1.0);
+}
+
+static float *frand_array(size_t n, float scale, float offset) {
+    float *x = mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        x[i] = offset + scale * frand();
+    }
+    return x;
+}
+
+static float *fzeros(size_t n) { return callocCheck(n, sizeof(float)); }
+static double *dzeros(size_t n) { return callocCheck(n, sizeof(double)); }
+
+static float *fcopy(const float *x, size_t n) {
+    float *y = mallocCheck(n * sizeof(float));
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+static double *to_double(const float *x, size_t n) {
+    double *y = mallocCheck(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) {
+        y[i] = x[i];
+    }
+    return y;
+}
+
+static double dot(const double *a, const double *b, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        s += a[i] * b[i];
+    }
+    return s;
+}
+
+/* Fail unless |got − want| ≤ tol · max(1, max|want|) everywhere (NaN fails). */
+static void check_close(const char *what, const float *got, const double *want, size_t n,
+                        double tol) {
+    double scale = 1.0;
+    for (size_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs(want[i]));
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!(fabs((double)got[i] - want[i]) <= tol * scale)) {
+            fail_msg("%s[%zu]: got %.9g, want %.9g (tol %.3g x %.3g)", what, i, (double)got[i],
+                     want[i], tol, scale);
+        }
+    }
+}
+
+/* The increment (after − before) of an accumulated gradient, against want. */
+static void check_increment(const char *what, const float *after, const float *before,
+                            const double *want, size_t n, double tol) {
+    float *d = mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        d[i] = after[i] - before[i];
+    }
+    check_close(what, d, want, n, tol);
+    free(d);
+}
+
+/* Central finite differences of L(ctx) with respect to each element of x (n). */
+typedef double (*loss_fn)(void *ctx);
+static void fd_grad(loss_fn L, void *ctx, double *x, size_t n, double *g) {
+    for (size_t i = 0; i < n; i++) {
+        const double save = x[i];
+        x[i] = save + FD_H;
+        const double lp = L(ctx);
+        x[i] = save - FD_H;
+        const double lm = L(ctx);
+        x[i] = save;
+        g[i] = (lp - lm) / (2.0 * FD_H);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* double-precision reference forwards                                                        */
+
+static void ref_encoder(double *out, const int *inp, const double *wte, const double *wpe, int B,
+                        int T, int C) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++)
+                out[(b * T + t) * C + c] = wte[inp[b * T + t] * C + c] + wpe[t * C + c];
+}
+
+static void ref_layernorm(double *out, double *mean, double *rstd, const double *x,
+                          const double *w, const double *b, int N, int C) {
+    for (int n = 0; n < N; n++) {
+        double m = 0.0, var = 0.0;
+        for (int c = 0; c < C; c++) m += x[n * C + c];
+        m /= C;
+        for (int c = 0; c < C; c++) var += (x[n * C + c] - m) * (x[n * C + c] - m);
+        var /= C;
+        const double r = 1.0 / sqrt(var + 1e-5);
+        for (int c = 0; c < C; c++) out[n * C + c] = (x[n * C + c] - m) * r * w[c] + b[c];
+        if (mean) mean[n] = m;
+        if (rstd) rstd[n] = r;
+    }
+}
+
+static void ref_matmul(double *out, const double *x, const double *w, const double *bias, int N,
+                       int C, int OC) {
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = bias ? bias[o] : 0.0;
+            for (int c = 0; c < C; c++) s += x[n * C + c] * w[o * C + c];
+            out[n * OC + o] = s;
+        }
+}
+
+/* qkv (B,T,3,NH,HS) → out (B,T,NH,HS); att (B,NH,T,T) may be NULL. */
+static void ref_attention(double *out, double *att, const double *qkv, int B, int T, int NH,
+                          int HS) {
+    const int C = NH * HS;
+    double *p = dzeros((size_t)T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const double *q = qkv + ((size_t)(b * T + i) * 3 + 0) * C + h * HS;
+                double mx = -INFINITY;
+                for (int j = 0; j <= i; j++) {
+                    const double *k = qkv + ((size_t)(b * T + j) * 3 + 1) * C + h * HS;
+                    double s = 0.0;
+                    for (int d = 0; d < HS; d++) s += q[d] * k[d];
+                    p[j] = s / sqrt((double)HS);
+                    mx = fmax(mx, p[j]);
+                }
+                double sum = 0.0;
+                for (int j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int j = 0; j < T; j++) {
+                    p[j] = j <= i ? p[j] / sum : 0.0;
+                    if (att) att[(((size_t)b * NH + h) * T + i) * T + j] = p[j];
+                }
+                for (int d = 0; d < HS; d++) {
+                    double s = 0.0;
+                    for (int j = 0; j <= i; j++)
+                        s += p[j] * qkv[((size_t)(b * T + j) * 3 + 2) * C + h * HS + d];
+                    out[(size_t)(b * T + i) * C + h * HS + d] = s;
+                }
+            }
+    free(p);
+}
+
+static double ref_gelu1(double x) {
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+/* Σ over non-ignored rows of −log softmax(logits)[target]; losses (N) may be NULL. */
+static double ref_ce(const double *logits, const int *tg, int N, int V, double *losses) {
+    double total = 0.0;
+    for (int n = 0; n < N; n++) {
+        double l = 0.0;
+        if (tg[n] >= 0) {
+            const double *z = logits + (size_t)n * V;
+            double mx = z[0], s = 0.0;
+            for (int i = 1; i < V; i++) mx = fmax(mx, z[i]);
+            for (int i = 0; i < V; i++) s += exp(z[i] - mx);
+            l = mx + log(s) - z[tg[n]];
+        }
+        if (losses) losses[n] = l;
+        total += l;
+    }
+    return total;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* encoder                                                                                    */
+
+typedef struct {
+    int B, T, C;
+    const int *inp;
+    double *wte, *wpe, *R, *out;
+} EncCtx;
+static double enc_loss(void *p) {
+    EncCtx *c = p;
+    ref_encoder(c->out, c->inp, c->wte, c->wpe, c->B, c->T, c->C);
+    return dot(c->out, c->R, (size_t)c->B * c->T * c->C);
+}
+
+static void test_encoder(void **state) {
+    (void)state;
+    enum { B = 2, T = 3, C = 4, V = 5, MAXT = 4 };
+    const int inp[B * T] = {1, 3, 1, 1, 0, 3}; /* token 1 three times, 3 twice, 2 and 4 never */
+    float *wte = frand_array(V * C, 1, 0), *wpe = frand_array(MAXT * C, 1, 0);
+    float *R = frand_array(B * T * C, 1, 0), *out = fzeros(B * T * C);
+    EncCtx ctx = {B, T, C, inp, to_double(wte, V * C), to_double(wpe, MAXT * C),
+                  to_double(R, B * T * C), dzeros(B * T * C)};
+    ops_encoder_forward(out, inp, wte, wpe, B, T, C);
+    enc_loss(&ctx);
+    check_close("encoder out", out, ctx.out, B * T * C, TOL_FWD);
+
+    float *dwte = frand_array(V * C, 1, 0), *dwpe = frand_array(MAXT * C, 1, 0);
+    float *dwte0 = fcopy(dwte, V * C), *dwpe0 = fcopy(dwpe, MAXT * C);
+    ops_encoder_backward(dwte, dwpe, R, inp, B, T, C);
+    double *gte = dzeros(V * C), *gpe = dzeros(MAXT * C);
+    fd_grad(enc_loss, &ctx, ctx.wte, V * C, gte);
+    fd_grad(enc_loss, &ctx, ctx.wpe, MAXT * C, gpe); /* row MAXT-1 is unused: gradient 0 */
+    check_increment("encoder dwte", dwte, dwte0, gte, V * C, TOL_GRAD);
+    check_increment("encoder dwpe", dwpe, dwpe0, gpe, MAXT * C, TOL_GRAD);
+    free(wte); free(wpe); free(R); free(out); free(dwte); free(dwpe); free(dwte0); free(dwpe0);
+    free(ctx.wte); free(ctx.wpe); free(ctx.R); free(ctx.out); free(gte); free(gpe);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* layernorm                                                                                  */
+
+typedef struct {
+    int N, C;
+    double *x, *w, *b, *R, *out;
+} LnCtx;
+static double ln_loss(void *p) {
+    LnCtx *c = p;
+    ref_layernorm(c->out, NULL, NULL, c->x, c->w, c->b, c->N, c->C);
+    return dot(c->out, c->R, (size_t)c->N * c->C);
+}
+
+static void test_layernorm(void **state) {
+    (void)state;
+    enum { N = 3, C = 7 };
+    float *x = frand_array(N * C, 1.5f, 2.0f); /* non-zero mean exercises the centring */
+    float *w = frand_array(C, 1, 0), *b = frand_array(C, 1, 0), *R = frand_array(N * C, 1, 0);
+    float *out = fzeros(N * C), *mean = fzeros(N), *rstd = fzeros(N);
+    LnCtx ctx = {N, C, to_double(x, N * C), to_double(w, C), to_double(b, C),
+                 to_double(R, N * C), dzeros(N * C)};
+    double rmean[N], rrstd[N];
+    ref_layernorm(ctx.out, rmean, rrstd, ctx.x, ctx.w, ctx.b, N, C);
+    ops_layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    check_close("layernorm out", out, ctx.out, N * C, TOL_FWD);
+    check_close("layernorm mean", mean, rmean, N, TOL_FWD);
+    check_close("layernorm rstd", rstd, rrstd, N, TOL_FWD);
+
+    float *dx = frand_array(N * C, 1, 0), *dw = frand_array(C, 1, 0), *db = frand_array(C, 1, 0);
+    float *dx0 = fcopy(dx, N * C), *dw0 = fcopy(dw, C), *db0 = fcopy(db, C);
+    ops_layernorm_backward(dx, dw, db, R, x, w, mean, rstd, N, C);
+    double *gx = dzeros(N * C), *gw = dzeros(C), *gb = dzeros(C);
+    fd_grad(ln_loss, &ctx, ctx.x, N * C, gx);
+    fd_grad(ln_loss, &ctx, ctx.w, C, gw);
+    fd_grad(ln_loss, &ctx, ctx.b, C, gb);
+    check_increment("layernorm dinp", dx, dx0, gx, N * C, TOL_GRAD);
+    check_increment("layernorm dw", dw, dw0, gw, C, TOL_GRAD);
+    check_increment("layernorm db", db, db0, gb, C, TOL_GRAD);
+    free(x); free(w); free(b); free(R); free(out); free(mean); free(rstd);
+    free(dx); free(dw); free(db); free(dx0); free(dw0); free(db0);
+    free(ctx.x); free(ctx.w); free(ctx.b); free(ctx.R); free(ctx.out); free(gx); free(gw); free(gb);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* matmul                                                                                     */
+
+typedef struct {
+    int N, C, OC;
+    double *x, *w, *bias, *R, *out;
+} MmCtx;
+static double mm_loss(void *p) {
+    MmCtx *c = p;
+    ref_matmul(c->out, c->x, c->w, c->bias, c->N, c->C, c->OC);
+    return dot(c->out, c->R, (size_t)c->N * c->OC);
+}
+
+static void run_matmul_case(int with_bias) {
+    enum { N = 7, C = 5, OC = 3 };
+    float *x = frand_array(N * C, 1, 0), *w = frand_array(OC * C, 1, 0);
+    float *bias = with_bias ? frand_array(OC, 1, 0) : NULL, *R = frand_array(N * OC, 1, 0);
+    float *out = frand_array(N * OC, 1, 0); /* garbage: forward must overwrite */
+    MmCtx ctx = {N, C, OC, to_double(x, N * C), to_double(w, OC * C),
+                 with_bias ? to_double(bias, OC) : NULL, to_double(R, N * OC), dzeros(N * OC)};
+    mm_loss(&ctx);
+    ops_matmul_forward(out, x, w, bias, N, C, OC);
+    check_close("matmul out", out, ctx.out, N * OC, TOL_FWD);
+
+    float *dx = frand_array(N * C, 1, 0), *dw = frand_array(OC * C, 1, 0);
+    float *db = frand_array(OC, 1, 0);
+    float *dx0 = fcopy(dx, N * C), *dw0 = fcopy(dw, OC * C), *db0 = fcopy(db, OC);
+    ops_matmul_backward(dx, dw, with_bias ? db : NULL, R, x, w, N, C, OC);
+    double *gx = dzeros(N * C), *gw = dzeros(OC * C), *gb = dzeros(OC);
+    fd_grad(mm_loss, &ctx, ctx.x, N * C, gx);
+    fd_grad(mm_loss, &ctx, ctx.w, OC * C, gw);
+    if (with_bias) {
+        fd_grad(mm_loss, &ctx, ctx.bias, OC, gb);
+    }
+    check_increment("matmul dinp", dx, dx0, gx, N * C, TOL_GRAD);
+    check_increment("matmul dw", dw, dw0, gw, OC * C, TOL_GRAD);
+    check_increment("matmul dbias", db, db0, gb, OC, TOL_GRAD); /* untouched when NULL passed */
+
+    /* NULL skips a gradient: dw alone equals the dw increment computed above */
+    float *dw2 = fzeros(OC * C);
+    ops_matmul_backward(NULL, dw2, NULL, R, x, w, N, C, OC);
+    check_close("matmul dw (dinp=NULL)", dw2, gw, OC * C, TOL_GRAD);
+    free(x); free(w); free(bias); free(R); free(out); free(dx); free(dw); free(db);
+    free(dx0); free(dw0); free(db0); free(dw2); free(ctx.x); free(ctx.w); free(ctx.bias);
+    free(ctx.R); free(ctx.out); free(gx); free(gw); free(gb);
+}
+
+static void test_matmul_bias(void **state) {
+    (void)state;
+    run_matmul_case(1);
+}
+
+static void test_matmul_nobias(void **state) {
+    (void)state;
+    run_matmul_case(0);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* attention                                                                                  */
+
+typedef struct {
+    int B, T, NH, HS;
+    double *qkv, *R, *out;
+} AttCtx;
+static double att_loss(void *p) {
+    AttCtx *c = p;
+    ref_attention(c->out, NULL, c->qkv, c->B, c->T, c->NH, c->HS);
+    return dot(c->out, c->R, (size_t)c->B * c->T * c->NH * c->HS);
+}
+
+static void test_attention(void **state) {
+    (void)state;
+    enum { B = 2, T = 5, NH = 3, HS = 4, C = NH * HS };
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    float *qkv = frand_array(nqkv, 1.5f, 0), *R = frand_array(nout, 1, 0);
+    float *out = frand_array(nout, 1, 0), *att = frand_array(natt, 1, 0); /* garbage in */
+    AttCtx ctx = {B, T, NH, HS, to_double(qkv, nqkv), to_double(R, nout), dzeros(nout)};
+    double *ratt = dzeros(natt);
+    ref_attention(ctx.out, ratt, ctx.qkv, B, T, NH, HS);
+    ops_attention_forward(out, att, qkv, B, T, NH, HS);
+    check_close("attention out", out, ctx.out, nout, TOL_FWD);
+    check_close("attention att", att, ratt, natt, TOL_FWD);
+    for (size_t r = 0; r < (size_t)B * NH * T; r++) {
+        const int i = (int)(r % T);
+        double s = 0.0;
+        for (int j = 0; j < T; j++) {
+            s += att[r * T + j];
+            if (j > i && att[r * T + j] != 0.0f) {
+                fail_msg("att row %zu col %d above the diagonal is %g, not 0", r, j,
+                         (double)att[r * T + j]);
+            }
+        }
+        assert_true(fabs(s - 1.0) < 1e-6);
+    }
+
+    float *dqkv = frand_array(nqkv, 1, 0), *dqkv0 = fcopy(dqkv, nqkv);
+    float *datt = mallocCheck(natt * sizeof(float));
+    for (size_t i = 0; i < natt; i++) {
+        datt[i] = NAN; /* scratch: its contents on entry must not matter */
+    }
+    ops_attention_backward(dqkv, datt, R, qkv, att, B, T, NH, HS);
+    double *g = dzeros(nqkv);
+    fd_grad(att_loss, &ctx, ctx.qkv, nqkv, g);
+    check_increment("attention dqkv", dqkv, dqkv0, g, nqkv, TOL_GRAD);
+    free(qkv); free(R); free(out); free(att); free(ctx.qkv); free(ctx.R); free(ctx.out);
+    free(ratt); free(dqkv); free(dqkv0); free(datt); free(g);
+}
+
+static void test_attention_decode(void **state) {
+    (void)state;
+    enum { T = 6, NH = 3, HS = 4, C = NH * HS, MAXT = 8 };
+    float *qkv = frand_array((size_t)T * 3 * C, 1.5f, 0), *out = fzeros(T * C);
+    float *att = fzeros(NH * T * T);
+    ops_attention_forward(out, att, qkv, 1, T, NH, HS);
+    /* caches (MAXT, NH, HS): rows 0..T-1 hold K and V of each position, the rest garbage */
+    float *kc = frand_array(MAXT * C, 100, 0), *vc = frand_array(MAXT * C, 100, 0);
+    for (int t = 0; t < T; t++) {
+        memcpy(kc + t * C, qkv + ((size_t)t * 3 + 1) * C, C * sizeof(float));
+        memcpy(vc + t * C, qkv + ((size_t)t * 3 + 2) * C, C * sizeof(float));
+    }
+    float dec[C], scratch[T];
+    double want[C];
+    for (int t = 0; t < T; t++) { /* position t sees rows 0..t: row t of the causal output */
+        ops_attention_decode(dec, qkv + (size_t)t * 3 * C, kc, vc, t, NH, HS, scratch);
+        for (int i = 0; i < C; i++) {
+            want[i] = out[t * C + i];
+        }
+        check_close("attention_decode", dec, want, C, 1e-6);
+    }
+    free(qkv); free(out); free(att); free(kc); free(vc);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* gelu                                                                                       */
+
+typedef struct {
+    size_t n;
+    double *x, *R;
+} GeluCtx;
+static double gelu_loss(void *p) {
+    GeluCtx *c = p;
+    double s = 0.0;
+    for (size_t i = 0; i < c->n; i++) s += ref_gelu1(c->x[i]) * c->R[i];
+    return s;
+}
+
+static void test_gelu(void **state) {
+    (void)state;
+    enum { N = 64 };
+    float *x = frand_array(N, 6, 0), *R = frand_array(N, 1, 0), *out = fzeros(N);
+    x[0] = 0.0f;
+    x[1] = -12.0f;
+    x[2] = 12.0f;
+    GeluCtx ctx = {N, to_double(x, N), to_double(R, N)};
+    double want[N];
+    for (int i = 0; i < N; i++) want[i] = ref_gelu1(ctx.x[i]);
+    ops_gelu_forward(out, x, N);
+    check_close("gelu out", out, want, N, TOL_FWD);
+    float *dx = frand_array(N, 1, 0), *dx0 = fcopy(dx, N);
+    ops_gelu_backward(dx, x, R, N);
+    double g[N];
+    fd_grad(gelu_loss, &ctx, ctx.x, N, g);
+    check_increment("gelu dinp", dx, dx0, g, N, TOL_GRAD);
+
+    /* saturated tails: gelu(x) -> x and gelu' -> 1 for x >> 0; both -> 0 for x << 0 */
+    const float tail_x[4] = {-1e6f, -30.0f, 30.0f, 1e6f}, tail_g[4] = {0, 0, 1, 1};
+    const float ones[4] = {1, 1, 1, 1};
+    float tail_y[4], tail_d[4] = {0, 0, 0, 0};
+    ops_gelu_forward(tail_y, tail_x, 4);
+    ops_gelu_backward(tail_d, tail_x, ones, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_true(fabsf(tail_y[i] - (tail_g[i] ? tail_x[i] : 0.0f)) <= 1e-6f * fabsf(tail_x[i]));
+        assert_true(fabsf(tail_d[i] - tail_g[i]) <= 1e-6f);
+    }
+
+    /* a dense sweep over [-40, 40]: each value within 1e-6 relative (or 1e-6 absolute near 0) */
+    enum { M = 8001 };
+    float *xs = fzeros(M), *ys = fzeros(M);
+    for (int i = 0; i < M; i++) xs[i] = -40.0f + 0.01f * i;
+    ops_gelu_forward(ys, xs, M);
+    for (int i = 0; i < M; i++) {
+        const double w = ref_gelu1(xs[i]);
+        if (!(fabs(ys[i] - w) <= 1e-6 * fmax(1.0, fabs(w)))) {
+            fail_msg("gelu(%g) = %.9g, want %.9g", (double)xs[i], (double)ys[i], w);
+        }
+    }
+    free(x); free(R); free(out); free(dx); free(dx0); free(ctx.x); free(ctx.R); free(xs); free(ys);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* softmax + cross-entropy                                                                    */
+
+typedef struct {
+    int N, V;
+    const int *tg;
+    double *z, dloss;
+} CeCtx;
+static double ce_loss(void *p) {
+    CeCtx *c = p;
+    return c->dloss * ref_ce(c->z, c->tg, c->N, c->V, NULL);
+}
+
+static void test_softmax_crossentropy(void **state) {
+    (void)state;
+    enum { N = 4, V = 7 };
+    const int tg[N] = {2, -1, 6, 0}; /* row 1 is ignored */
+    const float dloss = 0.37f;
+    float *z = frand_array(N * V, 3, 0);
+    for (int i = 0; i < V; i++) z[3 * V + i] += 1000.0f; /* needs the max subtraction */
+    z[3 * V + 4] -= 150.0f;                               /* exp underflows to 0 */
+    CeCtx ctx = {N, V, tg, to_double(z, N * V), (double)dloss};
+    double rloss[N];
+    const double rtotal = ref_ce(ctx.z, tg, N, V, rloss);
+
+    float *zz = fcopy(z, N * V), losses[N];
+    const double total = ops_softmax_crossentropy(zz, losses, tg, N, V, dloss);
+    assert_true(fabs(total - rtotal) <= 1e-5 * fmax(1.0, fabs(rtotal)));
+    check_close("ce losses", losses, rloss, N, 1e-5);
+    assert_true(losses[1] == 0.0f);
+    double g[N * V];
+    fd_grad(ce_loss, &ctx, ctx.z, N * V, g);
+    check_close("ce dlogits", zz, g, N * V, TOL_GRAD);
+    for (int i = 0; i < V; i++) {
+        assert_true(zz[1 * V + i] == 0.0f); /* ignored row: exactly no gradient */
+    }
+
+    /* eval mode (dloss == 0): probabilities left in place */
+    float *zp = fcopy(z, N * V);
+    const double total2 = ops_softmax_crossentropy(zp, losses, tg, N, V, 0.0f);
+    assert_true(fabs(total2 - rtotal) <= 1e-5 * fmax(1.0, fabs(rtotal)));
+    double prob[N * V];
+    for (int n = 0; n < N; n++) {
+        double mx = ctx.z[n * V], s = 0.0;
+        for (int i = 1; i < V; i++) mx = fmax(mx, ctx.z[n * V + i]);
+        for (int i = 0; i < V; i++) s += exp(ctx.z[n * V + i] - mx);
+        for (int i = 0; i < V; i++) prob[n * V + i] = exp(ctx.z[n * V + i] - mx) / s;
+    }
+    check_close("ce probabilities", zp, prob, N * V, 1e-6);
+    free(z); free(zz); free(zp); free(ctx.z);
+}
+
+/* A vocabulary spanning several of the kernel's 1024-wide blocks plus a remainder; gradient
+ * against the closed form (p − onehot)·dloss in double. */
+static void test_softmax_crossentropy_wide(void **state) {
+    (void)state;
+    enum { N = 3, V = 2500 };
+    const int tg[N] = {0, 2499, 1234};
+    const float dloss = 1.0f / 3.0f;
+    float *z = frand_array(N * V, 8, 0);
+    double *zd = to_double(z, N * V), rloss[N], *want = dzeros(N * V);
+    const double rtotal = ref_ce(zd, tg, N, V, rloss);
+    for (int n = 0; n < N; n++) {
+        double mx = zd[n * V], s = 0.0;
+        for (int i = 1; i < V; i++) mx = fmax(mx, zd[n * V + i]);
+        for (int i = 0; i < V; i++) s += exp(zd[n * V + i] - mx);
+        for (int i = 0; i < V; i++)
+            want[n * V + i] = (exp(zd[n * V + i] - mx) / s - (i == tg[n])) * dloss;
+    }
+    float losses[N];
+    const double total = ops_softmax_crossentropy(z, losses, tg, N, V, dloss);
+    assert_true(fabs(total - rtotal) <= 1e-5 * rtotal);
+    check_close("ce wide losses", losses, rloss, N, 1e-5);
+    check_close("ce wide dlogits", z, want, N * V, 1e-6);
+    free(z); free(zd); free(want);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* optimizer helpers and element-wise                                                         */
+
+static void test_adamw(void **state) {
+    (void)state;
+    const float lr = 0.1f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.01f;
+    float p[3] = {0.5f, -1.25f, 2.0f}, m[3] = {0}, v[3] = {0};
+    const float g[2][3] = {{0.1f, -0.2f, 0.0f}, {0.3f, 0.05f, -0.4f}}; /* g=0: decay only */
+    double pd[3], md[3] = {0}, vd[3] = {0};
+    for (int i = 0; i < 3; i++) pd[i] = p[i];
+    for (int t = 1; t <= 2; t++) {
+        ops_adamw(p, g[t - 1], m, v, 3, lr, b1, b2, eps, wd, t);
+        for (int i = 0; i < 3; i++) { /* the header's formula, in double */
+            const double gi = g[t - 1][i];
+            md[i] = (double)b1 * md[i] + (1.0 - (double)b1) * gi;
+            vd[i] = (double)b2 * vd[i] + (1.0 - (double)b2) * gi * gi;
+            const double mhat = md[i] / (1.0 - pow((double)b1, t));
+            const double vhat = vd[i] / (1.0 - pow((double)b2, t));
+            pd[i] -= (double)lr * (mhat / (sqrt(vhat) + (double)eps) + (double)wd * pd[i]);
+        }
+        check_close("adamw p", p, pd, 3, 1e-6);
+        check_close("adamw m", m, md, 3, 1e-6);
+        check_close("adamw v", v, vd, 3, 1e-6);
+    }
+    /* step 1 moves every parameter with a non-zero gradient by ~lr: a sanity anchor */
+    assert_true(fabs(pd[0] - 0.5) > 0.1);
+}
+
+static void test_sumsq_scale_residual(void **state) {
+    (void)state;
+    const size_t sizes[2] = {5, 100003}; /* below and above the parallel threshold */
+    for (int k = 0; k < 2; k++) {
+        const size_t n = sizes[k];
+        float *x = frand_array(n, 3, 0.5f), *y = frand_array(n, 1, 0), *o = fzeros(n);
+        double want = 0.0;
+        for (size_t i = 0; i < n; i++) want += (double)x[i] * (double)x[i];
+        assert_true(fabs(ops_sumsq(x, n) - want) <= 1e-12 * want);
+
+        double *w = dzeros(n);
+        for (size_t i = 0; i < n; i++) w[i] = (double)x[i] + (double)y[i];
+        ops_residual_forward(o, x, y, n);
+        check_close("residual", o, w, n, 1e-7);
+        float *y2 = fcopy(y, n);
+        ops_add_inplace(y2, x, n);
+        check_close("add_inplace", y2, w, n, 1e-7);
+        for (size_t i = 0; i < n; i++) w[i] = (double)x[i] * 0.25;
+        ops_scale(x, n, 0.25f);
+        check_close("scale", x, w, n, 0.0); /* scaling by a power of 2 is exact */
+        free(x); free(y); free(o); free(w); free(y2);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* accumulation: calling a backward twice doubles its gradients                               */
+
+static void check_doubles(const char *what, const float *once, const float *twice, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (!(fabsf(twice[i] - 2.0f * once[i]) <= 1e-6f * fmaxf(1.0f, fabsf(2.0f * once[i])))) {
+            fail_msg("%s[%zu]: once %.9g, twice %.9g", what, i, (double)once[i],
+                     (double)twice[i]);
+        }
+    }
+}
+
+static void test_backward_accumulates(void **state) {
+    (void)state;
+    enum { B = 2, T = 5, NH = 3, HS = 4, C = NH * HS, V = 6, OC = 9, N = B * T };
+    const int inp[N] = {1, 1, 2, 5, 1, 0, 0, 3, 1, 4};
+    float *dout = frand_array(N * 3 * C, 1, 0), *x = frand_array(N * 3 * C, 1, 0);
+    float *w = frand_array(OC * 3 * C, 1, 0), *qkv = frand_array(N * 3 * C, 1, 0);
+    float *g1[3], *g2[3];
+    const size_t sz[3] = {(size_t)V * 3 * C, (size_t)T * 3 * C, 0};
+    /* encoder */
+    for (int r = 0; r < 2; r++) {
+        float **g = r ? g2 : g1;
+        g[0] = fzeros(sz[0]); g[1] = fzeros(sz[1]);
+        for (int k = 0; k <= r; k++) ops_encoder_backward(g[0], g[1], dout, inp, B, T, 3 * C);
+    }
+    check_doubles("encoder dwte", g1[0], g2[0], sz[0]);
+    check_doubles("encoder dwpe", g1[1], g2[1], sz[1]);
+    for (int k = 0; k < 2; k++) { free(g1[k]); free(g2[k]); }
+    /* layernorm */
+    float *o = fzeros(N * C), mean[N], rstd[N];
+    ops_layernorm_forward(o, mean, rstd, x, w, w + C, N, C);
+    for (int r = 0; r < 2; r++) {
+        float **g = r ? g2 : g1;
+        g[0] = fzeros(N * C); g[1] = fzeros(C); g[2] = fzeros(C);
+        for (int k = 0; k <= r; k++)
+            ops_layernorm_backward(g[0], g[1], g[2], dout, x, w, mean, rstd, N, C);
+    }
+    check_doubles("layernorm dinp", g1[0], g2[0], N * C);
+    check_doubles("layernorm dw", g1[1], g2[1], C);
+    check_doubles("layernorm db", g1[2], g2[2], C);
+    for (int k = 0; k < 3; k++) { free(g1[k]); free(g2[k]); }
+    /* matmul */
+    for (int r = 0; r < 2; r++) {
+        float **g = r ? g2 : g1;
+        g[0] = fzeros(N * C); g[1] = fzeros(OC * C); g[2] = fzeros(OC);
+        for (int k = 0; k <= r; k++) ops_matmul_backward(g[0], g[1], g[2], dout, x, w, N, C, OC);
+    }
+    check_doubles("matmul dinp", g1[0], g2[0], N * C);
+    check_doubles("matmul dw", g1[1], g2[1], OC * C);
+    check_doubles("matmul dbias", g1[2], g2[2], OC);
+    for (int k = 0; k < 3; k++) { free(g1[k]); free(g2[k]); }
+    /* attention */
+    float *att = fzeros(B * NH * T * T), *datt = fzeros(B * NH * T * T);
+    ops_attention_forward(o, att, qkv, B, T, NH, HS);
+    for (int r = 0; r < 2; r++) {
+        float **g = r ? g2 : g1;
+        g[0] = fzeros(N * 3 * C);
+        for (int k = 0; k <= r; k++)
+            ops_attention_backward(g[0], datt, dout, qkv, att, B, T, NH, HS);
+    }
+    check_doubles("attention dqkv", g1[0], g2[0], N * 3 * C);
+    free(g1[0]); free(g2[0]);
+    /* gelu */
+    for (int r = 0; r < 2; r++) {
+        float **g = r ? g2 : g1;
+        g[0] = fzeros(N * C);
+        for (int k = 0; k <= r; k++) ops_gelu_backward(g[0], x, dout, N * C);
+    }
+    check_doubles("gelu dinp", g1[0], g2[0], N * C);
+    free(g1[0]); free(g2[0]);
+    free(dout); free(x); free(w); free(qkv); free(o); free(att); free(datt);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* thread-count independence                                                                  */
+
+/* Bump allocator over one result buffer, so that every output lands in one comparable array. */
+#define MAX_SEGS 32
+typedef struct {
+    float *base;
+    size_t used, cap;
+    int nseg;
+    size_t seg_off[MAX_SEGS], seg_len[MAX_SEGS];
+    const char *seg_name[MAX_SEGS];
+} Arena;
+static float *take_named(Arena *a, size_t n, const char *name) {
+    mtCheck(a->used + n <= a->cap && a->nseg < MAX_SEGS, "test arena too small");
+    float *p = a->base + a->used;
+    a->seg_off[a->nseg] = a->used;
+    a->seg_len[a->nseg] = n;
+    a->seg_name[a->nseg++] = name;
+    a->used += n;
+    return p;
+}
+#define take(a, n) take_named(a, n, #n " @ line " MT_STR(__LINE__))
+#define MT_STR2(x) #x
+#define MT_STR(x) MT_STR2(x)
+
+/* Runs every kernel, forward and backward, with the given thread count on inputs large enough to
+ * take the parallel paths; returns all outputs as named segments of one buffer. */
+static Arena run_all(int threads) {
+    enum { B = 4, T = 32, NH = 4, HS = 16, C = NH * HS, C4 = 4 * C, N = B * T, OC = 200,
+           V = 3000, NV = 11, NP = 60000 };
+    ops_set_threads(threads);
+    rng_state = 12345; /* identical inputs for both thread counts */
+    int inp[N], tg[N];
+    for (int i = 0; i < N; i++) {
+        inp[i] = (i * 7) % NV; /* repeated tokens */
+        tg[i] = i == 3 ? -1 : (i * 131) % V;
+    }
+    float *wte = frand_array(NV * C4, 1, 0), *wpe = frand_array(T * C4, 1, 0);
+    float *x = frand_array(N * C4, 1, 0), *w = frand_array(OC * C4, 1, 0);
+    float *bias = frand_array(OC, 1, 0), *qkv = frand_array(N * 3 * C, 1, 0);
+    float *dout = frand_array(N * C4, 1, 0), *z = frand_array(N * V, 4, 0);
+    float *mp = frand_array(NP, 1, 0), *mg = frand_array(NP, 1, 0);
+    float *mm = fzeros(NP), *mv = fzeros(NP), *datt = fzeros(B * NH * T * T);
+    Arena a = {.base = NULL, .used = 0, .cap = 2000000, .nseg = 0};
+    a.base = fzeros(a.cap);
+
+    ops_encoder_forward(take(&a, N * C4), inp, wte, wpe, B, T, C4);
+    float *dwte = take(&a, NV * C4), *dwpe = take(&a, T * C4);
+    ops_encoder_backward(dwte, dwpe, dout, inp, B, T, C4);
+
+    float *mean = take(&a, N), *rstd = take(&a, N);
+    ops_layernorm_forward(take(&a, N * C4), mean, rstd, x, w, w + C4, N, C4);
+    float *ln_dx = take(&a, N * C4), *ln_dw = take(&a, C4), *ln_db = take(&a, C4);
+    ops_layernorm_backward(ln_dx, ln_dw, ln_db, dout, x, w, mean, rstd, N, C4);
+
+    ops_matmul_forward(take(&a, N * OC), x, w, bias, N, C4, OC);
+    float *mm_dx = take(&a, N * C4), *mm_dw = take(&a, OC * C4), *mm_db = take(&a, OC);
+    ops_matmul_backward(mm_dx, mm_dw, mm_db, dout, x, w, N, C4, OC);
+
+    float *att = take(&a, B * NH * T * T);
+    ops_attention_forward(take(&a, N * C), att, qkv, B, T, NH, HS);
+    ops_attention_backward(take(&a, N * 3 * C), datt, dout, qkv, att, B, T, NH, HS);
+
+    ops_gelu_forward(take(&a, N * C4), x, N * C4);
+    ops_gelu_backward(take(&a, N * C4), x, dout, N * C4);
+
+    float *logits = take(&a, N * V);
+    memcpy(logits, z, (size_t)N * V * sizeof(float));
+    float *losses = take(&a, N);
+    const double ce = ops_softmax_crossentropy(logits, losses, tg, N, V, 1.0f / N);
+    *take(&a, 1) = (float)ce;
+
+    ops_adamw(mp, mg, mm, mv, NP, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
+    memcpy(take(&a, NP), mp, NP * sizeof(float));
+    *take(&a, 1) = (float)ops_sumsq(mg, NP);
+
+    free(wte); free(wpe); free(x); free(w); free(bias); free(qkv); free(dout); free(z);
+    free(mp); free(mg); free(mm); free(mv); free(datt);
+    return a;
+}
+
+static void test_threads_equal(void **state) {
+    (void)state;
+    Arena a = run_all(1), b = run_all(2);
+    assert_int_equal(a.used, b.used);
+    /* Element-wise kernels give bit-identical results (each element is computed the same way
+     * whatever thread owns it), so the 1e-6 bound is loose for them. sgemm may block its sums
+     * differently per thread count, which moves a dot product of magnitude-1 terms by ~1 ulp of
+     * its partial sums, not of its (possibly cancelled) result: hence the bound is relative to
+     * the largest magnitude in each output tensor. A race would be off by O(1). */
+    for (int s = 0; s < a.nseg; s++) {
+        const float *x = a.base + a.seg_off[s], *y = b.base + b.seg_off[s];
+        double scale = 1.0;
+        for (size_t i = 0; i < a.seg_len[s]; i++) scale = fmax(scale, fabs((double)x[i]));
+        for (size_t i = 0; i < a.seg_len[s]; i++) {
+            if (!(fabs((double)x[i] - y[i]) <= 1e-6 * scale)) {
+                fail_msg("threads 1 vs 2, %s [%zu]: %.9g vs %.9g (scale %.3g)", a.seg_name[s], i,
+                         (double)x[i], (double)y[i], scale);
+            }
+        }
+    }
+    ops_set_threads(2);
+    free(a.base);
+    free(b.base);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_matmul_bias),
+        cmocka_unit_test(test_matmul_nobias),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_decode),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_softmax_crossentropy),
+        cmocka_unit_test(test_softmax_crossentropy_wide),
+        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_sumsq_scale_residual),
+        cmocka_unit_test(test_backward_accumulates),
+        cmocka_unit_test(test_threads_equal),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,255 @@
+/*
+ * train/cmd_prepare.c — `minitrain prepare`: text file -> tokenizer.bin + train/val token shards.
+ *
+ * The split is made on TOKENS (first 1-F for train, last F for val), not on bytes, so the two
+ * shards hold exactly the encoding of the whole text. Every output is written to NAME.tmp and
+ * renamed into place, so an interrupted run never leaves a half-written file under its final
+ * name. User errors (missing/empty input, bad flag values, unknown flags) are one line + exit 2.
+ */
+#include <errno.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/check.h"
+#include "core/timer.h"
+#include "train/data.h"
+#include "train/tokenizer.h"
+
+#define PREP_DEFAULT_BPE_VOCAB 1024
+#define PREP_MAX_VOCAB 65536
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: minitrain prepare --input FILE --out DIR [options]\n"
+            "\n"
+            "Tokenize a text file and write DIR/tokenizer.bin, DIR/train_000.bin, DIR/val_000.bin\n"
+            "(llm.c token shards: 256 x int32 header, then uint16 tokens).\n"
+            "\n"
+            "  --input FILE          text to tokenize (any bytes)\n"
+            "  --out DIR             output directory (created if missing)\n"
+            "  --tokenizer KIND      byte (default: 256 ids, one per byte) or bpe (byte-level BPE\n"
+            "                        trained on FILE)\n"
+            "  --vocab-size N        bpe: 257..%d (default %d); byte: 256 only\n"
+            "  --val-fraction F      share of tokens (the last ones) kept for validation,\n"
+            "                        0 < F <= 0.5 (default 0.1)\n"
+            "  -h, --help            this help\n",
+            PREP_MAX_VOCAB, PREP_DEFAULT_BPE_VOCAB);
+}
+
+/* mkdir -p; 0 ok, -1 (errno set) on failure or when a path component is not a directory */
+static int mkdir_p(const char *path) {
+    if (path[0] == '\0') {
+        errno = ENOENT;
+        return -1;
+    }
+    char *p = strdup(path);
+    mtCheck(p != NULL, "out of memory");
+    int rc = 0;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char c = *s;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            rc = -1;
+        *s = c;
+        if (rc != 0 || c == '\0')
+            break;
+    }
+    struct stat st;
+    if (rc == 0 && stat(p, &st) != 0)
+        rc = -1;
+    else if (rc == 0 && !S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        rc = -1;
+    }
+    free(p);
+    return rc;
+}
+
+static char *join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *s = mallocCheck(n);
+    snprintf(s, n, "%s/%s", dir, name);
+    return s;
+}
+
+/* Warn about shards from an earlier run that the loader would also pick up. */
+static void warn_stale(const char *dir, const char *split) {
+    char pat[4096];
+    snprintf(pat, sizeof(pat), "%s/%s_*.bin", dir, split);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0)
+        return;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *base = strrchr(g.gl_pathv[i], '/');
+        base = base ? base + 1 : g.gl_pathv[i];
+        char mine[32];
+        snprintf(mine, sizeof(mine), "%s_000.bin", split);
+        if (strcmp(base, mine) != 0)
+            mt_warn("prepare: '%s' is left from an earlier run; the loader will read it too "
+                    "(delete it if unwanted)",
+                    g.gl_pathv[i]);
+    }
+    globfree(&g);
+}
+
+static long parse_long(const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0')
+        mt_fail("prepare: %s expects an integer, got '%s'", flag, v);
+    return x;
+}
+
+static double parse_double(const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0')
+        mt_fail("prepare: %s expects a number, got '%s'", flag, v);
+    return x;
+}
+
+int data_cmd_prepare(int argc, char **argv) {
+    const char *input = NULL, *out = NULL, *kind = "byte";
+    long vocab = -1;
+    double valf = 0.1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return MT_EXIT_OK;
+        }
+        static const char *flags[] = {"--input", "--out", "--tokenizer", "--vocab-size",
+                                      "--val-fraction"};
+        int f = -1;
+        const char *val = NULL;
+        for (int k = 0; k < 5; k++) {
+            size_t L = strlen(flags[k]);
+            if (strncmp(a, flags[k], L) == 0 && (a[L] == '\0' || a[L] == '=')) {
+                f = k;
+                if (a[L] == '=')
+                    val = a + L + 1;
+            }
+        }
+        if (f < 0)
+            mt_fail("prepare: unknown flag '%s' (see minitrain prepare --help)", a);
+        if (val == NULL) {
+            if (i + 1 >= argc)
+                mt_fail("prepare: %s needs a value", flags[f]);
+            val = argv[++i];
+        }
+        switch (f) {
+        case 0:
+            input = val;
+            break;
+        case 1:
+            out = val;
+            break;
+        case 2:
+            kind = val;
+            break;
+        case 3:
+            vocab = parse_long(flags[f], val);
+            break;
+        default:
+            valf = parse_double(flags[f], val);
+            break;
+        }
+    }
+    if (input == NULL)
+        mt_fail("prepare: --input FILE is required (see minitrain prepare --help)");
+    if (out == NULL)
+        mt_fail("prepare: --out DIR is required (see minitrain prepare --help)");
+    int is_bpe = strcmp(kind, "bpe") == 0;
+    if (!is_bpe && strcmp(kind, "byte") != 0)
+        mt_fail("prepare: unknown --tokenizer '%s' (expected byte or bpe)", kind);
+    if (is_bpe) {
+        if (vocab < 0)
+            vocab = PREP_DEFAULT_BPE_VOCAB;
+        if (vocab < 257 || vocab > PREP_MAX_VOCAB)
+            mt_fail("prepare: --vocab-size %ld out of range for bpe (257..%d)", vocab,
+                    PREP_MAX_VOCAB);
+    } else if (vocab >= 0 && vocab != 256) {
+        mt_fail("prepare: --vocab-size %ld is invalid for the byte tokenizer (always 256; use "
+                "--tokenizer bpe for other sizes)",
+                vocab);
+    }
+    if (!(valf > 0.0 && valf <= 0.5))
+        mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", valf);
+
+    /* read the input */
+    struct stat st;
+    if (stat(input, &st) != 0)
+        mt_fail("prepare: cannot read input '%s': %s", input, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        mt_fail("prepare: input '%s' is not a regular file", input);
+    if (st.st_size == 0)
+        mt_fail("prepare: input '%s' is empty", input);
+    size_t nbytes = (size_t)st.st_size;
+    FILE *fin = fopenCheck(input, "rb");
+    uint8_t *text = mallocCheck(nbytes);
+    freadCheck(text, 1, nbytes, fin);
+    fcloseCheck(fin);
+    if (mkdir_p(out) != 0)
+        mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
+
+    /* tokenizer */
+    tok_tokenizer tok;
+    double t0 = timer_now();
+    if (is_bpe) {
+        mtCheck(tok_train_bpe(&tok, text, nbytes, (int)vocab, 1) == 0, "vocab range checked above");
+    } else {
+        tok_init_byte(&tok);
+    }
+    double t_train = timer_now() - t0;
+    int V = tok_vocab_size(&tok);
+
+    /* encode and split */
+    t0 = timer_now();
+    uint32_t *ids = mallocCheck(nbytes * sizeof(uint32_t));
+    size_t ntok = tok_encode(&tok, text, nbytes, ids);
+    double t_enc = timer_now() - t0;
+    size_t nval = (size_t)((double)ntok * valf + 0.5);
+    if (nval < 2)
+        nval = 2;
+    if (ntok < nval + 2)
+        mt_fail("prepare: input '%s' gives only %zu tokens; need at least 4 (2 for train, 2 "
+                "for val)",
+                input, ntok);
+    size_t ntrain = ntok - nval;
+
+    /* write */
+    char err[1024];
+    char *tok_path = join(out, "tokenizer.bin"), *train_path = join(out, "train_000.bin"),
+         *val_path = join(out, "val_000.bin");
+    if (tok_save(&tok, tok_path, err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    if (data_write_shard(train_path, ids, ntrain, V, err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    if (data_write_shard(val_path, ids + ntrain, nval, V, err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    warn_stale(out, "train");
+    warn_stale(out, "val");
+
+    printf("prepare: input      %s (%zu bytes)\n", input, nbytes);
+    printf("prepare: tokenizer  %s, vocab %d%s (%.2f s)\n", is_bpe ? "bpe" : "byte", V,
+           is_bpe && V < vocab ? " (stopped early: no pair repeats)" : "", t_train);
+    printf("prepare: tokens     %zu (%.3f bytes/token), encoded in %.2f s\n", ntok,
+           (double)nbytes / (double)ntok, t_enc);
+    printf("prepare: train      %zu tokens -> %s\n", ntrain, train_path);
+    printf("prepare: val        %zu tokens -> %s\n", nval, val_path);
+    printf("prepare: tokenizer  -> %s\n", tok_path);
+    free(tok_path);
+    free(train_path);
+    free(val_path);
+    free(ids);
+    free(text);
+    tok_free(&tok);
+    return MT_EXIT_OK;
+}

@@ -1,0 +1,118 @@
+/*
+ * train/cmd_train.c — `minitrain train`: config + overrides → trainer, with its hooks wired.
+ *
+ * This is the one place that decides which hooks a training run has (eval, sample; later
+ * checkpoints and robustness), so train/trainer.c stays free of those concerns.
+ */
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "train/trainer.h"
+
+static void usage(void) {
+    printf("usage: minitrain train [--config FILE] [--KEY VALUE ...]\n\n"
+           "Train a GPT-2-style model. Keys come from the INI config file, then from the command\n"
+           "line (`--key value` or `--key=value`; dashes and underscores are the same).\n"
+           "The run directory (default runs/<config name>) receives run.db, model.safetensors\n"
+           "and tokenizer.bin.\n\n"
+           "example:\n  minitrain train --config examples/shakespeare.ini --steps 200\n\n");
+    config_print_help();
+}
+
+int train_cmd_train(int argc, char **argv) {
+    const char *config_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage();
+            return MT_EXIT_OK;
+        }
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) mt_fail("--config needs a file");
+            config_path = argv[++i];
+        } else if (!strncmp(argv[i], "--config=", 9)) {
+            config_path = argv[i] + 9;
+        }
+    }
+    mt_config cfg;
+    config_defaults(&cfg);
+    char err[1024];
+    if (config_path && config_load_ini(&cfg, config_path, err, sizeof(err)) != 0) mt_fail("%s", err);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--config")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(a, "--config=", 9)) continue;
+        if (strncmp(a, "--", 2) != 0) mt_fail("unexpected argument '%s' (keys are given as --key value)", a);
+        char key[128];
+        const char *val;
+        const char *eq = strchr(a + 2, '=');
+        if (eq) {
+            snprintf(key, sizeof(key), "%.*s", (int)(eq - a - 2), a + 2);
+            val = eq + 1;
+        } else {
+            snprintf(key, sizeof(key), "%s", a + 2);
+            if (!config_has_key(key)) mt_fail("unknown option '--%s' (see `minitrain train --help`)", key);
+            if (i + 1 >= argc) mt_fail("option '--%s' needs a value", key);
+            val = argv[++i];
+        }
+        if (config_set(&cfg, key, val, err, sizeof(err)) != 0) mt_fail("%s", err);
+    }
+    if (cfg.name[0] == 0) {
+        if (config_path) {
+            char tmp[512];
+            snprintf(tmp, sizeof(tmp), "%s", config_path);
+            char *b = basename(tmp);
+            char *dot = strrchr(b, '.');
+            if (dot && dot != b) *dot = 0;
+            snprintf(cfg.name, sizeof(cfg.name), "%s", b);
+        } else {
+            snprintf(cfg.name, sizeof(cfg.name), "run");
+        }
+    }
+    if (cfg.run_dir[0] == 0) snprintf(cfg.run_dir, sizeof(cfg.run_dir), "runs/%s", cfg.name);
+    if (config_validate(&cfg, err, sizeof(err)) != 0) mt_fail("%s", err);
+
+    trainer tr;
+    if (trainer_init(&tr, &cfg, err, sizeof(err)) != 0) mt_fail("%s", err);
+    const mt_config *c = &tr.cfg;
+    log_info("minitrain train: run '%s' -> %s", c->name, c->run_dir);
+    log_info("model: %d layers, %d heads, d_model %d, seq_len %d, vocab %d | %.2fM parameters",
+             c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size,
+             tr.model.num_params / 1e6);
+    log_info("batch: %d sequences x %d tokens per microbatch, %d microbatches per step "
+             "(global batch %d = %d tokens) | %d steps",
+             c->batch_size, c->seq_len, tr.grad_accum, c->global_batch,
+             c->global_batch * c->seq_len, c->steps);
+    log_info("compute: %.1f MFLOP/token | sgemm peak measured %.1f GFLOP/s | theoretical %s",
+             tr.flops_per_token / 1e6, tr.peak_measured / 1e9,
+             tr.peak_theoretical > 0 ? tr.peak_desc : "unknown");
+    if (tr.peak_theoretical <= 0) log_info("  (theoretical peak unknown: %s)", tr.peak_desc);
+    trainer_add_hook(&tr, "eval", c->eval_every, trainer_hook_eval, NULL);
+    if (c->sample_tokens > 0) trainer_add_hook(&tr, "sample", c->sample_every, trainer_hook_sample, NULL);
+
+    double t0 = timer_now();
+    int rc = trainer_run(&tr);
+    double wall = timer_now() - t0;
+    if (trainer_save_model(&tr, err, sizeof(err)) != 0) {
+        rundb_log_event(tr.db, tr.run_id, "error", 0, err);
+        rundb_run_end(tr.db, tr.run_id, "failed");
+        trainer_free(&tr);
+        mt_fail("saving the model: %s", err);
+    }
+    const char *status = rc != MT_EXIT_OK ? "failed" : (tr.step < c->steps ? "stopped" : "completed");
+    rundb_log_event(tr.db, tr.run_id, "end", 0, status);
+    rundb_run_end(tr.db, tr.run_id, status);
+    char dbuf[32];
+    log_info("done: %d steps in %s | final train loss %.4f | val loss %.4f | saved %s/model.safetensors",
+             tr.step, log_duration(wall, dbuf, sizeof(dbuf)), tr.last_loss, tr.last_val_loss,
+             c->run_dir);
+    trainer_free(&tr);
+    return rc;
+}

@@ -1,0 +1,371 @@
+/*
+ * train/flops.c — FLOPs per token, the sgemm peak probe, the theoretical CPU peak, the GPU peak
+ * table, and `minitrain bench gemm`.
+ *
+ * Why two CPU peaks: a theoretical peak (cores × clock × FLOP/cycle) depends on assumptions a
+ * program cannot check (FMA units per core, the all-core AVX-512 clock), while a measured sgemm
+ * peak is what the BLAS that trains the model actually reaches here. Reports show MFU against both
+ * (docs/mfu.md). The probe times each sgemm call separately and keeps the best, so a noisy
+ * neighbour on a shared machine lowers the count of good calls, not the figure.
+ */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include "train/flops.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/check.h"
+
+/* ---- FLOPs per token -------------------------------------------------------------------------- */
+
+double flops_per_token_n(double n_matmul_params, int n_layer, int d_model, int seq_len) {
+    if (!(n_matmul_params > 0) || n_layer < 1 || d_model < 1 || seq_len < 1) return -1;
+    double L = n_layer, d = d_model, T = seq_len;
+    return 6.0 * n_matmul_params + 12.0 * L * d * T;
+}
+
+double flops_per_token(int n_layer, int d_model, int seq_len, int vocab_size, int tied) {
+    (void)tied; /* the head is a matmul either way; see flops.h */
+    if (n_layer < 1 || d_model < 1 || seq_len < 1 || vocab_size < 1) return -1;
+    double d = d_model;
+    double per_layer = 3 * d * d /* qkv */ + d * d /* attn proj */ + 4 * d * d /* fc */ +
+                       4 * d * d /* fc proj */;
+    double n = n_layer * per_layer + (double)vocab_size * d; /* + LM head (V, d) */
+    return flops_per_token_n(n, n_layer, d_model, seq_len);
+}
+
+double flops_mfu(double flops_per_token, double tokens_per_s, double peak_flops) {
+    if (!(peak_flops > 0) || !isfinite(peak_flops) || !isfinite(flops_per_token) ||
+        !isfinite(tokens_per_s))
+        return NAN;
+    return flops_per_token * tokens_per_s / peak_flops;
+}
+
+/* ---- measured peak: sgemm probe --------------------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Best rate and number of timed calls of the last probe (for bench output). */
+static int g_probe_calls;
+
+double flops_sgemm_probe_n(int threads, double seconds, int n) {
+    if (!(seconds > 0) || n < 64 || n > 16384) return -1;
+    size_t nn = (size_t)n * (size_t)n;
+    float *a = mallocCheck(nn * sizeof(float)); // (n, n)
+    float *b = mallocCheck(nn * sizeof(float)); // (n, n)
+    float *c = mallocCheck(nn * sizeof(float)); // (n, n)
+    /* Small bounded values: no denormals, no overflow, not all-zero (no shortcut paths). */
+    for (size_t i = 0; i < nn; i++) {
+        a[i] = (float)((i * 7u) % 13u) * (1.0f / 13.0f) - 0.5f;
+        b[i] = (float)((i * 5u) % 11u) * (1.0f / 11.0f) - 0.5f;
+        c[i] = 0.0f;
+    }
+    /* OpenBLAS's OpenMP build sets the OpenMP thread count too: save and restore both. */
+    int saved = openblas_get_num_threads();
+#ifdef _OPENMP
+    int saved_omp = omp_get_max_threads();
+#endif
+    if (threads > 0) openblas_set_num_threads(threads);
+    double flops = 2.0 * (double)n * (double)n * (double)n; /* n³ multiply-adds */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    double best = 0, start = now_s();
+    int calls = 0;
+    while (calls < 3 || now_s() - start < seconds) {
+        double t0 = now_s();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c,
+                    n);
+        double dt = now_s() - t0;
+        if (dt > 0 && flops / dt > best) best = flops / dt;
+        calls++;
+    }
+    openblas_set_num_threads(saved);
+#ifdef _OPENMP
+    omp_set_num_threads(saved_omp);
+#endif
+    g_probe_calls = calls;
+    /* Use the result so the calls cannot be elided, and catch a broken BLAS: C[0][0] is a dot
+     * product we can check cheaply. */
+    double ref = 0;
+    for (int k = 0; k < n; k++) ref += (double)a[k] * (double)b[(size_t)k * n];
+    mtCheck(fabs(ref - c[0]) <= 1e-3 * (1 + fabs(ref)), "sgemm returned a wrong result: "
+                                                        "check the OpenBLAS installation");
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+double flops_sgemm_probe(int threads, double seconds) {
+    return flops_sgemm_probe_n(threads, seconds, FLOPS_PROBE_N);
+}
+
+/* ---- theoretical peak ------------------------------------------------------------------------- */
+
+static void setdesc(char *desc, size_t desclen, const char *msg) {
+    if (desc != NULL && desclen > 0) snprintf(desc, desclen, "%s", msg);
+}
+
+/* Read one number from a sysfs file; returns -1 if absent or unparsable. */
+static double read_sysfs_number(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    double v = -1;
+    if (fscanf(f, "%lf", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+typedef struct {
+    double max_mhz;       /* largest "cpu MHz", or -1 */
+    int physical_cores;   /* distinct (physical id, core id) pairs, or 0 if not listed */
+    char flags[4096];     /* the first "flags" line's value */
+} cpuinfo;
+
+static void read_cpuinfo(cpuinfo *ci) {
+    memset(ci, 0, sizeof(*ci));
+    ci->max_mhz = -1;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL) return;
+    enum { MAXPAIRS = 4096 };
+    long pairs[MAXPAIRS];
+    int npairs = 0;
+    long phys = 0;
+    char line[8192];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *colon = strchr(line, ':');
+        if (colon == NULL) continue;
+        const char *val = colon + 1;
+        while (*val == ' ' || *val == '\t') val++;
+        if (strncmp(line, "cpu MHz", 7) == 0) {
+            double mhz = atof(val);
+            if (mhz > ci->max_mhz) ci->max_mhz = mhz;
+        } else if (strncmp(line, "physical id", 11) == 0) {
+            phys = atol(val);
+        } else if (strncmp(line, "core id", 7) == 0) {
+            long key = phys * 1000003L + atol(val);
+            int seen = 0;
+            for (int i = 0; i < npairs && !seen; i++) seen = pairs[i] == key;
+            if (!seen && npairs < MAXPAIRS) pairs[npairs++] = key;
+        } else if (strncmp(line, "flags", 5) == 0 && ci->flags[0] == '\0') {
+            snprintf(ci->flags, sizeof(ci->flags), " %s", val);
+            ci->flags[strcspn(ci->flags, "\n")] = '\0';
+            strncat(ci->flags, " ", sizeof(ci->flags) - strlen(ci->flags) - 1);
+        }
+    }
+    fclose(f);
+    ci->physical_cores = npairs;
+}
+
+static int has_flag(const cpuinfo *ci, const char *flag) {
+    char pat[64];
+    snprintf(pat, sizeof(pat), " %s ", flag);
+    return strstr(ci->flags, pat) != NULL;
+}
+
+double flops_theoretical_peak(int threads, char *desc, size_t desclen) {
+#if defined(__x86_64__) || defined(__i386__)
+    cpuinfo ci;
+    read_cpuinfo(&ci);
+    if (ci.flags[0] == '\0') {
+        setdesc(desc, desclen, "unknown: /proc/cpuinfo has no 'flags' line to identify the ISA");
+        return -1;
+    }
+    /* FLOP/cycle/core: both the compiler's CPUID view and the kernel's flags must agree (the
+     * kernel hides features it does not enable, e.g. AVX-512 state in some VMs). */
+    __builtin_cpu_init();
+    int fpc;
+    const char *isa;
+    if (__builtin_cpu_supports("avx512f") && has_flag(&ci, "avx512f")) {
+        fpc = 64;
+        isa = "AVX-512, 2 FMA units assumed";
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               has_flag(&ci, "avx2") && has_flag(&ci, "fma")) {
+        fpc = 32;
+        isa = "AVX2 + FMA, 2 FMA units assumed";
+    } else if (__builtin_cpu_supports("avx") && has_flag(&ci, "avx")) {
+        fpc = 16;
+        isa = "AVX without FMA: one add + one mul per cycle";
+    } else if (has_flag(&ci, "sse") || has_flag(&ci, "sse2")) {
+        fpc = 8;
+        isa = "SSE: one 4-wide add + one 4-wide mul per cycle";
+    } else {
+        setdesc(desc, desclen, "unknown: no SSE/AVX/AVX-512 in /proc/cpuinfo flags");
+        return -1;
+    }
+    /* Clock. */
+    double ghz = read_sysfs_number("/sys/devices/system/cpu/cpu0/cpufreq/base_frequency") / 1e6;
+    const char *clk = "cpufreq base_frequency";
+    if (!(ghz > 0)) {
+        ghz = read_sysfs_number("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") / 1e6;
+        clk = "cpufreq cpuinfo_max_freq";
+    }
+    if (!(ghz > 0)) {
+        ghz = ci.max_mhz / 1e3;
+        clk = "/proc/cpuinfo cpu MHz";
+    }
+    if (!(ghz > 0)) {
+        setdesc(desc, desclen, "unknown: no cpufreq in /sys and no 'cpu MHz' in /proc/cpuinfo, "
+                               "so the clock cannot be determined");
+        return -1;
+    }
+    /* Cores. */
+    int avail = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) avail = CPU_COUNT(&set);
+    if (avail < 1) avail = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (avail < 1) {
+        setdesc(desc, desclen, "unknown: cannot count the CPUs available to this process");
+        return -1;
+    }
+    int cores = (threads > 0 && threads < avail) ? threads : avail;
+    const char *smt = "";
+    if (ci.physical_cores > 0 && cores > ci.physical_cores) {
+        cores = ci.physical_cores;
+        smt = "; SMT siblings share FMA units: physical cores counted";
+    }
+    double peak = cores * ghz * 1e9 * fpc;
+    if (desc != NULL && desclen > 0)
+        snprintf(desc, desclen, "%d core%s x %.2f GHz x %d FLOP/cycle (%s; clock from %s%s)",
+                 cores, cores == 1 ? "" : "s", ghz, fpc, isa, clk, smt);
+    return peak;
+#else
+    (void)threads;
+    setdesc(desc, desclen, "unknown: the FLOP/cycle table covers x86 (SSE/AVX/AVX-512) only");
+    return -1;
+#endif
+}
+
+int flops_blas_kernel_check(char *msg, size_t msglen) {
+    if (msg != NULL && msglen > 0) msg[0] = '\0';
+#if defined(__x86_64__) || defined(__i386__)
+    const char *core = openblas_get_corename();
+    if (core == NULL) return 0;
+    static const char *AVX512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
+    static const char *AVX2[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids",
+                                 NULL};
+    __builtin_cpu_init();
+    const char **ok = NULL, *want = NULL, *isa = NULL;
+    if (__builtin_cpu_supports("avx512f")) {
+        ok = AVX512, want = "SkylakeX", isa = "AVX-512";
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        ok = AVX2, want = "Haswell", isa = "AVX2";
+    } else {
+        return 0;
+    }
+    for (int i = 0; ok[i] != NULL; i++)
+        if (strcasecmp(core, ok[i]) == 0) return 0;
+    if (msg != NULL && msglen > 0)
+        snprintf(msg, msglen,
+                 "OpenBLAS uses '%s' kernels on a CPU with %s (it does not recognise this CPU); "
+                 "matmuls run far below peak. Export OPENBLAS_CORETYPE=%s before starting minitrain",
+                 core, isa, want);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* ---- GPU peak table --------------------------------------------------------------------------- */
+
+static int icontains(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (const char *h = hay; *h; h++) {
+        size_t i = 0;
+        while (i < n && h[i] && tolower((unsigned char)h[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+double flops_gpu_peak_by_name(const char *name) {
+    if (name == NULL) return -1;
+    if (icontains(name, "NVL")) return -1; /* H100 NVL / H200 NVL: different clocks, not tabled */
+    if (icontains(name, "H200")) return 989e12;
+    if (icontains(name, "H100")) return icontains(name, "PCIe") ? 756e12 : 989e12;
+    if (icontains(name, "A100")) return 312e12;
+    return -1;
+}
+
+/* ---- minitrain bench gemm --------------------------------------------------------------------- */
+
+static void bench_usage(FILE *f) {
+    fprintf(f, "usage: minitrain bench gemm [--threads N] [--seconds S] [--size N]\n"
+               "  Measure this machine's fp32 sgemm peak (the MFU denominator on CPUs) and print\n"
+               "  it beside the theoretical peak (cores x clock x FLOP/cycle).\n"
+               "  --threads N   OpenBLAS threads (default: all available)\n"
+               "  --seconds S   probe duration after a warm-up call (default 1.0, max 600)\n"
+               "  --size N      square matrix size, 64..16384 (default %d)\n",
+            FLOPS_PROBE_N);
+}
+
+/* Parse a flag's numeric value; 0 on success. */
+static int parse_num(const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end = NULL;
+    double v = s ? strtod(s, &end) : NAN;
+    if (s == NULL || end == s || *end != '\0' || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "minitrain: error: bench gemm: %s needs a number in [%g, %g], got '%s'\n",
+                flag, lo, hi, s ? s : "(nothing)");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int flops_cmd_bench_gemm(int argc, char **argv) {
+    double threads = 0, seconds = 1.0, size = FLOPS_PROBE_N;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
+        int rc;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            bench_usage(stdout);
+            return MT_EXIT_OK;
+        } else if (strcmp(a, "--threads") == 0) {
+            rc = parse_num(a, v, 1, 4096, &threads);
+        } else if (strcmp(a, "--seconds") == 0) {
+            rc = parse_num(a, v, 0.001, 600, &seconds);
+        } else if (strcmp(a, "--size") == 0) {
+            rc = parse_num(a, v, 64, 16384, &size);
+        } else {
+            fprintf(stderr, "minitrain: error: bench gemm: unknown flag '%s' (see --help)\n", a);
+            return MT_EXIT_USAGE;
+        }
+        if (rc != 0) return MT_EXIT_USAGE;
+        i++;
+    }
+    if (floor(threads) != threads || floor(size) != size) {
+        fprintf(stderr, "minitrain: error: bench gemm: --threads and --size must be integers\n");
+        return MT_EXIT_USAGE;
+    }
+    char warn[320];
+    if (flops_blas_kernel_check(warn, sizeof(warn))) mt_warn("%s", warn);
+    int nthreads = threads > 0 ? (int)threads : openblas_get_num_threads();
+    double peak = flops_sgemm_probe_n(nthreads, seconds, (int)size);
+    printf("sgemm peak: %.1f GFLOP/s (n=%d, %d thread%s, best of %d calls over %.2f s)\n",
+           peak / 1e9, (int)size, nthreads, nthreads == 1 ? "" : "s", g_probe_calls, seconds);
+    char desc[256];
+    double th = flops_theoretical_peak(nthreads, desc, sizeof(desc));
+    if (th > 0)
+        printf("theoretical peak: %.1f GFLOP/s = %s; measured is %.0f%% of it\n", th / 1e9, desc,
+               100.0 * peak / th);
+    else
+        printf("theoretical peak: unknown (%s)\n", desc);
+    return MT_EXIT_OK;
+}

@@ -1,0 +1,83 @@
+/*
+ * train/flops.h — FLOPs per token, peak FLOP/s (measured and theoretical) and MFU.
+ *
+ * MFU = flops_per_token × tokens/s ÷ peak FLOP/s (DESIGN.md "Numbers that define good").
+ * The numerator is the model's FLOPs (what the math needs, not what the kernels happen to do);
+ * the denominator is, on CPUs, both a measured sgemm peak (the best this machine's BLAS reaches on
+ * a large square matmul) and a theoretical peak (cores × clock × FLOP/cycle of the ISA); on GPUs a
+ * table by device name. docs/mfu.md explains every choice and its sources.
+ */
+#ifndef MT_FLOPS_H
+#define MT_FLOPS_H
+
+#include <stddef.h>
+
+/* Training FLOPs per token of a dense GPT-2-style model (forward + backward), following PaLM
+ * (Chowdhery et al. 2022, appendix B) and Kaplan et al. 2020 (section 2.1, the "6N" rule):
+ *
+ *     flops = 6·N + 12·L·d·T
+ *
+ *   N   = matmul parameters one token touches:
+ *         per layer 12·d² (qkv 3d², attention out-proj d², fc 4d², fc-proj 4d²), times L,
+ *         plus the LM head V·d. The head is counted even when tied to the token embedding
+ *         (tied != 0): tying shares the storage, but the head is still a (T,d)×(d,V) matmul.
+ *         Excluded: embedding lookups (token, position: a gather, no FLOPs), biases, LayerNorm,
+ *         GELU, softmax — not matmuls, O(d) per token.
+ *   6·N = 2 FLOPs per multiply-add × (1 forward + 2 backward: input and weight gradients).
+ *   12·L·d·T = attention scores QKᵀ and the weighted sum A·V: 2·T·d FLOPs each per token per
+ *         layer forward, ×3 for forward + backward, over the FULL T×T matrix — no halving for the
+ *         causal mask (PaLM's convention; a causal-aware count would be 6·L·d·T).
+ * Units: FLOPs per token (a training token, i.e. one position of one sequence).
+ * Returns -1 when any argument is < 1 (vocab_size, n_layer, d_model, seq_len). */
+double flops_per_token(int n_layer, int d_model, int seq_len, int vocab_size, int tied);
+
+/* The same formula from an explicit N (matmul parameters a token touches): 6·N + 12·L·d·T.
+ * For a mixture-of-experts model N counts only the top-k ACTIVE experts' weights (plus router).
+ * Returns -1 when n_matmul_params <= 0 or any int argument is < 1. */
+double flops_per_token_n(double n_matmul_params, int n_layer, int d_model, int seq_len);
+
+/* MFU as a fraction: flops_per_token × tokens_per_s ÷ peak_flops. NAN when peak_flops <= 0 or an
+ * input is not finite (an unknown peak must show as unknown, never as 0 or a silent -1). */
+double flops_mfu(double flops_per_token, double tokens_per_s, double peak_flops);
+
+/* Measured CPU peak: a square n×n sgemm (C = A·B, 2·n³ FLOPs) with `threads` OpenBLAS threads
+ * (<= 0: leave the library's count), one warm-up call, then repeated for about `seconds`
+ * (at least 3 calls). Returns the best single-call rate in FLOP/s, or -1 when seconds <= 0.
+ * The OpenBLAS thread count is restored afterwards. Uses n = FLOPS_PROBE_N. */
+#define FLOPS_PROBE_N 1536
+double flops_sgemm_probe(int threads, double seconds);
+
+/* flops_sgemm_probe with an explicit size n (64..16384; else -1). */
+double flops_sgemm_probe_n(int threads, double seconds, int n);
+
+/* Theoretical CPU peak fp32 FLOP/s = cores × GHz × FLOP/cycle/core.
+ *   cores: min(threads, CPUs this process may run on, physical cores) — SMT siblings share the FMA
+ *          units; threads <= 0 means all available.
+ *   FLOP/cycle/core (fp32, from the ISA via __builtin_cpu_supports AND /proc/cpuinfo flags):
+ *          AVX-512F 64 (2 FMA units × 16 lanes × 2, two units assumed: some parts have one),
+ *          AVX2+FMA 32 (2 × 8 × 2), AVX 16 (one 8-wide add + one 8-wide mul), SSE 8 (4 + 4).
+ *   GHz:   /sys/.../cpufreq/base_frequency, else cpuinfo_max_freq, else the largest "cpu MHz" in
+ *          /proc/cpuinfo (in VMs usually the nominal clock).
+ * Writes the assumptions into desc, e.g. "2 cores x 2.10 GHz x 64 FLOP/cycle (AVX-512, 2 FMA units
+ * assumed; clock from /proc/cpuinfo cpu MHz)". Returns -1 when it cannot be determined, and then
+ * desc says why (never empty when desclen > 0). */
+double flops_theoretical_peak(int threads, char *desc, size_t desclen);
+
+/* OpenBLAS (DYNAMIC_ARCH) picks its kernels from CPUID when it loads; releases older than the CPU
+ * fall back to old kernels — Debian 12's 0.3.21 runs SSE3 "Prescott" kernels on Emerald Rapids,
+ * about 6x below peak. Returns 1 and writes a hint (the OPENBLAS_CORETYPE to export before the
+ * process starts) into msg when the kernels in use lack the CPU's widest ISA (AVX-512 or AVX2);
+ * else 0 (also on non-x86). */
+int flops_blas_kernel_check(char *msg, size_t msglen);
+
+/* Dense bf16 tensor-core peak FLOP/s by CUDA device name (case-insensitive substring):
+ * H100 SXM ("H100 SXM", "H100 80GB HBM3") and H200 (and GH200): 989e12; H100 PCIe: 756e12;
+ * A100 (any form factor): 312e12. NVL variants and everything else: -1 (unknown — the caller must
+ * say so). Sources: NVIDIA H100/H200 and A100 datasheets (dense, i.e. without 2:4 sparsity). */
+double flops_gpu_peak_by_name(const char *device_name);
+
+/* `minitrain bench gemm [--threads N] [--seconds S] [--size N]`: print the measured sgemm peak in
+ * GFLOP/s and the theoretical peak line. argv[0] is the subcommand name. Returns an exit code. */
+int flops_cmd_bench_gemm(int argc, char **argv);
+
+#endif /* MT_FLOPS_H */

@@ -1,0 +1,57 @@
+/*
+ * train/optim.c — AdamW, LR schedule and clipping (see train/optim.h).
+ */
+#include "train/optim.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "train/ops.h"
+
+void optim_init(optim_adamw *o, size_t n, float beta1, float beta2, float eps,
+                float weight_decay) {
+    memset(o, 0, sizeof(*o));
+    o->n = n;
+    o->beta1 = beta1;
+    o->beta2 = beta2;
+    o->eps = eps;
+    o->weight_decay = weight_decay;
+    o->m = callocCheck(n, sizeof(float));
+    o->v = callocCheck(n, sizeof(float));
+}
+
+float optim_lr(int step, int steps, int warmup, float lr, float min_lr) {
+    if (step < warmup) return lr * (float)(step + 1) / (float)warmup;
+    int span = steps - 1 - warmup;
+    if (span <= 0) return lr; /* no room left to decay */
+    double ratio = (double)(step - warmup) / span;
+    if (ratio > 1) ratio = 1;
+    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+    return (float)(min_lr + coeff * (lr - min_lr));
+}
+
+double optim_grad_norm(const float *grads, size_t n) { return sqrt(ops_sumsq(grads, n)); }
+
+float optim_clip_scale(double norm, float clip) {
+    if (clip <= 0 || norm <= 0 || !isfinite(norm)) return 1.0f;
+    return norm > clip ? (float)(clip / norm) : 1.0f;
+}
+
+void optim_step(optim_adamw *o, gpt_model *m, float lr, float grad_scale) {
+    mtCheck(o->n == m->num_params, "optimizer and model disagree on the parameter count");
+    o->t++;
+    if (grad_scale != 1.0f) ops_scale(m->grads, m->num_params, grad_scale);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor *t = &m->tensors[i];
+        size_t off = t->offset;
+        ops_adamw(m->params + off, m->grads + off, o->m + off, o->v + off, t->numel, lr, o->beta1,
+                  o->beta2, o->eps, t->decay ? o->weight_decay : 0.0f, o->t);
+    }
+}
+
+void optim_free(optim_adamw *o) {
+    free(o->m);
+    free(o->v);
+    memset(o, 0, sizeof(*o));
+}

@@ -1,0 +1,675 @@
+/*
+ * train/tokenizer.c — byte-level tokenizer, byte-level BPE training/encoding, tokenizer.bin I/O.
+ *
+ * Training works on unique chunks: the text is cut by tok_next_chunk(), identical chunks are
+ * counted once in a hash map (Shakespeare's 1.1 MB become ~30k unique chunks), and each merge
+ * step only rewrites the chunks that contain the chosen pair, updating a pair -> count hash map
+ * incrementally (subtract the chunk's pairs, merge, add them back, times the chunk's count).
+ * Choosing the best pair scans that map; that is O(distinct pairs) per merge, cheap next to the
+ * text size for vocabularies of a few thousand.
+ *
+ * Encoding keeps each chunk as a linked list of tokens plus a min-heap of (rank, position)
+ * candidates with lazy invalidation, so a chunk of L bytes costs O(L log L) rather than the
+ * O(L^2) of the textbook "find the lowest-ranked pair, merge, rescan" loop, with the same result
+ * (a merge only creates pairs of higher rank than itself, so rank order = GPT-2's order).
+ * Chunks are at most TOK_MAX_CHUNK bytes, so encoding needs only stack scratch.
+ */
+#include "train/tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/check.h"
+#include "core/timer.h"
+
+#define EMPTY_KEY UINT64_MAX
+#define NO_RANK UINT32_MAX
+#define TOK_MAGIC 0x4B4F544Du /* bytes "MTOK" */
+#define TOK_VERSION 1u
+#define TOK_HEADER_BYTES 32
+
+/* ---------------------------------------------------------------------------------------------
+ * hashing helpers */
+
+/* splitmix64 finalizer (Steele, Lea, Flood 2014): a cheap full-avalanche 64-bit mix. */
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+static inline uint64_t pair_key(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
+
+static size_t pow2_at_least(size_t n) {
+    size_t c = 16;
+    while (c < n)
+        c <<= 1;
+    return c;
+}
+
+/* pair -> count map used during training; entries are never deleted (count may reach 0). */
+typedef struct {
+    uint64_t *keys;
+    int64_t *vals;
+    size_t cap, used;
+} pair_map;
+
+static void pm_init(pair_map *m, size_t expected) {
+    m->cap = pow2_at_least(2 * expected);
+    m->used = 0;
+    m->keys = mallocCheck(m->cap * sizeof(uint64_t));
+    memset(m->keys, 0xff, m->cap * sizeof(uint64_t));
+    m->vals = callocCheck(m->cap, sizeof(int64_t));
+}
+
+static size_t pm_slot(const pair_map *m, uint64_t key) {
+    size_t i = mix64(key) & (m->cap - 1);
+    while (m->keys[i] != EMPTY_KEY && m->keys[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static void pm_add(pair_map *m, uint64_t key, int64_t delta) {
+    if ((m->used + 1) * 2 > m->cap) {
+        pair_map big;
+        pm_init(&big, m->cap);
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->keys[i] == EMPTY_KEY || m->vals[i] <= 0)
+                continue; /* drop dead pairs */
+            size_t j = pm_slot(&big, m->keys[i]);
+            big.keys[j] = m->keys[i];
+            big.vals[j] = m->vals[i];
+            big.used++;
+        }
+        free(m->keys);
+        free(m->vals);
+        *m = big;
+    }
+    size_t i = pm_slot(m, key);
+    if (m->keys[i] == EMPTY_KEY) {
+        m->keys[i] = key;
+        m->vals[i] = 0;
+        m->used++;
+    }
+    m->vals[i] += delta;
+}
+
+static void pm_free(pair_map *m) {
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * chunking */
+
+enum { CL_SPACE = 0, CL_LETTER, CL_DIGIT, CL_OTHER };
+
+static inline int byte_class(uint8_t c) {
+    if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f')
+        return CL_SPACE;
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80)
+        return CL_LETTER;
+    if (c >= '0' && c <= '9')
+        return CL_DIGIT;
+    return CL_OTHER;
+}
+
+size_t tok_next_chunk(const uint8_t *p, size_t n) {
+    if (n == 0)
+        return 0;
+    size_t cap = n < TOK_MAX_CHUNK ? n : TOK_MAX_CHUNK;
+    int c0 = byte_class(p[0]);
+    size_t i;
+    if (p[0] == ' ' && cap > 1 && byte_class(p[1]) != CL_SPACE) {
+        /* a single space attaches to the word / number / punctuation run after it */
+        int c = byte_class(p[1]);
+        for (i = 2; i < cap && byte_class(p[i]) == c; i++) {
+        }
+        return i;
+    }
+    if (c0 == CL_SPACE) {
+        /* a whitespace run; if it ends in a space before a non-space, leave that space for the
+         * next chunk (GPT-2's \s+(?!\S)) */
+        size_t lim = n < cap + 1 ? n : cap + 1;
+        for (i = 1; i < lim && byte_class(p[i]) == CL_SPACE; i++) {
+        }
+        if (i > cap)
+            return cap;
+        if (i < n && i >= 2 && p[i - 1] == ' ')
+            i--;
+        return i;
+    }
+    for (i = 1; i < cap && byte_class(p[i]) == c0; i++) {
+    }
+    return i;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * token tables (bytes of each id) and the rank map, built from the merge list */
+
+/* Fill tok_off/tok_bytes and the rank map from t->merges. Validates that every merge refers to
+ * earlier ids, that no pair repeats and that no token exceeds TOK_MAX_CHUNK bytes.
+ * Returns 0, or -1 with a message (no file name) in err. */
+static int build_tables(tok_tokenizer *t, char *err, size_t errlen) {
+    int V = t->vocab_size;
+    t->tok_off = mallocCheck((size_t)(V + 1) * sizeof(uint32_t));
+    uint32_t *len = mallocCheck((size_t)V * sizeof(uint32_t));
+    for (int i = 0; i < 256; i++)
+        len[i] = 1;
+    for (int r = 0; r < t->n_merges; r++) {
+        uint32_t a = t->merges[2 * r], b = t->merges[2 * r + 1];
+        if (a >= (uint32_t)(256 + r) || b >= (uint32_t)(256 + r)) {
+            snprintf(err, errlen, "merge %d (%u, %u) refers to an id not defined before it", r, a,
+                     b);
+            free(len);
+            return -1;
+        }
+        len[256 + r] = len[a] + len[b];
+        if (len[256 + r] > TOK_MAX_CHUNK) {
+            snprintf(err, errlen, "merge %d makes a token of %u bytes (limit %d)", r, len[256 + r],
+                     TOK_MAX_CHUNK);
+            free(len);
+            return -1;
+        }
+    }
+    size_t total = 0;
+    for (int i = 0; i < V; i++) {
+        t->tok_off[i] = (uint32_t)total;
+        total += len[i];
+    }
+    t->tok_off[V] = (uint32_t)total;
+    t->tok_bytes = mallocCheck(total);
+    for (int i = 0; i < 256; i++)
+        t->tok_bytes[i] = (uint8_t)i;
+    for (int r = 0; r < t->n_merges; r++) {
+        uint32_t a = t->merges[2 * r], b = t->merges[2 * r + 1];
+        uint8_t *dst = t->tok_bytes + t->tok_off[256 + r];
+        memcpy(dst, t->tok_bytes + t->tok_off[a], len[a]);
+        memcpy(dst + len[a], t->tok_bytes + t->tok_off[b], len[b]);
+    }
+    free(len);
+
+    if (t->n_merges == 0)
+        return 0;
+    t->rank_cap = pow2_at_least(2 * (size_t)t->n_merges);
+    t->rank_key = mallocCheck(t->rank_cap * sizeof(uint64_t));
+    memset(t->rank_key, 0xff, t->rank_cap * sizeof(uint64_t));
+    t->rank_val = mallocCheck(t->rank_cap * sizeof(uint32_t));
+    for (int r = 0; r < t->n_merges; r++) {
+        uint64_t key = pair_key(t->merges[2 * r], t->merges[2 * r + 1]);
+        size_t i = mix64(key) & (t->rank_cap - 1);
+        while (t->rank_key[i] != EMPTY_KEY && t->rank_key[i] != key)
+            i = (i + 1) & (t->rank_cap - 1);
+        if (t->rank_key[i] == key) {
+            snprintf(err, errlen, "merge %d repeats the pair of merge %u", r, t->rank_val[i]);
+            return -1;
+        }
+        t->rank_key[i] = key;
+        t->rank_val[i] = (uint32_t)r;
+    }
+    return 0;
+}
+
+static inline uint32_t rank_of(const tok_tokenizer *t, uint32_t a, uint32_t b) {
+    uint64_t key = pair_key(a, b);
+    size_t i = mix64(key) & (t->rank_cap - 1);
+    while (t->rank_key[i] != EMPTY_KEY) {
+        if (t->rank_key[i] == key)
+            return t->rank_val[i];
+        i = (i + 1) & (t->rank_cap - 1);
+    }
+    return NO_RANK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * construction */
+
+int tok_init_byte(tok_tokenizer *t) {
+    char err[64];
+    memset(t, 0, sizeof(*t));
+    t->kind = TOK_KIND_BYTE;
+    t->vocab_size = 256;
+    mtCheck(build_tables(t, err, sizeof(err)) == 0, "byte tokenizer tables cannot fail");
+    return 0;
+}
+
+/* unique chunk table for training: chunk bytes live in the caller's text (offset, len) */
+typedef struct {
+    uint64_t hash;
+    size_t off;
+    uint32_t len;
+    int64_t count; /* 0 = empty slot */
+} chunk_ent;
+
+static uint64_t fnv1a64(const uint8_t *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Count unique chunks of text; returns the table (cap entries, *nunique used). */
+static chunk_ent *count_chunks(const uint8_t *text, size_t n, size_t *cap_out, size_t *nunique) {
+    size_t cap = 1 << 16, used = 0;
+    chunk_ent *tab = callocCheck(cap, sizeof(chunk_ent));
+    for (size_t pos = 0; pos < n;) {
+        size_t L = tok_next_chunk(text + pos, n - pos);
+        uint64_t h = fnv1a64(text + pos, L);
+        size_t i = h & (cap - 1);
+        while (tab[i].count != 0 && !(tab[i].hash == h && tab[i].len == L &&
+                                      memcmp(text + tab[i].off, text + pos, L) == 0))
+            i = (i + 1) & (cap - 1);
+        if (tab[i].count == 0) {
+            tab[i] = (chunk_ent){h, pos, (uint32_t)L, 0};
+            used++;
+        }
+        tab[i].count++;
+        pos += L;
+        if (used * 2 > cap) { /* grow */
+            size_t ncap = cap * 2;
+            chunk_ent *nt = callocCheck(ncap, sizeof(chunk_ent));
+            for (size_t k = 0; k < cap; k++) {
+                if (tab[k].count == 0)
+                    continue;
+                size_t j = tab[k].hash & (ncap - 1);
+                while (nt[j].count != 0)
+                    j = (j + 1) & (ncap - 1);
+                nt[j] = tab[k];
+            }
+            free(tab);
+            tab = nt;
+            cap = ncap;
+        }
+    }
+    *cap_out = cap;
+    *nunique = used;
+    return tab;
+}
+
+/* add (sign=+1) or remove (sign=-1) all adjacent pairs of a word, weighted by its count */
+static void word_pairs(pair_map *pm, const uint32_t *w, uint32_t L, int64_t weight) {
+    for (uint32_t i = 0; i + 1 < L; i++)
+        pm_add(pm, pair_key(w[i], w[i + 1]), weight);
+}
+
+int tok_train_bpe(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_size, int verbose) {
+    memset(t, 0, sizeof(*t));
+    if (vocab_size < 257 || vocab_size > TOK_MAX_VOCAB)
+        return -1;
+    double t0 = timer_now();
+
+    size_t cap, nw;
+    chunk_ent *tab = count_chunks(text, n, &cap, &nw);
+    /* words: symbol sequences of the unique chunks, in one pool */
+    size_t *wstart = mallocCheck(nw * sizeof(size_t));
+    uint32_t *wlen = mallocCheck(nw * sizeof(uint32_t));
+    int64_t *wcount = mallocCheck(nw * sizeof(int64_t));
+    size_t total = 0, k = 0;
+    for (size_t i = 0; i < cap; i++) {
+        if (tab[i].count == 0)
+            continue;
+        wstart[k] = total;
+        wlen[k] = tab[i].len;
+        wcount[k] = tab[i].count;
+        total += tab[i].len;
+        k++;
+    }
+    uint32_t *pool = mallocCheck(total * sizeof(uint32_t));
+    k = 0;
+    for (size_t i = 0; i < cap; i++) {
+        if (tab[i].count == 0)
+            continue;
+        for (uint32_t j = 0; j < tab[i].len; j++)
+            pool[wstart[k] + j] = text[tab[i].off + j];
+        k++;
+    }
+    free(tab);
+
+    pair_map pm;
+    pm_init(&pm, total);
+    size_t *active = mallocCheck(nw * sizeof(size_t)); /* words with >= 2 symbols */
+    size_t nactive = 0;
+    for (size_t w = 0; w < nw; w++) {
+        if (wlen[w] < 2)
+            continue;
+        active[nactive++] = w;
+        word_pairs(&pm, pool + wstart[w], wlen[w], wcount[w]);
+    }
+    if (verbose)
+        fprintf(stderr, "tokenizer: %zu bytes, %zu unique chunks; learning %d merges\n", n, nw,
+                vocab_size - 256);
+
+    int want = vocab_size - 256;
+    t->merges = mallocCheck((size_t)want * 2 * sizeof(uint32_t));
+    int every = want / 10 > 0 ? want / 10 : 1;
+    int m;
+    for (m = 0; m < want; m++) {
+        uint64_t best = EMPTY_KEY;
+        int64_t best_count = 0;
+        for (size_t i = 0; i < pm.cap; i++) {
+            if (pm.keys[i] == EMPTY_KEY)
+                continue;
+            int64_t c = pm.vals[i];
+            if (c > best_count || (c == best_count && c > 0 && pm.keys[i] < best)) {
+                best = pm.keys[i];
+                best_count = c;
+            }
+        }
+        if (best_count < 2)
+            break;
+        uint32_t a = (uint32_t)(best >> 32), b = (uint32_t)best, id = 256u + (uint32_t)m;
+        t->merges[2 * m] = a;
+        t->merges[2 * m + 1] = b;
+        for (size_t q = 0; q < nactive;) {
+            size_t w = active[q];
+            uint32_t *s = pool + wstart[w], L = wlen[w], i;
+            for (i = 0; i + 1 < L && !(s[i] == a && s[i + 1] == b); i++) {
+            }
+            if (i + 1 >= L) {
+                q++;
+                continue;
+            }
+            word_pairs(&pm, s, L, -wcount[w]);
+            uint32_t j = 0;
+            for (i = 0; i < L;) {
+                if (i + 1 < L && s[i] == a && s[i + 1] == b) {
+                    s[j++] = id;
+                    i += 2;
+                } else {
+                    s[j++] = s[i++];
+                }
+            }
+            wlen[w] = j;
+            word_pairs(&pm, s, j, wcount[w]);
+            if (j < 2)
+                active[q] = active[--nactive]; /* fully merged: never scanned again */
+            else
+                q++;
+        }
+        if (verbose && ((m + 1) % every == 0 || m + 1 == want))
+            fprintf(stderr, "tokenizer: merge %d/%d (vocab %d): (%u, %u) x %lld, %.1f s\n", m + 1,
+                    want, 257 + m, a, b, (long long)best_count, timer_now() - t0);
+    }
+    if (m < want)
+        mt_warn("tokenizer: no pair occurs twice after %d merges; vocab is %d, not %d", m, 256 + m,
+                vocab_size);
+    free(active);
+    pm_free(&pm);
+    free(pool);
+    free(wstart);
+    free(wlen);
+    free(wcount);
+
+    t->kind = TOK_KIND_BPE;
+    t->n_merges = m;
+    t->vocab_size = 256 + m;
+    char err[128];
+    mtCheck(build_tables(t, err, sizeof(err)) == 0, "trained merges are valid by construction");
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * encode / decode */
+
+/* min-heap push of a (rank << 16 | pos) key */
+static inline void heap_push(uint64_t *heap, size_t *nh, uint64_t v) {
+    size_t c = (*nh)++;
+    heap[c] = v;
+    while (c > 0 && heap[(c - 1) / 2] > heap[c]) {
+        uint64_t x = heap[c];
+        heap[c] = heap[(c - 1) / 2];
+        heap[(c - 1) / 2] = x;
+        c = (c - 1) / 2;
+    }
+}
+
+/* Encode one chunk p[0..L), 1 <= L <= TOK_MAX_CHUNK, into out; returns the token count. */
+static size_t encode_chunk(const tok_tokenizer *t, const uint8_t *p, size_t L, uint32_t *out) {
+    if (L == 1 || t->n_merges == 0) {
+        for (size_t i = 0; i < L; i++)
+            out[i] = p[i];
+        return L;
+    }
+    uint32_t tok[TOK_MAX_CHUNK];
+    int16_t prev[TOK_MAX_CHUNK], next[TOK_MAX_CHUNK]; /* next == L: end of list */
+    uint64_t heap[3 * TOK_MAX_CHUNK];                 /* (rank << 16 | pos), min-heap */
+    size_t nh = 0;
+    const int n = (int)L;
+    for (int i = 0; i < n; i++) {
+        tok[i] = p[i];
+        prev[i] = (int16_t)(i - 1);
+        next[i] = (int16_t)(i + 1);
+    }
+    for (int i = 0; i + 1 < n; i++) {
+        uint32_t r = rank_of(t, tok[i], tok[i + 1]);
+        if (r != NO_RANK)
+            heap_push(heap, &nh, ((uint64_t)r << 16) | (uint64_t)i);
+    }
+    while (nh > 0) {
+        uint64_t top = heap[0];
+        heap[0] = heap[--nh];
+        for (size_t c = 0;;) { /* sift down */
+            size_t l = 2 * c + 1, s = c;
+            if (l < nh && heap[l] < heap[s])
+                s = l;
+            if (l + 1 < nh && heap[l + 1] < heap[s])
+                s = l + 1;
+            if (s == c)
+                break;
+            uint64_t x = heap[c];
+            heap[c] = heap[s];
+            heap[s] = x;
+            c = s;
+        }
+        uint32_t r = (uint32_t)(top >> 16);
+        int pos = (int)(top & 0xffff);
+        if (tok[pos] == NO_RANK)
+            continue; /* node was merged away */
+        int nx = next[pos];
+        if (nx >= n || tok[pos] != t->merges[2 * r] || tok[nx] != t->merges[2 * r + 1])
+            continue;
+        tok[pos] = 256u + r;
+        tok[nx] = NO_RANK;
+        next[pos] = next[nx];
+        if (next[nx] < n)
+            prev[next[nx]] = (int16_t)pos;
+        if (prev[pos] >= 0) {
+            uint32_t r2 = rank_of(t, tok[prev[pos]], tok[pos]);
+            if (r2 != NO_RANK)
+                heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)prev[pos]);
+        }
+        if (next[pos] < n) {
+            uint32_t r2 = rank_of(t, tok[pos], tok[next[pos]]);
+            if (r2 != NO_RANK)
+                heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)pos);
+        }
+    }
+    size_t cnt = 0;
+    for (int i = 0; i < n; i = next[i])
+        out[cnt++] = tok[i];
+    return cnt;
+}
+
+size_t tok_encode(const tok_tokenizer *t, const uint8_t *bytes, size_t n, uint32_t *out) {
+    if (t->kind == TOK_KIND_BYTE || t->n_merges == 0) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = bytes[i];
+        return n;
+    }
+    size_t cnt = 0;
+    for (size_t pos = 0; pos < n;) {
+        size_t L = tok_next_chunk(bytes + pos, n - pos);
+        cnt += encode_chunk(t, bytes + pos, L, out + cnt);
+        pos += L;
+    }
+    return cnt;
+}
+
+int tok_vocab_size(const tok_tokenizer *t) { return t->vocab_size; }
+
+const uint8_t *tok_token_bytes(const tok_tokenizer *t, uint32_t id, size_t *len) {
+    if (id >= (uint32_t)t->vocab_size) {
+        *len = 0;
+        return NULL;
+    }
+    *len = t->tok_off[id + 1] - t->tok_off[id];
+    return t->tok_bytes + t->tok_off[id];
+}
+
+size_t tok_decode(const tok_tokenizer *t, const uint32_t *ids, size_t n, uint8_t *out, size_t cap) {
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const uint8_t *b = tok_token_bytes(t, ids[i], &len);
+        for (size_t j = 0; j < len; j++, w++)
+            if (w < cap)
+                out[w] = b[j];
+    }
+    return w;
+}
+
+void tok_free(tok_tokenizer *t) {
+    free(t->merges);
+    free(t->tok_off);
+    free(t->tok_bytes);
+    free(t->rank_key);
+    free(t->rank_val);
+    memset(t, 0, sizeof(*t));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * file format (docs/tokenizer.md): 32-byte header of little-endian uint32, then the merges */
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* FNV-1a 32-bit over the stored merge bytes (a torn or bit-flipped file fails to load) */
+static uint32_t fnv1a32(const uint8_t *p, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
+int tok_save(const tok_tokenizer *t, const char *path, char *err, size_t errlen) {
+    size_t nbytes = TOK_HEADER_BYTES + (size_t)t->n_merges * 8;
+    uint8_t *buf = callocCheck(nbytes, 1);
+    for (int r = 0; r < t->n_merges; r++) {
+        put_u32(buf + TOK_HEADER_BYTES + 8 * (size_t)r, t->merges[2 * r]);
+        put_u32(buf + TOK_HEADER_BYTES + 8 * (size_t)r + 4, t->merges[2 * r + 1]);
+    }
+    put_u32(buf + 0, TOK_MAGIC);
+    put_u32(buf + 4, TOK_VERSION);
+    put_u32(buf + 8, (uint32_t)t->kind);
+    put_u32(buf + 12, (uint32_t)t->vocab_size);
+    put_u32(buf + 16, (uint32_t)t->n_merges);
+    put_u32(buf + 20, TOK_MAX_CHUNK);
+    put_u32(buf + 24, fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES));
+    put_u32(buf + 28, 0);
+
+    size_t plen = strlen(path);
+    char *tmp = mallocCheck(plen + 5);
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    int rc = -1;
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot write tokenizer file '%s': %s", tmp, strerror(errno));
+    } else {
+        size_t put = fwrite(buf, 1, nbytes, f);
+        int closed = fclose(f);
+        if (put != nbytes || closed != 0) {
+            snprintf(err, errlen, "writing tokenizer file '%s' failed: %s", tmp, strerror(errno));
+            remove(tmp);
+        } else if (rename(tmp, path) != 0) {
+            snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+            remove(tmp);
+        } else {
+            rc = 0;
+        }
+    }
+    free(tmp);
+    free(buf);
+    return rc;
+}
+
+int tok_load(tok_tokenizer *t, const char *path, char *err, size_t errlen) {
+    memset(t, 0, sizeof(*t));
+    struct stat st;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL || fstat(fileno(f), &st) != 0) {
+        snprintf(err, errlen, "cannot open tokenizer file '%s': %s", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    const size_t max_bytes = TOK_HEADER_BYTES + (size_t)8 * TOK_MAX_VOCAB;
+    if (st.st_size < TOK_HEADER_BYTES || (uint64_t)st.st_size > max_bytes) {
+        snprintf(err, errlen, "tokenizer file '%s': %s (%lld bytes; header is %d)", path,
+                 st.st_size < TOK_HEADER_BYTES ? "truncated" : "too large", (long long)st.st_size,
+                 TOK_HEADER_BYTES);
+        fclose(f);
+        return -1;
+    }
+    size_t nbytes = (size_t)st.st_size;
+    uint8_t *buf = mallocCheck(nbytes);
+    size_t got = fread(buf, 1, nbytes, f);
+    fclose(f);
+    int rc = -1;
+    const char *what = NULL;
+    char detail[160];
+    detail[0] = '\0';
+    uint32_t kind = get_u32(buf + 8), V = get_u32(buf + 12), nm = get_u32(buf + 16);
+    if (got != nbytes) {
+        what = "short read";
+    } else if (get_u32(buf) != TOK_MAGIC) {
+        what = "bad magic (not a minitrain tokenizer file)";
+    } else if (get_u32(buf + 4) != TOK_VERSION) {
+        snprintf(detail, sizeof(detail), "unsupported version %u (this build reads %u)",
+                 get_u32(buf + 4), TOK_VERSION);
+    } else if (kind != TOK_KIND_BYTE && kind != TOK_KIND_BPE) {
+        snprintf(detail, sizeof(detail), "unknown kind %u (0 = byte, 1 = bpe)", kind);
+    } else if (nm > (uint32_t)TOK_MAX_VOCAB - 256 || V != 256 + nm ||
+               (kind == TOK_KIND_BYTE && nm != 0)) {
+        snprintf(detail, sizeof(detail), "vocab_size %u does not fit %u merges for kind %u", V, nm,
+                 kind);
+    } else if (get_u32(buf + 20) != TOK_MAX_CHUNK) {
+        snprintf(detail, sizeof(detail), "chunk limit %u differs from this build's %d",
+                 get_u32(buf + 20), TOK_MAX_CHUNK);
+    } else if (nbytes != TOK_HEADER_BYTES + (size_t)8 * nm) {
+        snprintf(detail, sizeof(detail), "%s: header says %u merges (%zu bytes) but file has %zu",
+                 nbytes < TOK_HEADER_BYTES + (size_t)8 * nm ? "truncated" : "trailing bytes", nm,
+                 TOK_HEADER_BYTES + (size_t)8 * nm, nbytes);
+    } else if (fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES) != get_u32(buf + 24)) {
+        what = "checksum mismatch (file corrupted)";
+    } else {
+        t->kind = (int)kind;
+        t->vocab_size = (int)V;
+        t->n_merges = (int)nm;
+        t->merges = mallocCheck((size_t)nm * 2 * sizeof(uint32_t) + 1);
+        for (size_t i = 0; i < 2 * (size_t)nm; i++)
+            t->merges[i] = get_u32(buf + TOK_HEADER_BYTES + 4 * i);
+        if (build_tables(t, detail, sizeof(detail)) == 0)
+            rc = 0;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "tokenizer file '%s': %s", path, what ? what : detail);
+        tok_free(t);
+    }
+    free(buf);
+    return rc;
+}

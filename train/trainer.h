@@ -1,0 +1,89 @@
+/*
+ * train/trainer.h — the training loop and its hooks.
+ *
+ * One optimizer step = grad_accum microbatches of (batch_size, seq_len) forward+backward, the
+ * global gradient norm and clipping, an AdamW step with the scheduled LR, then a metrics row in
+ * run.db, a log/progress line and the hooks that are due. Hooks (eval, sample, and later
+ * checkpoint and robustness) are registered by whoever wires the `train` subcommand, so train/
+ * never includes safety/ or sched/.
+ *
+ * Data order: sequence number i of the whole run is window data_loader_get(i); step s consumes
+ * sequences [s·global_batch, (s+1)·global_batch). That makes the data position a pure function
+ * of the step, which is what resume and data-parallel slicing need.
+ */
+#ifndef MT_TRAINER_H
+#define MT_TRAINER_H
+
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/rng.h"
+#include "core/rundb.h"
+#include "train/data.h"
+#include "train/model.h"
+#include "train/optim.h"
+#include "train/tokenizer.h"
+
+typedef struct trainer trainer;
+
+/* A hook runs after optimizer step `step` (1-based count of completed steps) when
+ * step % every == 0, and once more at the end of the run with final = 1. */
+typedef void (*trainer_hook_fn)(trainer *tr, int step, int final, void *user);
+
+#define TRAINER_MAX_HOOKS 16
+
+struct trainer {
+    mt_config cfg;
+    char config_json[8192];
+    gpt_model model;
+    optim_adamw opt;
+    tok_tokenizer tok;
+    data_loader train_dl, val_dl;
+    rundb *db;
+    int64_t run_id;
+    int grad_accum;
+    int step; /* optimizer steps completed */
+    /* accounting */
+    double flops_per_token;
+    double peak_measured, peak_theoretical; /* FLOP/s; theoretical -1 if unknown */
+    char peak_desc[256];
+    double t_start;
+    /* last values, for hooks and the final summary */
+    float last_loss, last_val_loss, last_lr;
+    double last_norm, last_tokens_per_s, last_mfu;
+    rng_state sample_rng;
+    struct {
+        const char *name;
+        int every;
+        trainer_hook_fn fn;
+        void *user;
+    } hooks[TRAINER_MAX_HOOKS];
+    int n_hooks;
+};
+
+/* Resolve the data/tokenizer, build and initialise the model and optimizer, open run.db and
+ * measure the sgemm peak. Returns 0, or -1 with a user-facing message in err (missing data
+ * directory, bad shards, a model that does not fit the tokenizer, ...). */
+int trainer_init(trainer *tr, const mt_config *cfg, char *err, size_t errlen);
+
+/* Register a hook; every <= 0 means "only at the end". */
+void trainer_add_hook(trainer *tr, const char *name, int every, trainer_hook_fn fn, void *user);
+
+/* Run steps until cfg.steps (or cfg.stop_after). Returns a process exit code: MT_EXIT_OK, or
+ * MT_EXIT_NONFINITE if the loss became NaN/Inf (the event is in run.db). */
+int trainer_run(trainer *tr);
+
+/* Mean validation loss over cfg.eval_batches microbatches (the same windows every call). */
+float trainer_eval(trainer *tr);
+
+/* Built-in hooks: validation loss (logged to run.db), and a printed sample. */
+void trainer_hook_eval(trainer *tr, int step, int final, void *user);
+void trainer_hook_sample(trainer *tr, int step, int final, void *user);
+
+/* Save the model to RUN_DIR/model.safetensors and copy the tokenizer to RUN_DIR/tokenizer.bin.
+ * Returns 0 or -1 with err. */
+int trainer_save_model(trainer *tr, char *err, size_t errlen);
+
+void trainer_free(trainer *tr);
+
+#endif /* MT_TRAINER_H */
