@@ -12,6 +12,8 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "parallel/comm.h"
+#include "parallel/mesh.h"
 #include "train/trainer.h"
 
 static void usage(void) {
@@ -79,8 +81,19 @@ int train_cmd_train(int argc, char **argv) {
     if (cfg.run_dir[0] == 0) snprintf(cfg.run_dir, sizeof(cfg.run_dir), "runs/%s", cfg.name);
     if (config_validate(&cfg, err, sizeof(err)) != 0) mt_fail("%s", err);
 
+    comm *world = comm_init_world(NULL, NULL);
+    log_set_rank(comm_rank(world));
+    int dp = cfg.dp;
+    if (mesh_check(comm_size(world), cfg.tp, cfg.pp, &dp, cfg.ep, err, sizeof(err)) != 0) {
+        if (comm_rank(world) == 0) fprintf(stderr, "minitrain: error: %s\n", err);
+        comm_finalize();
+        return MT_EXIT_USAGE;
+    }
+    cfg.dp = dp;
+    mesh ms;
+    mesh_init(&ms, world, cfg.tp, cfg.pp, cfg.dp, cfg.ep);
     trainer tr;
-    if (trainer_init(&tr, &cfg, err, sizeof(err)) != 0) mt_fail("%s", err);
+    if (trainer_init(&tr, &cfg, &ms, err, sizeof(err)) != 0) mt_fail("%s", err);
     const mt_config *c = &tr.cfg;
     log_info("minitrain train: run '%s' -> %s", c->name, c->run_dir);
     log_info("model: %d layers, %d heads, d_model %d, seq_len %d, vocab %d | %.2fM parameters",
@@ -114,5 +127,8 @@ int train_cmd_train(int argc, char **argv) {
              tr.step, log_duration(wall, dbuf, sizeof(dbuf)), tr.last_loss, tr.last_val_loss,
              c->run_dir);
     trainer_free(&tr);
+    mesh_free(&ms);
+    comm_free(world);
+    comm_finalize();
     return rc;
 }

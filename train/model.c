@@ -36,6 +36,16 @@ static void add_tensor(gpt_model *m, int *cap, const char *name, int64_t d0, int
     t->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     t->offset = *off;
     t->decay = t->ndim == 2;
+    /* unsharded by default: the global tensor is the local one */
+    t->g_ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) t->g_shape[d] = t->g_local[d] = t->shape[d];
+    t->tp_replicated = 1;
+    if (strstr(name, "attn.c_attn.")) { /* logical (3, C[, C]) view, see gpt_tensor */
+        t->g_ndim = t->ndim + 1;
+        t->g_shape[0] = t->g_local[0] = 3;
+        t->g_shape[1] = t->g_local[1] = d0 / 3;
+        if (t->ndim == 2) t->g_shape[2] = t->g_local[2] = d1;
+    }
     *off += t->numel;
 }
 

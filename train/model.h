@@ -34,6 +34,13 @@ typedef struct {
     size_t offset; /* in floats, from the start of the flat buffer */
     size_t numel;
     int decay; /* 1 for 2-D weights (AdamW weight decay applies) */
+    /* Where this (possibly tensor-parallel) shard sits in the GLOBAL tensor, for checkpoints that
+     * reshard across layouts. The local data is the row-major box g_local at g_offset of a
+     * tensor of shape g_shape. qkv weights/biases use a 3-D logical view (3, C, C) / (3, C) so a
+     * head-split shard is one box: (3, C/tp, C) at (0, tp_rank·C/tp, 0). */
+    int g_ndim;
+    int64_t g_shape[3], g_offset[3], g_local[3];
+    int tp_replicated; /* 1 if every TP rank holds the same values (LayerNorm, wte, wpe, ...) */
 } gpt_tensor;
 
 /* Pointers to one block's parameters (or gradients) inside a flat buffer. */

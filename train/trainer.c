@@ -30,9 +30,10 @@ static int mkdir_p(const char *path) {
     return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
-int trainer_init(trainer *tr, const mt_config *cfg, char *err, size_t errlen) {
+int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t errlen) {
     memset(tr, 0, sizeof(*tr));
     tr->cfg = *cfg;
+    tr->mesh = ms;
     mt_config *c = &tr->cfg;
     int threads = c->threads > 0 ? c->threads : omp_get_num_procs();
     ops_set_threads(threads);

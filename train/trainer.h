@@ -19,6 +19,7 @@
 #include "core/config.h"
 #include "core/rng.h"
 #include "core/rundb.h"
+#include "parallel/mesh.h"
 #include "train/data.h"
 #include "train/model.h"
 #include "train/optim.h"
@@ -34,6 +35,7 @@ typedef void (*trainer_hook_fn)(trainer *tr, int step, int final, void *user);
 
 struct trainer {
     mt_config cfg;
+    mesh *mesh; /* the rank layout (single process: world 1, all degrees 1); not owned */
     char config_json[8192];
     gpt_model model;
     optim_adamw opt;
@@ -64,7 +66,7 @@ struct trainer {
 /* Resolve the data/tokenizer, build and initialise the model and optimizer, open run.db and
  * measure the sgemm peak. Returns 0, or -1 with a user-facing message in err (missing data
  * directory, bad shards, a model that does not fit the tokenizer, ...). */
-int trainer_init(trainer *tr, const mt_config *cfg, char *err, size_t errlen);
+int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t errlen);
 
 /* Register a hook; every <= 0 means "only at the end". */
 void trainer_add_hook(trainer *tr, const char *name, int every, trainer_hook_fn fn, void *user);

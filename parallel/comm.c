@@ -1,0 +1,346 @@
+/*
+ * parallel/comm.c — the self and MPI backends of parallel/comm.h, and the collective watchdog.
+ *
+ * The watchdog is one thread that wakes every 100 ms and compares "now" with the start time of
+ * the call in progress (set on entry to every comm_* call, cleared on exit). A rank stuck in a
+ * collective because a peer died or hung is aborted with a message that names it and the call;
+ * MPI_Abort then tears down the whole job, so nothing hangs forever.
+ */
+#include "parallel/comm.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/check.h"
+
+#ifdef MT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+struct comm {
+    comm_backend backend;
+    int rank, size;
+    char name[32];
+#ifdef MT_HAVE_MPI
+    MPI_Comm mpi;
+#endif
+};
+
+static int g_mpi = 0;
+static int g_world_rank = 0;
+
+/* ---- watchdog ---------------------------------------------------------------------------- */
+
+static _Atomic double g_call_start = 0; /* monotonic seconds; 0 = no call in progress */
+static const char *volatile g_call_name = "";
+static const char *volatile g_call_group = "";
+static double g_timeout = 0;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        usleep(100000);
+        double t0 = atomic_load(&g_call_start);
+        if (t0 > 0 && now_s() - t0 > g_timeout)
+            comm_abort(MT_EXIT_ERROR, "%s on group '%s' did not complete in %.0f s (a peer rank "
+                       "died or hangs); aborting the job (watchdog, see --comm-timeout)",
+                       g_call_name, g_call_group, g_timeout);
+    }
+    return NULL;
+}
+
+void comm_watchdog_start(double timeout_s) {
+    static int started = 0;
+    if (timeout_s <= 0 || started) return;
+    g_timeout = timeout_s;
+    pthread_t th;
+    if (pthread_create(&th, NULL, watchdog_main, NULL) == 0) {
+        pthread_detach(th);
+        started = 1;
+    }
+}
+
+#define ENTER(c, what)                                                                             \
+    do {                                                                                           \
+        g_call_name = what;                                                                        \
+        g_call_group = (c)->name;                                                                  \
+        atomic_store(&g_call_start, now_s());                                                      \
+    } while (0)
+#define LEAVE() atomic_store(&g_call_start, 0.0)
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+void comm_abort(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "minitrain: rank %d: ", g_world_rank);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+#ifdef MT_HAVE_MPI
+    if (g_mpi) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+    _exit(code);
+}
+
+#ifdef MT_HAVE_MPI
+#define mpiCheck(call, c, what)                                                                    \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != MPI_SUCCESS) {                                                                  \
+            char s_[MPI_MAX_ERROR_STRING];                                                         \
+            int n_ = 0;                                                                            \
+            MPI_Error_string(rc_, s_, &n_);                                                        \
+            comm_abort(MT_EXIT_ERROR, "%s on group '%s' failed: %s (at %s:%d)", what, (c)->name,  \
+                       s_, __FILE__, __LINE__);                                                    \
+        }                                                                                          \
+    } while (0)
+
+static MPI_Op mpi_op(comm_op op) { return op == COMM_MAX ? MPI_MAX : MPI_SUM; }
+#endif
+
+/* ---- setup ------------------------------------------------------------------------------- */
+
+static comm *new_comm(comm_backend b, int rank, int size, const char *name) {
+    comm *c = callocCheck(1, sizeof(comm));
+    c->backend = b;
+    c->rank = rank;
+    c->size = size;
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    return c;
+}
+
+comm *comm_init_world(int *argc, char ***argv) {
+    int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+#ifdef MT_HAVE_MPI
+    if (launched) {
+        int provided = 0;
+        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        g_mpi = 1;
+        int rank, size;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        g_world_rank = rank;
+        comm *c = new_comm(COMM_MPI, rank, size, "world");
+        c->mpi = MPI_COMM_WORLD;
+        return c;
+    }
+#else
+    (void)argc;
+    (void)argv;
+    if (launched && getenv("OMPI_COMM_WORLD_SIZE") && atoi(getenv("OMPI_COMM_WORLD_SIZE")) > 1)
+        mt_fail("launched under mpirun but this minitrain was built without MPI (make deps; make)");
+#endif
+    return new_comm(COMM_SELF, 0, 1, "world");
+}
+
+void comm_finalize(void) {
+#ifdef MT_HAVE_MPI
+    if (g_mpi) {
+        MPI_Finalize();
+        g_mpi = 0;
+    }
+#endif
+}
+
+int comm_is_mpi(void) { return g_mpi; }
+int comm_world_rank(void) { return g_world_rank; }
+
+comm *comm_split(comm *parent, int color, int key, const char *name) {
+#ifdef MT_HAVE_MPI
+    if (parent->backend == COMM_MPI) {
+        MPI_Comm out;
+        mpiCheck(MPI_Comm_split(parent->mpi, color, key, &out), parent, "MPI_Comm_split");
+        MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
+        int r, s;
+        MPI_Comm_rank(out, &r);
+        MPI_Comm_size(out, &s);
+        comm *c = new_comm(COMM_MPI, r, s, name);
+        c->mpi = out;
+        return c;
+    }
+#endif
+    (void)color;
+    (void)key;
+    return new_comm(COMM_SELF, 0, 1, name);
+}
+
+void comm_free(comm *c) {
+    if (!c) return;
+#ifdef MT_HAVE_MPI
+    if (c->backend == COMM_MPI && c->mpi != MPI_COMM_WORLD && g_mpi) MPI_Comm_free(&c->mpi);
+#endif
+    free(c);
+}
+
+int comm_rank(const comm *c) { return c->rank; }
+int comm_size(const comm *c) { return c->size; }
+const char *comm_name(const comm *c) { return c->name; }
+
+/* ---- collectives ------------------------------------------------------------------------- */
+
+void comm_all_reduce(comm *c, float *buf, size_t count, comm_op op) {
+    if (c->size == 1 || count == 0) return;
+#ifdef MT_HAVE_MPI
+    ENTER(c, "all_reduce");
+    /* MPI counts are int: large buffers go in chunks. */
+    for (size_t off = 0; off < count;) {
+        size_t n = count - off > (1u << 30) ? (1u << 30) : count - off;
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n, MPI_FLOAT, mpi_op(op), c->mpi), c,
+                 "MPI_Allreduce");
+        off += n;
+    }
+    LEAVE();
+    if (op == COMM_AVG) {
+        float s = 1.0f / c->size;
+        for (size_t i = 0; i < count; i++) buf[i] *= s;
+    }
+#else
+    (void)buf;
+    (void)op;
+#endif
+}
+
+void comm_all_reduce_f64(comm *c, double *buf, size_t count, comm_op op) {
+    if (c->size == 1 || count == 0) return;
+#ifdef MT_HAVE_MPI
+    ENTER(c, "all_reduce_f64");
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE, mpi_op(op), c->mpi), c,
+             "MPI_Allreduce");
+    LEAVE();
+    if (op == COMM_AVG)
+        for (size_t i = 0; i < count; i++) buf[i] /= c->size;
+#else
+    (void)buf;
+    (void)op;
+#endif
+}
+
+void comm_reduce_scatter(comm *c, const float *send, float *recv, size_t recv_count, comm_op op) {
+    if (c->size == 1) {
+        if (recv != send) memmove(recv, send, recv_count * sizeof(float));
+        return;
+    }
+#ifdef MT_HAVE_MPI
+    ENTER(c, "reduce_scatter");
+    mtCheck(recv_count < (1u << 31), "reduce_scatter block too large for MPI int counts");
+    mpiCheck(MPI_Reduce_scatter_block(send, recv, (int)recv_count, MPI_FLOAT, mpi_op(op), c->mpi),
+             c, "MPI_Reduce_scatter_block");
+    LEAVE();
+    if (op == COMM_AVG) {
+        float s = 1.0f / c->size;
+        for (size_t i = 0; i < recv_count; i++) recv[i] *= s;
+    }
+#endif
+}
+
+void comm_all_gather(comm *c, const float *send, float *recv, size_t send_count) {
+    if (c->size == 1) {
+        if (recv != send) memmove(recv, send, send_count * sizeof(float));
+        return;
+    }
+#ifdef MT_HAVE_MPI
+    ENTER(c, "all_gather");
+    mtCheck(send_count < (1u << 31), "all_gather block too large for MPI int counts");
+    const void *sb = send == recv + (size_t)c->rank * send_count ? MPI_IN_PLACE : (const void *)send;
+    mpiCheck(MPI_Allgather(sb, (int)send_count, MPI_FLOAT, recv, (int)send_count, MPI_FLOAT,
+                           c->mpi), c, "MPI_Allgather");
+    LEAVE();
+#endif
+}
+
+void comm_broadcast_bytes(comm *c, void *buf, size_t count, int root) {
+    if (c->size == 1) return;
+#ifdef MT_HAVE_MPI
+    ENTER(c, "broadcast");
+    mpiCheck(MPI_Bcast(buf, (int)count, MPI_BYTE, root, c->mpi), c, "MPI_Bcast");
+    LEAVE();
+#else
+    (void)buf;
+    (void)count;
+    (void)root;
+#endif
+}
+
+void comm_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
+                       const size_t *send_displs, float *recv, const size_t *recv_counts,
+                       const size_t *recv_displs) {
+    if (c->size == 1) {
+        memmove(recv + recv_displs[0], send + send_displs[0], send_counts[0] * sizeof(float));
+        return;
+    }
+#ifdef MT_HAVE_MPI
+    int n = c->size;
+    int *sc = mallocCheck(4 * sizeof(int) * n), *sd = sc + n, *rc = sd + n, *rd = rc + n;
+    for (int i = 0; i < n; i++) {
+        sc[i] = (int)send_counts[i];
+        sd[i] = (int)send_displs[i];
+        rc[i] = (int)recv_counts[i];
+        rd[i] = (int)recv_displs[i];
+    }
+    ENTER(c, "all_to_all_v");
+    mpiCheck(MPI_Alltoallv(send, sc, sd, MPI_FLOAT, recv, rc, rd, MPI_FLOAT, c->mpi), c,
+             "MPI_Alltoallv");
+    LEAVE();
+    free(sc);
+#endif
+}
+
+void comm_send(comm *c, const float *buf, size_t count, int peer, int tag) {
+    if (c->size == 1) comm_abort(MT_EXIT_ERROR, "send on a single-rank group '%s'", c->name);
+#ifdef MT_HAVE_MPI
+    ENTER(c, "send");
+    mpiCheck(MPI_Send(buf, (int)count, MPI_FLOAT, peer, tag, c->mpi), c, "MPI_Send");
+    LEAVE();
+#else
+    (void)buf, (void)count, (void)peer, (void)tag;
+#endif
+}
+
+void comm_recv(comm *c, float *buf, size_t count, int peer, int tag) {
+    if (c->size == 1) comm_abort(MT_EXIT_ERROR, "recv on a single-rank group '%s'", c->name);
+#ifdef MT_HAVE_MPI
+    ENTER(c, "recv");
+    mpiCheck(MPI_Recv(buf, (int)count, MPI_FLOAT, peer, tag, c->mpi, MPI_STATUS_IGNORE), c,
+             "MPI_Recv");
+    LEAVE();
+#else
+    (void)buf, (void)count, (void)peer, (void)tag;
+#endif
+}
+
+void comm_sendrecv(comm *c, const float *sendbuf, size_t send_count, int to, float *recvbuf,
+                   size_t recv_count, int from, int tag) {
+    if (c->size == 1) comm_abort(MT_EXIT_ERROR, "sendrecv on a single-rank group '%s'", c->name);
+#ifdef MT_HAVE_MPI
+    ENTER(c, "sendrecv");
+    mpiCheck(MPI_Sendrecv(sendbuf, (int)send_count, MPI_FLOAT, to, tag, recvbuf, (int)recv_count,
+                          MPI_FLOAT, from, tag, c->mpi, MPI_STATUS_IGNORE), c, "MPI_Sendrecv");
+    LEAVE();
+#else
+    (void)sendbuf, (void)send_count, (void)to, (void)recvbuf, (void)recv_count, (void)from, (void)tag;
+#endif
+}
+
+void comm_barrier(comm *c) {
+    if (c->size == 1) return;
+#ifdef MT_HAVE_MPI
+    ENTER(c, "barrier");
+    mpiCheck(MPI_Barrier(c->mpi), c, "MPI_Barrier");
+    LEAVE();
+#endif
+}

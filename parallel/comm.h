@@ -1,0 +1,78 @@
+/*
+ * parallel/comm.h — one communicator interface, three backends.
+ *
+ *   self  one process, no MPI needed: collectives are copies (or no-ops), point-to-point is an
+ *         error. Every single-process run and most unit tests use it.
+ *   mpi   CPU buffers over MPI (OpenMPI); one MPI_Comm per group (MPI_Comm_split by the mesh).
+ *   nccl  GPU buffers over NCCL (built with `make GPU=1`); the ncclUniqueId is made on the group's
+ *         rank 0 and broadcast over the group's MPI communicator; one ncclComm_t per group.
+ *
+ * Counts are in ELEMENTS of the named type, never bytes. Every call runs under the watchdog
+ * (comm_watchdog_start): a collective that does not finish within the timeout aborts the whole
+ * job with a message naming the rank and the call, so a dead peer never leaves the others hanging.
+ * Errors from the library abort the job the same way (MPI_Abort), naming rank and call.
+ */
+#ifndef MT_COMM_H
+#define MT_COMM_H
+
+#include <stddef.h>
+
+typedef enum { COMM_SELF = 0, COMM_MPI = 1, COMM_NCCL = 2 } comm_backend;
+typedef enum { COMM_SUM = 0, COMM_AVG = 1, COMM_MAX = 2 } comm_op;
+
+typedef struct comm comm;
+
+/* Initialise the process-wide layer: MPI_Init when launched under mpirun (OMPI_COMM_WORLD_SIZE
+ * or PMI_SIZE set) and MPI is compiled in; otherwise the self backend. Returns the world
+ * communicator. Safe to call once per process. */
+comm *comm_init_world(int *argc, char ***argv);
+/* Finalize MPI if it was initialised (call once at exit). */
+void comm_finalize(void);
+/* 1 if the world runs on MPI. */
+int comm_is_mpi(void);
+
+/* Split `parent` into groups by color; ranks are ordered by key inside a group (MPI_Comm_split).
+ * name labels the group in error messages ("tp", "dp", ...). Collective over parent. */
+comm *comm_split(comm *parent, int color, int key, const char *name);
+void comm_free(comm *c);
+
+int comm_rank(const comm *c);
+int comm_size(const comm *c);
+const char *comm_name(const comm *c);
+/* Rank in the world communicator of this process. */
+int comm_world_rank(void);
+
+/* In-place all-reduce of buf (count floats). */
+void comm_all_reduce(comm *c, float *buf, size_t count, comm_op op);
+/* In-place all-reduce of doubles (norms, loss sums). */
+void comm_all_reduce_f64(comm *c, double *buf, size_t count, comm_op op);
+/* send (size·recv_count floats, rank r's block at r·recv_count) → recv (recv_count) holds the
+ * reduction of every rank's block for this rank. */
+void comm_reduce_scatter(comm *c, const float *send, float *recv, size_t recv_count, comm_op op);
+/* send (send_count) from every rank → recv (size·send_count), rank r's block at r·send_count.
+ * send may alias its own block of recv. */
+void comm_all_gather(comm *c, const float *send, float *recv, size_t send_count);
+/* Broadcast count bytes from root. (Bytes here: it carries structs and ids, not tensors.) */
+void comm_broadcast_bytes(comm *c, void *buf, size_t count, int root);
+/* Variable all-to-all of floats; counts and displacements in elements, per peer. */
+void comm_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
+                       const size_t *send_displs, float *recv, const size_t *recv_counts,
+                       const size_t *recv_displs);
+/* Point-to-point (pipeline parallel). Blocking. */
+void comm_send(comm *c, const float *buf, size_t count, int peer, int tag);
+void comm_recv(comm *c, float *buf, size_t count, int peer, int tag);
+/* Exchange with one peer without deadlock (send to `to`, receive from `from`). */
+void comm_sendrecv(comm *c, const float *sendbuf, size_t send_count, int to, float *recvbuf,
+                   size_t recv_count, int from, int tag);
+void comm_barrier(comm *c);
+
+/* Abort the whole job (MPI_Abort, or exit without MPI) after printing
+ * "minitrain: rank R: <msg>". Never returns. */
+void comm_abort(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+
+/* Start the collective watchdog thread: any comm_* call that takes longer than timeout_s
+ * seconds aborts the job with "rank R: <call> on group <name> did not complete in S s".
+ * timeout_s <= 0 disables it. */
+void comm_watchdog_start(double timeout_s);
+
+#endif /* MT_COMM_H */

@@ -1,0 +1,45 @@
+/*
+ * parallel/mesh.h — the 4D rank layout: world = tp × dp × pp (ep is carved out of dp).
+ *
+ * Order (Megatron-LM's): tp varies fastest, so the ranks of one tensor-parallel group are
+ * neighbours (one node on a cluster), then dp, then pp:
+ *     rank = tp_rank + tp · (dp_rank + dp · pp_rank)
+ * Groups are built with comm_split: a TP group shares (dp_rank, pp_rank), a DP group shares
+ * (tp_rank, pp_rank), a PP group shares (tp_rank, dp_rank). Expert parallelism splits each DP
+ * group into dp/ep expert-data-parallel replicas of ep consecutive dp ranks (parallel runtime II).
+ */
+#ifndef MT_MESH_H
+#define MT_MESH_H
+
+#include <stddef.h>
+
+#include "parallel/comm.h"
+
+typedef struct {
+    int world_size, rank;
+    int tp, pp, dp, ep;
+    int tp_rank, pp_rank, dp_rank, ep_rank;
+    comm *world;
+    comm *tp_group; /* ranks with the same (dp_rank, pp_rank) */
+    comm *dp_group; /* ranks with the same (tp_rank, pp_rank) */
+    comm *pp_group; /* ranks with the same (tp_rank, dp_rank) */
+    comm *ep_group; /* ep consecutive dp ranks (experts sharded across them) */
+    comm *edp_group; /* ranks holding the same experts: dp/ep of them */
+} mesh;
+
+/* Check a layout before any work: tp·pp·dp must equal world_size (dp = 0 means
+ * world / (tp·pp)), ep must divide dp. Returns 0 or -1 with one clear line in err. Pure
+ * function (no communication), so every rank reaches the same verdict. */
+int mesh_check(int world_size, int tp, int pp, int *dp, int ep, char *err, size_t errlen);
+
+/* Build the mesh over `world` (collective: every rank calls it with the same degrees, already
+ * checked by mesh_check). */
+void mesh_init(mesh *m, comm *world, int tp, int pp, int dp, int ep);
+
+/* Print the layout on rank 0: degrees and each rank's coordinates and group members (a pure
+ * function of the rank, so no communication is needed). */
+void mesh_print(const mesh *m);
+
+void mesh_free(mesh *m);
+
+#endif /* MT_MESH_H */
