@@ -64,6 +64,17 @@ static const key_desc KEYS[] = {
     KI(dp, 0, 0, 1 << 20, "data-parallel degree (0 = world / (tp*pp))"),
     KI(ep, 1, 1, 1024, "expert-parallel degree (carved out of dp)"),
     KI(zero, 0, 0, 1, "ZeRO stage (0 or 1)"),
+    KF(comm_timeout, 300, 0, 1e6, "seconds a collective may take before the job is aborted (0 = off)"),
+    KF(bucket_mb, 25, 0.001, 1e6, "data-parallel gradient bucket size in MiB"),
+    KI(ckpt_every, 0, 0, 1 << 30, "checkpoint every N steps (0 = none)"),
+    KI(ckpt_async, 1, 0, 1, "1 = snapshot then write in the background"),
+    KI(ckpt_keep, 3, 1, 1 << 20, "committed checkpoints kept per tier"),
+    KI(ckpt_major_every, 0, 0, 1 << 30, "also keep every M-th step's checkpoint (0 = none)"),
+    KI(ckpt_tier0, 1, 0, 1, "also keep checkpoints in memory (/dev/shm) for fast restarts"),
+    KS(ckpt_durable, "", "tier-2 directory checkpoints are copied to in the background"),
+    KS(resume, "auto", "auto | no | STEP: where a run starts"),
+    KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),
+    KS(fault, "", "fault injection spec (repeatable: --fault kill@step=5,rank=1)"),
 };
 #define NKEYS (sizeof(KEYS) / sizeof(KEYS[0]))
 
@@ -101,6 +112,16 @@ int config_set(mt_config *cfg, const char *key, const char *value, char *err, si
         return -1;
     }
     char *base = (char *)cfg + k->offset;
+    if (k->type == KEY_STR && strcmp(k->name, "fault") == 0 && base[0] && value[0]) {
+        /* repeatable: each --fault adds one spec */
+        if (strlen(base) + 1 + strlen(value) >= k->size) {
+            snprintf(err, errlen, "too many fault specs (max %zu chars)", k->size - 1);
+            return -1;
+        }
+        strcat(base, ";");
+        strcat(base, value);
+        return 0;
+    }
     if (k->type == KEY_STR) {
         if (strlen(value) >= k->size) {
             snprintf(err, errlen, "value of '%s' is too long (max %zu chars)", k->name, k->size - 1);

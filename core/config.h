@@ -45,6 +45,19 @@ typedef struct {
     int stop_after; /* end cleanly after this step (0 = run to `steps`) */
     /* parallel layout (parallel runtime issues) */
     int tp, pp, dp, ep, zero;
+    float comm_timeout;  /* seconds before the collective watchdog aborts the job */
+    float bucket_mb;     /* data-parallel gradient bucket size */
+    /* checkpointing */
+    int ckpt_every;         /* 0 = no periodic checkpoints */
+    int ckpt_async;         /* 1 = snapshot then write in a background thread */
+    int ckpt_keep;          /* keep the last K committed checkpoints per tier */
+    int ckpt_major_every;   /* also keep every M-th step (0 = none) */
+    int ckpt_tier0;         /* 1 = also write to /dev/shm/minitrain/<run>/ (tier 0) */
+    char ckpt_durable[512]; /* tier 2 directory, copied in the background ("" = none) */
+    char resume[32];        /* auto | no | STEP */
+    char ckpt_on_error[16]; /* stop | continue */
+    /* resilience */
+    char fault[1024]; /* fault specs, ';'-separated (--fault may be repeated) */
 } mt_config;
 
 /* Fill cfg with every key's default. */

@@ -255,6 +255,7 @@ int trainer_run(trainer *tr) {
         tr->last_norm = norm;
         tr->last_tokens_per_s = tps;
         tr->last_mfu = mfu;
+        tr->last_step_s = step_s;
         rundb_metric row = {.step = tr->step, .train_loss = loss, .val_loss = NAN, .lr = lr,
                             .grad_norm = norm, .tokens_per_s = tps, .mfu = mfu,
                             .mfu_theoretical = mfu_th, .step_ms = step_s * 1e3,
@@ -277,6 +278,20 @@ int trainer_run(trainer *tr) {
     free(inp);
     free(tgt);
     return rc;
+}
+
+void trainer_gather_optimizer_state(trainer *tr, float *m_out, float *v_out) {
+    size_t n = tr->model.num_params;
+    mtCheck(tr->opt.n == n, "optimizer state is sharded; gather is not wired for this layout");
+    memcpy(m_out, tr->opt.m, n * sizeof(float));
+    memcpy(v_out, tr->opt.v, n * sizeof(float));
+}
+
+void trainer_scatter_optimizer_state(trainer *tr, const float *m_in, const float *v_in) {
+    size_t n = tr->model.num_params;
+    mtCheck(tr->opt.n == n, "optimizer state is sharded; scatter is not wired for this layout");
+    memcpy(tr->opt.m, m_in, n * sizeof(float));
+    memcpy(tr->opt.v, v_in, n * sizeof(float));
 }
 
 int trainer_save_model(trainer *tr, char *err, size_t errlen) {

@@ -53,6 +53,7 @@ struct trainer {
     /* last values, for hooks and the final summary */
     float last_loss, last_val_loss, last_lr;
     double last_norm, last_tokens_per_s, last_mfu;
+    double last_step_s; /* wall time of the last optimizer step, seconds */
     rng_state sample_rng;
     struct {
         const char *name;
@@ -77,6 +78,14 @@ int trainer_run(trainer *tr);
 
 /* Mean validation loss over cfg.eval_batches microbatches (the same windows every call). */
 float trainer_eval(trainer *tr);
+
+/* Optimizer state in the model's local (this TP/PP shard's) flat layout, whatever the ZeRO
+ * stage: gather copies this rank's full m and v (each m.num_params floats) into m_out/v_out
+ * (collective over the data-parallel group when ZeRO-1 shards the state); scatter is the
+ * inverse (every DP rank passes the same full arrays and keeps its shard). Checkpoints use these
+ * so their files do not depend on dp or zero. */
+void trainer_gather_optimizer_state(trainer *tr, float *m_out, float *v_out);
+void trainer_scatter_optimizer_state(trainer *tr, const float *m_in, const float *v_in);
 
 /* Built-in hooks: validation loss (logged to run.db), and a printed sample. */
 void trainer_hook_eval(trainer *tr, int step, int final, void *user);
