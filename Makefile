@@ -12,9 +12,14 @@
 # tests/run_*.sh (end to end).
 
 CC ?= gcc
+BIN ?= minitrain
 PYTHON_REF ?= /usr/bin/python3
-BUILD ?= build
 GPU ?= 0
+ifeq ($(GPU),1)
+  BUILD ?= build-gpu
+else
+  BUILD ?= build
+endif
 ASAN ?= 0
 
 CFLAGS_BASE = -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. -MMD -MP
@@ -109,7 +114,7 @@ TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps demo test unit asan bench clean
-all: minitrain
+all: $(BIN)
 
 # V=1 shows full command lines
 Q = $(if $(filter 1,$(V)),,@)
@@ -122,7 +127,7 @@ $(LIB): $(OBJS)
 	@rm -f $@
 	$(Q)ar rcs $@ $^
 
-minitrain: $(BUILD)/minitrain.o $(LIB)
+$(BIN): $(BUILD)/minitrain.o $(LIB)
 	@$(if $(Q),echo "  LINK $@")
 	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS_ASAN) $(LDLIBS)
 

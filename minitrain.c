@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "parallel/comm_nccl.h"
 #include "train/flops.h"
 
 int data_cmd_prepare(int argc, char **argv);
@@ -46,11 +47,14 @@ static void usage(FILE *out) {
 static int cmd_bench(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: minitrain bench gemm [--threads N] [--seconds S] [--size N]\n"
-               "  gemm   measure the sgemm peak (GFLOP/s) that MFU is reported against\n");
+               "       mpirun -np N minitrain bench nccl      (GPU build)\n"
+               "  gemm   measure the sgemm peak (GFLOP/s) that MFU is reported against\n"
+               "  nccl   all-reduce bus bandwidth over the job's GPUs\n");
         return argc < 2 ? MT_EXIT_USAGE : MT_EXIT_OK;
     }
     if (!strcmp(argv[1], "gemm")) return flops_cmd_bench_gemm(argc - 1, argv + 1);
-    mt_fail("unknown benchmark '%s' (available: gemm)", argv[1]);
+    if (!strcmp(argv[1], "nccl")) return comm_nccl_cmd_bench(argc - 1, argv + 1);
+    mt_fail("unknown benchmark '%s' (available: gemm, nccl)", argv[1]);
 }
 
 /* Debian's OpenBLAS 0.3.21 does not recognise some newer CPUs (e.g. Sapphire Rapids) and falls

@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     }
     ops_set_threads(threads);
     double peak = flops_sgemm_probe(threads, 1.0);
-    gpt_config cfg = {L, NH, C, 1024, V};
+    gpt_config cfg = {.n_layer = L, .n_head = NH, .d_model = C, .seq_len = 1024, .vocab_size = V};
     gpt_model m;
     char err[256];
     if (gpt_build(&m, &cfg, err, sizeof(err)) != 0) {

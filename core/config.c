@@ -218,6 +218,22 @@ int config_validate(const mt_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "no 'data' directory given (set data = DIR in the config or --data)");
         return -1;
     }
+    /* resume: auto | no | a step number (digits only) */
+    int resume_ok = strcmp(cfg->resume, "auto") == 0 || strcmp(cfg->resume, "no") == 0;
+    if (!resume_ok && cfg->resume[0] != 0 && strlen(cfg->resume) <= 9) {
+        resume_ok = 1;
+        for (const char *p = cfg->resume; *p; p++)
+            if (*p < '0' || *p > '9') resume_ok = 0;
+    }
+    if (!resume_ok) {
+        snprintf(err, errlen, "'resume' must be auto, no or a step number, got '%s'", cfg->resume);
+        return -1;
+    }
+    if (strcmp(cfg->ckpt_on_error, "stop") != 0 && strcmp(cfg->ckpt_on_error, "continue") != 0) {
+        snprintf(err, errlen, "'ckpt_on_error' must be stop or continue, got '%s'",
+                 cfg->ckpt_on_error);
+        return -1;
+    }
     return 0;
 }
 

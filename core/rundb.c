@@ -25,6 +25,7 @@ struct rundb {
     sqlite3_stmt *ins_event;
     sqlite3_stmt *ins_run;
     sqlite3_stmt *end_run;
+    sqlite3_stmt *ins_ckpt;
     int batch_depth;
 };
 
@@ -38,7 +39,10 @@ static const char *SCHEMA_SQL =
     "CREATE INDEX IF NOT EXISTS metrics_run_step ON metrics(run_id, step);"
     "CREATE TABLE IF NOT EXISTS events("
     "  run_id INT, time REAL, kind TEXT, rank INT, detail TEXT);"
-    "CREATE INDEX IF NOT EXISTS events_run_kind ON events(run_id, kind);";
+    "CREATE INDEX IF NOT EXISTS events_run_kind ON events(run_id, kind);"
+    "CREATE TABLE IF NOT EXISTS checkpoints("
+    "  run_id INT, step INT, tier INT, path TEXT UNIQUE, bytes INT, checksum TEXT, state TEXT,"
+    "  snapshot_ms REAL, write_ms REAL, time REAL);";
 
 double rundb_now(void) {
     struct timespec ts;
@@ -191,6 +195,18 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
     r->ins_run = prepare(db, "INSERT INTO runs(name, config, git_commit, started_at, ended_at,"
                              " status, world_size) VALUES(?,?,?,?,NULL,'running',?)");
     r->end_run = prepare(db, "UPDATE runs SET ended_at=?, status=? WHERE id=?");
+    /* one row per checkpoint directory: a later state of the same path updates it, keeping the
+     * sizes and timings already known when the new values are NULL */
+    r->ins_ckpt = prepare(db, "INSERT INTO checkpoints(run_id, step, tier, path, bytes, checksum,"
+                              " state, snapshot_ms, write_ms, time) VALUES(?,?,?,?,?,?,?,?,?,?)"
+                              " ON CONFLICT(path) DO UPDATE SET run_id=excluded.run_id,"
+                              " step=excluded.step, tier=excluded.tier,"
+                              " bytes=COALESCE(excluded.bytes, bytes),"
+                              " checksum=COALESCE(excluded.checksum, checksum),"
+                              " state=excluded.state,"
+                              " snapshot_ms=COALESCE(excluded.snapshot_ms, snapshot_ms),"
+                              " write_ms=COALESCE(excluded.write_ms, write_ms),"
+                              " time=excluded.time");
     return r;
 }
 
@@ -268,6 +284,30 @@ void rundb_log_event(rundb *db, int64_t run_id, const char *kind, int rank, cons
     step_reset(db, st);
 }
 
+void rundb_log_checkpoint(rundb *db, int64_t run_id, const rundb_checkpoint *c) {
+    mtCheck(db != NULL && c != NULL && c->path != NULL && c->state != NULL,
+            "rundb_log_checkpoint needs an open database, a path and a state");
+    mtCheck(strcmp(c->state, "writing") == 0 || strcmp(c->state, "committed") == 0 ||
+                strcmp(c->state, "corrupt") == 0 || strcmp(c->state, "deleted") == 0 ||
+                strcmp(c->state, "failed") == 0,
+            "checkpoint state must be one of writing|committed|corrupt|deleted|failed");
+    sqlite3_stmt *st = db->ins_ckpt;
+    sqliteCheck(sqlite3_bind_int64(st, 1, run_id), db->db);
+    sqliteCheck(sqlite3_bind_int64(st, 2, c->step), db->db);
+    sqliteCheck(sqlite3_bind_int(st, 3, c->tier), db->db);
+    bind_text(db, st, 4, c->path);
+    if (c->bytes < 0)
+        sqliteCheck(sqlite3_bind_null(st, 5), db->db);
+    else
+        sqliteCheck(sqlite3_bind_int64(st, 5, c->bytes), db->db);
+    bind_text(db, st, 6, c->checksum);
+    bind_text(db, st, 7, c->state);
+    bind_real(db, st, 8, c->snapshot_ms);
+    bind_real(db, st, 9, c->write_ms);
+    bind_real(db, st, 10, rundb_now());
+    step_reset(db, st);
+}
+
 int rundb_begin_batch(rundb *db) {
     mtCheck(db != NULL, "rundb_begin_batch needs an open run database");
     if (db->batch_depth++ == 0)
@@ -292,6 +332,7 @@ void rundb_close(rundb *db) {
     sqlite3_finalize(db->ins_event);
     sqlite3_finalize(db->ins_run);
     sqlite3_finalize(db->end_run);
+    sqlite3_finalize(db->ins_ckpt);
     sqliteCheck(sqlite3_close(db->db), NULL);
     free(db);
 }

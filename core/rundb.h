@@ -17,6 +17,12 @@
  *           wall_s REAL (seconds since that run's start))
  *           — no primary key: a step recomputed after a restart is logged again.
  *   events(run_id INT, time REAL (unix s), kind TEXT, rank INT, detail TEXT)
+ *   checkpoints(run_id INT, step INT, tier INT (0 memory, 1 run dir, 2 durable),
+ *               path TEXT UNIQUE (the committed directory ROOT/step_N), bytes INT,
+ *               checksum TEXT ("crc32c:<hex>" of the step's manifest.json),
+ *               state TEXT (writing|committed|corrupt|deleted|failed),
+ *               snapshot_ms REAL (training stall), write_ms REAL (background write + commit),
+ *               time REAL (unix s of the last state change))
  *
  * Errors: rundb_open() reports a bad RUN_DIR or file to the caller (NULL + message), because that is
  * user input. After a successful open, a failing write is a system failure: sqliteCheck prints
@@ -86,6 +92,22 @@ void rundb_log_metric(rundb *db, int64_t run_id, const rundb_metric *m);
 /* Append one events row with time = now. kind must be non-NULL (e.g. "start", "checkpoint",
  * "fault", "restart"); detail may be NULL. rank = the logging rank (0 in single-process runs). */
 void rundb_log_event(rundb *db, int64_t run_id, const char *kind, int rank, const char *detail);
+
+/* One row of the checkpoints table (train/checkpoint.c writes it). bytes < 0, checksum NULL and
+ * NAN timings mean "unknown" (NULL; an update keeps the value already stored). state is one of
+ * writing | committed | corrupt | deleted | failed (a save that never committed). */
+typedef struct {
+    int64_t step;
+    int tier;
+    const char *path;
+    int64_t bytes;
+    const char *checksum;
+    const char *state;
+    double snapshot_ms, write_ms;
+} rundb_checkpoint;
+
+/* Insert the row of c->path, or update it (state, time, and any field that is known). */
+void rundb_log_checkpoint(rundb *db, int64_t run_id, const rundb_checkpoint *c);
 
 /* Group the following writes in one transaction (BEGIN IMMEDIATE ... COMMIT). Calls nest; only the
  * outermost pair touches the database. Both return 0. */

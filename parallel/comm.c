@@ -78,7 +78,14 @@ void comm_watchdog_start(double timeout_s) {
         g_call_group = (c)->name;                                                                  \
         atomic_store(&g_call_start, now_s());                                                      \
     } while (0)
-#define LEAVE() atomic_store(&g_call_start, 0.0)
+static double g_comm_seconds = 0; /* time spent inside blocking comm calls, for accounting */
+#define LEAVE()                                                                                    \
+    do {                                                                                           \
+        g_comm_seconds += now_s() - atomic_load(&g_call_start);                                    \
+        atomic_store(&g_call_start, 0.0);                                                          \
+    } while (0)
+
+double comm_seconds(void) { return g_comm_seconds; }
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
@@ -298,6 +305,55 @@ void comm_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
     LEAVE();
     free(sc);
 #endif
+}
+
+struct comm_request {
+    comm *c;
+    int nreq;
+#ifdef MT_HAVE_MPI
+    MPI_Request req[8];
+#endif
+};
+
+comm_request *comm_iall_reduce(comm *c, float *buf, size_t count) {
+    comm_request *r = callocCheck(1, sizeof(comm_request));
+    r->c = c;
+    if (c->size == 1 || count == 0) return r;
+#ifdef MT_HAVE_MPI
+    const size_t chunk = (size_t)1 << 28; /* int counts; 8 chunks = 2^31 floats max */
+    mtCheck(count <= 8 * chunk, "iall_reduce buffer too large");
+    for (size_t off = 0; off < count; off += chunk) {
+        size_t n = count - off > chunk ? chunk : count - off;
+        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)n, MPI_FLOAT, MPI_SUM, c->mpi,
+                                &r->req[r->nreq++]), c, "MPI_Iallreduce");
+    }
+#else
+    (void)buf;
+#endif
+    return r;
+}
+
+int comm_test(comm_request *r) {
+    if (!r || r->nreq == 0) return 1;
+#ifdef MT_HAVE_MPI
+    int done = 0;
+    mpiCheck(MPI_Testall(r->nreq, r->req, &done, MPI_STATUSES_IGNORE), r->c, "MPI_Testall");
+    return done;
+#else
+    return 1;
+#endif
+}
+
+void comm_wait(comm_request *r) {
+    if (!r) return;
+#ifdef MT_HAVE_MPI
+    if (r->nreq) {
+        ENTER(r->c, "all_reduce (bucket wait)");
+        mpiCheck(MPI_Waitall(r->nreq, r->req, MPI_STATUSES_IGNORE), r->c, "MPI_Waitall");
+        LEAVE();
+    }
+#endif
+    free(r);
 }
 
 void comm_send(comm *c, const float *buf, size_t count, int peer, int tag) {

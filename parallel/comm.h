@@ -58,6 +58,14 @@ void comm_broadcast_bytes(comm *c, void *buf, size_t count, int root);
 void comm_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
                        const size_t *send_displs, float *recv, const size_t *recv_counts,
                        const size_t *recv_displs);
+/* Non-blocking in-place all-reduce (sum) of buf (count floats): returns a request to finish
+ * with comm_wait. comm_test drives progress (MPI progresses non-blocking collectives only inside
+ * MPI calls) and returns 1 when done. With one rank the request is already complete. */
+typedef struct comm_request comm_request;
+comm_request *comm_iall_reduce(comm *c, float *buf, size_t count);
+int comm_test(comm_request *r);
+void comm_wait(comm_request *r); /* completes and frees r */
+
 /* Point-to-point (pipeline parallel). Blocking. */
 void comm_send(comm *c, const float *buf, size_t count, int peer, int tag);
 void comm_recv(comm *c, float *buf, size_t count, int peer, int tag);
@@ -69,6 +77,9 @@ void comm_barrier(comm *c);
 /* Abort the whole job (MPI_Abort, or exit without MPI) after printing
  * "minitrain: rank R: <msg>". Never returns. */
 void comm_abort(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+
+/* Seconds this process has spent inside blocking comm calls (collectives, waits) so far. */
+double comm_seconds(void);
 
 /* Start the collective watchdog thread: any comm_* call that takes longer than timeout_s
  * seconds aborts the job with "rank R: <call> on group <name> did not complete in S s".

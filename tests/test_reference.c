@@ -91,8 +91,8 @@ static void check_config(const char *name) {
     snprintf(path, sizeof(path), REF_DIR "/gpt_%s.safetensors", name);
     st_file f;
     if (st_open(&f, path, err, sizeof(err)) != 0) fail_msg("%s", err);
-    gpt_config cfg = {meta_int(&f, "n_layer"), meta_int(&f, "n_head"), meta_int(&f, "d_model"),
-                      meta_int(&f, "seq_len"), meta_int(&f, "vocab_size")};
+    gpt_config cfg = {.n_layer = meta_int(&f, "n_layer"), .n_head = meta_int(&f, "n_head"), .d_model = meta_int(&f, "d_model"),
+                      .seq_len = meta_int(&f, "seq_len"), .vocab_size = meta_int(&f, "vocab_size")};
     int B = meta_int(&f, "batch"), T = cfg.seq_len, V = cfg.vocab_size;
     gpt_model m;
     assert_int_equal(gpt_build(&m, &cfg, err, sizeof(err)), 0);
@@ -185,8 +185,8 @@ static void test_grad_accumulation(void **state) {
     char err[512];
     st_file f;
     assert_int_equal(st_open(&f, REF_DIR "/gpt_tiny.safetensors", err, sizeof(err)), 0);
-    gpt_config cfg = {meta_int(&f, "n_layer"), meta_int(&f, "n_head"), meta_int(&f, "d_model"),
-                      meta_int(&f, "seq_len"), meta_int(&f, "vocab_size")};
+    gpt_config cfg = {.n_layer = meta_int(&f, "n_layer"), .n_head = meta_int(&f, "n_head"), .d_model = meta_int(&f, "d_model"),
+                      .seq_len = meta_int(&f, "seq_len"), .vocab_size = meta_int(&f, "vocab_size")};
     int B = meta_int(&f, "batch"), T = cfg.seq_len;
     gpt_model m;
     assert_int_equal(gpt_build(&m, &cfg, err, sizeof(err)), 0);
@@ -219,8 +219,8 @@ static void test_kv_cache_matches_forward(void **state) {
     char err[512];
     st_file f;
     assert_int_equal(st_open(&f, REF_DIR "/gpt_odd.safetensors", err, sizeof(err)), 0);
-    gpt_config cfg = {meta_int(&f, "n_layer"), meta_int(&f, "n_head"), meta_int(&f, "d_model"),
-                      meta_int(&f, "seq_len"), meta_int(&f, "vocab_size")};
+    gpt_config cfg = {.n_layer = meta_int(&f, "n_layer"), .n_head = meta_int(&f, "n_head"), .d_model = meta_int(&f, "d_model"),
+                      .seq_len = meta_int(&f, "seq_len"), .vocab_size = meta_int(&f, "vocab_size")};
     int T = cfg.seq_len, V = cfg.vocab_size;
     gpt_model m;
     assert_int_equal(gpt_build(&m, &cfg, err, sizeof(err)), 0);

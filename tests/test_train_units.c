@@ -128,7 +128,7 @@ static void test_clip_scale(void **state) {
 /* optim_step: decay applies to 2-D tensors only; values from the AdamW formula by hand. */
 static void test_optim_step_decay_mask(void **state) {
     (void)state;
-    gpt_config cfg = {1, 1, 2, 2, 3};
+    gpt_config cfg = {.n_layer = 1, .n_head = 1, .d_model = 2, .seq_len = 2, .vocab_size = 3};
     gpt_model m;
     char err[256];
     assert_int_equal(gpt_build(&m, &cfg, err, sizeof(err)), 0);

@@ -92,8 +92,20 @@ int train_cmd_train(int argc, char **argv) {
     cfg.dp = dp;
     mesh ms;
     mesh_init(&ms, world, cfg.tp, cfg.pp, cfg.dp, cfg.ep);
+    if (ms.world_size > 1) {
+        comm_watchdog_start(cfg.comm_timeout);
+        mesh_print(&ms);
+        if (cfg.tp > 1)
+            log_info("tensor parallel: qkv/fc column-parallel, out-projections row-parallel; "
+                     "embedding and tied LM head replicated on every TP rank (full logits)");
+    }
     trainer tr;
-    if (trainer_init(&tr, &cfg, &ms, err, sizeof(err)) != 0) mt_fail("%s", err);
+    if (trainer_init(&tr, &cfg, &ms, err, sizeof(err)) != 0) {
+        /* the same input gives every rank the same verdict: one message, a clean exit */
+        if (ms.rank == 0) fprintf(stderr, "minitrain: error: %s\n", err);
+        comm_finalize();
+        return MT_EXIT_USAGE;
+    }
     const mt_config *c = &tr.cfg;
     log_info("minitrain train: run '%s' -> %s", c->name, c->run_dir);
     log_info("model: %d layers, %d heads, d_model %d, seq_len %d, vocab %d | %.2fM parameters",
@@ -107,21 +119,30 @@ int train_cmd_train(int argc, char **argv) {
              tr.flops_per_token / 1e6, tr.peak_measured / 1e9,
              tr.peak_theoretical > 0 ? tr.peak_desc : "unknown");
     if (tr.peak_theoretical <= 0) log_info("  (theoretical peak unknown: %s)", tr.peak_desc);
+    if (ms.world_size > 1) {
+        double opt_mb = 2.0 * tr.opt.n * sizeof(float) / 1048576.0;
+        double full_mb = 2.0 * tr.model.num_params * sizeof(float) / 1048576.0;
+        log_info("optimizer state per rank: %.2f MiB (AdamW m+v)%s; without ZeRO-1 %.2f MiB | "
+                 "%d threads per rank", opt_mb, c->zero ? " with ZeRO-1" : "", full_mb,
+                 tr.threads);
+    }
     trainer_add_hook(&tr, "eval", c->eval_every, trainer_hook_eval, NULL);
     if (c->sample_tokens > 0) trainer_add_hook(&tr, "sample", c->sample_every, trainer_hook_sample, NULL);
 
     double t0 = timer_now();
     int rc = trainer_run(&tr);
     double wall = timer_now() - t0;
-    if (trainer_save_model(&tr, err, sizeof(err)) != 0) {
+    if (trainer_save_model(&tr, err, sizeof(err)) != 0) { /* only rank 0 writes, so fails */
         rundb_log_event(tr.db, tr.run_id, "error", 0, err);
         rundb_run_end(tr.db, tr.run_id, "failed");
         trainer_free(&tr);
         mt_fail("saving the model: %s", err);
     }
     const char *status = rc != MT_EXIT_OK ? "failed" : (tr.step < c->steps ? "stopped" : "completed");
-    rundb_log_event(tr.db, tr.run_id, "end", 0, status);
-    rundb_run_end(tr.db, tr.run_id, status);
+    if (ms.rank == 0) {
+        rundb_log_event(tr.db, tr.run_id, "end", 0, status);
+        rundb_run_end(tr.db, tr.run_id, status);
+    }
     char dbuf[32];
     log_info("done: %d steps in %s | final train loss %.4f | val loss %.4f | saved %s/model.safetensors",
              tr.step, log_duration(wall, dbuf, sizeof(dbuf)), tr.last_loss, tr.last_val_loss,

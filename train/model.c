@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "parallel/tp.h"
 #include "train/ops.h"
 
 static void bind(const gpt_model *m, float *base, float **wte, float **wpe, float **lnfw,
@@ -20,8 +21,11 @@ static void bind(const gpt_model *m, float *base, float **wte, float **wpe, floa
 
 /* ---- parameter table ------------------------------------------------------------------------ */
 
-static void add_tensor(gpt_model *m, int *cap, const char *name, int64_t d0, int64_t d1,
-                       size_t *off) {
+/* Append a tensor of local shape (d0[, d1]) to the table. split: the dimension of the GLOBAL
+ * (logical) tensor that tensor parallelism splits, or -1 when every TP rank holds all of it.
+ * qkv tensors use the logical view (3, C[, C]) with the split on dim 1 (heads). */
+static gpt_tensor *add_tensor(gpt_model *m, int *cap, const char *name, int64_t d0, int64_t d1,
+                              int split, size_t *off) {
     if (m->n_tensors == *cap) {
         *cap = *cap ? *cap * 2 : 64;
         m->tensors = realloc(m->tensors, (size_t)*cap * sizeof(gpt_tensor));
@@ -36,17 +40,23 @@ static void add_tensor(gpt_model *m, int *cap, const char *name, int64_t d0, int
     t->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
     t->offset = *off;
     t->decay = t->ndim == 2;
-    /* unsharded by default: the global tensor is the local one */
     t->g_ndim = t->ndim;
-    for (int d = 0; d < t->ndim; d++) t->g_shape[d] = t->g_local[d] = t->shape[d];
-    t->tp_replicated = 1;
+    for (int d = 0; d < t->ndim; d++) t->g_local[d] = t->shape[d];
     if (strstr(name, "attn.c_attn.")) { /* logical (3, C[, C]) view, see gpt_tensor */
         t->g_ndim = t->ndim + 1;
-        t->g_shape[0] = t->g_local[0] = 3;
-        t->g_shape[1] = t->g_local[1] = d0 / 3;
-        if (t->ndim == 2) t->g_shape[2] = t->g_local[2] = d1;
+        t->g_local[0] = 3;
+        t->g_local[1] = d0 / 3;
+        if (t->ndim == 2) t->g_local[2] = d1;
     }
+    int tp = m->cfg.tp, r = m->cfg.tp_rank;
+    for (int d = 0; d < t->g_ndim; d++) {
+        t->g_shape[d] = t->g_local[d] * (d == split ? tp : 1);
+        t->g_offset[d] = d == split ? r * t->g_local[d] : 0;
+    }
+    t->tp_split = split;
+    t->tp_replicated = split < 0 || tp == 1;
     *off += t->numel;
+    return t;
 }
 
 int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
@@ -63,39 +73,96 @@ int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
                  cfg->n_head);
         return -1;
     }
+    int tp = cfg->tp > 1 ? cfg->tp : 1;
+    if (cfg->n_head % tp != 0) {
+        snprintf(err, errlen, "n_head (%d) is not divisible by tp (%d): tensor parallelism splits "
+                 "attention by heads", cfg->n_head, tp);
+        return -1;
+    }
     m->cfg = *cfg;
+    m->cfg.tp = tp;
+    m->cfg.tp_rank = tp > 1 ? cfg->tp_rank : 0;
     int C = cfg->d_model, V = cfg->vocab_size, L = cfg->n_layer, maxT = cfg->seq_len;
+    int Cl = C / tp; /* this rank's share of the attention width (its heads) */
     int cap = 0;
     size_t off = 0;
     char nm[64];
-    add_tensor(m, &cap, "wte.weight", V, C, &off);
-    add_tensor(m, &cap, "wpe.weight", maxT, C, &off);
+    add_tensor(m, &cap, "wte.weight", V, C, -1, &off);
+    add_tensor(m, &cap, "wpe.weight", maxT, C, -1, &off);
     for (int l = 0; l < L; l++) {
-#define T1(suffix, d0) (snprintf(nm, sizeof(nm), "h.%d.%s", l, suffix), add_tensor(m, &cap, nm, d0, 0, &off))
-#define T2(suffix, d0, d1) (snprintf(nm, sizeof(nm), "h.%d.%s", l, suffix), add_tensor(m, &cap, nm, d0, d1, &off))
-        T1("ln_1.weight", C);
-        T1("ln_1.bias", C);
-        T2("attn.c_attn.weight", 3 * C, C);
-        T1("attn.c_attn.bias", 3 * C);
-        T2("attn.c_proj.weight", C, C);
-        T1("attn.c_proj.bias", C);
-        T1("ln_2.weight", C);
-        T1("ln_2.bias", C);
-        T2("mlp.c_fc.weight", 4 * C, C);
-        T1("mlp.c_fc.bias", 4 * C);
-        T2("mlp.c_proj.weight", C, 4 * C);
-        T1("mlp.c_proj.bias", C);
-#undef T1
-#undef T2
+#define T(suffix, d0, d1, split) \
+    (snprintf(nm, sizeof(nm), "h.%d.%s", l, suffix), add_tensor(m, &cap, nm, d0, d1, split, &off))
+        T("ln_1.weight", C, 0, -1);
+        T("ln_1.bias", C, 0, -1);
+        T("attn.c_attn.weight", 3 * Cl, C, 1); /* column parallel, by heads */
+        T("attn.c_attn.bias", 3 * Cl, 0, 1);
+        T("attn.c_proj.weight", C, Cl, 1);     /* row parallel: input columns */
+        T("attn.c_proj.bias", C, 0, -1);       /* added once, after the all-reduce */
+        T("ln_2.weight", C, 0, -1);
+        T("ln_2.bias", C, 0, -1);
+        T("mlp.c_fc.weight", 4 * Cl, C, 0);    /* column parallel */
+        T("mlp.c_fc.bias", 4 * Cl, 0, 0);
+        T("mlp.c_proj.weight", C, 4 * Cl, 1);  /* row parallel */
+        T("mlp.c_proj.bias", C, 0, -1);
+#undef T
     }
-    add_tensor(m, &cap, "ln_f.weight", C, 0, &off);
-    add_tensor(m, &cap, "ln_f.bias", C, 0, &off);
+    add_tensor(m, &cap, "ln_f.weight", C, 0, -1, &off);
+    add_tensor(m, &cap, "ln_f.bias", C, 0, -1, &off);
     m->num_params = off;
+    m->capacity = off;
     m->params = callocCheck(off, sizeof(float));
     m->blocks = callocCheck((size_t)L, sizeof(gpt_block));
     m->dblocks = callocCheck((size_t)L, sizeof(gpt_block));
     bind(m, m->params, &m->wte, &m->wpe, &m->lnfw, &m->lnfb, m->blocks);
     return 0;
+}
+
+void gpt_reserve(gpt_model *m, size_t total) {
+    mtCheck(total >= m->num_params, "gpt_reserve cannot shrink the parameter buffer");
+    m->params = realloc(m->params, total * sizeof(float));
+    mtCheck(m->params != NULL, "out of memory growing the parameter buffer");
+    memset(m->params + m->num_params, 0, (total - m->num_params) * sizeof(float));
+    bind(m, m->params, &m->wte, &m->wpe, &m->lnfw, &m->lnfb, m->blocks);
+    if (m->grads) {
+        m->grads = realloc(m->grads, total * sizeof(float));
+        mtCheck(m->grads != NULL, "out of memory growing the gradient buffer");
+        memset(m->grads + m->num_params, 0, (total - m->num_params) * sizeof(float));
+        bind(m, m->grads, &m->dwte, &m->dwpe, &m->dlnfw, &m->dlnfb, m->dblocks);
+    }
+    m->capacity = total;
+}
+
+/* Copy a box of a row-major logical tensor: for every index inside `box` (ndim <= 3) starting
+ * at `at` within a tensor of shape `shape`, dst[global] = src[local] (to_global = 1) or the
+ * reverse. src/dst of the local side are the contiguous box. */
+static void box_copy(float *global, const int64_t *shape, float *local, const int64_t *box,
+                     const int64_t *at, int ndim, int to_global) {
+    int64_t s[3] = {1, 1, 1}, b[3] = {1, 1, 1}, a[3] = {0, 0, 0};
+    for (int d = 0; d < ndim; d++) s[3 - ndim + d] = shape[d], b[3 - ndim + d] = box[d],
+                                   a[3 - ndim + d] = at[d];
+    size_t li = 0;
+    for (int64_t i = 0; i < b[0]; i++)
+        for (int64_t j = 0; j < b[1]; j++) {
+            size_t g = ((size_t)(a[0] + i) * s[1] + (size_t)(a[1] + j)) * s[2] + (size_t)a[2];
+            if (to_global) memcpy(global + g, local + li, b[2] * sizeof(float));
+            else memcpy(local + li, global + g, b[2] * sizeof(float));
+            li += b[2];
+        }
+}
+
+void gpt_assemble_full(const gpt_model *m, const float *all_local, const gpt_model *full) {
+    mtCheck(full->n_tensors == m->n_tensors, "full and sharded models disagree on the tensors");
+    int tp = m->cfg.tp;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor *t = &m->tensors[i];
+        float *dst = full->params + full->tensors[i].offset;
+        for (int r = 0; r < (t->tp_replicated ? 1 : tp); r++) {
+            int64_t at[3] = {0, 0, 0};
+            if (!t->tp_replicated) at[t->tp_split] = r * t->g_local[t->tp_split];
+            box_copy(dst, t->g_shape, (float *)all_local + (size_t)r * m->num_params + t->offset,
+                     t->g_local, at, t->g_ndim, 1);
+        }
+    }
 }
 
 /* Point wte.. and blocks[] (12 tensors per block, in table order) into a flat buffer. */
@@ -129,8 +196,19 @@ void gpt_init_weights(gpt_model *m, uint64_t seed) {
         } else if (is_bias) {
             memset(p, 0, t->numel * sizeof(float));
         } else {
+            /* Draw the whole GLOBAL tensor in row-major order and keep this rank's box, so every
+             * tensor-parallel layout starts from exactly the single-process weights. */
             float std = strstr(name, "c_proj.weight") ? resid_std : 0.02f;
-            for (size_t j = 0; j < t->numel; j++) p[j] = std * rng_normal(&rng);
+            size_t gnumel = 1;
+            for (int d = 0; d < t->g_ndim; d++) gnumel *= (size_t)t->g_shape[d];
+            if (gnumel == t->numel) {
+                for (size_t j = 0; j < t->numel; j++) p[j] = std * rng_normal(&rng);
+            } else {
+                float *g = mallocCheck(gnumel * sizeof(float));
+                for (size_t j = 0; j < gnumel; j++) g[j] = std * rng_normal(&rng);
+                box_copy(g, t->g_shape, p, t->g_local, t->g_offset, t->g_ndim, 0);
+                free(g);
+            }
         }
     }
 }
@@ -138,21 +216,25 @@ void gpt_init_weights(gpt_model *m, uint64_t seed) {
 /* ---- activations ---------------------------------------------------------------------------- */
 
 size_t gpt_activation_floats(const gpt_config *cfg, int B, int T) {
-    size_t N = (size_t)B * T, C = cfg->d_model, NH = cfg->n_head, V = cfg->vocab_size;
-    size_t per_block = N * C * 2 + N * 2 + N * 3 * C + N * C + (size_t)B * NH * T * T + N * C +
-                       N * C + N * 2 + N * 4 * C * 2 + N * C;
+    size_t tp = cfg->tp > 1 ? (size_t)cfg->tp : 1;
+    size_t N = (size_t)B * T, C = cfg->d_model, V = cfg->vocab_size;
+    size_t Cl = C / tp, NHl = cfg->n_head / tp; /* this rank's width and heads */
+    size_t att = (size_t)B * NHl * T * T;
+    size_t per_block = N * C /*ln1*/ + 2 * N + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + att +
+                       N * C /*res2*/ + N * C /*ln2*/ + 2 * N + N * 4 * Cl * 2 /*fch*/ + N * C;
     size_t fwd = N * C + cfg->n_layer * per_block + N * C + 2 * N + N * V + N;
-    size_t bwd = N * C * 3 + N * 3 * C + (size_t)B * NH * T * T + N * 4 * C * 2;
+    size_t bwd = N * C * 2 /*dres, dln*/ + N * Cl /*datty*/ + N * 3 * Cl + att + N * 4 * Cl * 2;
     return fwd + bwd;
 }
 
 void gpt_alloc_training(gpt_model *m, int B, int T) {
     const gpt_config *c = &m->cfg;
     mtCheck(T <= c->seq_len, "sequence length exceeds the model's seq_len");
-    size_t N = (size_t)B * T, C = c->d_model, NH = c->n_head, V = c->vocab_size;
+    size_t N = (size_t)B * T, C = c->d_model, V = c->vocab_size;
+    size_t Cl = C / c->tp, NH = c->n_head / c->tp; /* local width and heads */
     m->B = B;
     m->T = T;
-    if (!m->grads) m->grads = callocCheck(m->num_params, sizeof(float));
+    if (!m->grads) m->grads = callocCheck(m->capacity, sizeof(float));
     bind(m, m->params, &m->wte, &m->wpe, &m->lnfw, &m->lnfb, m->blocks);
     bind(m, m->grads, &m->dwte, &m->dwpe, &m->dlnfw, &m->dlnfb, m->dblocks);
 
@@ -171,15 +253,15 @@ void gpt_alloc_training(gpt_model *m, int B, int T) {
         TAKE(a->ln1, N * C);
         TAKE(a->ln1_mean, N);
         TAKE(a->ln1_rstd, N);
-        TAKE(a->qkv, N * 3 * C);
-        TAKE(a->atty, N * C);
+        TAKE(a->qkv, N * 3 * Cl);
+        TAKE(a->atty, N * Cl);
         TAKE(a->att, (size_t)B * NH * T * T);
         TAKE(a->res2, N * C);
         TAKE(a->ln2, N * C);
         TAKE(a->ln2_mean, N);
         TAKE(a->ln2_rstd, N);
-        TAKE(a->fch, N * 4 * C);
-        TAKE(a->fch_gelu, N * 4 * C);
+        TAKE(a->fch, N * 4 * Cl);
+        TAKE(a->fch_gelu, N * 4 * Cl);
         TAKE(a->res3, N * C);
     }
     TAKE(m->lnf, N * C);
@@ -190,11 +272,11 @@ void gpt_alloc_training(gpt_model *m, int B, int T) {
     /* backward scratch */
     TAKE(m->dres, N * C);
     TAKE(m->dln, N * C);
-    TAKE(m->datty, N * C);
-    TAKE(m->dqkv, N * 3 * C);
+    TAKE(m->datty, N * Cl);
+    TAKE(m->dqkv, N * 3 * Cl);
     TAKE(m->datt, (size_t)B * NH * T * T);
-    TAKE(m->dfch, N * 4 * C);
-    TAKE(m->dfch_gelu, N * 4 * C);
+    TAKE(m->dfch, N * 4 * Cl);
+    TAKE(m->dfch_gelu, N * 4 * Cl);
 #undef TAKE
     mtCheck((size_t)(p - m->act_mem) <= total, "activation layout overflow");
 }
@@ -205,13 +287,34 @@ void gpt_zero_grad(gpt_model *m) {
 
 /* ---- forward / backward --------------------------------------------------------------------- */
 
+/* out (N, C) += bias (C) broadcast over rows: the bias of a row-parallel linear is added once,
+ * after the all-reduce of the partial products. */
+static void add_bias(float *out, const float *bias, int N, int C) {
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < C; j++) out[(size_t)i * C + j] += bias[j];
+}
+
+/* Row-parallel linear + g: out (N, C) = Σ_tp inp_local (N, Cin_l) @ w_localᵀ, then + bias. */
+static void row_parallel_forward(const gpt_model *m, float *out, const float *inp, const float *w,
+                                 const float *bias, int N, int Cin_l, int C) {
+    if (m->cfg.tp == 1) {
+        ops_matmul_forward(out, inp, w, bias, N, Cin_l, C);
+        return;
+    }
+    ops_matmul_forward(out, inp, w, NULL, N, Cin_l, C);
+    tp_g_forward(m->tp_comm, out, (size_t)N * C);
+    add_bias(out, bias, N, C);
+}
+
 float gpt_forward(gpt_model *m, const int *inputs, const int *targets, int B, int T, float dloss) {
     const gpt_config *c = &m->cfg;
     mtCheck(m->act_mem != NULL && B <= m->B && T <= m->T,
             "gpt_alloc_training must size activations before gpt_forward");
+    mtCheck(c->tp == 1 || m->tp_comm != NULL, "tensor-parallel model without a TP communicator");
     /* Activations are laid out for (m->B, m->T); a smaller call uses a prefix of each buffer
      * with its own (B, T) strides, which is consistent because every op takes B and T. */
-    int C = c->d_model, NH = c->n_head, HS = C / NH, V = c->vocab_size, N = B * T;
+    int C = c->d_model, V = c->vocab_size, N = B * T;
+    int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head; /* local width, heads */
     for (int i = 0; i < N; i++) {
         mtCheck(inputs[i] >= 0 && inputs[i] < V, "token id out of vocabulary range");
         m->inputs_saved[i] = inputs[i];
@@ -222,14 +325,15 @@ float gpt_forward(gpt_model *m, const int *inputs, const int *targets, int B, in
         const gpt_block *w = &m->blocks[l];
         gpt_block_acts *a = &m->acts[l];
         ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
-        ops_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);   // (N, 3C)
-        ops_attention_forward(a->atty, a->att, a->qkv, B, T, NH, HS);        // (N, C)
-        ops_matmul_forward(a->res2, a->atty, w->attprojw, w->attprojb, N, C, C);
+        /* f (identity forward), then column-parallel qkv: this rank's heads only */
+        ops_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl); // (N, 3, NHl, HS)
+        ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS);      // (N, Cl)
+        row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, N, Cl, C); // g
         ops_add_inplace(a->res2, x, (size_t)N * C);                          // residual
         ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N, C);
-        ops_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * C);     // (N, 4C)
-        ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * C);
-        ops_matmul_forward(a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * C, C);
+        ops_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * Cl);    // (N, 4Cl)
+        ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
+        row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * Cl, C); // g
         ops_add_inplace(a->res3, a->res2, (size_t)N * C);                    // residual
         x = a->res3;
     }
@@ -245,11 +349,16 @@ float gpt_forward(gpt_model *m, const int *inputs, const int *targets, int B, in
     return counted ? (float)(sum / counted) : NAN;
 }
 
+static void grads_ready(gpt_model *m, size_t offset) {
+    if (m->grads_ready) m->grads_ready(m->grads_ready_user, offset);
+}
+
 void gpt_backward(gpt_model *m) {
     const gpt_config *c = &m->cfg;
     int B = m->B_last, T = m->T_last;
     mtCheck(m->dloss_last != 0.0f, "gpt_backward needs a forward with dloss != 0 and targets");
-    int C = c->d_model, NH = c->n_head, HS = C / NH, V = c->vocab_size, N = B * T;
+    int C = c->d_model, V = c->vocab_size, N = B * T;
+    int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head;
     size_t NC = (size_t)N * C;
     const float *x_last = c->n_layer ? m->acts[c->n_layer - 1].res3 : m->encoded;
     /* head: logits = lnf @ wteᵀ; m->logits holds dlogits now */
@@ -258,33 +367,38 @@ void gpt_backward(gpt_model *m) {
     memset(m->dres, 0, NC * sizeof(float));
     ops_layernorm_backward(m->dres, m->dlnfw, m->dlnfb, m->dln, x_last, m->lnfw, m->lnf_mean,
                            m->lnf_rstd, N, C);
+    grads_ready(m, m->tensors[m->n_tensors - 2].offset); /* ln_f is final */
     for (int l = c->n_layer - 1; l >= 0; l--) {
         const gpt_block *w = &m->blocks[l];
         gpt_block *g = &m->dblocks[l];
         gpt_block_acts *a = &m->acts[l];
         const float *x_in = l ? m->acts[l - 1].res3 : m->encoded;
-        /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 */
-        memset(m->dfch_gelu, 0, (size_t)N * 4 * C * sizeof(float));
+        /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 (g: identity) */
+        memset(m->dfch_gelu, 0, (size_t)N * 4 * Cl * sizeof(float));
         ops_matmul_backward(m->dfch_gelu, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu,
-                            w->fcprojw, N, 4 * C, C);
-        memset(m->dfch, 0, (size_t)N * 4 * C * sizeof(float));
-        ops_gelu_backward(m->dfch, a->fch, m->dfch_gelu, (size_t)N * 4 * C);
+                            w->fcprojw, N, 4 * Cl, C);
+        memset(m->dfch, 0, (size_t)N * 4 * Cl * sizeof(float));
+        ops_gelu_backward(m->dfch, a->fch, m->dfch_gelu, (size_t)N * 4 * Cl);
         memset(m->dln, 0, NC * sizeof(float));
-        ops_matmul_backward(m->dln, g->fcw, g->fcb, m->dfch, a->ln2, w->fcw, N, C, 4 * C);
+        ops_matmul_backward(m->dln, g->fcw, g->fcb, m->dfch, a->ln2, w->fcw, N, C, 4 * Cl);
+        tp_f_backward(m->tp_comm, m->dln, NC); /* f: sum the partial input gradients */
         ops_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dln, a->res2, w->ln2w, a->ln2_mean,
                                a->ln2_rstd, N, C); // dres = d res2
         /* attention: res2 = x + proj(attn(qkv(ln1(x)))) */
-        memset(m->datty, 0, NC * sizeof(float));
+        memset(m->datty, 0, (size_t)N * Cl * sizeof(float));
         ops_matmul_backward(m->datty, g->attprojw, g->attprojb, m->dres, a->atty, w->attprojw, N,
-                            C, C);
-        memset(m->dqkv, 0, NC * 3 * sizeof(float));
-        ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, NH, HS);
+                            Cl, C);
+        memset(m->dqkv, 0, (size_t)N * 3 * Cl * sizeof(float));
+        ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, NHl, HS);
         memset(m->dln, 0, NC * sizeof(float));
-        ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+        ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * Cl);
+        tp_f_backward(m->tp_comm, m->dln, NC); /* f */
         ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dln, x_in, w->ln1w, a->ln1_mean,
                                a->ln1_rstd, N, C); // dres = d x
+        grads_ready(m, m->tensors[2 + 12 * l].offset); /* block l is final */
     }
     ops_encoder_backward(m->dwte, m->dwpe, m->dres, m->inputs_saved, B, T, C);
+    grads_ready(m, 0);
 }
 
 void gpt_free(gpt_model *m) {
@@ -322,6 +436,7 @@ void gpt_decode_reset(gpt_decode_state *s) { s->pos = 0; }
 const float *gpt_decode_step(const gpt_model *m, gpt_decode_state *s, int token) {
     const gpt_config *c = &m->cfg;
     int C = c->d_model, NH = c->n_head, HS = C / NH, V = c->vocab_size, t = s->pos;
+    mtCheck(c->tp == 1, "KV-cache decode runs on an unsharded model (gather TP shards first)");
     mtCheck(t < s->max_T, "decode position beyond the context (caller must stop at seq_len)");
     mtCheck(token >= 0 && token < V, "token id out of vocabulary range");
     float mean, rstd;

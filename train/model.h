@@ -24,6 +24,9 @@ typedef struct {
     int d_model;
     int seq_len; /* maximum context T */
     int vocab_size;
+    /* tensor parallelism: this rank holds n_head/tp heads and 4·d_model/tp MLP columns.
+     * 0 or 1 = no tensor parallelism. */
+    int tp, tp_rank;
 } gpt_config;
 
 /* One named parameter tensor inside the flat buffer. */
@@ -40,6 +43,7 @@ typedef struct {
      * head-split shard is one box: (3, C/tp, C) at (0, tp_rank·C/tp, 0). */
     int g_ndim;
     int64_t g_shape[3], g_offset[3], g_local[3];
+    int tp_split;      /* dimension of the global view split across TP ranks, -1 = none */
     int tp_replicated; /* 1 if every TP rank holds the same values (LayerNorm, wte, wpe, ...) */
 } gpt_tensor;
 
@@ -65,12 +69,21 @@ typedef struct {
     float *res3;                      // (N, C) block output
 } gpt_block_acts;
 
+struct comm;
+
 typedef struct {
     gpt_config cfg;
+    struct comm *tp_comm; /* tensor-parallel group (NULL or size 1 = none) */
+    /* Called during gpt_backward each time the gradients at flat offsets >= offset are final
+     * (after the head, after each block, after the embeddings), so data-parallel reduction of
+     * those buckets can start while the backward continues. NULL = not called. */
+    void (*grads_ready)(void *user, size_t offset);
+    void *grads_ready_user;
     /* parameters */
     gpt_tensor *tensors;
     int n_tensors;
     size_t num_params;
+    size_t capacity; /* floats allocated in params/grads (>= num_params, see gpt_reserve) */
     float *params;  // (num_params)
     float *grads;   // (num_params), allocated by gpt_alloc_training
     float *wte, *wpe, *lnfw, *lnfb;     // views into params: (V,C), (maxT,C), (C), (C)
@@ -91,9 +104,22 @@ typedef struct {
     int *inputs_saved;                 // (N) token ids of the last forward
 } gpt_model;
 
-/* Build the parameter table and allocate params (zeroed). Returns 0, or -1 with err for a bad
- * config (d_model % n_head != 0, non-positive sizes). */
+/* Build the parameter table and allocate params (zeroed). With cfg->tp > 1 the tensors are
+ * this rank's shards (column-parallel qkv/fc, row-parallel out-projections; LayerNorms,
+ * embeddings and the tied head replicated) and tp_comm must be set before the first forward.
+ * Returns 0, or -1 with err for a bad config (d_model % n_head != 0, n_head % tp != 0,
+ * non-positive sizes). */
 int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen);
+
+/* Grow the params (and grads, if allocated) buffers to `total` floats (>= num_params; the tail
+ * is zero padding, e.g. for ZeRO-1 shards of equal size) and re-point every view. */
+void gpt_reserve(gpt_model *m, size_t total);
+
+/* Assemble the full (tp = 1) parameter buffer from the local buffers of every TP rank:
+ * all_local holds tp consecutive blocks of num_params floats, block r from tp rank r (an
+ * all-gather of params); full receives the parameters in the layout of an unsharded model of
+ * the same config (full_cfg's num_params floats). */
+void gpt_assemble_full(const gpt_model *m, const float *all_local, const gpt_model *full);
 
 /* GPT-2 initialisation: weights ~ N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj)
  * ~ N(0, 0.02/sqrt(2·n_layer)), biases 0, LayerNorm weights 1. Deterministic for a seed. */

@@ -68,7 +68,7 @@ int model_io_load(gpt_model *m, const char *path_or_run_dir, int *step_out, char
     if (st_open(&f, path, err, errlen) != 0) return -1;
     const char *arch = st_metadata(&f, "minitrain.model");
     cJSON *o = arch ? cJSON_Parse(arch) : NULL;
-    gpt_config cfg;
+    gpt_config cfg = {0};
     if (!o || json_int(o, "n_layer", &cfg.n_layer) || json_int(o, "n_head", &cfg.n_head) ||
         json_int(o, "d_model", &cfg.d_model) || json_int(o, "seq_len", &cfg.seq_len) ||
         json_int(o, "vocab_size", &cfg.vocab_size)) {

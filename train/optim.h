@@ -16,7 +16,8 @@
 
 typedef struct {
     float beta1, beta2, eps, weight_decay;
-    size_t n;     /* parameters covered */
+    size_t n;      /* parameters covered: the flat range [offset, offset + n) */
+    size_t offset; /* 0, or this rank's ZeRO-1 shard start */
     float *m, *v; // (n) first and second moments
     int t;        /* steps taken (1-based after the first step) */
 } optim_adamw;
@@ -34,9 +35,9 @@ double optim_grad_norm(const float *grads, size_t n);
 /* Clip factor for a global norm: min(1, clip / norm); 1 when clip <= 0 or norm is 0. */
 float optim_clip_scale(double norm, float clip);
 
-/* One AdamW step over the model (params += update from grads * grad_scale), decaying only the
- * tensors with decay = 1. grads are multiplied by grad_scale first (clipping); grads is not
- * otherwise modified. */
+/* One AdamW step over the flat range [o->offset, o->offset + o->n) of the model (the whole model,
+ * or a ZeRO-1 shard; the part beyond num_params is padding and skipped), decaying only the
+ * tensors with decay = 1. grads in the range are multiplied by grad_scale first (clipping). */
 void optim_step(optim_adamw *o, gpt_model *m, float lr, float grad_scale);
 
 void optim_free(optim_adamw *o);

@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "parallel/comm.h"
 #include "train/flops.h"
 #include "train/model_io.h"
 #include "train/ops.h"
@@ -35,8 +36,23 @@ int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t 
     tr->cfg = *cfg;
     tr->mesh = ms;
     mt_config *c = &tr->cfg;
-    int threads = c->threads > 0 ? c->threads : omp_get_num_procs();
+    /* threads: all cores, shared by the ranks on this node */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int local_ranks = local && atoi(local) > 0 ? atoi(local) : 1;
+    int threads = c->threads > 0 ? c->threads : omp_get_num_procs() / local_ranks;
+    if (threads < 1) threads = 1;
     ops_set_threads(threads);
+    if (c->global_batch % (c->batch_size * ms->dp) != 0) {
+        snprintf(err, errlen, "global_batch (%d) must be a multiple of batch_size x dp = %d x %d "
+                 "(each data-parallel rank runs whole microbatches)", c->global_batch,
+                 c->batch_size, ms->dp);
+        return -1;
+    }
+    if (c->d_model % c->tp != 0 || c->n_head % c->tp != 0) {
+        snprintf(err, errlen, "tp (%d) must divide n_head (%d) and d_model (%d): tensor "
+                 "parallelism splits attention by heads", c->tp, c->n_head, c->d_model);
+        return -1;
+    }
 
     /* tokenizer and data */
     char path[1100];
@@ -85,15 +101,22 @@ int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t 
     }
 
     /* model and optimizer */
-    gpt_config gc = {c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size};
+    gpt_config gc = {c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size, c->tp, ms->tp_rank};
     if (gpt_build(&tr->model, &gc, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
+    tr->model.tp_comm = ms->tp_group;
     gpt_init_weights(&tr->model, (uint64_t)c->seed);
     gpt_alloc_training(&tr->model, c->batch_size, c->seq_len);
-    optim_init(&tr->opt, tr->model.num_params, c->beta1, c->beta2, c->eps, c->weight_decay);
-    tr->grad_accum = c->global_batch / c->batch_size;
+    /* data parallel: bucketed all-reduce, or ZeRO-1 shards of a padded buffer */
+    size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
+    dp_init(&tr->dp, ms->dp_group, tr->model.num_params, bucket, c->zero);
+    if (c->zero) gpt_reserve(&tr->model, tr->dp.padded);
+    optim_init(&tr->opt, c->zero ? tr->dp.shard : tr->model.num_params, c->beta1, c->beta2,
+               c->eps, c->weight_decay);
+    tr->opt.offset = c->zero ? tr->dp.shard_start : 0;
+    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
     rng_seed(&tr->sample_rng, (uint64_t)c->seed ^ 0x5A4D504CULL);
 
     /* run directory and database */
@@ -102,17 +125,34 @@ int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t 
         return -1;
     }
     config_to_json(c, tr->config_json, sizeof(tr->config_json));
-    tr->db = rundb_open(c->run_dir, msg, sizeof(msg));
-    if (!tr->db) {
-        snprintf(err, errlen, "%s", msg);
-        return -1;
+    /* rank 0 creates the database and the run row first; the others then open it for events */
+    if (ms->rank == 0) {
+        tr->db = rundb_open(c->run_dir, msg, sizeof(msg));
+        if (!tr->db) {
+            snprintf(err, errlen, "%s", msg);
+            return -1;
+        }
+        tr->run_id = rundb_run_begin(tr->db, c->name, tr->config_json, rundb_git_commit(),
+                                     ms->world_size);
     }
-    tr->run_id = rundb_run_begin(tr->db, c->name, tr->config_json, rundb_git_commit(), 1);
+    comm_broadcast_bytes(ms->world, &tr->run_id, sizeof(tr->run_id), 0);
+    if (ms->rank != 0) {
+        tr->db = rundb_open(c->run_dir, msg, sizeof(msg));
+        if (!tr->db) {
+            snprintf(err, errlen, "%s", msg);
+            return -1;
+        }
+    }
 
     /* accounting */
     tr->flops_per_token = flops_per_token(c->n_layer, c->d_model, c->seq_len, c->vocab_size, 1);
+    comm_barrier(ms->world); /* all ranks probe at once: the peak each gets while sharing */
     tr->peak_measured = flops_sgemm_probe(threads, 0.5);
+    double pk = tr->peak_measured;
+    comm_all_reduce_f64(ms->world, &pk, 1, COMM_AVG);
+    tr->peak_measured = pk; /* per rank, averaged */
     tr->peak_theoretical = flops_theoretical_peak(threads, tr->peak_desc, sizeof(tr->peak_desc));
+    tr->threads = threads;
     tr->last_val_loss = NAN;
     return 0;
 }
@@ -128,21 +168,54 @@ void trainer_add_hook(trainer *tr, const char *name, int every, trainer_hook_fn 
 
 float trainer_eval(trainer *tr) {
     const mt_config *c = &tr->cfg;
+    const mesh *ms = tr->mesh;
     int B = c->batch_size, T = c->seq_len;
     int *inp = mallocCheck((size_t)B * T * sizeof(int));
     int *tgt = mallocCheck((size_t)B * T * sizeof(int));
     uint64_t nwin = data_loader_num_windows(&tr->val_dl);
-    int batches = c->eval_batches;
-    if ((uint64_t)batches * B > nwin) batches = (int)(nwin / B > 0 ? nwin / B : 1);
     int bsz = (uint64_t)B > nwin ? (int)nwin : B;
-    double sum = 0;
-    for (int i = 0; i < batches; i++) {
+    int batches = c->eval_batches;
+    if ((uint64_t)batches * bsz > nwin) batches = (int)(nwin / bsz);
+    /* the same windows every call; data-parallel ranks split the batches */
+    double acc[2] = {0, 0}; /* loss sum, batches */
+    for (int i = ms->dp_rank; i < batches; i += ms->dp) {
         data_loader_get(&tr->val_dl, (uint64_t)i * bsz, bsz, inp, tgt);
-        sum += gpt_forward(&tr->model, inp, tgt, bsz, T, 0.0f);
+        acc[0] += gpt_forward(&tr->model, inp, tgt, bsz, T, 0.0f);
+        acc[1] += 1;
     }
+    comm_all_reduce_f64(ms->dp_group, acc, 2, COMM_SUM);
     free(inp);
     free(tgt);
-    return (float)(sum / batches);
+    return (float)(acc[0] / acc[1]);
+}
+
+/* The whole model with tp = 1 on world rank 0 (gathered from the tensor-parallel shards;
+ * collective over the TP group), or the model itself when it is not sharded. Other ranks get
+ * NULL. Free with free_full_model. */
+static gpt_model *full_model(trainer *tr) {
+    gpt_model *m = &tr->model;
+    if (m->cfg.tp == 1) return tr->mesh->rank == 0 ? m : NULL;
+    float *all = mallocCheck((size_t)m->cfg.tp * m->num_params * sizeof(float));
+    comm_all_gather(tr->mesh->tp_group, m->params, all, m->num_params);
+    gpt_model *full = NULL;
+    if (tr->mesh->rank == 0) {
+        full = callocCheck(1, sizeof(gpt_model));
+        gpt_config fc = m->cfg;
+        fc.tp = 1;
+        fc.tp_rank = 0;
+        char err[256];
+        mtCheck(gpt_build(full, &fc, err, sizeof(err)) == 0, "cannot build the unsharded model");
+        gpt_assemble_full(m, all, full);
+    }
+    free(all);
+    return full;
+}
+
+static void free_full_model(trainer *tr, gpt_model *full) {
+    if (full && full != &tr->model) {
+        gpt_free(full);
+        free(full);
+    }
 }
 
 void trainer_hook_eval(trainer *tr, int step, int final, void *user) {
@@ -150,6 +223,7 @@ void trainer_hook_eval(trainer *tr, int step, int final, void *user) {
     (void)final;
     float v = trainer_eval(tr);
     tr->last_val_loss = v;
+    if (tr->mesh->rank != 0) return;
     log_info("step %d/%d | val loss %.4f", step, tr->cfg.steps, v);
     rundb_metric row = {.step = step, .train_loss = NAN, .val_loss = v, .lr = NAN,
                         .grad_norm = NAN, .tokens_per_s = NAN, .mfu = NAN,
@@ -164,7 +238,9 @@ void trainer_hook_eval(trainer *tr, int step, int final, void *user) {
 void trainer_hook_sample(trainer *tr, int step, int final, void *user) {
     (void)user;
     (void)final;
-    const gpt_model *m = &tr->model;
+    gpt_model *full = full_model(tr);
+    if (!full) return;
+    const gpt_model *m = full;
     gpt_decode_state st;
     gpt_decode_init(&st, m);
     int V = m->cfg.vocab_size;
@@ -195,6 +271,7 @@ void trainer_hook_sample(trainer *tr, int step, int final, void *user) {
     free(text);
     free(work);
     gpt_decode_free(&st);
+    free_full_model(tr, full);
 }
 
 static void run_hooks(trainer *tr, int step, int final) {
@@ -205,37 +282,101 @@ static void run_hooks(trainer *tr, int step, int final) {
     }
 }
 
+static void on_grads_ready(void *user, size_t offset) {
+    trainer *tr = user;
+    dp_ready_from(&tr->dp, tr->model.grads, offset);
+}
+
+/* Global L2 norm of the reduced gradient, identical to the single-process value: tensor-parallel
+ * shards are summed over the TP group, replicated tensors counted once, ZeRO-1 shards summed over
+ * the DP group. */
+static double global_grad_norm(trainer *tr) {
+    const gpt_model *m = &tr->model;
+    size_t lo = 0, hi = m->num_params;
+    if (tr->cfg.zero) {
+        lo = tr->dp.shard_start;
+        hi = lo + tr->dp.shard < m->num_params ? lo + tr->dp.shard : m->num_params;
+    }
+    double part[2] = {0, 0}; /* replicated, tp-sharded */
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor *t = &m->tensors[i];
+        size_t a = t->offset > lo ? t->offset : lo;
+        size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (a < b) part[t->tp_replicated ? 0 : 1] += ops_sumsq(m->grads + a, b - a);
+    }
+    if (tr->cfg.zero) comm_all_reduce_f64(tr->mesh->dp_group, part, 2, COMM_SUM);
+    comm_all_reduce_f64(tr->mesh->tp_group, &part[1], 1, COMM_SUM);
+    return sqrt(part[0] + part[1]);
+}
+
+/* Debug check (MINITRAIN_TP_CHECK=1): the gradients of replicated tensors (LayerNorms, biases
+ * of row-parallel layers, embeddings) must be identical on every rank of a TP group, because
+ * each rank computes them from the same, already all-reduced activations. Logs the largest
+ * spread max_r g - min_r g over all replicated elements. */
+static void tp_replica_check(trainer *tr) {
+    const gpt_model *m = &tr->model;
+    if (m->cfg.tp == 1 || tr->cfg.zero) return;
+    float spread = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor *t = &m->tensors[i];
+        if (!t->tp_replicated) continue;
+        float *hi = mallocCheck(t->numel * sizeof(float)), *lo = mallocCheck(t->numel * sizeof(float));
+        for (size_t j = 0; j < t->numel; j++) hi[j] = m->grads[t->offset + j], lo[j] = -hi[j];
+        comm_all_reduce(tr->mesh->tp_group, hi, t->numel, COMM_MAX);
+        comm_all_reduce(tr->mesh->tp_group, lo, t->numel, COMM_MAX);
+        for (size_t j = 0; j < t->numel; j++)
+            if (hi[j] + lo[j] > spread) spread = hi[j] + lo[j];
+        free(hi);
+        free(lo);
+    }
+    log_info("tp-check: step %d: replicated gradients differ across the TP group by at most %g",
+             tr->step + 1, spread);
+}
+
 int trainer_run(trainer *tr) {
     const mt_config *c = &tr->cfg;
+    const mesh *ms = tr->mesh;
     gpt_model *m = &tr->model;
-    int B = c->batch_size, T = c->seq_len;
+    int B = c->batch_size, T = c->seq_len, dp = ms->dp;
     int end = c->stop_after > 0 ? c->stop_after : c->steps;
     int *inp = mallocCheck((size_t)B * T * sizeof(int));
     int *tgt = mallocCheck((size_t)B * T * sizeof(int));
     double tokens_per_step = (double)c->global_batch * T;
-    float dloss = 1.0f / ((float)B * T * tr->grad_accum);
+    /* gradient of the mean loss over the whole global batch: every rank's sum adds up to it */
+    float dloss = 1.0f / ((float)c->global_batch * T);
     char buf[64];
     tr->t_start = timer_now();
-    rundb_log_event(tr->db, tr->run_id, "start", 0, tr->config_json);
+    if (ms->rank == 0) rundb_log_event(tr->db, tr->run_id, "start", 0, tr->config_json);
     double t_loop = timer_now();
+    int steps_here = 0;
+    int tp_check = getenv("MINITRAIN_TP_CHECK") != NULL;
     int rc = MT_EXIT_OK;
     for (int s = tr->step; s < end; s++) {
-        double t0 = timer_now();
+        double t0 = timer_now(), c0 = comm_seconds();
         gpt_zero_grad(m);
         double loss_sum = 0;
         for (int k = 0; k < tr->grad_accum; k++) {
-            uint64_t seq = (uint64_t)s * c->global_batch + (uint64_t)k * B;
+            /* microbatch k of this DP rank = sequences of the global batch no other rank reads */
+            uint64_t seq = (uint64_t)s * c->global_batch + ((uint64_t)k * dp + ms->dp_rank) * B;
             data_loader_get(&tr->train_dl, seq, B, inp, tgt);
             loss_sum += gpt_forward(m, inp, tgt, B, T, dloss);
+            int last = k == tr->grad_accum - 1;
+            m->grads_ready = last ? on_grads_ready : NULL; /* overlap buckets with backward */
+            m->grads_ready_user = tr;
             gpt_backward(m);
+            m->grads_ready = NULL;
         }
-        float loss = (float)(loss_sum / tr->grad_accum);
-        double norm = optim_grad_norm(m->grads, m->num_params);
+        dp_finish(&tr->dp, m->grads);
+        if (tp_check) tp_replica_check(tr);
+        double lsum = loss_sum;
+        comm_all_reduce_f64(ms->dp_group, &lsum, 1, COMM_SUM);
+        float loss = (float)(lsum / (tr->grad_accum * dp));
+        double norm = global_grad_norm(tr);
         if (!isfinite(loss) || !isfinite(norm)) {
             char detail[128];
             snprintf(detail, sizeof(detail), "{\"step\":%d,\"loss\":\"%g\",\"grad_norm\":\"%g\"}",
                      s + 1, loss, norm);
-            rundb_log_event(tr->db, tr->run_id, "nonfinite", 0, detail);
+            if (ms->rank == 0) rundb_log_event(tr->db, tr->run_id, "nonfinite", 0, detail);
             log_info("step %d: loss %g, grad norm %g is not finite; stopping (exit %d)", s + 1,
                      loss, norm, MT_EXIT_NONFINITE);
             rc = MT_EXIT_NONFINITE;
@@ -243,32 +384,40 @@ int trainer_run(trainer *tr) {
         }
         float lr = optim_lr(s, c->steps, c->warmup_steps, c->lr, c->min_lr);
         optim_step(&tr->opt, m, lr, optim_clip_scale(norm, c->grad_clip));
+        dp_gather_params(&tr->dp, m->params);
         double t1 = timer_now();
         tr->step = s + 1;
+        steps_here++;
         double step_s = t1 - t0;
         double tps = tokens_per_step / step_s;
-        double achieved = tps * tr->flops_per_token;
-        double mfu = achieved / tr->peak_measured;
-        double mfu_th = tr->peak_theoretical > 0 ? achieved / tr->peak_theoretical : NAN;
+        double achieved = tps * tr->flops_per_token; /* FLOP/s of the whole job */
+        double mfu = achieved / (tr->peak_measured * ms->world_size);
+        double mfu_th = tr->peak_theoretical > 0
+                            ? achieved / (tr->peak_theoretical * ms->world_size) : NAN;
         tr->last_loss = loss;
         tr->last_lr = lr;
         tr->last_norm = norm;
         tr->last_tokens_per_s = tps;
         tr->last_mfu = mfu;
         tr->last_step_s = step_s;
-        rundb_metric row = {.step = tr->step, .train_loss = loss, .val_loss = NAN, .lr = lr,
-                            .grad_norm = norm, .tokens_per_s = tps, .mfu = mfu,
-                            .mfu_theoretical = mfu_th, .step_ms = step_s * 1e3,
-                            .wall_s = t1 - tr->t_start};
-        rundb_log_metric(tr->db, tr->run_id, &row);
-        double eta = (t1 - t_loop) / (tr->step - 0) * (end - tr->step);
-        if (tr->step % c->log_every == 0 || tr->step == end || tr->step == 1) {
-            char th[48] = "";
+        tr->last_comm_s = comm_seconds() - c0;
+        if (ms->rank == 0) {
+            rundb_metric row = {.step = tr->step, .train_loss = loss, .val_loss = NAN, .lr = lr,
+                                .grad_norm = norm, .tokens_per_s = tps, .mfu = mfu,
+                                .mfu_theoretical = mfu_th, .step_ms = step_s * 1e3,
+                                .wall_s = t1 - tr->t_start};
+            rundb_log_metric(tr->db, tr->run_id, &row);
+        }
+        double eta = (t1 - t_loop) / steps_here * (end - tr->step);
+        if (tr->step % c->log_every == 0 || tr->step == end || steps_here == 1) {
+            char th[48] = "", cm[48] = "";
             if (isfinite(mfu_th)) snprintf(th, sizeof(th), " (%.1f%% of theoretical)", 100 * mfu_th);
+            if (ms->world_size > 1)
+                snprintf(cm, sizeof(cm), " | comm %.0f%%", 100 * tr->last_comm_s / step_s);
             log_progress(!log_is_tty(),
                          "step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | "
-                         "MFU %.1f%%%s | ETA %s",
-                         tr->step, c->steps, loss, lr, norm, step_s * 1e3, tps, 100 * mfu, th,
+                         "MFU %.1f%%%s%s | ETA %s",
+                         tr->step, c->steps, loss, lr, norm, step_s * 1e3, tps, 100 * mfu, th, cm,
                          log_duration(eta, buf, sizeof(buf)));
         }
         int final = tr->step == end;
@@ -282,22 +431,35 @@ int trainer_run(trainer *tr) {
 
 void trainer_gather_optimizer_state(trainer *tr, float *m_out, float *v_out) {
     size_t n = tr->model.num_params;
-    mtCheck(tr->opt.n == n, "optimizer state is sharded; gather is not wired for this layout");
-    memcpy(m_out, tr->opt.m, n * sizeof(float));
-    memcpy(v_out, tr->opt.v, n * sizeof(float));
+    if (!tr->cfg.zero) {
+        memcpy(m_out, tr->opt.m, n * sizeof(float));
+        memcpy(v_out, tr->opt.v, n * sizeof(float));
+        return;
+    }
+    float *full = mallocCheck(tr->dp.padded * sizeof(float));
+    comm_all_gather(tr->mesh->dp_group, tr->opt.m, full, tr->dp.shard);
+    memcpy(m_out, full, n * sizeof(float));
+    comm_all_gather(tr->mesh->dp_group, tr->opt.v, full, tr->dp.shard);
+    memcpy(v_out, full, n * sizeof(float));
+    free(full);
 }
 
 void trainer_scatter_optimizer_state(trainer *tr, const float *m_in, const float *v_in) {
-    size_t n = tr->model.num_params;
-    mtCheck(tr->opt.n == n, "optimizer state is sharded; scatter is not wired for this layout");
-    memcpy(tr->opt.m, m_in, n * sizeof(float));
-    memcpy(tr->opt.v, v_in, n * sizeof(float));
+    size_t n = tr->model.num_params, lo = tr->opt.offset;
+    for (size_t i = 0; i < tr->opt.n; i++) {
+        tr->opt.m[i] = lo + i < n ? m_in[lo + i] : 0.0f;
+        tr->opt.v[i] = lo + i < n ? v_in[lo + i] : 0.0f;
+    }
 }
 
 int trainer_save_model(trainer *tr, char *err, size_t errlen) {
+    gpt_model *full = full_model(tr); /* collective over the TP group */
+    if (!full) return 0;              /* only world rank 0 writes */
     char path[1100];
     snprintf(path, sizeof(path), "%s/model.safetensors", tr->cfg.run_dir);
-    if (model_io_save(&tr->model, path, tr->config_json, tr->step, err, errlen) != 0) return -1;
+    int rc = model_io_save(full, path, tr->config_json, tr->step, err, errlen);
+    free_full_model(tr, full);
+    if (rc != 0) return -1;
     snprintf(path, sizeof(path), "%s/tokenizer.bin", tr->cfg.run_dir);
     return tok_save(&tr->tok, path, err, errlen);
 }
@@ -306,6 +468,7 @@ void trainer_free(trainer *tr) {
     if (tr->db) rundb_close(tr->db);
     gpt_free(&tr->model);
     optim_free(&tr->opt);
+    dp_free(&tr->dp);
     data_loader_close(&tr->train_dl);
     data_loader_close(&tr->val_dl);
     tok_free(&tr->tok);

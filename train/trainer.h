@@ -19,6 +19,7 @@
 #include "core/config.h"
 #include "core/rng.h"
 #include "core/rundb.h"
+#include "parallel/dp.h"
 #include "parallel/mesh.h"
 #include "train/data.h"
 #include "train/model.h"
@@ -43,7 +44,9 @@ struct trainer {
     data_loader train_dl, val_dl;
     rundb *db;
     int64_t run_id;
-    int grad_accum;
+    dp_reducer dp; /* data-parallel gradient reduction (and ZeRO-1 shards) */
+    int threads;   /* CPU threads of this rank */
+    int grad_accum; /* microbatches per step on each data-parallel rank */
     int step; /* optimizer steps completed */
     /* accounting */
     double flops_per_token;
@@ -54,6 +57,7 @@ struct trainer {
     float last_loss, last_val_loss, last_lr;
     double last_norm, last_tokens_per_s, last_mfu;
     double last_step_s; /* wall time of the last optimizer step, seconds */
+    double last_comm_s; /* of which blocking communication */
     rng_state sample_rng;
     struct {
         const char *name;

@@ -1,0 +1,135 @@
+/*
+ * parallel/comm_nccl.c — NCCL backend (see parallel/comm_nccl.h). Compiled only with GPU=1
+ * (MT_HAVE_CUDA); a CPU build contains none of it.
+ */
+#include "parallel/comm_nccl.h"
+
+#ifdef MT_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/check.h"
+
+struct comm_nccl {
+    ncclComm_t nccl;
+    cudaStream_t stream;
+    int rank, size;
+    const char *name;
+};
+
+#define ncclCheck(call, n)                                                                         \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess)                                                                     \
+            comm_abort(MT_EXIT_ERROR, "NCCL %s on group '%s' failed: %s (at %s:%d)", #call,       \
+                       (n)->name, ncclGetErrorString(r_), __FILE__, __LINE__);                     \
+    } while (0)
+#define cudaCheck(call, n)                                                                         \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            comm_abort(MT_EXIT_ERROR, "CUDA %s on group '%s' failed: %s (at %s:%d)", #call,       \
+                       (n)->name, cudaGetErrorString(e_), __FILE__, __LINE__);                     \
+    } while (0)
+
+static ncclRedOp_t nccl_op(comm_op op) {
+    return op == COMM_MAX ? ncclMax : op == COMM_AVG ? ncclAvg : ncclSum;
+}
+
+comm_nccl *comm_nccl_create(comm *group) {
+    comm_nccl *n = callocCheck(1, sizeof(comm_nccl));
+    n->rank = comm_rank(group);
+    n->size = comm_size(group);
+    n->name = comm_name(group);
+    ncclUniqueId id;
+    if (n->rank == 0) ncclCheck(ncclGetUniqueId(&id), n);
+    comm_broadcast_bytes(group, &id, sizeof(id), 0); /* over MPI */
+    cudaCheck(cudaStreamCreate(&n->stream), n);
+    ncclCheck(ncclCommInitRank(&n->nccl, n->size, id, n->rank), n);
+    return n;
+}
+
+void comm_nccl_destroy(comm_nccl *n) {
+    if (!n) return;
+    ncclCommDestroy(n->nccl);
+    cudaStreamDestroy(n->stream);
+    free(n);
+}
+
+static void sync(comm_nccl *n) { cudaCheck(cudaStreamSynchronize(n->stream), n); }
+
+void comm_nccl_all_reduce(comm_nccl *n, float *buf, size_t count, comm_op op) {
+    ncclCheck(ncclAllReduce(buf, buf, count, ncclFloat, nccl_op(op), n->nccl, n->stream), n);
+    sync(n);
+}
+
+void comm_nccl_reduce_scatter(comm_nccl *n, const float *send, float *recv, size_t recv_count,
+                              comm_op op) {
+    ncclCheck(ncclReduceScatter(send, recv, recv_count, ncclFloat, nccl_op(op), n->nccl,
+                                n->stream), n);
+    sync(n);
+}
+
+void comm_nccl_all_gather(comm_nccl *n, const float *send, float *recv, size_t send_count) {
+    ncclCheck(ncclAllGather(send, recv, send_count, ncclFloat, n->nccl, n->stream), n);
+    sync(n);
+}
+
+void comm_nccl_broadcast(comm_nccl *n, float *buf, size_t count, int root) {
+    ncclCheck(ncclBroadcast(buf, buf, count, ncclFloat, root, n->nccl, n->stream), n);
+    sync(n);
+}
+
+void comm_nccl_send(comm_nccl *n, const float *buf, size_t count, int peer) {
+    ncclCheck(ncclSend(buf, count, ncclFloat, peer, n->nccl, n->stream), n);
+    sync(n);
+}
+
+void comm_nccl_recv(comm_nccl *n, float *buf, size_t count, int peer) {
+    ncclCheck(ncclRecv(buf, count, ncclFloat, peer, n->nccl, n->stream), n);
+    sync(n);
+}
+
+/* `minitrain bench nccl`: all-reduce bus bandwidth over all ranks of the job (one GPU each),
+ * as nccl-tests reports it: busbw = bytes · 2(n-1)/n / time. */
+int comm_nccl_cmd_bench(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    comm *world = comm_init_world(NULL, NULL);
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
+        mt_fail("bench nccl: no CUDA device visible");
+    cudaSetDevice(comm_rank(world) % ndev);
+    comm_nccl *n = comm_nccl_create(world);
+    for (size_t count = 1 << 16; count <= (size_t)1 << 26; count <<= 2) {
+        float *buf;
+        cudaCheck(cudaMalloc((void **)&buf, count * sizeof(float)), n);
+        cudaCheck(cudaMemset(buf, 0, count * sizeof(float)), n);
+        comm_nccl_all_reduce(n, buf, count, COMM_SUM); /* warm-up */
+        comm_barrier(world);
+        double t0 = MPI_Wtime();
+        const int iters = 20;
+        for (int i = 0; i < iters; i++) comm_nccl_all_reduce(n, buf, count, COMM_SUM);
+        double dt = (MPI_Wtime() - t0) / iters;
+        double bytes = count * sizeof(float), nn = n->size;
+        if (n->rank == 0)
+            printf("all_reduce %10zu floats: %8.1f us, busbw %6.1f GB/s\n", count, dt * 1e6,
+                   bytes * 2 * (nn - 1) / nn / dt / 1e9);
+        cudaFree(buf);
+    }
+    comm_nccl_destroy(n);
+    comm_finalize();
+    return MT_EXIT_OK;
+}
+#else
+#include "core/check.h"
+/* CPU build: the NCCL backend is not compiled (make GPU=1 builds it). */
+int comm_nccl_cmd_bench(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    mt_fail("bench nccl needs a GPU build (make GPU=1)");
+}
+#endif
