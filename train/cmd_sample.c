@@ -22,7 +22,8 @@ static void usage(void) {
            "                        [--top-k K] [--top-p P] [--seed S]\n\n"
            "Generate text from the model saved in DIR (DIR/model.safetensors, DIR/tokenizer.bin).\n"
            "  --prompt TEXT      text to continue (default: a newline)\n"
-           "  --max-tokens N     tokens to generate (default 256; stops at the context length)\n"
+           "  --max-tokens N     tokens to generate (default 256; past the context, the last\n"
+           "                     context/2 tokens are re-read as a fresh context)\n"
            "  --temperature T    0 = greedy, default 1.0 (range 0..10)\n"
            "  --top-k K          keep the K most likely tokens (default 0 = all)\n"
            "  --top-p P          nucleus sampling threshold in (0, 1] (default 1)\n"
@@ -87,12 +88,6 @@ int train_cmd_sample(int argc, char **argv) {
     if ((int)n >= ctx)
         mt_fail("the prompt is %zu tokens; the model's context is %d (prompt must be shorter)", n,
                 ctx);
-    int room = ctx - (int)n;
-    if (max_tokens > room) {
-        fprintf(stderr, "minitrain: note: generating %d tokens (the context of %d is full after "
-                "that)\n", room, ctx);
-        max_tokens = room;
-    }
 
     gpt_decode_state st;
     gpt_decode_init(&st, &m);
@@ -100,16 +95,28 @@ int train_cmd_sample(int argc, char **argv) {
     rng_seed(&rng, seed);
     float *work = mallocCheck((size_t)2 * V * sizeof(float));
     fwrite(prompt, 1, plen, stdout);
+    /* history of every token, so generation can go past the context: when the cache is full,
+     * the last ctx/2 tokens are fed again as a fresh context (a recompute, once per ctx/2). */
+    int *hist = mallocCheck(((size_t)n + (size_t)max_tokens + 1) * sizeof(int));
+    size_t nh = 0;
     const float *logits = NULL;
-    for (size_t i = 0; i < n; i++) logits = gpt_decode_step(&m, &st, (int)ids[i]);
+    for (size_t i = 0; i < n; i++) logits = gpt_decode_step(&m, &st, hist[nh++] = (int)ids[i]);
     for (int i = 0; i < max_tokens; i++) {
         int t = sample_token(logits, tv < V ? tv : V, &sp, &rng, work);
+        hist[nh++] = t;
         size_t bl;
         const uint8_t *b = tok_token_bytes(&tok, (uint32_t)t, &bl);
         fwrite(b, 1, bl, stdout);
         fflush(stdout);
-        if (i + 1 < max_tokens) logits = gpt_decode_step(&m, &st, t);
+        if (i + 1 == max_tokens) break;
+        if (st.pos == ctx) {
+            gpt_decode_reset(&st);
+            size_t keep = (size_t)ctx / 2;
+            for (size_t j = nh - keep; j < nh - 1; j++) gpt_decode_step(&m, &st, hist[j]);
+        }
+        logits = gpt_decode_step(&m, &st, t);
     }
+    free(hist);
     fputc('\n', stdout);
     free(work);
     free(ids);
