@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/check.h"
 #include "parallel/comm_nccl.h"
@@ -16,7 +15,11 @@ int data_cmd_prepare(int argc, char **argv);
 int train_cmd_train(int argc, char **argv);
 int train_cmd_sample(int argc, char **argv);
 int report_cmd_report(int argc, char **argv);
+int sup_cmd_run(int argc, char **argv);
+int sim_cmd_simulate(int argc, char **argv);
 int flops_cmd_bench_gemm(int argc, char **argv);
+int checkpoint_cmd_ckpt(int argc, char **argv);
+int gw_cmd_serve(int argc, char **argv);
 static int cmd_bench(int argc, char **argv);
 
 typedef struct {
@@ -29,7 +32,11 @@ static const subcommand COMMANDS[] = {
     {"prepare", data_cmd_prepare, "tokenize a text file into train/val token shards"},
     {"train", train_cmd_train, "train a model from a config (INI) with --key value overrides"},
     {"sample", train_cmd_sample, "generate text from a trained run (KV cache)"},
-    {"report", report_cmd_report, "summarise a run from its run.db (--json for machines)"},
+    {"report", report_cmd_report, "summarise a run from its run.db: ETTR, MTTR (--json, --svg)"},
+    {"run", sup_cmd_run, "supervise a job: restart on crash/hang/NaN, heartbeats, faults"},
+    {"simulate", sim_cmd_simulate, "Monte Carlo ETTR at cluster scale (Young/Daly interval)"},
+    {"serve", gw_cmd_serve, "serve a trained run over HTTP (OpenAI completions API)"},
+    {"ckpt", checkpoint_cmd_ckpt, "list, verify and export checkpoints (ls|verify|export)"},
     {"bench", cmd_bench, "micro-benchmarks: `bench gemm` measures the sgemm peak"},
 };
 #define NCOMMANDS (int)(sizeof(COMMANDS) / sizeof(COMMANDS[0]))
@@ -57,19 +64,8 @@ static int cmd_bench(int argc, char **argv) {
     mt_fail("unknown benchmark '%s' (available: gemm, nccl)", argv[1]);
 }
 
-/* Debian's OpenBLAS 0.3.21 does not recognise some newer CPUs (e.g. Sapphire Rapids) and falls
- * back to SSE3 kernels, ~6x below peak. It picks kernels when the library loads, before main(),
- * so the only fix from inside is to set OPENBLAS_CORETYPE and re-execute ourselves once. */
-static void ensure_blas_kernels(char **argv) {
-    char msg[512];
-    if (getenv("OPENBLAS_CORETYPE") || !flops_blas_kernel_check(msg, sizeof(msg))) return;
-    setenv("OPENBLAS_CORETYPE", __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell", 1);
-    execv("/proc/self/exe", argv);
-    mt_warn("%s", msg); /* exec failed: carry on with slow kernels, loudly */
-}
-
 int main(int argc, char **argv) {
-    ensure_blas_kernels(argv);
+    flops_blas_reexec(argv);
     if (argc < 2) {
         usage(stderr);
         return MT_EXIT_USAGE;

@@ -22,6 +22,7 @@
 #include "train/optim.h"
 
 int main(int argc, char **argv) {
+    flops_blas_reexec(argv);
     int threads = 2, steps = 5, B = 4, T = 64, L = 12, C = 768, NH = 12, V = 50257;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);

@@ -80,4 +80,11 @@ double flops_gpu_peak_by_name(const char *device_name);
  * GFLOP/s and the theoretical peak line. argv[0] is the subcommand name. Returns an exit code. */
 int flops_cmd_bench_gemm(int argc, char **argv);
 
+/* Debian's OpenBLAS 0.3.21 does not recognise some newer CPUs (e.g. Sapphire Rapids) and falls
+ * back to SSE3 kernels, ~6x below peak. It picks kernels when the library loads, before main(),
+ * so the fix from inside is to set OPENBLAS_CORETYPE (SkylakeX on AVX-512, Haswell on AVX2) and
+ * re-execute the program once. Call first thing in main(); returns only if no re-exec was needed
+ * (or it failed, after a warning). A value already in the environment is respected. */
+void flops_blas_reexec(char **argv);
+
 #endif /* MT_FLOPS_H */
