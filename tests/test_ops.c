@@ -569,9 +569,10 @@ static void test_adamw(void **state) {
     double pd[3], md[3] = {0}, vd[3] = {0};
     for (int i = 0; i < 3; i++) pd[i] = p[i];
     for (int t = 1; t <= 2; t++) {
-        ops_adamw(p, g[t - 1], m, v, 3, lr, b1, b2, eps, wd, t);
+        const float sc = t == 2 ? 0.5f : 1.0f; /* step 2 also exercises the fused clip scale */
+        ops_adamw(p, g[t - 1], m, v, 3, lr, b1, b2, eps, wd, t, sc);
         for (int i = 0; i < 3; i++) { /* the header's formula, in double */
-            const double gi = g[t - 1][i];
+            const double gi = (double)sc * g[t - 1][i];
             md[i] = (double)b1 * md[i] + (1.0 - (double)b1) * gi;
             vd[i] = (double)b2 * vd[i] + (1.0 - (double)b2) * gi * gi;
             const double mhat = md[i] / (1.0 - pow((double)b1, t));
@@ -756,7 +757,7 @@ static Arena run_all(int threads) {
     const double ce = ops_softmax_crossentropy(logits, losses, tg, N, V, 1.0f / N);
     *take(&a, 1) = (float)ce;
 
-    ops_adamw(mp, mg, mm, mv, NP, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
+    ops_adamw(mp, mg, mm, mv, NP, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.0f);
     memcpy(take(&a, NP), mp, NP * sizeof(float));
     *take(&a, 1) = (float)ops_sumsq(mg, NP);
 

@@ -86,10 +86,12 @@ double ops_sumsq(const float *x, size_t n);
 /* x (n) *= s. */
 void ops_scale(float *x, size_t n, float s);
 
-/* One AdamW step (Loshchilov & Hutter 2019) over n parameters, in place.
- * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²; mhat = m/(1-b1^t); vhat = v/(1-b2^t);
- * p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p). t is the 1-based step count. g is read only. */
+/* One AdamW step (Loshchilov & Hutter 2019) over n parameters, in place, with the gradient
+ * first multiplied by grad_scale (global-norm clipping, fused to save a pass over memory):
+ * g' = grad_scale·g; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'²; mhat = m/(1-b1^t);
+ * vhat = v/(1-b2^t); p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p). t is the 1-based step
+ * count. g is read only. */
 void ops_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-               float b2, float eps, float wd, int t);
+               float b2, float eps, float wd, int t, float grad_scale);
 
 #endif /* MT_OPS_H */

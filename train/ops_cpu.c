@@ -501,7 +501,7 @@ void ops_scale(float *x, size_t n, float s) {
  * being memory-bound once vectorised). The function attribute optimize("no-math-errno") does not
  * take effect in GCC 12, so the flag belongs in CFLAGS. */
 void ops_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-               float b2, float eps, float wd, int t) {
+               float b2, float eps, float wd, int t, float grad_scale) {
     mtCheck(t >= 1, "ops_adamw: the step count t is 1-based");
     /* bias corrections in double, once per call, then applied as multipliers */
     const float inv_bc1 = (float)(1.0 / (1.0 - pow((double)b1, t)));
@@ -509,7 +509,7 @@ void ops_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr,
     const float one_b1 = 1.0f - b1, one_b2 = 1.0f - b2;
 #pragma omp parallel for simd if (n >= OPS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
-        const float gi = g[i];
+        const float gi = g[i] * grad_scale;
         const float mi = b1 * m[i] + one_b1 * gi;
         const float vi = b2 * v[i] + one_b2 * gi * gi;
         m[i] = mi;

@@ -44,14 +44,13 @@ void optim_step(optim_adamw *o, gpt_model *m, float lr, float grad_scale) {
             "optimizer range exceeds the parameter buffer");
     if (hi > m->num_params) hi = m->num_params; /* padding */
     o->t++;
-    if (grad_scale != 1.0f && hi > lo) ops_scale(m->grads + lo, hi - lo, grad_scale);
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor *t = &m->tensors[i];
         size_t a = t->offset > lo ? t->offset : lo;
         size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
         if (a >= b) continue;
         ops_adamw(m->params + a, m->grads + a, o->m + (a - lo), o->v + (a - lo), b - a, lr,
-                  o->beta1, o->beta2, o->eps, t->decay ? o->weight_decay : 0.0f, o->t);
+                  o->beta1, o->beta2, o->eps, t->decay ? o->weight_decay : 0.0f, o->t, grad_scale);
     }
 }
 

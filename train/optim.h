@@ -37,7 +37,8 @@ float optim_clip_scale(double norm, float clip);
 
 /* One AdamW step over the flat range [o->offset, o->offset + o->n) of the model (the whole model,
  * or a ZeRO-1 shard; the part beyond num_params is padding and skipped), decaying only the
- * tensors with decay = 1. grads in the range are multiplied by grad_scale first (clipping). */
+ * tensors with decay = 1. The gradient is multiplied by grad_scale (clipping) inside the update;
+ * m->grads itself is not modified. */
 void optim_step(optim_adamw *o, gpt_model *m, float lr, float grad_scale);
 
 void optim_free(optim_adamw *o);
