@@ -168,6 +168,10 @@ asan:
 	$(MAKE) ASAN=1 BUILD=build-asan build-asan/libminitrain.a
 	$(MAKE) ASAN=1 BUILD=build-asan $(TEST_SRCS:tests/%.c=build-asan/tests/%)
 	@set -e; for t in $(TEST_SRCS:tests/%.c=build-asan/tests/%); do echo "== $$t"; $$t; done
+	# issue #7: the HTTP server's end-to-end + wrk load test under AddressSanitizer/UBSan, with an
+	# ASan build of the binary (BIN keeps it apart from ./minitrain)
+	$(MAKE) ASAN=1 BUILD=build-asan BIN=build-asan/minitrain build-asan/minitrain
+	MT=build-asan/minitrain bash tests/run_serve.sh
 
 clean:
 	rm -rf $(BUILD) build-asan minitrain

@@ -60,10 +60,19 @@ static const key_desc KEYS[] = {
     KI(sample_tokens, 128, 0, 1 << 20, "tokens per printed sample"),
     KI(stop_after, 0, 0, 1 << 30, "stop cleanly after this step (0 = run all steps)"),
     KI(tp, 1, 1, 1024, "tensor-parallel degree"),
-    KI(pp, 1, 1, 1024, "pipeline-parallel degree"),
+    KI(pp, 1, 1, 256, "pipeline-parallel degree"),
     KI(dp, 0, 0, 1 << 20, "data-parallel degree (0 = world / (tp*pp))"),
     KI(ep, 1, 1, 1024, "expert-parallel degree (carved out of dp)"),
     KI(zero, 0, 0, 1, "ZeRO stage (0 or 1)"),
+    KI(moe_every, 0, 0, 1024, "every N-th block's MLP is a mixture of experts (0 = dense)"),
+    KI(n_experts, 4, 1, 4096, "experts per MoE layer"),
+    KI(top_k, 1, 1, 2, "experts each token is routed to (1 or 2)"),
+    KF(capacity_factor, 1.25, 0, 64, "expert capacity factor (>= 1; 0 = dropless)"),
+    KF(aux_loss_coef, 0.01, 0, 100, "Switch load-balancing loss coefficient alpha"),
+    KF(z_loss_coef, 0, 0, 100, "router z-loss coefficient (ST-MoE)"),
+    KI(microbatches, 0, 0, 1 << 20, "pipeline microbatches per step (0 = global_batch/(batch_size*dp))"),
+    KS(pp_layers, "", "layers per pipeline stage, e.g. 3,4 (empty = even split)"),
+    KS(pp_schedule, "1f1b", "pipeline schedule: 1f1b | gpipe"),
     KF(comm_timeout, 300, 0, 1e6, "seconds a collective may take before the job is aborted (0 = off)"),
     KF(bucket_mb, 25, 0.001, 1e6, "data-parallel gradient bucket size in MiB"),
     KI(ckpt_every, 0, 0, 1 << 30, "checkpoint every N steps (0 = none)"),
@@ -209,7 +218,7 @@ int config_validate(const mt_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "stop_after (%d) exceeds steps (%d)", cfg->stop_after, cfg->steps);
         return -1;
     }
-    if (cfg->global_batch % cfg->batch_size != 0) {
+    if (cfg->microbatches == 0 && cfg->global_batch % cfg->batch_size != 0) {
         snprintf(err, errlen, "global_batch (%d) must be a multiple of batch_size (%d)",
                  cfg->global_batch, cfg->batch_size);
         return -1;
@@ -227,6 +236,19 @@ int config_validate(const mt_config *cfg, char *err, size_t errlen) {
     }
     if (!resume_ok) {
         snprintf(err, errlen, "'resume' must be auto, no or a step number, got '%s'", cfg->resume);
+        return -1;
+    }
+    if (cfg->moe_every > 0 && cfg->capacity_factor > 0 && cfg->capacity_factor < 1) {
+        snprintf(err, errlen, "capacity_factor (%g) must be >= 1 (or 0 for dropless)",
+                 cfg->capacity_factor);
+        return -1;
+    }
+    if (cfg->moe_every > 0 && cfg->top_k > cfg->n_experts) {
+        snprintf(err, errlen, "top_k (%d) exceeds n_experts (%d)", cfg->top_k, cfg->n_experts);
+        return -1;
+    }
+    if (strcmp(cfg->pp_schedule, "1f1b") != 0 && strcmp(cfg->pp_schedule, "gpipe") != 0) {
+        snprintf(err, errlen, "'pp_schedule' must be 1f1b or gpipe, got '%s'", cfg->pp_schedule);
         return -1;
     }
     if (strcmp(cfg->ckpt_on_error, "stop") != 0 && strcmp(cfg->ckpt_on_error, "continue") != 0) {

@@ -45,6 +45,14 @@ typedef struct {
     int stop_after; /* end cleanly after this step (0 = run to `steps`) */
     /* parallel layout (parallel runtime issues) */
     int tp, pp, dp, ep, zero;
+    /* mixture of experts */
+    int moe_every;         /* every N-th block's MLP is a MoE layer (0 = dense model) */
+    int n_experts, top_k;
+    float capacity_factor; /* >= 1, or 0 = dropless */
+    float aux_loss_coef, z_loss_coef;
+    int microbatches;     /* pipeline microbatches per step (0 = global_batch / (batch_size·dp)) */
+    char pp_layers[256];  /* layers per stage, e.g. "3,4" ("" = even split) */
+    char pp_schedule[16]; /* 1f1b | gpipe */
     float comm_timeout;  /* seconds before the collective watchdog aborts the job */
     float bucket_mb;     /* data-parallel gradient bucket size */
     /* checkpointing */

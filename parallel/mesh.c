@@ -54,6 +54,9 @@ void mesh_init(mesh *m, comm *world, int tp, int pp, int dp, int ep) {
     int ep_block = m->dp_rank / ep; /* which replica of the expert set */
     m->ep_group = comm_split(world, (m->tp_rank + tp * m->pp_rank) * dp + ep_block, m->ep_rank, "ep");
     m->edp_group = comm_split(world, (m->tp_rank + tp * m->pp_rank) * ep + m->ep_rank, ep_block, "edp");
+    int ends = m->pp_rank == 0 || m->pp_rank == pp - 1;
+    m->embed_group = comm_split(world, ends ? m->tp_rank + tp * m->dp_rank : tp * dp + m->rank,
+                                m->pp_rank, "embed");
 }
 
 /* Format "[a,b,c]" of the world ranks that share this rank's group along one dimension. */
@@ -92,5 +95,6 @@ void mesh_free(mesh *m) {
     comm_free(m->pp_group);
     comm_free(m->ep_group);
     comm_free(m->edp_group);
+    comm_free(m->embed_group);
     memset(m, 0, sizeof(*m));
 }

@@ -25,6 +25,8 @@ typedef struct {
     comm *pp_group; /* ranks with the same (tp_rank, dp_rank) */
     comm *ep_group; /* ep consecutive dp ranks (experts sharded across them) */
     comm *edp_group; /* ranks holding the same experts: dp/ep of them */
+    comm *embed_group; /* first and last pipeline stage of one (tp, dp) pipeline: the two copies
+                        * of the tied embedding sum their gradients here (others: alone) */
 } mesh;
 
 /* Check a layout before any work: tp·pp·dp must equal world_size (dp = 0 means

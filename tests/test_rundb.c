@@ -1,5 +1,5 @@
 /*
- * tests/test_rundb.c — the run database (core/rundb) and `minitrain report` (train/cmd_report).
+ * tests/test_rundb.c — the run database (core/rundb) and `minitrain report` (sched/cmd_report).
  *
  * Writes go through the rundb API; every check reads back with raw SQLite queries or parses the
  * report's JSON, and compares with values this test computes on its own (its own median, its own
@@ -25,7 +25,7 @@
 
 #include "core/rundb.h"
 
-int report_cmd_report(int argc, char **argv); /* train/cmd_report.c */
+int report_cmd_report(int argc, char **argv); /* sched/cmd_report.c */
 
 static char g_tmp[256];
 

@@ -14,7 +14,11 @@
 #include "core/timer.h"
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
+
+/* sched/hooks.h — declared here, not included: train/ does not depend on sched/ headers. */
+int sched_attach_trainer(trainer *tr, char *err, size_t errlen);
 
 static void usage(void) {
     printf("usage: minitrain train [--config FILE] [--KEY VALUE ...]\n\n"
@@ -119,6 +123,16 @@ int train_cmd_train(int argc, char **argv) {
              tr.flops_per_token / 1e6, tr.peak_measured / 1e9,
              tr.peak_theoretical > 0 ? tr.peak_desc : "unknown");
     if (tr.peak_theoretical <= 0) log_info("  (theoretical peak unknown: %s)", tr.peak_desc);
+    if (ms.pp > 1) {
+        char split[512] = "";
+        for (int st = 0, n = 0; st < ms.pp && n < (int)sizeof(split) - 16; st++)
+            n += snprintf(split + n, sizeof(split) - n, "%s%d", st ? "," : "",
+                          tr.stage_begin[st + 1] - tr.stage_begin[st]);
+        log_info("pipeline: %d stages (layers %s), %d microbatches of %d, schedule %s | bubble "
+                 "(P-1)/(M+P-1) = %.1f%%", ms.pp, split, tr.grad_accum, c->batch_size,
+                 tr.schedule == PP_GPIPE ? "GPipe" : "1F1B",
+                 100 * pp_bubble_fraction(ms.pp, tr.grad_accum));
+    }
     if (ms.world_size > 1) {
         double opt_mb = 2.0 * tr.opt.n * sizeof(float) / 1048576.0;
         double full_mb = 2.0 * tr.model.num_params * sizeof(float) / 1048576.0;
@@ -128,9 +142,31 @@ int train_cmd_train(int argc, char **argv) {
     }
     trainer_add_hook(&tr, "eval", c->eval_every, trainer_hook_eval, NULL);
     if (c->sample_tokens > 0) trainer_add_hook(&tr, "sample", c->sample_every, trainer_hook_sample, NULL);
+    /* Checkpoints (train/checkpoint.h): --resume auto|no|STEP, then a save every ckpt_every
+     * steps and at the end; the hook runs every step to advance an asynchronous save. */
+    checkpointer *ckpt = checkpoint_create(&tr);
+    if (checkpoint_resume(ckpt, &tr, err, sizeof(err)) < 0) {
+        if (ms.rank == 0) {
+            fprintf(stderr, "minitrain: error: %s\n", err);
+            rundb_log_event(tr.db, tr.run_id, "error", 0, err);
+            rundb_run_end(tr.db, tr.run_id, "failed");
+        }
+        checkpoint_free(ckpt);
+        trainer_free(&tr);
+        comm_finalize();
+        return MT_EXIT_USAGE;
+    }
+    if (c->ckpt_every > 0) trainer_add_hook(&tr, "checkpoint", 1, checkpoint_hook, ckpt);
+    /* Resilience (sched/hooks.h): --fault injection + heartbeats for `minitrain run`. Keep this
+     * after the checkpoint resume and the checkpoint hook (it reads the resumed step, and a
+     * corrupt-ckpt fault waits for the step's commit). */
+    if (sched_attach_trainer(&tr, err, sizeof(err)) != 0) mt_fail("%s", err);
 
     double t0 = timer_now();
     int rc = trainer_run(&tr);
+    int ckpt_rc = checkpoint_finish(ckpt, &tr); /* waits for a save in flight */
+    if (rc == MT_EXIT_OK) rc = ckpt_rc;
+    checkpoint_free(ckpt);
     double wall = timer_now() - t0;
     if (trainer_save_model(&tr, err, sizeof(err)) != 0) { /* only rank 0 writes, so fails */
         rundb_log_event(tr.db, tr.run_id, "error", 0, err);

@@ -17,9 +17,10 @@
 #include <stdint.h>
 
 #include "core/rng.h"
+#include "train/moe.h"
 
 typedef struct {
-    int n_layer;
+    int n_layer; /* layers of the WHOLE model */
     int n_head;
     int d_model;
     int seq_len; /* maximum context T */
@@ -27,13 +28,22 @@ typedef struct {
     /* tensor parallelism: this rank holds n_head/tp heads and 4·d_model/tp MLP columns.
      * 0 or 1 = no tensor parallelism. */
     int tp, tp_rank;
+    /* pipeline parallelism: this rank is stage pp_rank of pp and holds layers
+     * [layer_begin, layer_end); stage 0 also holds the embeddings, the last stage the final
+     * LayerNorm and the LM head (with its own copy of the tied wte). pp 0 or 1 = all layers. */
+    int pp, pp_rank, layer_begin, layer_end;
+    /* mixture of experts (train/moe.h): block l's MLP is a MoE layer when moe_every > 0 and
+     * (l + 1) % moe_every == 0; experts are sharded over ep ranks (this rank: ep_rank). */
+    int moe_every, n_experts, top_k;
+    float capacity_factor, aux_coef, z_coef;
+    int ep, ep_rank;
 } gpt_config;
 
 /* One named parameter tensor inside the flat buffer. */
 typedef struct {
     char name[64];
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];
     size_t offset; /* in floats, from the start of the flat buffer */
     size_t numel;
     int decay; /* 1 for 2-D weights (AdamW weight decay applies) */
@@ -45,6 +55,9 @@ typedef struct {
     int64_t g_shape[3], g_offset[3], g_local[3];
     int tp_split;      /* dimension of the global view split across TP ranks, -1 = none */
     int tp_replicated; /* 1 if every TP rank holds the same values (LayerNorm, wte, wpe, ...) */
+    int pp_tied_copy;  /* 1 for the last pipeline stage's copy of wte (the first stage owns it) */
+    int expert;        /* 1 for MoE expert weights: split over the EP group along dim 0 (reduce
+                        * their gradients over the expert-data-parallel group, not dp) */
 } gpt_tensor;
 
 /* Pointers to one block's parameters (or gradients) inside a flat buffer. */
@@ -53,8 +66,12 @@ typedef struct {
     float *qkvw, *qkvb;         // (3C, C), (3C)
     float *attprojw, *attprojb; // (C, C), (C)
     float *ln2w, *ln2b;         // (C)
-    float *fcw, *fcb;           // (4C, C), (4C)
+    float *fcw, *fcb;           // (4C, C), (4C)          dense MLP
     float *fcprojw, *fcprojb;   // (C, 4C), (C)
+    int moe;                    /* 1: the MLP is a mixture of experts instead */
+    float *router_w;            // (E, C)
+    float *efc_w, *efc_b;       // (E_local, 4C, C), (E_local, 4C)
+    float *eproj_w, *eproj_b;   // (E_local, C, 4C), (E_local, C)
 } gpt_block;
 
 /* Forward activations of one block, kept for backward. N = B*T rows. */
@@ -71,9 +88,36 @@ typedef struct {
 
 struct comm;
 
+/* The activations of one microbatch in flight (pipeline schedules keep several). */
+typedef struct {
+    int B, T;       /* shape of the last forward through this slot */
+    float dloss;    /* its dloss (0 = no backward may follow) */
+    float *mem;
+    float *encoded; // (N, C) input of the first local block: embeddings, or the previous stage's
+    gpt_block_acts *acts;             // (local layers)
+    float *lnf, *lnf_mean, *lnf_rstd; // (N, C), (N), (N)   last stage only
+    float *logits;                    // (N, V); dlogits in place after a training forward
+    float *losses;                    // (N)
+    int *inputs;                      // (N) token ids (first stage)
+    moe_layer **moe;                  // (local layers) MoE layer state, NULL for dense blocks
+} gpt_acts;
+
+/* MoE statistics of one forward, summed over this stage's MoE blocks. */
+typedef struct {
+    double aux_loss, z_loss;  /* per layer values summed over layers */
+    int dropped;              /* (token, slot) assignments dropped on this rank */
+    int tokens_min, tokens_max; /* assignments per expert (group), min/max over layers */
+    double tokens_cv;         /* largest coefficient of variation over layers */
+    int layers;               /* MoE blocks that ran */
+} gpt_moe_stats;
+
+
 typedef struct {
     gpt_config cfg;
     struct comm *tp_comm; /* tensor-parallel group (NULL or size 1 = none) */
+    struct comm *ep_comm; /* expert-parallel group (NULL or size 1 = none), set before alloc */
+    float aux_grad;       /* d(objective)/d(aux + z) of each MoE layer per microbatch */
+    gpt_moe_stats moe_stats; /* accumulated over forwards since the caller last cleared it */
     /* Called during gpt_backward each time the gradients at flat offsets >= offset are final
      * (after the head, after each block, after the embeddings), so data-parallel reduction of
      * those buckets can start while the backward continues. NULL = not called. */
@@ -84,24 +128,22 @@ typedef struct {
     int n_tensors;
     size_t num_params;
     size_t capacity; /* floats allocated in params/grads (>= num_params, see gpt_reserve) */
-    float *params;  // (num_params)
-    float *grads;   // (num_params), allocated by gpt_alloc_training
-    float *wte, *wpe, *lnfw, *lnfb;     // views into params: (V,C), (maxT,C), (C), (C)
+    float *params;   // (num_params)
+    float *grads;    // (num_params), allocated by gpt_alloc_training
+    int first, last; /* this stage holds the embeddings / the head */
+    int n_local;     /* layers on this stage: global layer cfg.layer_begin + i */
+    int i_wte, i_wpe, i_lnf; /* tensor indices, -1 when not on this stage */
+    float *wte, *wpe, *lnfw, *lnfb;     // views into params (NULL when not on this stage)
     float *dwte, *dwpe, *dlnfw, *dlnfb; // views into grads
-    gpt_block *blocks, *dblocks;        // (n_layer) each
-    /* activations for a fixed (B, T) */
-    int B, T;
-    float *act_mem;
-    float *encoded;                    // (N, C)
-    gpt_block_acts *acts;              // (n_layer)
-    float *lnf, *lnf_mean, *lnf_rstd;  // (N, C), (N), (N)
-    float *logits;                     // (N, V); dlogits in place after a training forward
-    float *losses;                     // (N)
-    int B_last, T_last;                /* shape of the last forward */
-    float dloss_last;                  /* its dloss (0 = no backward may follow) */
-    /* backward scratch (inside act_mem) */
-    float *dres, *dln, *datty, *dqkv, *datt, *dfch, *dfch_gelu; // see model.c
-    int *inputs_saved;                 // (N) token ids of the last forward
+    gpt_block *blocks, *dblocks;        // (n_local) each
+    int *block_t0;                      // (n_local) index of each block's first tensor
+    /* activations: n_slots microbatches of up to (B, T) */
+    int B, T, n_slots;
+    gpt_acts *slots;
+    float *logits; /* slot 0's logits (tests, tools) */
+    /* backward scratch, shared by all slots */
+    float *scratch;
+    float *dres, *dln, *datty, *dqkv, *datt, *dfch, *dfch_gelu;
 } gpt_model;
 
 /* Build the parameter table and allocate params (zeroed). With cfg->tp > 1 the tensors are
@@ -115,22 +157,23 @@ int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen);
  * is zero padding, e.g. for ZeRO-1 shards of equal size) and re-point every view. */
 void gpt_reserve(gpt_model *m, size_t total);
 
-/* Assemble the full (tp = 1) parameter buffer from the local buffers of every TP rank:
- * all_local holds tp consecutive blocks of num_params floats, block r from tp rank r (an
- * all-gather of params); full receives the parameters in the layout of an unsharded model of
- * the same config (full_cfg's num_params floats). */
-void gpt_assemble_full(const gpt_model *m, const float *all_local, const gpt_model *full);
+/* Copy the parameters of one shard (src: a model built for some tp_rank/pp_rank, whose
+ * parameter values are src_params) into their places in `full`, an unsharded model of the same
+ * config (tp = pp = 1). Calling it for every (tp, pp) shard assembles the whole model. */
+void gpt_place_into_full(const gpt_model *src, const float *src_params, gpt_model *full);
 
 /* GPT-2 initialisation: weights ~ N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj)
  * ~ N(0, 0.02/sqrt(2·n_layer)), biases 0, LayerNorm weights 1. Deterministic for a seed. */
 void gpt_init_weights(gpt_model *m, uint64_t seed);
 
-/* Allocate gradients (zeroed) and activations for microbatches of B sequences of length T
- * (T <= seq_len). Memory: see gpt_activation_floats. */
+/* Allocate gradients (zeroed) and one activation slot for microbatches of B sequences of length
+ * T (T <= seq_len). gpt_alloc_slots: n_slots microbatches in flight (pipeline schedules). */
 void gpt_alloc_training(gpt_model *m, int B, int T);
+void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots);
 
-/* Floats of activation + backward scratch memory for (B, T): for memory reports. */
-size_t gpt_activation_floats(const gpt_config *cfg, int B, int T);
+/* Floats of activation memory of one slot and of the shared backward scratch, for (B, T) on
+ * this model's stage: for memory reports. */
+size_t gpt_activation_floats(const gpt_model *m, int B, int T);
 
 /* Forward pass. inputs, targets (B,T) int token ids; targets may be NULL (no loss).
  * dloss: gradient scale of the mean loss for the backward that follows, normally
@@ -143,8 +186,35 @@ float gpt_forward(gpt_model *m, const int *inputs, const int *targets, int B, in
  * m->grads, so calling forward/backward for each microbatch implements gradient accumulation. */
 void gpt_backward(gpt_model *m);
 
+/* --- pipeline stages -------------------------------------------------------------------------
+ * The same passes, one stage and one slot at a time, for the pipeline schedule (parallel/pp.c).
+ * N = B·T rows; activations cross stages as (N, C) buffers. */
+/* Where the previous stage's output for this slot must be received (non-first stages). */
+float *gpt_stage_input(gpt_model *m, int slot);
+/* Forward of this stage for one microbatch into `slot`. First stage: embeds inputs (B, T);
+ * last stage: head + loss against targets (B, T) with gradient scale dloss (0 = eval).
+ * Returns the SUM of token losses on the last stage (count in *n_counted), 0 elsewhere. */
+double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
+                         int T, float dloss, int *n_counted);
+/* This stage's output (N, C) for the slot (non-last stages), to send to the next stage. */
+const float *gpt_stage_output(const gpt_model *m, int slot);
+/* Backward of this stage for the slot. dout (N, C): gradient w.r.t. this stage's output
+ * (ignored on the last stage, which starts from its dlogits). Accumulates parameter gradients;
+ * returns the gradient w.r.t. the stage input (N, C) to send back (non-first stages; valid
+ * until the next backward), NULL on the first stage (which runs the embedding backward). */
+const float *gpt_stage_backward(gpt_model *m, int slot, const float *dout);
+
 /* Zero m->grads. */
 void gpt_zero_grad(gpt_model *m);
+
+/* The MoE layer configuration of this model (train/moe.h), for its MoE blocks. */
+moe_config gpt_moe_config(const gpt_model *m);
+
+/* Re-point the wte/wpe/ln_f/block views into params and grads (after a reallocation). */
+void gpt_rebind(gpt_model *m);
+
+/* Free the activation slots and scratch (parameters stay). */
+void gpt_free_activations(gpt_model *m);
 
 void gpt_free(gpt_model *m);
 
@@ -157,6 +227,8 @@ typedef struct {
     float *k, *v;          // (L, maxT, C) each
     float *x, *buf, *qkv, *h, *hg, *scratch; // one-token scratch
     float *logits;         // (V) logits after the last gpt_decode_step
+    int n_layer;
+    moe_layer **moe;       // (n_layer) per-block MoE state (NULL for dense blocks)
 } gpt_decode_state;
 
 void gpt_decode_init(gpt_decode_state *s, const gpt_model *m);

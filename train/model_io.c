@@ -8,8 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
+#include "train/checkpoint.h"
 
 int model_io_save(const gpt_model *m, const char *path, const char *config_json, int step,
                   char *err, size_t errlen) {
@@ -19,17 +21,20 @@ int model_io_save(const gpt_model *m, const char *path, const char *config_json,
         t[i].name = g->name;
         t[i].dtype = ST_F32;
         t[i].ndim = g->ndim;
-        t[i].shape[0] = g->shape[0];
-        t[i].shape[1] = g->shape[1];
+        for (int d = 0; d < g->ndim; d++) t[i].shape[d] = g->shape[d];
         t[i].data = m->params + g->offset;
     }
     st_meta meta;
     st_meta_init(&meta);
-    char stepbuf[32], archbuf[160];
+    char stepbuf[32], archbuf[400];
     snprintf(stepbuf, sizeof(stepbuf), "%d", step);
+    const gpt_config *c = &m->cfg;
     snprintf(archbuf, sizeof(archbuf),
-             "{\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"seq_len\":%d,\"vocab_size\":%d}",
-             m->cfg.n_layer, m->cfg.n_head, m->cfg.d_model, m->cfg.seq_len, m->cfg.vocab_size);
+             "{\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"seq_len\":%d,\"vocab_size\":%d,"
+             "\"moe_every\":%d,\"n_experts\":%d,\"top_k\":%d,\"capacity_factor\":%.9g,"
+             "\"aux_coef\":%.9g,\"z_coef\":%.9g}",
+             c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size, c->moe_every,
+             c->n_experts, c->top_k, c->capacity_factor, c->aux_coef, c->z_coef);
     int rc = st_meta_set(&meta, "format", "minitrain-gpt2", err, errlen);
     if (rc == 0) rc = st_meta_set(&meta, "minitrain.model", archbuf, err, errlen);
     if (rc == 0) rc = st_meta_set(&meta, "minitrain.step", stepbuf, err, errlen);
@@ -52,10 +57,84 @@ static int json_int(const cJSON *o, const char *key, int *out) {
     return 0;
 }
 
+/* Step recorded in a model file's metadata; -1 when the file is missing or unreadable. */
+static int file_step(const char *path) {
+    st_file f;
+    char e[512];
+    if (st_open(&f, path, e, sizeof(e)) != 0) return -1;
+    const char *s = st_metadata(&f, "minitrain.step");
+    int step = s ? atoi(s) : 0;
+    st_close(&f);
+    return step;
+}
+
+/* A run directory whose RUN_DIR/ckpt holds a verified checkpoint newer than model.safetensors
+ * (e.g. a run still training, or one that was killed): load that. Returns 1 (loaded), 0 (none
+ * newer: use model.safetensors), -1 (error in err). */
+static int load_newer_checkpoint(gpt_model *m, const char *run_dir, int *step_out, char *err,
+                                 size_t errlen) {
+    char root[CKPT_PATH_MAX], file[CKPT_PATH_MAX], dir[CKPT_PATH_MAX], msg[1024];
+    snprintf(root, sizeof(root), "%.4000s/ckpt", run_dir);
+    snprintf(file, sizeof(file), "%.4000s/model.safetensors", run_dir);
+    int fstep = file_step(file);
+    int64_t *steps = NULL;
+    int n = 0, rc = 0;
+    if (ckpt_list(root, &steps, &n, msg, sizeof(msg)) != 0) n = 0;
+    for (int i = n - 1; i >= 0 && steps[i] > fstep && rc == 0; i--) {
+        if (ckpt_verify(root, steps[i], msg, sizeof(msg)) != 0) {
+            mt_warn("skipping checkpoint step %lld: %s", (long long)steps[i], msg);
+            continue;
+        }
+        ckpt_step_path(dir, sizeof(dir), root, steps[i], "");
+        rc = checkpoint_load_model(m, dir, step_out, err, errlen) == 0 ? 1 : -1;
+    }
+    free(steps);
+    return rc;
+}
+
+int model_io_load_step(gpt_model *m, const char *run_dir, int step, int *step_out, char *err,
+                       size_t errlen) {
+    char root[CKPT_PATH_MAX], dir[CKPT_PATH_MAX], file[CKPT_PATH_MAX], msg[1024];
+    struct stat sb;
+    if (stat(run_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "'%s' is not a run directory", run_dir);
+        return -1;
+    }
+    snprintf(root, sizeof(root), "%.4000s/ckpt", run_dir);
+    snprintf(file, sizeof(file), "%.4000s/model.safetensors", run_dir);
+    if (step >= 0 && ckpt_step_path(dir, sizeof(dir), root, step, "") == 0 &&
+        stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        if (ckpt_verify(root, step, msg, sizeof(msg)) != 0) {
+            snprintf(err, errlen, "checkpoint step %d of '%s' does not verify: %s", step,
+                     run_dir, msg);
+            return -1;
+        }
+        return checkpoint_load_model(m, dir, step_out, err, errlen);
+    }
+    int fstep = file_step(file);
+    if (fstep == step) return model_io_load(m, file, step_out, err, errlen);
+    int64_t *steps = NULL;
+    int n = 0;
+    char list[256] = "";
+    if (ckpt_list(root, &steps, &n, msg, sizeof(msg)) == 0)
+        for (int i = 0, at = 0; i < n && at < (int)sizeof(list) - 24; i++)
+            at += snprintf(list + at, sizeof(list) - at, "%s%lld", i ? ", " : "",
+                           (long long)steps[i]);
+    free(steps);
+    snprintf(err, errlen, "run '%s' has no checkpoint of step %d (committed steps: %s; "
+             "model.safetensors: %s%d)", run_dir, step, n ? list : "none",
+             fstep < 0 ? "absent, " : "step ", fstep < 0 ? 0 : fstep);
+    return -1;
+}
+
 int model_io_load(gpt_model *m, const char *path_or_run_dir, int *step_out, char *err,
                   size_t errlen) {
     char path[1100];
     struct stat sb;
+    if (stat(path_or_run_dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        int r = load_newer_checkpoint(m, path_or_run_dir, step_out, err, errlen);
+        if (r != 0) return r > 0 ? 0 : -1;
+    }
     if (stat(path_or_run_dir, &sb) == 0 && S_ISDIR(sb.st_mode))
         snprintf(path, sizeof(path), "%s/model.safetensors", path_or_run_dir);
     else
@@ -78,6 +157,15 @@ int model_io_load(gpt_model *m, const char *path_or_run_dir, int *step_out, char
         st_close(&f);
         return -1;
     }
+    /* optional mixture-of-experts keys (absent in dense models) */
+    const cJSON *v;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "moe_every"))) cfg.moe_every = v->valueint;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "n_experts"))) cfg.n_experts = v->valueint;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "top_k"))) cfg.top_k = v->valueint;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "capacity_factor")))
+        cfg.capacity_factor = (float)v->valuedouble;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "aux_coef"))) cfg.aux_coef = (float)v->valuedouble;
+    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "z_coef"))) cfg.z_coef = (float)v->valuedouble;
     cJSON_Delete(o);
     if (gpt_build(m, &cfg, err, errlen) != 0) {
         st_close(&f);
@@ -86,8 +174,8 @@ int model_io_load(gpt_model *m, const char *path_or_run_dir, int *step_out, char
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor *g = &m->tensors[i];
         const st_info *info = st_find(&f, g->name);
-        int ok = info && info->dtype == ST_F32 && info->ndim == g->ndim &&
-                 info->shape[0] == g->shape[0] && (g->ndim < 2 || info->shape[1] == g->shape[1]);
+        int ok = info && info->dtype == ST_F32 && info->ndim == g->ndim;
+        for (int d = 0; ok && d < g->ndim; d++) ok = info->shape[d] == g->shape[d];
         if (!ok) {
             snprintf(err, errlen, "%s: tensor '%s' is missing or has the wrong dtype/shape", path,
                      g->name);

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
+#include "parallel/pp.h"
 #include "train/flops.h"
 #include "train/model_io.h"
 #include "train/ops.h"
@@ -42,6 +43,14 @@ int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t 
     int threads = c->threads > 0 ? c->threads : omp_get_num_procs() / local_ranks;
     if (threads < 1) threads = 1;
     ops_set_threads(threads);
+    if (c->microbatches > 0) { /* --microbatches M fixes the microbatch size instead */
+        if (c->global_batch % (c->microbatches * ms->dp) != 0) {
+            snprintf(err, errlen, "global_batch (%d) must be a multiple of microbatches x dp = "
+                     "%d x %d", c->global_batch, c->microbatches, ms->dp);
+            return -1;
+        }
+        c->batch_size = c->global_batch / (c->microbatches * ms->dp);
+    }
     if (c->global_batch % (c->batch_size * ms->dp) != 0) {
         snprintf(err, errlen, "global_batch (%d) must be a multiple of batch_size x dp = %d x %d "
                  "(each data-parallel rank runs whole microbatches)", c->global_batch,
@@ -101,14 +110,39 @@ int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t 
     }
 
     /* model and optimizer */
-    gpt_config gc = {c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size, c->tp, ms->tp_rank};
+    if (pp_split_layers(c->n_layer, ms->pp, c->pp_layers, tr->stage_begin, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    tr->schedule = strcmp(c->pp_schedule, "gpipe") == 0 ? PP_GPIPE : PP_1F1B;
+    gpt_config gc = {.n_layer = c->n_layer, .n_head = c->n_head, .d_model = c->d_model,
+                     .seq_len = c->seq_len, .vocab_size = c->vocab_size, .tp = c->tp,
+                     .tp_rank = ms->tp_rank, .pp = ms->pp, .pp_rank = ms->pp_rank,
+                     .layer_begin = tr->stage_begin[ms->pp_rank],
+                     .layer_end = tr->stage_begin[ms->pp_rank + 1],
+                     .moe_every = c->moe_every, .n_experts = c->n_experts, .top_k = c->top_k,
+                     .capacity_factor = c->capacity_factor, .aux_coef = c->aux_loss_coef,
+                     .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank};
+    if (ms->ep > 1 && c->moe_every == 0) {
+        snprintf(err, errlen, "ep %d needs a mixture-of-experts model (set moe_every)", ms->ep);
+        return -1;
+    }
+    if (ms->ep > 1 && c->zero) {
+        snprintf(err, errlen, "zero=1 together with ep>1 is not supported (expert and dense "
+                 "gradients reduce over different groups); use zero=0");
+        return -1;
+    }
     if (gpt_build(&tr->model, &gc, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
     tr->model.tp_comm = ms->tp_group;
+    tr->model.ep_comm = ms->ep_group;
     gpt_init_weights(&tr->model, (uint64_t)c->seed);
-    gpt_alloc_training(&tr->model, c->batch_size, c->seq_len);
+    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
+    gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len,
+                    ms->pp > 1 ? pp_slots_needed(tr->schedule, ms->pp, ms->pp_rank,
+                                                 tr->grad_accum) : 1);
     /* data parallel: bucketed all-reduce, or ZeRO-1 shards of a padded buffer */
     size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
     dp_init(&tr->dp, ms->dp_group, tr->model.num_params, bucket, c->zero);
@@ -116,7 +150,6 @@ int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t 
     optim_init(&tr->opt, c->zero ? tr->dp.shard : tr->model.num_params, c->beta1, c->beta2,
                c->eps, c->weight_decay);
     tr->opt.offset = c->zero ? tr->dp.shard_start : 0;
-    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
     rng_seed(&tr->sample_rng, (uint64_t)c->seed ^ 0x5A4D504CULL);
 
     /* run directory and database */
@@ -146,6 +179,15 @@ int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t 
 
     /* accounting */
     tr->flops_per_token = flops_per_token(c->n_layer, c->d_model, c->seq_len, c->vocab_size, 1);
+    if (c->moe_every > 0) { /* count only the parameters a token touches: top_k experts */
+        double d = c->d_model, n_active = (double)c->vocab_size * d;
+        moe_config mc = gpt_moe_config(&tr->model);
+        for (int l = 0; l < c->n_layer; l++)
+            n_active += (c->moe_every > 0 && (l + 1) % c->moe_every == 0)
+                            ? 4 * d * d + moe_active_matmul_params(&mc)
+                            : 12 * d * d;
+        tr->flops_per_token = flops_per_token_n(n_active, c->n_layer, c->d_model, c->seq_len);
+    }
     comm_barrier(ms->world); /* all ranks probe at once: the peak each gets while sharing */
     tr->peak_measured = flops_sgemm_probe(threads, 0.5);
     double pk = tr->peak_measured;
@@ -178,36 +220,73 @@ float trainer_eval(trainer *tr) {
     if ((uint64_t)batches * bsz > nwin) batches = (int)(nwin / bsz);
     /* the same windows every call; data-parallel ranks split the batches */
     double acc[2] = {0, 0}; /* loss sum, batches */
-    for (int i = ms->dp_rank; i < batches; i += ms->dp) {
+    gpt_model *m = &tr->model;
+    size_t act = (size_t)bsz * T * m->cfg.d_model;
+    /* every rank runs the same number of forwards (MoE expert parallelism makes them
+     * collective across data-parallel ranks); rounds past the end are computed, not counted */
+    int rounds = (batches + ms->dp - 1) / ms->dp;
+    for (int it = 0; it < rounds; it++) {
+        int i = it * ms->dp + ms->dp_rank, counts = i < batches;
+        if (!counts) i %= batches;
         data_loader_get(&tr->val_dl, (uint64_t)i * bsz, bsz, inp, tgt);
-        acc[0] += gpt_forward(&tr->model, inp, tgt, bsz, T, 0.0f);
-        acc[1] += 1;
+        /* forward only through the pipeline: receive, run this stage, pass it on */
+        if (!m->first) comm_recv(ms->pp_group, gpt_stage_input(m, 0), act, ms->pp_rank - 1, 0);
+        int counted = 0;
+        double sum = gpt_stage_forward(m, 0, inp, tgt, bsz, T, 0.0f, &counted);
+        if (!m->last) comm_send(ms->pp_group, gpt_stage_output(m, 0), act, ms->pp_rank + 1, 0);
+        if (m->last && counts) acc[0] += sum / counted, acc[1] += 1;
     }
+    memset(&m->moe_stats, 0, sizeof(m->moe_stats)); /* eval routing is not a training statistic */
+    comm_all_reduce_f64(ms->pp_group, acc, 2, COMM_SUM); /* only the last stage has losses */
     comm_all_reduce_f64(ms->dp_group, acc, 2, COMM_SUM);
     free(inp);
     free(tgt);
     return (float)(acc[0] / acc[1]);
 }
 
-/* The whole model with tp = 1 on world rank 0 (gathered from the tensor-parallel shards;
- * collective over the TP group), or the model itself when it is not sharded. Other ranks get
- * NULL. Free with free_full_model. */
+/* The config of the shard held by (tp_rank, pp_rank, ep_rank). */
+static gpt_config shard_config(const trainer *tr, int tp_rank, int pp_rank, int ep_rank) {
+    gpt_config gc = tr->model.cfg;
+    gc.tp_rank = tp_rank;
+    gc.pp_rank = pp_rank;
+    gc.ep_rank = ep_rank;
+    gc.layer_begin = tr->stage_begin[pp_rank];
+    gc.layer_end = tr->stage_begin[pp_rank + 1];
+    return gc;
+}
+
+/* The whole model (tp = pp = ep = 1) on world rank 0, assembled from the shards of the first
+ * expert-parallel group of data-parallel ranks (dp_rank < ep; without EP just dp_rank 0): each
+ * sends its parameters to rank 0. The model itself when nothing is sharded. Other ranks get NULL.
+ * Collective over those ranks. */
 static gpt_model *full_model(trainer *tr) {
     gpt_model *m = &tr->model;
-    if (m->cfg.tp == 1) return tr->mesh->rank == 0 ? m : NULL;
-    float *all = mallocCheck((size_t)m->cfg.tp * m->num_params * sizeof(float));
-    comm_all_gather(tr->mesh->tp_group, m->params, all, m->num_params);
-    gpt_model *full = NULL;
-    if (tr->mesh->rank == 0) {
-        full = callocCheck(1, sizeof(gpt_model));
-        gpt_config fc = m->cfg;
-        fc.tp = 1;
-        fc.tp_rank = 0;
-        char err[256];
-        mtCheck(gpt_build(full, &fc, err, sizeof(err)) == 0, "cannot build the unsharded model");
-        gpt_assemble_full(m, all, full);
+    const mesh *ms = tr->mesh;
+    if (m->cfg.tp == 1 && m->cfg.pp == 1 && m->cfg.ep == 1) return ms->rank == 0 ? m : NULL;
+    if (ms->dp_rank >= ms->ep) return NULL;
+    if (ms->rank != 0) {
+        comm_send(ms->world, m->params, m->num_params, 0, 7);
+        return NULL;
     }
-    free(all);
+    gpt_model *full = callocCheck(1, sizeof(gpt_model));
+    gpt_config fc = m->cfg;
+    fc.tp = 1, fc.tp_rank = 0, fc.pp = 1, fc.pp_rank = 0, fc.layer_begin = 0, fc.layer_end = 0;
+    fc.ep = 1, fc.ep_rank = 0;
+    char err[256];
+    mtCheck(gpt_build(full, &fc, err, sizeof(err)) == 0, "cannot build the unsharded model");
+    gpt_place_into_full(m, m->params, full);
+    for (int p = 0; p < ms->pp; p++)
+        for (int e = 0; e < ms->ep; e++)
+            for (int t = 0; t < ms->tp; t++) {
+                int r = t + ms->tp * (e + ms->dp * p); /* world rank of (t, dp e, p) */
+                if (r == 0) continue;
+                gpt_model src;
+                gpt_config gc = shard_config(tr, t, p, e);
+                mtCheck(gpt_build(&src, &gc, err, sizeof(err)) == 0, "cannot build a shard table");
+                comm_recv(ms->world, src.params, src.num_params, r, 7);
+                gpt_place_into_full(&src, src.params, full);
+                gpt_free(&src);
+            }
     return full;
 }
 
@@ -297,16 +376,19 @@ static double global_grad_norm(trainer *tr) {
         lo = tr->dp.shard_start;
         hi = lo + tr->dp.shard < m->num_params ? lo + tr->dp.shard : m->num_params;
     }
-    double part[2] = {0, 0}; /* replicated, tp-sharded */
+    double part[3] = {0, 0, 0}; /* replicated, tp-sharded, expert (ep-sharded) */
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor *t = &m->tensors[i];
         size_t a = t->offset > lo ? t->offset : lo;
         size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
-        if (a < b) part[t->tp_replicated ? 0 : 1] += ops_sumsq(m->grads + a, b - a);
+        if (a < b && !t->pp_tied_copy) /* the tied wte counts once, on the first stage */
+            part[t->expert ? 2 : t->tp_replicated ? 0 : 1] += ops_sumsq(m->grads + a, b - a);
     }
-    if (tr->cfg.zero) comm_all_reduce_f64(tr->mesh->dp_group, part, 2, COMM_SUM);
+    if (tr->cfg.zero) comm_all_reduce_f64(tr->mesh->dp_group, part, 3, COMM_SUM);
     comm_all_reduce_f64(tr->mesh->tp_group, &part[1], 1, COMM_SUM);
-    return sqrt(part[0] + part[1]);
+    comm_all_reduce_f64(tr->mesh->ep_group, &part[2], 1, COMM_SUM); /* distinct experts */
+    comm_all_reduce_f64(tr->mesh->pp_group, part, 3, COMM_SUM); /* stages hold disjoint layers */
+    return sqrt(part[0] + part[1] + part[2]);
 }
 
 /* Debug check (MINITRAIN_TP_CHECK=1): the gradients of replicated tensors (LayerNorms, biases
@@ -333,6 +415,108 @@ static void tp_replica_check(trainer *tr) {
              tr->step + 1, spread);
 }
 
+/* One optimizer step's microbatches through the pipeline (parallel/pp.c drives the order). */
+typedef struct {
+    trainer *tr;
+    int step, *inp, *tgt;
+    double loss_sum; /* sum over microbatches of the mean token loss (last stage) */
+} pipe_ctx;
+
+static float *pipe_input(void *user, int micro) {
+    pipe_ctx *p = user;
+    return gpt_stage_input(&p->tr->model, micro % p->tr->model.n_slots);
+}
+
+static const float *pipe_forward(void *user, int micro) {
+    pipe_ctx *p = user;
+    trainer *tr = p->tr;
+    const mt_config *c = &tr->cfg;
+    gpt_model *m = &tr->model;
+    int B = c->batch_size, T = c->seq_len, slot = micro % m->n_slots;
+    if (m->first || m->last) {
+        uint64_t seq = (uint64_t)p->step * c->global_batch +
+                       ((uint64_t)micro * tr->mesh->dp + tr->mesh->dp_rank) * B;
+        data_loader_get(&tr->train_dl, seq, B, p->inp, p->tgt);
+    }
+    int counted = 0;
+    double sum = gpt_stage_forward(m, slot, p->inp, p->tgt, B, T,
+                                   1.0f / ((float)c->global_batch * T), &counted);
+    if (m->last && counted) p->loss_sum += sum / counted;
+    return gpt_stage_output(m, slot);
+}
+
+static const float *pipe_backward(void *user, int micro, const float *dout) {
+    pipe_ctx *p = user;
+    return gpt_stage_backward(&p->tr->model, micro % p->tr->model.n_slots, dout);
+}
+
+/* Debug check (MINITRAIN_PP_CHECK=1): the first and last pipeline stages hold copies of the
+ * tied embedding; after every optimizer step they must be identical. Logs the largest
+ * difference, seen from the first stage. */
+static void pp_tied_check(trainer *tr) {
+    const gpt_model *m = &tr->model;
+    if (m->cfg.pp == 1 || m->i_wte < 0) return;
+    size_t n = m->tensors[m->i_wte].numel;
+    float *mine = mallocCheck(n * sizeof(float)), *neg = mallocCheck(n * sizeof(float));
+    for (size_t j = 0; j < n; j++) mine[j] = m->wte[j], neg[j] = -m->wte[j];
+    comm_all_reduce(tr->mesh->embed_group, mine, n, COMM_MAX);
+    comm_all_reduce(tr->mesh->embed_group, neg, n, COMM_MAX);
+    float spread = 0;
+    for (size_t j = 0; j < n; j++)
+        if (mine[j] + neg[j] > spread) spread = mine[j] + neg[j];
+    free(mine);
+    free(neg);
+    if (m->first && tr->mesh->tp_rank == 0 && tr->mesh->dp_rank == 0)
+        printf("pp-check: step %d: the two copies of wte differ by at most %g\n", tr->step,
+               spread);
+}
+
+/* Per-step MoE statistics into run.db (event "moe"): the auxiliary loss averaged over
+ * (EP group, microbatch) pairs, dropped assignments summed over the job, expert load. */
+static void log_moe_stats(trainer *tr) {
+    const mesh *ms = tr->mesh;
+    const gpt_moe_stats *st = &tr->model.moe_stats;
+    double v[3] = {st->aux_loss, st->z_loss, st->dropped};
+    double mx[3] = {st->tokens_max, -(double)st->tokens_min, st->tokens_cv};
+    if (st->layers == 0) mx[1] = -1e300; /* this stage has no MoE block */
+    comm_all_reduce_f64(ms->dp_group, v, 3, COMM_SUM);
+    comm_all_reduce_f64(ms->pp_group, v, 3, COMM_SUM);
+    comm_all_reduce_f64(ms->pp_group, mx, 3, COMM_MAX);
+    if (ms->rank != 0) return;
+    double denom = (double)tr->grad_accum * ms->dp;
+    char detail[256];
+    snprintf(detail, sizeof(detail), "{\"step\":%d,\"aux_loss\":%.6g,\"z_loss\":%.6g,"
+             "\"dropped\":%.0f,\"tokens_min\":%.0f,\"tokens_max\":%.0f,\"tokens_cv\":%.4f}",
+             tr->step, v[0] / denom, v[1] / denom, v[2], -mx[1], mx[0], mx[2]);
+    rundb_log_event(tr->db, tr->run_id, "moe", 0, detail);
+    tr->last_aux_loss = v[0] / denom;
+}
+
+/* With expert parallelism, dense gradients are summed over the data-parallel group and expert
+ * gradients over the expert-data-parallel group (the dp/ep ranks holding the same experts).
+ * Contiguous runs of dense tensors go in one all-reduce. */
+static void reduce_grads_ep(trainer *tr) {
+    gpt_model *m = &tr->model;
+    size_t run_lo = 0, run_hi = 0; /* pending dense run [lo, hi) */
+    for (int i = 0; i <= m->n_tensors; i++) {
+        const gpt_tensor *t = i < m->n_tensors ? &m->tensors[i] : NULL;
+        if (t && !t->expert && t->offset == run_hi) {
+            run_hi += t->numel;
+            continue;
+        }
+        if (run_hi > run_lo)
+            comm_all_reduce(tr->mesh->dp_group, m->grads + run_lo, run_hi - run_lo, COMM_SUM);
+        if (!t) break;
+        if (t->expert) {
+            comm_all_reduce(tr->mesh->edp_group, m->grads + t->offset, t->numel, COMM_SUM);
+            run_lo = run_hi = t->offset + t->numel;
+        } else {
+            run_lo = t->offset;
+            run_hi = t->offset + t->numel;
+        }
+    }
+}
+
 int trainer_run(trainer *tr) {
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
@@ -350,23 +534,40 @@ int trainer_run(trainer *tr) {
     double t_loop = timer_now();
     int steps_here = 0;
     int tp_check = getenv("MINITRAIN_TP_CHECK") != NULL;
+    int pp_check = getenv("MINITRAIN_PP_CHECK") != NULL;
     int rc = MT_EXIT_OK;
     for (int s = tr->step; s < end; s++) {
         double t0 = timer_now(), c0 = comm_seconds();
         gpt_zero_grad(m);
+        memset(&m->moe_stats, 0, sizeof(m->moe_stats));
+        /* each (EP group, microbatch) adds its auxiliary losses once to the objective */
+        m->aux_grad = (float)ms->ep / ((float)tr->grad_accum * dp);
         double loss_sum = 0;
-        for (int k = 0; k < tr->grad_accum; k++) {
+        if (ms->pp > 1) {
+            pipe_ctx pc = {tr, s, inp, tgt, 0};
+            pp_stage_fns fns = {&pc, (size_t)B * T * c->d_model, pipe_input, pipe_forward,
+                                pipe_backward};
+            pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &tr->last_idle_s);
+            comm_all_reduce_f64(ms->pp_group, &pc.loss_sum, 1, COMM_SUM);
+            loss_sum = pc.loss_sum;
+            /* the two copies of the tied embedding: sum their gradients so they stay equal */
+            if (m->i_wte >= 0)
+                comm_all_reduce(ms->embed_group, m->dwte, m->tensors[m->i_wte].numel, COMM_SUM);
+        }
+        for (int k = 0; ms->pp == 1 && k < tr->grad_accum; k++) {
             /* microbatch k of this DP rank = sequences of the global batch no other rank reads */
             uint64_t seq = (uint64_t)s * c->global_batch + ((uint64_t)k * dp + ms->dp_rank) * B;
             data_loader_get(&tr->train_dl, seq, B, inp, tgt);
             loss_sum += gpt_forward(m, inp, tgt, B, T, dloss);
             int last = k == tr->grad_accum - 1;
-            m->grads_ready = last ? on_grads_ready : NULL; /* overlap buckets with backward */
+            /* overlap buckets with the backward (not with EP: two reduction groups) */
+            m->grads_ready = last && ms->ep == 1 ? on_grads_ready : NULL;
             m->grads_ready_user = tr;
             gpt_backward(m);
             m->grads_ready = NULL;
         }
-        dp_finish(&tr->dp, m->grads);
+        if (ms->ep > 1) reduce_grads_ep(tr);
+        else dp_finish(&tr->dp, m->grads);
         if (tp_check) tp_replica_check(tr);
         double lsum = loss_sum;
         comm_all_reduce_f64(ms->dp_group, &lsum, 1, COMM_SUM);
@@ -387,6 +588,7 @@ int trainer_run(trainer *tr) {
         dp_gather_params(&tr->dp, m->params);
         double t1 = timer_now();
         tr->step = s + 1;
+        if (pp_check) pp_tied_check(tr);
         steps_here++;
         double step_s = t1 - t0;
         double tps = tokens_per_step / step_s;
@@ -408,6 +610,14 @@ int trainer_run(trainer *tr) {
                                 .wall_s = t1 - tr->t_start};
             rundb_log_metric(tr->db, tr->run_id, &row);
         }
+        if (c->moe_every > 0) log_moe_stats(tr);
+        if (ms->pp > 1 && ms->tp_rank == 0 && ms->dp_rank == 0 &&
+            (tr->step % c->log_every == 0 || tr->step == end)) {
+            char detail[128];
+            snprintf(detail, sizeof(detail), "{\"step\":%d,\"stage\":%d,\"idle_share\":%.4f}",
+                     tr->step, ms->pp_rank, tr->last_idle_s / step_s);
+            rundb_log_event(tr->db, tr->run_id, "pp_idle", ms->rank, detail);
+        }
         double eta = (t1 - t_loop) / steps_here * (end - tr->step);
         if (tr->step % c->log_every == 0 || tr->step == end || steps_here == 1) {
             char th[48] = "", cm[48] = "";
@@ -422,6 +632,7 @@ int trainer_run(trainer *tr) {
         }
         int final = tr->step == end;
         if (!final) run_hooks(tr, tr->step, 0);
+        if (tr->stop_requested) break; /* a hook asked for a clean stop */
     }
     if (rc == MT_EXIT_OK) run_hooks(tr, tr->step, 1);
     free(inp);

@@ -21,6 +21,7 @@
 #include "core/rundb.h"
 #include "parallel/dp.h"
 #include "parallel/mesh.h"
+#include "parallel/pp.h"
 #include "train/data.h"
 #include "train/model.h"
 #include "train/optim.h"
@@ -46,7 +47,10 @@ struct trainer {
     int64_t run_id;
     dp_reducer dp; /* data-parallel gradient reduction (and ZeRO-1 shards) */
     int threads;   /* CPU threads of this rank */
-    int grad_accum; /* microbatches per step on each data-parallel rank */
+    int grad_accum; /* microbatches per step on each data-parallel rank (pipeline: M) */
+    int stage_begin[257]; /* pipeline stage s holds layers [stage_begin[s], stage_begin[s+1]) */
+    pp_schedule schedule;
+    double last_idle_s; /* pipeline: time this stage waited in point-to-point calls last step */
     int step; /* optimizer steps completed */
     /* accounting */
     double flops_per_token;
@@ -57,8 +61,10 @@ struct trainer {
     float last_loss, last_val_loss, last_lr;
     double last_norm, last_tokens_per_s, last_mfu;
     double last_step_s; /* wall time of the last optimizer step, seconds */
+    double last_aux_loss; /* MoE: mean auxiliary loss of the last step */
     double last_comm_s; /* of which blocking communication */
     rng_state sample_rng;
+    int stop_requested; /* set by a hook (e.g. a failed checkpoint): end cleanly after this step */
     struct {
         const char *name;
         int every;

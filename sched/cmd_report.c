@@ -1,6 +1,8 @@
 /*
- * train/cmd_report.c — `minitrain report --run DIR [--json]`: the summary of a job from its
- * run database (DIR/run.db, see core/rundb.h).
+ * sched/cmd_report.c — `minitrain report --run DIR [--json] [--svg FILE]`: the summary of a job
+ * from its run database (DIR/run.db, see core/rundb.h), with its ETTR accounting (sched/ettr.h).
+ * It lives in sched/ because ETTR needs the supervisor's events; the training figures below need
+ * only core/.
  *
  * A run directory is one job; each (re)start of the trainer adds a `runs` row. So the report is
  * shaped in two parts:
@@ -11,6 +13,10 @@
  *     logged, and `steps` counts distinct step numbers so recomputed steps are not counted twice.
  * Medians (not means) summarise throughput because the first steps (warm-up, page faults) and
  * checkpoint stalls are outliers. Missing numbers print "n/a" and are JSON null.
+ *
+ * ETTR, its breakdown, failures by kind, MTBF/MTTR and recomputed steps come from ettr_compute;
+ * --json adds them as keys ettr, restarts, failures, lost_steps, mttr_s (plus ettr_breakdown,
+ * failures_by_kind, mtbf_s, max_recovery_s). --svg FILE draws loss vs wall time (sched/svg.h).
  *
  * The database is opened read-only; a missing or foreign file is a user error (exit 2), reported
  * with its path. The JSON object is built with cJSON.
@@ -28,6 +34,8 @@
 
 #include "core/check.h"
 #include "core/rundb.h"
+#include "sched/ettr.h"
+#include "sched/svg.h"
 
 int report_cmd_report(int argc, char **argv);
 
@@ -69,6 +77,7 @@ typedef struct {
     double first_train_loss, final_train_loss, final_val_loss, best_val_loss;
     double tokens_per_s, mfu, mfu_theoretical;
     cJSON *events; /* {kind: count}, ordered by kind */
+    ettr_report ettr;
 } report;
 
 static char *col_strdup(sqlite3_stmt *st, int i) {
@@ -242,6 +251,29 @@ static int print_json(const report *r) {
     add_num(o, "mfu", r->mfu);
     add_num(o, "mfu_theoretical", r->mfu_theoretical);
     cJSON_AddItemToObject(o, "events", cJSON_Duplicate(r->events, 1));
+    const ettr_report *e = &r->ettr;
+    add_num(o, "ettr", e->ettr);
+    cJSON_AddNumberToObject(o, "restarts", e->restarts);
+    cJSON_AddNumberToObject(o, "failures", e->failures);
+    cJSON_AddNumberToObject(o, "lost_steps", e->lost_steps);
+    add_num(o, "mttr_s", e->mttr_s);
+    add_num(o, "max_recovery_s", e->max_recovery_s);
+    add_num(o, "mtbf_s", e->mtbf_s);
+    cJSON *kinds = cJSON_AddObjectToObject(o, "failures_by_kind");
+    for (int i = 0; i < e->n_kinds; i++)
+        cJSON_AddNumberToObject(kinds, e->by_kind[i].kind, e->by_kind[i].count);
+    cJSON *b = cJSON_AddObjectToObject(o, "ettr_breakdown");
+    add_num(b, "wall_s", e->wall_s);
+    add_num(b, "useful_s", e->useful_s);
+    add_num(b, "recompute_s", e->recompute_s);
+    add_num(b, "detect_s", e->detect_s);
+    add_num(b, "teardown_s", e->teardown_s);
+    add_num(b, "backoff_s", e->backoff_s);
+    add_num(b, "startup_s", e->startup_s);
+    add_num(b, "relaunch_s", e->relaunch_s);
+    add_num(b, "ckpt_load_s", e->ckpt_load_s);
+    add_num(b, "ckpt_stall_s", e->ckpt_stall_s);
+    add_num(b, "other_s", e->other_s);
     char *s = cJSON_Print(o);
     mtCheck(s != NULL, "out of memory printing the JSON report");
     printf("%s\n", s);
@@ -306,19 +338,22 @@ static int print_text(const report *r) {
     for (cJSON *e = r->events->child; e; e = e->next, any = 1)
         printf("%s %s %d", any ? "," : "", e->string, (int)e->valuedouble);
     printf("%s\n", any ? "" : " none");
+    ettr_print(&r->ettr, "");
     return MT_EXIT_OK;
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: minitrain report --run DIR [--json]\n"
+    fprintf(f, "usage: minitrain report --run DIR [--json] [--svg FILE]\n"
                "  Summarise the job recorded in DIR/run.db: run status and duration, steps,\n"
-               "  train/val losses, median tokens/s and MFU, events by kind.\n"
+               "  train/val losses, median tokens/s and MFU, events by kind, and ETTR with its\n"
+               "  breakdown, failures by kind, MTBF/MTTR and recomputed steps (docs/ettr.md).\n"
                "  --run DIR   run directory (holds run.db)\n"
-               "  --json      print one JSON object instead of text\n");
+               "  --json      print one JSON object instead of text\n"
+               "  --svg FILE  also draw loss vs wall time with failures and restarts marked\n");
 }
 
 int report_cmd_report(int argc, char **argv) {
-    const char *run_dir = NULL;
+    const char *run_dir = NULL, *svg = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -335,6 +370,12 @@ int report_cmd_report(int argc, char **argv) {
             run_dir = argv[++i];
         } else if (strncmp(a, "--run=", 6) == 0) {
             run_dir = a + 6;
+        } else if (strcmp(a, "--svg") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "minitrain: error: report: --svg needs a file name\n");
+                return MT_EXIT_USAGE;
+            }
+            svg = argv[++i];
         } else {
             fprintf(stderr, "minitrain: error: report: unknown flag '%s' (see --help)\n", a);
             return MT_EXIT_USAGE;
@@ -380,8 +421,13 @@ int report_cmd_report(int argc, char **argv) {
     r.events = cJSON_CreateObject();
     mtCheck(r.events != NULL, "out of memory building the report");
     if (rc == SQLITE_OK) rc = load_report(db, &r);
+    char eerr[512] = "";
+    int ettr_rc = (rc == SQLITE_OK && r.runs > 0) ? ettr_compute(db, &r.ettr, eerr, sizeof(eerr)) : 0;
     int ret;
-    if (rc != SQLITE_OK) {
+    if (rc == SQLITE_OK && ettr_rc != 0) {
+        fprintf(stderr, "minitrain: error: ETTR accounting of %s: %s\n", path, eerr);
+        ret = MT_EXIT_USAGE;
+    } else if (rc != SQLITE_OK) {
         fprintf(stderr, "minitrain: error: cannot read run database %s: %s\n", path,
                 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         ret = MT_EXIT_USAGE;
@@ -391,6 +437,12 @@ int report_cmd_report(int argc, char **argv) {
     } else {
         ret = json ? print_json(&r) : print_text(&r);
         fflush(stdout);
+        if (svg && svg_loss_plot(db, &r.ettr, svg, eerr, sizeof(eerr)) != 0) {
+            fprintf(stderr, "minitrain: error: report --svg: %s\n", eerr);
+            ret = MT_EXIT_USAGE;
+        } else if (svg && !json) {
+            printf("plot:           %s\n", svg);
+        }
     }
     sqlite3_close(db);
     cJSON_Delete(r.events);

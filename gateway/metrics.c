@@ -1,0 +1,121 @@
+/*
+ * gateway/metrics.c — the server's counters, gauges and latency histogram as Prometheus text.
+ *
+ * Shape: one mutex-guarded struct of plain counters (requests by endpoint and status, tokens in
+ * and out, cancelled generations, queue-full refusals) plus a fixed-bucket histogram of
+ * successful completion latency. Gauges that describe the slots (busy, queue depth) are not
+ * stored here but read from the pool when /metrics is rendered, so they can never drift.
+ * Labels come from fixed sets (endpoint names, numeric status codes): a client cannot create
+ * new time series by requesting odd paths. Format: Prometheus text exposition format 0.0.4
+ * (https://prometheus.io/docs/instrumenting/exposition_formats/); histogram buckets are
+ * cumulative with an le="+Inf" bucket equal to _count.
+ */
+#include "gateway/server.h"
+
+#include <string.h>
+
+const double gw_latency_bounds[GW_LAT_NBUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                   0.5,   1.0,  2.5,   5.0,  10.0, 30.0};
+
+static const char *const EP_NAMES[GW_EP_COUNT] = {"completions", "models", "health", "metrics",
+                                                  "other"};
+
+const char *gw_endpoint_name(int endpoint) {
+    return endpoint >= 0 && endpoint < GW_EP_COUNT ? EP_NAMES[endpoint] : "other";
+}
+
+void gw_metrics_init(gw_metrics *m) {
+    memset(m, 0, sizeof(*m));
+    pthread_mutex_init(&m->mu, NULL);
+}
+
+void gw_metrics_destroy(gw_metrics *m) { pthread_mutex_destroy(&m->mu); }
+
+void gw_metrics_request(gw_metrics *m, int endpoint, int status) {
+    if (status < 100 || status > 599) return;
+    if (endpoint < 0 || endpoint >= GW_EP_COUNT) endpoint = GW_EP_OTHER;
+    pthread_mutex_lock(&m->mu);
+    m->requests[endpoint][status]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gw_metrics_latency(gw_metrics *m, double seconds) {
+    int b = 0;
+    while (b < GW_LAT_NBUCKETS && seconds > gw_latency_bounds[b]) b++;
+    pthread_mutex_lock(&m->mu);
+    m->lat_bucket[b]++;
+    m->lat_count++;
+    m->lat_sum += seconds;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gw_metrics_tokens(gw_metrics *m, int prompt_tokens, int completion_tokens) {
+    pthread_mutex_lock(&m->mu);
+    m->prompt_tokens += (uint64_t)prompt_tokens;
+    m->completion_tokens += (uint64_t)completion_tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gw_metrics_cancelled(gw_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->cancelled++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gw_metrics_queue_full(gw_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->queue_full++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void family(gw_buf *b, const char *name, const char *type, const char *help) {
+    gw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void gw_metrics_render(gw_metrics *m, const gw_gauges *g, gw_buf *b) {
+    pthread_mutex_lock(&m->mu);
+    family(b, "minitrain_http_requests_total", "counter",
+           "HTTP requests answered, by endpoint and status code.");
+    for (int e = 0; e < GW_EP_COUNT; e++)
+        for (int s = 100; s < 600; s++)
+            if (m->requests[e][s])
+                gw_buf_printf(b, "minitrain_http_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n",
+                              EP_NAMES[e], s, (unsigned long long)m->requests[e][s]);
+    family(b, "minitrain_prompt_tokens_total", "counter", "Prompt tokens processed.");
+    gw_buf_printf(b, "minitrain_prompt_tokens_total %llu\n", (unsigned long long)m->prompt_tokens);
+    family(b, "minitrain_completion_tokens_total", "counter", "Completion tokens generated.");
+    gw_buf_printf(b, "minitrain_completion_tokens_total %llu\n",
+                  (unsigned long long)m->completion_tokens);
+    family(b, "minitrain_generations_cancelled_total", "counter",
+           "Generations stopped early because the client disconnected or the server stopped.");
+    gw_buf_printf(b, "minitrain_generations_cancelled_total %llu\n",
+                  (unsigned long long)m->cancelled);
+    family(b, "minitrain_queue_full_total", "counter",
+           "Completion requests refused with 503 because the queue was full.");
+    gw_buf_printf(b, "minitrain_queue_full_total %llu\n", (unsigned long long)m->queue_full);
+    family(b, "minitrain_request_duration_seconds", "histogram",
+           "End-to-end latency of successful completion requests (queueing included).");
+    uint64_t cum = 0;
+    for (int i = 0; i < GW_LAT_NBUCKETS; i++) {
+        cum += m->lat_bucket[i];
+        gw_buf_printf(b, "minitrain_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                      gw_latency_bounds[i], (unsigned long long)cum);
+    }
+    cum += m->lat_bucket[GW_LAT_NBUCKETS];
+    gw_buf_printf(b, "minitrain_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+                  (unsigned long long)cum);
+    gw_buf_printf(b, "minitrain_request_duration_seconds_sum %.9g\n", m->lat_sum);
+    gw_buf_printf(b, "minitrain_request_duration_seconds_count %llu\n",
+                  (unsigned long long)m->lat_count);
+    pthread_mutex_unlock(&m->mu);
+    family(b, "minitrain_ready", "gauge", "1 once the model is loaded and requests are served.");
+    gw_buf_printf(b, "minitrain_ready %d\n", g->ready);
+    family(b, "minitrain_slots", "gauge", "Generation slots (parallel generations).");
+    gw_buf_printf(b, "minitrain_slots %d\n", g->slots_total);
+    family(b, "minitrain_slots_busy", "gauge", "Slots generating right now.");
+    gw_buf_printf(b, "minitrain_slots_busy %d\n", g->slots_busy);
+    family(b, "minitrain_queue_capacity", "gauge", "Requests that may wait for a slot.");
+    gw_buf_printf(b, "minitrain_queue_capacity %d\n", g->queue_capacity);
+    family(b, "minitrain_queue_depth", "gauge", "Requests waiting for a slot right now.");
+    gw_buf_printf(b, "minitrain_queue_depth %d\n", g->queue_depth);
+}

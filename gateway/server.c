@@ -1,0 +1,571 @@
+/*
+ * gateway/server.c — the HTTP side of `minitrain serve`, on libmicrohttpd (MHD 0.9.7x).
+ *
+ * Why it is shaped so:
+ *   - MHD runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION): a connection thread may
+ *     block while its job waits for a slot or generates, without stalling other clients, and MHD
+ *     still enforces --timeout (MHD_OPTION_CONNECTION_TIMEOUT) on idle and stalled connections.
+ *   - Every decision that needs no body is taken on the FIRST access-handler call, before MHD
+ *     reads the body: authentication (401), unknown path (404), wrong method (405) and a
+ *     Content-Length above --max-body (413). A chunked body is counted as it arrives; past the
+ *     limit it is discarded (never buffered) and answered 413 when it ends (MHD cannot queue a
+ *     response mid-upload), and the connection is dropped if it keeps going past 16× the limit.
+ *   - Streaming (stream: true) is an MHD callback response: each call turns the next generated
+ *     token into one server-sent event, waiting on the job in 100 ms steps.
+ *   - A client that disconnects is noticed three ways: poll(POLLRDHUP) on its socket while we
+ *     wait, a failed write (MHD stops calling the stream callback), and the request-completed
+ *     callback with an error code. Each cancels the job, and the slot is free within one token.
+ *   - Privacy: the access log carries counts and timings only; prompt and completion text appear
+ *     in it only with --log-content. Error messages never quote the prompt.
+ */
+#define _GNU_SOURCE /* POLLRDHUP */
+#include "gateway/server.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <time.h>
+
+#include "core/rng.h"
+
+#define WAIT_STEP_S 0.1 /* how often a waiting connection re-checks its client */
+
+struct gw_server {
+    gw_server_opts o;
+    struct MHD_Daemon *d;
+    int port;
+    atomic_int ready;
+    const gpt_model *m;
+    const tok_tokenizer *tok;
+    int step;
+    gw_model_info mi;
+    size_t max_token_bytes;
+    gw_pool *pool;
+    gw_metrics metrics;
+    pthread_mutex_t id_mu;
+    rng_state id_rng;
+    long started;
+};
+
+/* Per-request state (MHD's con_cls), freed in on_completed. */
+typedef struct {
+    int endpoint;
+    char method[8];
+    char path[96];
+    gw_buf body;
+    int too_large;
+    size_t discarded;
+    double t0;
+    int status;      /* status queued, 0 if none (connection dropped) */
+    int stream;
+    gw_job *job;     /* our reference, or NULL */
+} conn_ctx;
+
+/* State of one streamed response, owned by the MHD response (freed by stream_free). */
+typedef struct {
+    gw_server *s;
+    gw_job *job; /* own reference */
+    int fd;
+    char id[40];
+    long created;
+    int next_tok;   /* tokens already turned into events */
+    size_t emitted; /* raw bytes already sent */
+    int phase;      /* see enum below */
+    gw_buf out;
+    size_t out_off;
+} stream_state;
+
+enum { PH_TOKENS, PH_USAGE, PH_DONE, PH_END, PH_ERROR };
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+static void new_id(gw_server *s, char *out, size_t cap) {
+    pthread_mutex_lock(&s->id_mu);
+    uint64_t a = rng_u64(&s->id_rng), b = rng_u64(&s->id_rng);
+    pthread_mutex_unlock(&s->id_mu);
+    snprintf(out, cap, "cmpl-%016llx%08llx", (unsigned long long)a,
+             (unsigned long long)(b & 0xffffffffu));
+}
+
+static uint64_t new_seed(gw_server *s) {
+    pthread_mutex_lock(&s->id_mu);
+    uint64_t v = rng_u64(&s->id_rng);
+    pthread_mutex_unlock(&s->id_mu);
+    return v;
+}
+
+/* 1 if the peer closed its end (or the socket failed). Pending request bytes do not count. */
+static int client_gone(int fd) {
+    if (fd < 0) return 0;
+    struct pollfd pf = {.fd = fd, .events = POLLRDHUP};
+    if (poll(&pf, 1, 0) <= 0) return 0;
+    return (pf.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* Queue body (ownership taken) with status and up to one extra header. */
+static enum MHD_Result reply(conn_ctx *cc, struct MHD_Connection *c, int status,
+                             const char *ctype, gw_buf *body, const char *hname,
+                             const char *hval) {
+    struct MHD_Response *r;
+    if (body->len == 0) {
+        gw_buf_free(body);
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    } else {
+        r = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
+        memset(body, 0, sizeof(*body)); /* MHD frees it */
+    }
+    if (r == NULL) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (hname) MHD_add_response_header(r, hname, hval);
+    enum MHD_Result q = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (q == MHD_YES) cc->status = status;
+    return q;
+}
+
+static enum MHD_Result reply_error(conn_ctx *cc, struct MHD_Connection *c, const gw_error *e) {
+    gw_buf b = {0};
+    gw_error_json(&b, e);
+    const char *hn = NULL, *hv = NULL;
+    if (e->status == 503) hn = MHD_HTTP_HEADER_RETRY_AFTER, hv = "1";
+    if (e->status == 401) hn = MHD_HTTP_HEADER_WWW_AUTHENTICATE, hv = "Bearer";
+    if (e->status == 405)
+        hn = MHD_HTTP_HEADER_ALLOW, hv = cc->endpoint == GW_EP_COMPLETIONS ? "POST" : "GET, HEAD";
+    return reply(cc, c, e->status, "application/json", &b, hn, hv);
+}
+
+static enum MHD_Result reply_json(conn_ctx *cc, struct MHD_Connection *c, int status, gw_buf *b) {
+    return reply(cc, c, status, "application/json", b, NULL, NULL);
+}
+
+/* Constant-time comparison, so response timing does not reveal how much of a key matched. */
+static int key_equal(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+    for (size_t i = 0; i < la; i++) diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+    return diff == 0;
+}
+
+static int authorized(gw_server *s, struct MHD_Connection *c) {
+    if (s->o.n_api_keys == 0) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return 0; /* scheme: RFC 7235 §2.1 */
+    const char *key = h + 7;
+    int ok = 0;
+    for (int i = 0; i < s->o.n_api_keys; i++) ok |= key_equal(key, s->o.api_keys[i]);
+    return ok;
+}
+
+static int route(const char *url, const char **model_id) {
+    *model_id = NULL;
+    if (!strcmp(url, "/v1/completions")) return GW_EP_COMPLETIONS;
+    if (!strcmp(url, "/v1/models")) return GW_EP_MODELS;
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        *model_id = url + 11;
+        return GW_EP_MODELS;
+    }
+    if (!strcmp(url, "/health")) return GW_EP_HEALTH;
+    if (!strcmp(url, "/metrics")) return GW_EP_METRICS;
+    return GW_EP_OTHER;
+}
+
+/* ---- GET endpoints ---------------------------------------------------------------------------- */
+
+static void model_object(gw_server *s, gw_buf *b) {
+    const gpt_config *c = &s->m->cfg;
+    gw_buf_puts(b, "{\"id\":");
+    gw_buf_json_string(b, (const uint8_t *)s->o.model_name, strlen(s->o.model_name));
+    gw_buf_printf(b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\","
+                     "\"context_length\":%d,\"vocab_size\":%d,\"n_layer\":%d,\"n_head\":%d,"
+                     "\"d_model\":%d,\"step\":%d}",
+                  s->started, c->seq_len, s->mi.n_vocab, c->n_layer, c->n_head, c->d_model,
+                  s->step);
+}
+
+static enum MHD_Result handle_get(gw_server *s, conn_ctx *cc, struct MHD_Connection *c,
+                                  const char *model_id) {
+    gw_buf b = {0};
+    gw_error e;
+    int ready = atomic_load(&s->ready);
+    switch (cc->endpoint) {
+    case GW_EP_HEALTH:
+        gw_buf_puts(&b, ready ? "{\"status\":\"ok\"}" : "{\"status\":\"loading\"}");
+        return reply_json(cc, c, ready ? 200 : 503, &b);
+    case GW_EP_METRICS: {
+        gw_gauges g = {.ready = ready, .slots_total = s->o.slots, .queue_capacity = s->o.queue};
+        if (ready) gw_pool_stats(s->pool, &g.queue_depth, &g.slots_busy);
+        gw_metrics_render(&s->metrics, &g, &b);
+        return reply(cc, c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL, NULL);
+    }
+    default: /* models */
+        if (!ready) {
+            gw_fail(&e, 503, "server_error", NULL, "model_loading", "the model is still loading");
+            return reply_error(cc, c, &e);
+        }
+        if (model_id) {
+            if (strcmp(model_id, s->o.model_name)) {
+                gw_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
+                        "The model '%.64s' does not exist", model_id);
+                return reply_error(cc, c, &e);
+            }
+            model_object(s, &b);
+        } else {
+            gw_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+            model_object(s, &b);
+            gw_buf_puts(&b, "]}");
+        }
+        return reply_json(cc, c, 200, &b);
+    }
+}
+
+/* ---- streaming -------------------------------------------------------------------------------- */
+
+/* Fill ss->out with the next event(s), waiting up to WAIT_STEP_S for a token. */
+static void stream_produce(stream_state *ss) {
+    gw_server *s = ss->s;
+    gw_job *j = ss->job;
+    const char *model = s->o.model_name;
+    if (ss->phase == PH_USAGE) {
+        gw_usage_sse(&ss->out, ss->id, ss->created, model, j->req.n_prompt, j->n_gen);
+        ss->phase = PH_DONE;
+        return;
+    }
+    if (ss->phase == PH_DONE) {
+        gw_buf_puts(&ss->out, "data: [DONE]\n\n");
+        ss->phase = PH_END;
+        return;
+    }
+    int n_gen, done, finish;
+    size_t len;
+    gw_job_wait(s->pool, j, ss->next_tok, WAIT_STEP_S, &n_gen, &len, &done, &finish);
+    if (client_gone(ss->fd) || (done && finish == GW_FINISH_CANCELLED)) {
+        gw_job_cancel(j);
+        ss->phase = PH_ERROR;
+        return;
+    }
+    while (ss->next_tok < n_gen) {
+        /* one event per token: the text up to this token's end, less what must be held back
+         * (the start of a possible stop sequence, an incomplete UTF-8 character) */
+        size_t target = j->ends[ss->next_tok++];
+        if (target > len) target = len;
+        size_t safe = target - gw_stop_holdback(&j->req, j->text, target);
+        if (safe < ss->emitted) safe = ss->emitted;
+        safe -= gw_utf8_incomplete_tail(j->text + ss->emitted, safe - ss->emitted);
+        if (safe > ss->emitted) {
+            gw_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
+                         safe - ss->emitted, NULL);
+            ss->emitted = safe;
+            return;
+        }
+    }
+    if (done) { /* the rest (held-back bytes, if any) with the finish reason */
+        gw_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
+                     len - ss->emitted, finish == GW_FINISH_STOP ? "stop" : "length");
+        ss->emitted = len;
+        ss->phase = j->req.include_usage ? PH_USAGE : PH_DONE;
+    }
+}
+
+static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_state *ss = cls;
+    for (;;) {
+        if (ss->out_off < ss->out.len) {
+            size_t n = ss->out.len - ss->out_off;
+            if (n > max) n = max;
+            memcpy(buf, ss->out.p + ss->out_off, n);
+            ss->out_off += n;
+            return (ssize_t)n;
+        }
+        ss->out.len = 0;
+        ss->out_off = 0;
+        if (ss->phase == PH_END) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (ss->phase == PH_ERROR) return MHD_CONTENT_READER_END_WITH_ERROR;
+        stream_produce(ss);
+    }
+}
+
+static void stream_free(void *cls) {
+    stream_state *ss = cls;
+    gw_job_release(ss->job);
+    gw_buf_free(&ss->out);
+    free(ss);
+}
+
+/* ---- POST /v1/completions --------------------------------------------------------------------- */
+
+static enum MHD_Result handle_completion(gw_server *s, conn_ctx *cc, struct MHD_Connection *c) {
+    gw_error e;
+    if (!atomic_load(&s->ready)) {
+        gw_fail(&e, 503, "server_error", NULL, "model_loading", "the model is still loading");
+        return reply_error(cc, c, &e);
+    }
+    gw_request req;
+    if (gw_parse_completion(cc->body.p ? cc->body.p : "", cc->body.len, &s->mi, &req, &e))
+        return reply_error(cc, c, &e);
+    gw_buf_free(&cc->body);
+    if (!req.has_seed) req.seed = new_seed(s);
+    gw_job *j = gw_job_create(&req, s->max_token_bytes);
+    if (gw_pool_submit(s->pool, j) != 0) {
+        gw_job_release(j);
+        gw_metrics_queue_full(&s->metrics);
+        gw_fail(&e, 503, "server_error", NULL, "server_overloaded",
+                "all %d generation slots are busy and the queue (%d) is full; retry later",
+                s->o.slots, s->o.queue);
+        return reply_error(cc, c, &e);
+    }
+    cc->job = j;
+    cc->stream = j->req.stream;
+    int fd = conn_fd(c);
+    if (j->req.stream) {
+        stream_state *ss = callocCheck(1, sizeof(stream_state));
+        ss->s = s;
+        ss->job = j;
+        gw_job_retain(j);
+        ss->fd = fd;
+        new_id(s, ss->id, sizeof(ss->id));
+        ss->created = (long)time(NULL);
+        struct MHD_Response *r =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_cb, ss, stream_free);
+        if (r == NULL) {
+            stream_free(ss);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        enum MHD_Result q = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        if (q == MHD_YES) cc->status = 200;
+        return q;
+    }
+    int done = 0, finish = 0, n_gen = 0;
+    size_t len = 0;
+    while (!done) {
+        gw_job_wait(s->pool, j, 1 << 30, WAIT_STEP_S, &n_gen, &len, &done, &finish);
+        if (!done && client_gone(fd)) {
+            gw_job_cancel(j);
+            return MHD_NO; /* nobody to answer; on_completed counts it as 499 */
+        }
+    }
+    if (finish == GW_FINISH_CANCELLED) {
+        gw_fail(&e, 503, "server_error", NULL, "server_stopping", "the server is shutting down");
+        return reply_error(cc, c, &e);
+    }
+    char id[40];
+    new_id(s, id, sizeof(id));
+    gw_buf b = {0};
+    gw_completion_json(&b, id, (long)time(NULL), s->o.model_name, j->text, len,
+                       finish == GW_FINISH_STOP ? "stop" : "length", j->req.n_prompt, n_gen);
+    return reply_json(cc, c, 200, &b);
+}
+
+/* ---- MHD callbacks ---------------------------------------------------------------------------- */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    (void)version;
+    gw_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    gw_error e;
+    if (cc == NULL) { /* first call: headers only */
+        cc = callocCheck(1, sizeof(conn_ctx));
+        *con_cls = cc;
+        cc->t0 = gw_now();
+        snprintf(cc->method, sizeof(cc->method), "%s", method);
+        snprintf(cc->path, sizeof(cc->path), "%s", url);
+        const char *model_id;
+        cc->endpoint = route(url, &model_id);
+        int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+        if (cc->endpoint != GW_EP_HEALTH && !authorized(s, c)) {
+            gw_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
+                    "missing or incorrect API key (send 'Authorization: Bearer KEY')");
+            return reply_error(cc, c, &e);
+        }
+        if (cc->endpoint == GW_EP_OTHER) {
+            gw_fail(&e, 404, "invalid_request_error", NULL, "unknown_url",
+                    "unknown path %.64s (endpoints: POST /v1/completions, GET /v1/models, "
+                    "GET /health, GET /metrics)", url);
+            return reply_error(cc, c, &e);
+        }
+        if (cc->endpoint == GW_EP_COMPLETIONS ? strcmp(method, "POST") != 0 : !is_get) {
+            gw_fail(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
+                    "method %.16s is not allowed on %s", method, url);
+            return reply_error(cc, c, &e);
+        }
+        if (cc->endpoint != GW_EP_COMPLETIONS) return handle_get(s, cc, c, model_id);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
+            gw_fail(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                    "the request body is %s bytes; the limit is %zu (--max-body)", cl,
+                    s->o.max_body);
+            return reply_error(cc, c, &e);
+        }
+        return MHD_YES; /* MHD now reads the body (sending 100 Continue if asked) */
+    }
+    if (*upload_data_size > 0) { /* a piece of the body */
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (!cc->too_large && cc->body.len + n <= s->o.max_body) {
+            gw_buf_put(&cc->body, upload_data, n);
+            return MHD_YES;
+        }
+        cc->too_large = 1; /* chunked body past the limit: count, do not keep */
+        gw_buf_free(&cc->body);
+        cc->discarded += n;
+        return cc->discarded > 16 * s->o.max_body ? MHD_NO : MHD_YES;
+    }
+    if (cc->status) return MHD_YES; /* already answered */
+    if (cc->too_large) {
+        gw_fail(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                "the request body is over the limit of %zu bytes (--max-body)", s->o.max_body);
+        return reply_error(cc, c, &e);
+    }
+    return handle_completion(s, cc, c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    gw_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    if (cc == NULL) return;
+    *con_cls = NULL;
+    double now = gw_now();
+    int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    /* 499 (nginx's "client closed request"): the connection ended before the answer did */
+    int status = ok ? cc->status : 499;
+    if (cc->status || cc->job) gw_metrics_request(&s->metrics, cc->endpoint, status);
+    gw_job *j = cc->job;
+    if (j) {
+        if (!ok) gw_job_cancel(j);
+        int n_gen, done, finish;
+        size_t len;
+        gw_job_wait(s->pool, j, 0, 0, &n_gen, &len, &done, &finish);
+        if (ok && status == 200) gw_metrics_latency(&s->metrics, now - cc->t0);
+        if (!s->o.quiet) {
+            double queue_ms = j->t_start > 0 ? 1e3 * (j->t_start - j->t_submit) : -1;
+            gw_buf line = {0};
+            gw_buf_printf(&line, "minitrain: serve: %s %s %d stream=%d prompt_tokens=%d "
+                                 "completion_tokens=%d queue_ms=%.1f ms=%.1f",
+                          cc->method, cc->path, status, cc->stream, j->req.n_prompt, n_gen,
+                          queue_ms, 1e3 * (now - cc->t0));
+            if (s->o.log_content) {
+                gw_buf_puts(&line, " prompt=");
+                gw_buf_json_string(&line, (const uint8_t *)j->req.prompt_text,
+                                   j->req.prompt_text_len);
+                gw_buf_puts(&line, " completion=");
+                gw_buf_json_string(&line, j->text, len);
+            }
+            fprintf(stderr, "%s\n", line.p);
+            gw_buf_free(&line);
+        }
+        gw_job_release(j);
+    } else if (!s->o.quiet && cc->endpoint == GW_EP_COMPLETIONS) {
+        fprintf(stderr, "minitrain: serve: %s %s %d ms=%.1f\n", cc->method, cc->path, status,
+                1e3 * (now - cc->t0));
+    }
+    gw_buf_free(&cc->body);
+    free(cc);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    fprintf(stderr, "minitrain: serve: libmicrohttpd: %s\n", msg);
+}
+
+/* ---- lifecycle -------------------------------------------------------------------------------- */
+
+gw_server *gw_server_start(const gw_server_opts *o, char *err, size_t errlen) {
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof(port), "%d", o->port);
+    int rc = getaddrinfo(o->host, port, &hints, &ai);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resolve --host '%s': %s", o->host, gai_strerror(rc));
+        return NULL;
+    }
+    gw_server *s = callocCheck(1, sizeof(gw_server));
+    s->o = *o;
+    atomic_init(&s->ready, 0);
+    gw_metrics_init(&s->metrics);
+    pthread_mutex_init(&s->id_mu, NULL);
+    rng_seed(&s->id_rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)s);
+    s->started = (long)time(NULL);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    unsigned limit = (unsigned)(4 * (o->slots + o->queue) + 64);
+    s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* must come first */
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_LIMIT, limit,
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (s->d == NULL) {
+        snprintf(err, errlen, "cannot listen on %s:%d (port in use, or no permission?)", o->host,
+                 o->port);
+        gw_metrics_destroy(&s->metrics);
+        pthread_mutex_destroy(&s->id_mu);
+        free(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : o->port;
+    return s;
+}
+
+int gw_server_port(const gw_server *s) { return s->port; }
+
+void gw_server_set_model(gw_server *s, const gpt_model *m, const tok_tokenizer *tok, int step) {
+    s->m = m;
+    s->tok = tok;
+    s->step = step;
+    int tv = tok_vocab_size(tok);
+    s->mi.tok = tok;
+    s->mi.n_vocab = tv < m->cfg.vocab_size ? tv : m->cfg.vocab_size;
+    s->mi.ctx = m->cfg.seq_len;
+    s->mi.model_name = s->o.model_name;
+    s->max_token_bytes = 1;
+    for (int i = 0; i < tv; i++) {
+        size_t bl;
+        tok_token_bytes(tok, (uint32_t)i, &bl);
+        if (bl > s->max_token_bytes) s->max_token_bytes = bl;
+    }
+    s->pool = gw_pool_create(m, tok, s->o.slots, s->o.queue, s->o.threads_per_slot, &s->metrics);
+    atomic_store(&s->ready, 1);
+}
+
+void gw_server_stop(gw_server *s) {
+    if (s == NULL) return;
+    if (s->pool) gw_pool_stop(s->pool); /* waiting connections see their jobs end */
+    MHD_stop_daemon(s->d);              /* joins every connection thread */
+    gw_pool_destroy(s->pool);
+    gw_metrics_destroy(&s->metrics);
+    pthread_mutex_destroy(&s->id_mu);
+    free(s);
+}

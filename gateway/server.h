@@ -1,0 +1,272 @@
+/*
+ * gateway/server.h — `minitrain serve`: an OpenAI-compatible HTTP inference API for a trained run.
+ *
+ * The module's one public header. Four parts, one file each:
+ *   api.c      request parsing and validation (cJSON), the OpenAI response/error shapes, UTF-8 and
+ *              stop-sequence helpers — pure functions, unit-tested without a socket;
+ *   slots.c    generation slots: N worker threads, each owning one KV cache (gpt_decode_state),
+ *              fed by a bounded FIFO queue of jobs; a full queue is refused (the caller sends 503);
+ *   metrics.c  counters, gauges and a latency histogram rendered as Prometheus text;
+ *   server.c   libmicrohttpd glue: routing, API keys, body limits, streaming (SSE), disconnects.
+ * cmd_serve.c holds the subcommand (flags, loading, signals).
+ *
+ * Threading: libmicrohttpd runs one thread per connection; a connection thread parses the request,
+ * submits a job and waits on it (or, when streaming, turns each generated token into one SSE
+ * event). Generation itself runs only in the slot threads, so `--slots` bounds CPU use whatever
+ * the number of connections. The model and tokenizer are read-only once loaded.
+ */
+#ifndef MT_GATEWAY_SERVER_H
+#define MT_GATEWAY_SERVER_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/check.h"
+#include "train/model.h"
+#include "train/sample.h"
+#include "train/tokenizer.h"
+
+/* ---- a growable byte buffer (api.c) ---------------------------------------------------------- */
+
+typedef struct {
+    char *p;    /* NUL-terminated after every append (p may be NULL while len == 0) */
+    size_t len; /* bytes, excluding the NUL */
+    size_t cap;
+} gw_buf;
+
+void gw_buf_put(gw_buf *b, const void *data, size_t n);
+void gw_buf_puts(gw_buf *b, const char *s);
+void gw_buf_printf(gw_buf *b, const char *fmt, ...) MT_PRINTF(2, 3);
+/* Append bytes s[0..n) as a JSON string literal with its quotes: '"', '\\' and control bytes are
+ * escaped; invalid UTF-8 becomes U+FFFD, one per maximal subpart (Unicode 15 §3.9 — the rule of
+ * Python's decode(errors="replace") and of browsers), so the output is always valid UTF-8 JSON
+ * whatever bytes the model generated. */
+void gw_buf_json_string(gw_buf *b, const uint8_t *s, size_t n);
+void gw_buf_free(gw_buf *b);
+
+/* ---- UTF-8 (api.c) ----------------------------------------------------------------------------
+ * Strict UTF-8 as RFC 3629 §4 defines it: no overlong forms, no surrogates (U+D800..DFFF), nothing
+ * above U+10FFFF. */
+
+/* Length (1..4) of the valid, complete UTF-8 sequence starting at s[0..n), or 0 if the bytes there
+ * are invalid or incomplete (n == 0 gives 0). */
+int gw_utf8_seq_len(const uint8_t *s, size_t n);
+/* 1 if s[0..n) is entirely valid UTF-8, else 0. */
+int gw_utf8_valid(const uint8_t *s, size_t n);
+/* Number of bytes (0..3) at the end of s[0..n) that form the valid beginning of a UTF-8 sequence
+ * still missing its last byte(s) — what a streamer holds back until the next token completes it. */
+size_t gw_utf8_incomplete_tail(const uint8_t *s, size_t n);
+
+/* ---- OpenAI errors (api.c) ------------------------------------------------------------------- */
+
+typedef struct {
+    int status;        /* HTTP status: 400, 401, 404, 405, 413, 503, ... */
+    const char *type;  /* "invalid_request_error", "authentication_error", "server_error", ... */
+    const char *code;  /* machine-readable code, or NULL (JSON null) */
+    char param[32];    /* the offending request field, or "" (JSON null) */
+    char message[384]; /* one clear sentence; never contains prompt text */
+} gw_error;
+
+/* Fill *e (always returns -1, so `return gw_fail(...)` reads naturally). param/code may be NULL. */
+int gw_fail(gw_error *e, int status, const char *type, const char *param, const char *code,
+            const char *fmt, ...) MT_PRINTF(6, 7);
+/* {"error":{"message":...,"type":...,"param":...,"code":...}} into b (appended). */
+void gw_error_json(gw_buf *b, const gw_error *e);
+
+/* ---- completion requests (api.c) ------------------------------------------------------------- */
+
+#define GW_MAX_STOP 4        /* OpenAI allows up to 4 stop sequences */
+#define GW_MAX_STOP_LEN 256  /* bytes per stop sequence */
+#define GW_DEFAULT_MAX_TOKENS 16
+
+/* What the parser needs to know about the served model. */
+typedef struct {
+    const tok_tokenizer *tok;
+    int n_vocab;            /* ids the sampler may return and a prompt may use: min(tokenizer, model) */
+    int ctx;                /* the model's context (seq_len): prompt + completion positions */
+    const char *model_name; /* the one id /v1/models lists */
+} gw_model_info;
+
+/* A validated /v1/completions request. */
+typedef struct {
+    uint32_t *prompt;          /* (n_prompt) token ids, malloc'd */
+    int n_prompt;              /* 1 .. ctx-1 */
+    int max_tokens;            /* 1 .. ctx - n_prompt (a larger request is clamped) */
+    sample_params sp;          /* temperature 0..2 (0 = greedy), top_k >= 0, top_p (0, 1] */
+    uint64_t seed;             /* from the request, or drawn by the server (has_seed = 0) */
+    int has_seed;
+    int n_stop;
+    char *stop[GW_MAX_STOP];   /* malloc'd, NUL-terminated, 1..GW_MAX_STOP_LEN bytes each */
+    size_t stop_len[GW_MAX_STOP];
+    int stream;                /* 1: server-sent events */
+    int include_usage;         /* stream_options.include_usage */
+    char *prompt_text;         /* the prompt as sent (for --log-content only), malloc'd or NULL */
+    size_t prompt_text_len;
+} gw_request;
+
+/* Parse and validate a /v1/completions JSON body (body[0..len), need not be NUL-terminated).
+ * Fields: model (string, must name the served model if present), prompt (string, or an array of
+ * token ids; required), max_tokens (integer >= 1, default 16, clamped to the context left after
+ * the prompt), temperature (0..2, default 1), top_p ((0, 1], default 1), top_k (integer >= 0),
+ * seed (integer), stop (string or array of <= 4 non-empty strings), stream (bool),
+ * stream_options.include_usage (bool); n, best_of (1 only), echo (false only), logprobs, suffix,
+ * logit_bias (null only), presence_penalty/frequency_penalty (0 only) and user are accepted for
+ * compatibility. Anything else is refused by name.
+ * Returns 0 with *req filled (free with gw_request_free), or -1 with *err: 400 for a body that is
+ * not valid UTF-8 or not JSON, wrong types, out-of-range values, an empty prompt or one that
+ * leaves no room in the context; 404 for an unknown model. */
+int gw_parse_completion(const char *body, size_t len, const gw_model_info *mi, gw_request *req,
+                        gw_error *err);
+void gw_request_free(gw_request *req);
+
+/* Stop sequences on raw generated bytes. gw_stop_find: the smallest position p >= from at which
+ * one of the stop sequences occurs completely inside text[0..n), or -1. gw_stop_holdback: the
+ * length of the longest suffix of text[0..n) that is a proper prefix of a stop sequence (bytes
+ * that must not be streamed yet, since the next token may complete the stop). */
+long gw_stop_find(const gw_request *req, const uint8_t *text, size_t n, size_t from);
+size_t gw_stop_holdback(const gw_request *req, const uint8_t *text, size_t n);
+
+/* Response bodies, appended to b. text[0..n) is raw model output (sanitised to UTF-8 here);
+ * finish is "stop", "length" or NULL (JSON null, for a streamed chunk mid-generation). */
+void gw_completion_json(gw_buf *b, const char *id, long created, const char *model,
+                        const uint8_t *text, size_t n, const char *finish, int prompt_tokens,
+                        int completion_tokens);
+/* One server-sent event "data: {...}\n\n" carrying a text_completion chunk. */
+void gw_chunk_sse(gw_buf *b, const char *id, long created, const char *model, const uint8_t *text,
+                  size_t n, const char *finish);
+/* The usage-only chunk of stream_options.include_usage (choices: []). */
+void gw_usage_sse(gw_buf *b, const char *id, long created, const char *model, int prompt_tokens,
+                  int completion_tokens);
+
+/* ---- metrics (metrics.c) --------------------------------------------------------------------- */
+
+enum { GW_EP_COMPLETIONS, GW_EP_MODELS, GW_EP_HEALTH, GW_EP_METRICS, GW_EP_OTHER, GW_EP_COUNT };
+#define GW_LAT_NBUCKETS 12
+
+/* Upper bounds (seconds) of the latency histogram buckets, ascending (+Inf is implicit). */
+extern const double gw_latency_bounds[GW_LAT_NBUCKETS];
+
+typedef struct {
+    pthread_mutex_t mu;
+    uint64_t requests[GW_EP_COUNT][600]; /* by endpoint and HTTP status (100..599 used) */
+    uint64_t prompt_tokens, completion_tokens;
+    uint64_t lat_bucket[GW_LAT_NBUCKETS + 1]; /* non-cumulative; last = above every bound */
+    uint64_t lat_count;
+    double lat_sum;
+    uint64_t cancelled;   /* generations stopped early: client gone or server stopping */
+    uint64_t queue_full;  /* requests refused with 503 because the queue was full */
+} gw_metrics;
+
+/* Point-in-time values read from the slots when /metrics is rendered. */
+typedef struct {
+    int ready;  /* 1 once the model is loaded */
+    int slots_total, slots_busy, queue_capacity, queue_depth;
+} gw_gauges;
+
+void gw_metrics_init(gw_metrics *m);
+void gw_metrics_destroy(gw_metrics *m);
+/* Count one answered request; status outside 100..599 is ignored. */
+void gw_metrics_request(gw_metrics *m, int endpoint, int status);
+/* Observe one successful completion's end-to-end latency in seconds (queueing included). */
+void gw_metrics_latency(gw_metrics *m, double seconds);
+void gw_metrics_tokens(gw_metrics *m, int prompt_tokens, int completion_tokens);
+void gw_metrics_cancelled(gw_metrics *m);
+void gw_metrics_queue_full(gw_metrics *m);
+/* Append the Prometheus text exposition format (version 0.0.4) to b. */
+void gw_metrics_render(gw_metrics *m, const gw_gauges *g, gw_buf *b);
+/* Endpoint label value ("completions", "models", "health", "metrics", "other"). */
+const char *gw_endpoint_name(int endpoint);
+
+/* ---- generation slots (slots.c) -------------------------------------------------------------- */
+
+enum { GW_FINISH_NONE, GW_FINISH_STOP, GW_FINISH_LENGTH, GW_FINISH_CANCELLED };
+
+/* One generation. Created by a connection thread, run by a slot thread; reference-counted so that
+ * whichever side lets go last frees it. Output fields are guarded by the pool's mutex; bytes below
+ * a `len` read under the mutex never change afterwards (the buffer is allocated once, full size). */
+typedef struct gw_job {
+    gw_request req; /* owned */
+    /* output (guarded by the pool mutex) */
+    uint8_t *text;  /* raw generated bytes, capacity max_tokens * longest token */
+    size_t len;     /* bytes valid; a stop sequence truncates it to the stop's start */
+    size_t *ends;   /* (max_tokens) text length after token i, before any stop truncation */
+    int n_gen;      /* tokens generated */
+    int done, finish; /* finish: GW_FINISH_* once done */
+    double t_submit, t_start, t_done; /* seconds, monotonic clock */
+    /* control */
+    atomic_int cancel;
+    atomic_int refs;
+    pthread_cond_t cv;
+    struct gw_job *next; /* queue link */
+} gw_job;
+
+typedef struct gw_pool gw_pool;
+
+/* Start n_slots slot threads (each with a KV cache for m and threads_per_slot OpenMP/BLAS
+ * threads) and a queue of queue_cap waiting jobs (0 = none wait: busy slots mean 503).
+ * metrics may be NULL. The model and tokenizer must outlive the pool. */
+gw_pool *gw_pool_create(const gpt_model *m, const tok_tokenizer *tok, int n_slots, int queue_cap,
+                        int threads_per_slot, gw_metrics *metrics);
+/* Refuse new jobs and cancel queued and running ones: they finish promptly as
+ * GW_FINISH_CANCELLED, so threads waiting on them return. The pool stays usable for waits. */
+void gw_pool_stop(gw_pool *p);
+/* gw_pool_stop, join the slot threads and free the pool. Call it only when no other thread
+ * uses the pool any more (jobs still referenced elsewhere may be released afterwards). */
+void gw_pool_destroy(gw_pool *p);
+
+/* A job for *req (moved in: *req is zeroed). refs = 1 (the caller's). */
+gw_job *gw_job_create(gw_request *req, size_t max_token_bytes);
+/* Enqueue j; the pool takes its own reference. Returns 0, or -1 if the queue is full or the pool
+ * is stopping (the caller answers 503 and still holds its reference). */
+int gw_pool_submit(gw_pool *p, gw_job *j);
+/* Take / drop one reference (the job is freed when the last one is dropped). */
+void gw_job_retain(gw_job *j);
+void gw_job_release(gw_job *j);
+/* Ask the job to stop (client gone): a queued job is skipped, a running one stops at its next
+ * token and frees its slot. */
+void gw_job_cancel(gw_job *j);
+/* Wait until j has more than have_tokens tokens or is done, at most timeout_s seconds. Copies a
+ * consistent snapshot: *n_gen, *len, *done, *finish (any pointer may be NULL). */
+void gw_job_wait(gw_pool *p, gw_job *j, int have_tokens, double timeout_s, int *n_gen,
+                 size_t *len, int *done, int *finish);
+/* Current queue depth and busy slots. */
+void gw_pool_stats(gw_pool *p, int *queued, int *busy);
+
+/* Seconds on a monotonic clock. */
+double gw_now(void);
+
+/* ---- the HTTP server (server.c) -------------------------------------------------------------- */
+
+typedef struct {
+    const char *host;        /* bind address, numeric or a name (default 127.0.0.1) */
+    int port;                /* 0 = any free port (see gw_server_port) */
+    int slots, queue;        /* parallel generations; waiting requests beyond them */
+    int threads_per_slot;    /* OpenMP/BLAS threads per slot (>= 1) */
+    size_t max_body;         /* bytes; larger bodies get 413 before they are buffered */
+    unsigned timeout_s;      /* idle connections are closed after this (MHD connection timeout) */
+    const char *model_name;  /* the id /v1/models lists and requests may name */
+    char **api_keys;         /* NULL = no authentication */
+    int n_api_keys;
+    int log_content;         /* 1: the access log includes prompts and completions */
+    int quiet;               /* 1: no access log */
+} gw_server_opts;
+
+typedef struct gw_server gw_server;
+
+/* Listen on host:port. Until gw_server_set_model, /health answers 503 {"status":"loading"} and
+ * generation requests 503. Returns NULL with err if the address cannot be bound. */
+gw_server *gw_server_start(const gw_server_opts *o, char *err, size_t errlen);
+/* The bound port (useful with port 0). */
+int gw_server_port(const gw_server *s);
+/* Serve m/tok from now on (both must outlive the server); step is reported by /v1/models. */
+void gw_server_set_model(gw_server *s, const gpt_model *m, const tok_tokenizer *tok, int step);
+/* Stop generations, close every connection, join all threads and free s. */
+void gw_server_stop(gw_server *s);
+
+/* `minitrain serve` (gateway/cmd_serve.c). */
+int gw_cmd_serve(int argc, char **argv);
+
+#endif /* MT_GATEWAY_SERVER_H */

@@ -1,0 +1,549 @@
+/*
+ * sched/ettr.c — ETTR accounting from run.db (see sched/ettr.h for the categories).
+ *
+ * Shape: read everything once into small arrays (runs, metric rows, events), then walk the job as
+ * a sequence of ATTEMPTS. With a supervisor, an attempt is [launch_k, launch_k+1): it may hold a
+ * trainer run (a `runs` row) or die before creating one. Without a supervisor each run is its own
+ * attempt. Every category is a difference of timestamps that the attempt's events pin down, so
+ * the breakdown sums to the wall time by construction ("other" is the remainder) and a hand-made
+ * event log has an answer one can compute on paper (tests/test_sched.c does).
+ *
+ * Timestamps: runs.started_at and events.time are unix seconds (CLOCK_REALTIME); metrics.wall_s is
+ * seconds since the run's `start` event (the trainer's loop start), so a step ends at
+ * start_event.time + wall_s and began step_ms earlier.
+ */
+#include "sched/ettr.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/check.h"
+#include "core/rundb.h"
+
+typedef struct {
+    long long id;
+    double started_at, ended_at, base; /* base = time of the `start` event (metrics time zero) */
+    int attempt;
+    double first_start, first_end, last_end; /* of its steps; NAN without steps */
+} run_row;
+
+typedef struct {
+    long long run; /* index into runs */
+    int step;
+    double step_s, end;
+} step_row;
+
+typedef struct {
+    long long run_id;
+    double time;
+    char kind[32];
+    int rank;
+    char *detail;
+} event_row;
+
+typedef struct {
+    double launch, next_launch; /* next_launch = INFINITY for the last */
+    double first_start, first_end, last_end;
+    int has_steps;
+} attempt;
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+static MT_PRINTF(3, 4) void set_err(char *err, size_t n, const char *fmt, ...) {
+    if (!err || !n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+}
+
+/* Number `key` of a JSON object text, or NAN. */
+static double detail_num(const char *detail, const char *key) {
+    if (!detail) return NAN;
+    cJSON *j = cJSON_Parse(detail);
+    double v = NAN;
+    if (j) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
+        if (cJSON_IsNumber(it)) v = it->valuedouble;
+    }
+    cJSON_Delete(j);
+    return v;
+}
+
+/* String `key` of a JSON object text into out ("" when absent). */
+static void detail_str(const char *detail, const char *key, char *out, size_t n) {
+    out[0] = '\0';
+    if (!detail) return;
+    cJSON *j = cJSON_Parse(detail);
+    if (j) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
+        if (cJSON_IsString(it)) snprintf(out, n, "%s", it->valuestring);
+    }
+    cJSON_Delete(j);
+}
+
+static double col_real(sqlite3_stmt *st, int i) {
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+static int has_table(sqlite3 *db, const char *name) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1,
+                           &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* Name of the first column of `table` among cands, or NULL. */
+static const char *pick_column(sqlite3 *db, const char *table, const char *const *cands, int n) {
+    char sql[128];
+    snprintf(sql, sizeof(sql), "PRAGMA table_info(%s)", table);
+    sqlite3_stmt *st = NULL;
+    const char *found = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
+    while (!found && sqlite3_step(st) == SQLITE_ROW) {
+        const char *col = (const char *)sqlite3_column_text(st, 1);
+        for (int i = 0; col && i < n; i++)
+            if (!strcmp(col, cands[i])) found = cands[i];
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int is_ckpt_save_kind(const char *k) {
+    return !strcmp(k, "checkpoint") || !strcmp(k, "ckpt_save") || !strcmp(k, "ckpt");
+}
+
+static int is_ckpt_load_kind(const char *k) {
+    return !strcmp(k, "resume") || !strcmp(k, "ckpt_load") || !strcmp(k, "checkpoint_load");
+}
+
+/* The stall of one checkpoint-save event in seconds, NAN when it carries none. */
+static double save_stall_s(const char *detail) {
+    double ms = detail_num(detail, "stall_ms");
+    if (isnan(ms)) ms = detail_num(detail, "snapshot_ms");
+    return ms / 1e3;
+}
+
+static void add_kind(ettr_report *r, const char *kind) {
+    const char *k = kind[0] ? kind : "unknown";
+    for (int i = 0; i < r->n_kinds; i++)
+        if (!strcmp(r->by_kind[i].kind, k)) {
+            r->by_kind[i].count++;
+            return;
+        }
+    if (r->n_kinds < ETTR_MAX_KINDS) {
+        snprintf(r->by_kind[r->n_kinds].kind, sizeof(r->by_kind[0].kind), "%s", k);
+        r->by_kind[r->n_kinds++].count = 1;
+    }
+}
+
+static int cmp_step(const void *a, const void *b) {
+    const step_row *x = a, *y = b;
+    if (x->step != y->step) return (x->step > y->step) - (x->step < y->step);
+    return (x->run > y->run) - (x->run < y->run); /* run index follows start order */
+}
+
+/* ---- loading ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    run_row *runs;
+    int nruns;
+    step_row *steps;
+    long long nsteps;
+    event_row *ev;
+    long long nev;
+} job_data;
+
+static void job_free(job_data *j) {
+    for (long long i = 0; i < j->nev; i++) free(j->ev[i].detail);
+    free(j->runs);
+    free(j->steps);
+    free(j->ev);
+    memset(j, 0, sizeof(*j));
+}
+
+static int run_index(const job_data *j, long long id) {
+    for (int i = 0; i < j->nruns; i++)
+        if (j->runs[i].id == id) return i;
+    return -1;
+}
+
+static int load(sqlite3 *db, job_data *j, char *err, size_t errlen) {
+    static const char *TABLES[] = {"runs", "metrics", "events"};
+    for (int t = 0; t < 3; t++)
+        if (!has_table(db, TABLES[t])) {
+            set_err(err, errlen, "not a minitrain run database (no table '%s')", TABLES[t]);
+            return -1;
+        }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        db, "SELECT id, started_at, ended_at, (SELECT MIN(time) FROM events e WHERE e.run_id = r.id"
+            " AND e.kind = 'start') FROM runs r ORDER BY started_at, id", -1, &st, NULL);
+    if (rc != SQLITE_OK) goto sql_error;
+    int cap = 16;
+    j->runs = mallocCheck((size_t)cap * sizeof(run_row));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (j->nruns == cap) {
+            cap *= 2;
+            j->runs = realloc(j->runs, (size_t)cap * sizeof(run_row));
+            mtCheck(j->runs != NULL, "out of memory reading runs");
+        }
+        run_row *r = &j->runs[j->nruns++];
+        r->id = sqlite3_column_int64(st, 0);
+        r->started_at = col_real(st, 1);
+        r->ended_at = col_real(st, 2);
+        r->base = col_real(st, 3);
+        if (isnan(r->base)) r->base = r->started_at;
+        r->first_start = r->first_end = r->last_end = NAN;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) goto sql_error;
+
+    rc = sqlite3_prepare_v2(db, "SELECT run_id, step, step_ms, wall_s FROM metrics WHERE"
+                                " train_loss IS NOT NULL AND step_ms IS NOT NULL AND wall_s IS NOT"
+                                " NULL ORDER BY run_id, step, rowid", -1, &st, NULL);
+    if (rc != SQLITE_OK) goto sql_error;
+    long long scap = 256;
+    j->steps = mallocCheck((size_t)scap * sizeof(step_row));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int ri = run_index(j, sqlite3_column_int64(st, 0));
+        int step = sqlite3_column_int(st, 1);
+        if (ri < 0) continue; /* a metric of an unknown run */
+        /* one row per (run, step): several ranks may log the same step */
+        if (j->nsteps > 0 && j->steps[j->nsteps - 1].run == ri && j->steps[j->nsteps - 1].step == step)
+            continue;
+        if (j->nsteps == scap) {
+            scap *= 2;
+            j->steps = realloc(j->steps, (size_t)scap * sizeof(step_row));
+            mtCheck(j->steps != NULL, "out of memory reading metrics");
+        }
+        step_row *s = &j->steps[j->nsteps++];
+        s->run = ri;
+        s->step = step;
+        s->step_s = sqlite3_column_double(st, 2) / 1e3;
+        s->end = j->runs[ri].base + sqlite3_column_double(st, 3);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) goto sql_error;
+
+    rc = sqlite3_prepare_v2(db, "SELECT run_id, time, kind, rank, detail FROM events"
+                                " ORDER BY time, rowid", -1, &st, NULL);
+    if (rc != SQLITE_OK) goto sql_error;
+    long long ecap = 256;
+    j->ev = mallocCheck((size_t)ecap * sizeof(event_row));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (j->nev == ecap) {
+            ecap *= 2;
+            j->ev = realloc(j->ev, (size_t)ecap * sizeof(event_row));
+            mtCheck(j->ev != NULL, "out of memory reading events");
+        }
+        event_row *e = &j->ev[j->nev++];
+        e->run_id = sqlite3_column_int64(st, 0);
+        e->time = col_real(st, 1);
+        const unsigned char *k = sqlite3_column_text(st, 2);
+        snprintf(e->kind, sizeof(e->kind), "%s", k ? (const char *)k : "");
+        e->rank = sqlite3_column_int(st, 3);
+        const unsigned char *d = sqlite3_column_text(st, 4);
+        e->detail = d ? strdup((const char *)d) : NULL;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) goto sql_error;
+    return 0;
+sql_error:
+    set_err(err, errlen, "reading the run database: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return -1;
+}
+
+/* Checkpoint stalls from the `checkpoints` table (train/checkpoint.c: one row per tier and step,
+ * each carrying the same snapshot_ms, so one value per (run, step)). Returns the number of saves
+ * with a stall (sum in *sum_s), or -1 when there is no such table or column. */
+static int table_stalls(sqlite3 *db, double *sum_s) {
+    static const char *const COLS[] = {"stall_ms", "snapshot_ms"};
+    *sum_s = 0;
+    if (!has_table(db, "checkpoints")) return -1;
+    const char *col = pick_column(db, "checkpoints", COLS, 2);
+    if (!col) return -1;
+    char sql[200];
+    snprintf(sql, sizeof(sql), "SELECT MAX(%s) FROM checkpoints WHERE %s IS NOT NULL"
+             " GROUP BY run_id, step", col, col);
+    sqlite3_stmt *st = NULL;
+    int n = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        *sum_s += sqlite3_column_double(st, 0) / 1e3;
+        n++;
+    }
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* Checkpoint stalls from events: one "checkpoint" event per committed tier carries the save's
+ * snapshot_ms, so take one per (run, step); "ckpt_wait" events add the time a save waited for the
+ * previous one (waited_ms, a number or a numeric string). Returns the number of saves. */
+static int event_stalls(const job_data *j, double *sum_s) {
+    *sum_s = 0;
+    int n = 0;
+    for (long long i = 0; i < j->nev; i++) {
+        const event_row *e = &j->ev[i];
+        if (!strcmp(e->kind, "ckpt_wait")) {
+            double ms = detail_num(e->detail, "waited_ms");
+            if (isnan(ms)) {
+                char txt[32];
+                detail_str(e->detail, "waited_ms", txt, sizeof(txt));
+                if (txt[0]) ms = atof(txt);
+            }
+            if (isfinite(ms)) *sum_s += ms / 1e3;
+            continue;
+        }
+        if (!is_ckpt_save_kind(e->kind)) continue;
+        double s = save_stall_s(e->detail);
+        if (!isfinite(s)) continue;
+        double step = detail_num(e->detail, "step");
+        int dup = 0; /* the same save reported for another tier */
+        for (long long k = i - 1; k >= 0 && !dup; k--)
+            dup = j->ev[k].run_id == e->run_id && is_ckpt_save_kind(j->ev[k].kind) &&
+                  detail_num(j->ev[k].detail, "step") == step && isfinite(step);
+        if (dup) continue;
+        *sum_s += s;
+        n++;
+    }
+    return n;
+}
+
+/* ---- the accounting --------------------------------------------------------------------------- */
+
+int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
+    memset(r, 0, sizeof(*r));
+    r->ettr = r->mttr_s = r->mtbf_s = r->restart_overhead_s = r->ckpt_stall_mean_s = NAN;
+    r->max_recovery_s = NAN;
+    job_data j = {0};
+    if (load(db, &j, err, errlen) != 0) {
+        job_free(&j);
+        return -1;
+    }
+
+    /* Job span. */
+    double t0 = INFINITY, t1 = -INFINITY, sup_end = NAN;
+    for (int i = 0; i < j.nruns; i++) {
+        if (isfinite(j.runs[i].started_at)) t0 = fmin(t0, j.runs[i].started_at);
+        if (isfinite(j.runs[i].ended_at)) t1 = fmax(t1, j.runs[i].ended_at);
+    }
+    int nlaunch = 0;
+    for (long long i = 0; i < j.nev; i++) {
+        event_row *e = &j.ev[i];
+        if (!isfinite(e->time)) continue;
+        t1 = fmax(t1, e->time);
+        if (e->run_id == 0 && (!strcmp(e->kind, "supervisor_start") || !strcmp(e->kind, "launch")))
+            t0 = fmin(t0, e->time);
+        if (e->run_id == 0 && !strcmp(e->kind, "launch")) nlaunch++;
+        if (e->run_id == 0 && !strcmp(e->kind, "supervisor_end")) sup_end = e->time;
+    }
+    for (long long i = 0; i < j.nsteps; i++) t1 = fmax(t1, j.steps[i].end);
+    if (isfinite(sup_end)) t1 = sup_end;
+    if (!isfinite(t0) || !(t1 > t0)) { /* nothing to account */
+        job_free(&j);
+        return 0;
+    }
+    r->job_start = t0;
+    r->job_end = t1;
+    r->wall_s = t1 - t0;
+
+    /* Attempts: supervisor launches, else one per run. */
+    int na = nlaunch > 0 ? nlaunch : j.nruns;
+    attempt *at = callocCheck((size_t)(na > 0 ? na : 1), sizeof(attempt));
+    if (nlaunch > 0) {
+        int k = 0;
+        for (long long i = 0; i < j.nev; i++)
+            if (j.ev[i].run_id == 0 && !strcmp(j.ev[i].kind, "launch")) at[k++].launch = j.ev[i].time;
+    } else {
+        for (int i = 0; i < j.nruns; i++) at[i].launch = j.runs[i].started_at;
+    }
+    for (int k = 0; k < na; k++) {
+        at[k].next_launch = k + 1 < na ? at[k + 1].launch : INFINITY;
+        at[k].first_start = at[k].first_end = at[k].last_end = NAN;
+    }
+    for (int i = 0; i < j.nruns; i++) { /* the attempt a run belongs to: last launch before it */
+        int k = 0;
+        while (k + 1 < na && at[k + 1].launch <= j.runs[i].started_at) k++;
+        j.runs[i].attempt = k;
+    }
+
+    /* Steps: kept = the occurrence of a step number in the latest run that logged it. */
+    for (long long i = 0; i < j.nsteps; i++) {
+        step_row *s = &j.steps[i];
+        attempt *a = &at[j.runs[s->run].attempt];
+        double start = s->end - s->step_s;
+        if (!a->has_steps || start < a->first_start) a->first_start = start, a->first_end = s->end;
+        if (!a->has_steps || s->end > a->last_end) a->last_end = s->end;
+        a->has_steps = 1;
+    }
+    qsort(j.steps, (size_t)j.nsteps, sizeof(step_row), cmp_step);
+    for (long long i = 0; i < j.nsteps; i++) {
+        int kept = (i + 1 == j.nsteps) || j.steps[i + 1].step != j.steps[i].step;
+        if (kept) {
+            r->useful_s += j.steps[i].step_s;
+            r->kept_steps++;
+        } else {
+            r->recompute_s += j.steps[i].step_s;
+            r->lost_steps++;
+        }
+    }
+
+    /* Checkpoint stalls (table if it has them, else events) and loads (events, per attempt). */
+    double stall_sum = 0;
+    int nstall = event_stalls(&j, &stall_sum);
+    if (nstall == 0) nstall = table_stalls(db, &stall_sum);
+    if (nstall < 0) nstall = 0, stall_sum = 0;
+    r->ckpt_stall_s = stall_sum;
+    r->checkpoints = nstall;
+    if (nstall > 0) r->ckpt_stall_mean_s = stall_sum / nstall;
+    double *load_s = callocCheck((size_t)na, sizeof(double));
+    for (long long i = 0; i < j.nev; i++) {
+        if (!is_ckpt_load_kind(j.ev[i].kind)) continue;
+        double ms = detail_num(j.ev[i].detail, "load_ms");
+        int ri = run_index(&j, j.ev[i].run_id);
+        if (ri >= 0 && isfinite(ms)) load_s[j.runs[ri].attempt] += ms / 1e3;
+    }
+
+    /* Walk the attempts. */
+    double rec_sum = 0, over_sum = 0;
+    int nover = 0;
+    for (int k = 0; k < na; k++) {
+        attempt *a = &at[k];
+        double lo = a->launch, hi = a->next_launch;
+        /* the supervisor's verdict on this attempt */
+        const event_row *fail = NULL, *tdown = NULL;
+        double t_fault = INFINITY;
+        for (long long i = 0; i < j.nev; i++) {
+            const event_row *e = &j.ev[i];
+            if (e->time < lo || e->time >= hi) continue;
+            if (e->run_id == 0 && !strcmp(e->kind, "failure") && !fail) fail = e;
+            if (e->run_id == 0 && !strcmp(e->kind, "teardown") && fail && !tdown) tdown = e;
+            if (fail) continue;
+            int mine = e->run_id == 0 ? !strcmp(e->kind, "mtbf_kill")
+                                      : (run_index(&j, e->run_id) >= 0 &&
+                                         j.runs[run_index(&j, e->run_id)].attempt == k);
+            if (!mine) continue;
+            char fk[32];
+            detail_str(e->detail, "kind", fk, sizeof(fk));
+            int is_fault = (!strcmp(e->kind, "fault") &&
+                            (!strcmp(fk, "kill") || !strcmp(fk, "hang") || !strcmp(fk, "exit"))) ||
+                           !strcmp(e->kind, "nonfinite") || !strcmp(e->kind, "mtbf_kill");
+            if (is_fault) t_fault = fmin(t_fault, e->time);
+        }
+        double attempt_end = isfinite(hi) ? hi : t1;
+        /* start-up / relaunch: launch -> first step start (or the failure, if none) */
+        double init_end = a->has_steps ? a->first_start : NAN;
+        double t_f = NAN;
+        if (fail) {
+            double t_d = fail->time;
+            double est = detail_num(fail->detail, "failed_at");
+            t_f = isfinite(t_fault) ? t_fault : (isfinite(est) && est <= t_d ? est : t_d);
+            if (t_f > t_d) t_f = t_d;
+            r->failures++;
+            char fk[32];
+            detail_str(fail->detail, "kind", fk, sizeof(fk));
+            add_kind(r, fk);
+            if (a->has_steps && t_f > a->last_end) r->recompute_s += t_f - a->last_end;
+            if (!a->has_steps) init_end = t_f;
+            r->detect_s += t_d - t_f;
+            double t_td = tdown ? tdown->time : t_d;
+            r->teardown_s += t_td - t_d;
+            if (isfinite(hi)) r->backoff_s += hi - t_td; /* teardown -> next launch */
+            /* recovery: the first step that ends after the failure, in a later attempt */
+            for (int m = k + 1; m < na; m++)
+                if (at[m].has_steps) {
+                    double rec = at[m].first_end - t_f;
+                    rec_sum += rec;
+                    r->recoveries++;
+                    if (isnan(r->max_recovery_s) || rec > r->max_recovery_s) r->max_recovery_s = rec;
+                    over_sum += at[m].first_start - t_f;
+                    nover++;
+                    break;
+                }
+        }
+        if (isnan(init_end)) init_end = attempt_end; /* never stepped, never failed: all init */
+        double init = init_end - (k == 0 ? t0 : lo);
+        double ld = fmin(load_s[k], fmax(init, 0));
+        r->ckpt_load_s += ld;
+        if (k == 0)
+            r->startup_s += init - ld;
+        else
+            r->relaunch_s += init - ld;
+    }
+    r->launches = na;
+    r->restarts = na > 0 ? na - 1 : 0;
+    r->other_s = r->wall_s - (r->useful_s + r->recompute_s + r->detect_s + r->teardown_s +
+                              r->backoff_s + r->startup_s + r->relaunch_s + r->ckpt_load_s +
+                              r->ckpt_stall_s);
+    r->ettr = r->useful_s / r->wall_s;
+    if (r->recoveries > 0) r->mttr_s = rec_sum / r->recoveries;
+    if (nover > 0) r->restart_overhead_s = over_sum / nover;
+    if (r->failures > 0) r->mtbf_s = r->wall_s / r->failures;
+    free(load_s);
+    free(at);
+    job_free(&j);
+    return 0;
+}
+
+int ettr_compute_dir(const char *run_dir, ettr_report *out, char *err, size_t errlen) {
+    char path[4200];
+    rundb_path(run_dir, path, sizeof(path));
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        set_err(err, errlen, "cannot open run database %s: %s", path,
+                db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return -1;
+    }
+    sqlite3_busy_timeout(db, RUNDB_BUSY_TIMEOUT_MS);
+    char msg[512];
+    int rc = ettr_compute(db, out, msg, sizeof(msg));
+    if (rc != 0) set_err(err, errlen, "%s: %s", path, msg);
+    sqlite3_close(db);
+    return rc;
+}
+
+static void line(const char *indent, const char *label, double s, double wall) {
+    printf("%s%-26s %9.2f s  %5.1f%%\n", indent, label, s, wall > 0 ? 100 * s / wall : 0.0);
+}
+
+void ettr_print(const ettr_report *r, const char *indent) {
+    if (!(r->wall_s > 0)) {
+        printf("%sETTR: n/a (nothing logged)\n", indent);
+        return;
+    }
+    printf("%sETTR %.4f = kept step time %.2f s / job wall time %.2f s\n", indent, r->ettr,
+           r->useful_s, r->wall_s);
+    line(indent, "  training (kept steps)", r->useful_s, r->wall_s);
+    line(indent, "  recomputation", r->recompute_s, r->wall_s);
+    line(indent, "  failure detection", r->detect_s, r->wall_s);
+    line(indent, "  teardown", r->teardown_s, r->wall_s);
+    line(indent, "  backoff", r->backoff_s, r->wall_s);
+    line(indent, "  start-up (first launch)", r->startup_s, r->wall_s);
+    line(indent, "  relaunch + init", r->relaunch_s, r->wall_s);
+    line(indent, "  checkpoint load", r->ckpt_load_s, r->wall_s);
+    line(indent, "  checkpoint stalls", r->ckpt_stall_s, r->wall_s);
+    line(indent, "  other (eval, hooks, save)", r->other_s, r->wall_s);
+    printf("%sfailures: %d", indent, r->failures);
+    for (int i = 0; i < r->n_kinds; i++)
+        printf("%s%s %d", i ? ", " : " (", r->by_kind[i].kind, r->by_kind[i].count);
+    printf("%s | restarts %d | steps recomputed %d (kept %d)\n", r->n_kinds ? ")" : "",
+           r->restarts, r->lost_steps, r->kept_steps);
+    char mtbf[32] = "n/a", mttr[32] = "n/a", mx[32] = "n/a";
+    if (isfinite(r->mtbf_s)) snprintf(mtbf, sizeof(mtbf), "%.1f s", r->mtbf_s);
+    if (isfinite(r->mttr_s)) snprintf(mttr, sizeof(mttr), "%.2f s", r->mttr_s);
+    if (isfinite(r->max_recovery_s)) snprintf(mx, sizeof(mx), "%.2f s", r->max_recovery_s);
+    printf("%sMTBF observed %s | MTTR (failure -> first step after restart) %s, max %s\n", indent,
+           mtbf, mttr, mx);
+}

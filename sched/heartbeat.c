@@ -1,0 +1,118 @@
+/*
+ * sched/heartbeat.c — heartbeat records: writer (each rank) and scanner (the supervisor).
+ * Format and rationale in sched/heartbeat.h.
+ */
+#include "sched/heartbeat.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint32_t fnv1a(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 16777619u;
+    }
+    return h;
+}
+
+void hb_format(char *buf, const hb_record *r) {
+    char body[HB_RECORD_BYTES];
+    int n = snprintf(body, sizeof(body),
+                     "MTHB1 rank=%d pid=%d step=%d step_ms=%.3f busy_ms=%.3f time=%.6f state=%.15s",
+                     r->rank, r->pid, r->step, r->step_ms, r->busy_ms, r->time, r->state);
+    if (n < 0 || n > HB_RECORD_BYTES - 20) n = HB_RECORD_BYTES - 20; /* cannot happen: bounded */
+    int m = snprintf(buf, HB_RECORD_BYTES + 1, "%.*s sum=%08x", n, body, fnv1a(body, (size_t)n));
+    memset(buf + m, ' ', (size_t)(HB_RECORD_BYTES - 1 - m));
+    buf[HB_RECORD_BYTES - 1] = '\n';
+    buf[HB_RECORD_BYTES] = '\0';
+}
+
+int hb_parse(const char *buf, size_t len, hb_record *out) {
+    char tmp[HB_RECORD_BYTES + 1];
+    if (len < HB_RECORD_BYTES || strncmp(buf, "MTHB1 ", 6) != 0) return -1;
+    memcpy(tmp, buf, HB_RECORD_BYTES);
+    tmp[HB_RECORD_BYTES] = '\0';
+    char *sum = strstr(tmp, " sum=");
+    if (!sum) return -1;
+    unsigned int want = 0;
+    if (sscanf(sum, " sum=%8x", &want) != 1) return -1;
+    if (fnv1a(tmp, (size_t)(sum - tmp)) != want) return -1;
+    *sum = '\0';
+    hb_record r;
+    memset(&r, 0, sizeof(r));
+    if (sscanf(tmp, "MTHB1 rank=%d pid=%d step=%d step_ms=%lf busy_ms=%lf time=%lf state=%15s",
+               &r.rank, &r.pid, &r.step, &r.step_ms, &r.busy_ms, &r.time, r.state) != 7)
+        return -1;
+    *out = r;
+    return 0;
+}
+
+int hb_open(hb_writer *w, const char *dir, int rank, char *err, size_t errlen) {
+    w->fd = -1;
+    w->rank = rank;
+    w->path[0] = '\0';
+    if (!dir || !dir[0]) return 0;
+    mkdir(dir, 0755); /* normally made by the supervisor */
+    snprintf(w->path, sizeof(w->path), "%s/rank_%05d.hb", dir, rank);
+    w->fd = open(w->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "cannot create heartbeat file %s: %s", w->path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void hb_write(hb_writer *w, int step, double step_ms, double busy_ms, const char *state) {
+    if (w->fd < 0) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    hb_record r = {.rank = w->rank, .pid = (int)getpid(), .step = step, .step_ms = step_ms,
+                   .busy_ms = busy_ms, .time = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec};
+    snprintf(r.state, sizeof(r.state), "%s", state);
+    char buf[HB_RECORD_BYTES + 1];
+    hb_format(buf, &r);
+    if (pwrite(w->fd, buf, HB_RECORD_BYTES, 0) != HB_RECORD_BYTES) { /* ignored, see header */
+    }
+}
+
+void hb_close(hb_writer *w) {
+    if (w->fd >= 0) close(w->fd);
+    w->fd = -1;
+}
+
+static int cmp_rank(const void *a, const void *b) {
+    const hb_record *x = a, *y = b;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+int hb_scan(const char *dir, hb_record *out, int max) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && n < max) {
+        if (strncmp(de->d_name, "rank_", 5) != 0) continue;
+        size_t L = strlen(de->d_name);
+        if (L < 4 || strcmp(de->d_name + L - 3, ".hb") != 0) continue;
+        char p[4200], buf[HB_RECORD_BYTES];
+        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t got = pread(fd, buf, HB_RECORD_BYTES, 0);
+        close(fd);
+        if (got == HB_RECORD_BYTES && hb_parse(buf, (size_t)got, &out[n]) == 0) n++;
+    }
+    closedir(d);
+    qsort(out, (size_t)n, sizeof(hb_record), cmp_rank);
+    return n;
+}

@@ -1,0 +1,692 @@
+/*
+ * sched/supervisor.c — `minitrain run`: launch, watch, tear down, back off, relaunch.
+ *
+ * Shape: one single-threaded polling loop (every SUP_POLL_MS) per attempt. Each poll reaps the
+ * launch process (waitpid WNOHANG: exit or signal = crash, exit 3 = non-finite loss), reads the
+ * heartbeat files (sched/heartbeat.h: progress, stragglers, which rank to blame), and fires the
+ * --fault-mtbf kill when it is due. Polling rather than SIGCHLD keeps every decision in one place
+ * and bounds detection latency by the poll period, small next to the heartbeat timeout.
+ *
+ * Process hygiene: the launch runs in its own process group (setpgid in both parent and child,
+ * so there is no race), and the supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): every
+ * descendant that loses its parent (ranks of a dead mpirun) is re-parented to us, so a teardown
+ * can signal the group AND every descendant found in /proc, then reap until none is left — no
+ * orphan rank keeps running into the next attempt.
+ *
+ * Time: decisions use the monotonic clock; run.db events carry unix time (rundb_now) so the ETTR
+ * accounting can line them up with the trainer's events.
+ */
+#define _GNU_SOURCE
+#include "sched/supervisor.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/check.h"
+#include "core/rng.h"
+#include "core/rundb.h"
+#include "core/timer.h"
+#include "sched/ettr.h"
+
+#define SUP_POLL_MS 50
+#define SUP_MAX_ARGS 512
+
+/* ---- pure helpers (tested in tests/test_sched.c) --------------------------------------------- */
+
+double sup_backoff_s(double min_s, double max_s, int consecutive) {
+    double b = min_s;
+    for (int i = 1; i < consecutive && b < max_s; i++) b *= 2;
+    return b < max_s ? b : max_s;
+}
+
+int sup_hosts_parse(const char *path, sup_hosts *h, char *err, size_t errlen) {
+    memset(h, 0, sizeof(*h));
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot read hostfile %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[512];
+    int ln = 0;
+    while (fgets(line, sizeof(line), f)) {
+        ln++;
+        line[strcspn(line, "#\r\n")] = '\0';
+        char name[128] = "", rest[256] = "";
+        int k = sscanf(line, "%127s %255[^\n]", name, rest);
+        if (k < 1) continue;
+        if (h->n == SUP_MAX_HOSTS || strlen(name) >= sizeof(h->name[0])) {
+            snprintf(err, errlen, "%s:%d: too many hosts or host name too long", path, ln);
+            fclose(f);
+            return -1;
+        }
+        int slots = 1;
+        char *s = strstr(rest, "slots=");
+        if (s && (sscanf(s + 6, "%d", &slots) != 1 || slots < 1)) {
+            snprintf(err, errlen, "%s:%d: slots must be a positive integer", path, ln);
+            fclose(f);
+            return -1;
+        }
+        memcpy(h->name[h->n], name, strlen(name) + 1); /* length checked above */
+        h->slots[h->n++] = slots;
+    }
+    fclose(f);
+    if (h->n == 0) {
+        snprintf(err, errlen, "hostfile %s lists no hosts", path);
+        return -1;
+    }
+    return 0;
+}
+
+int sup_host_of_rank(const sup_hosts *h, int rank) {
+    if (rank < 0) return -1;
+    int r = rank;
+    for (int i = 0; i < h->n; i++) {
+        if (h->cordoned[i]) continue;
+        if (r < h->slots[i]) return i;
+        r -= h->slots[i];
+    }
+    return -1;
+}
+
+int sup_hosts_slots(const sup_hosts *h) {
+    int s = 0;
+    for (int i = 0; i < h->n; i++) s += h->cordoned[i] ? 0 : h->slots[i];
+    return s;
+}
+
+int sup_hosts_write(const sup_hosts *h, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "# written by minitrain run: cordoned hosts are left out\n");
+    for (int i = 0; i < h->n; i++)
+        if (!h->cordoned[i]) fprintf(f, "%s slots=%d\n", h->name[i], h->slots[i]);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int sup_blame(const hb_record *r, int n) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (best < 0 || r[i].step < r[best].step ||
+            (r[i].step == r[best].step && r[i].time < r[best].time))
+            best = i;
+    return best < 0 ? -1 : r[best].rank;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double sup_median_busy(const hb_record *r, int n) {
+    double v[HB_MAX_RANKS];
+    int k = 0;
+    for (int i = 0; i < n && k < HB_MAX_RANKS; i++)
+        if (!strcmp(r[i].state, "run")) v[k++] = r[i].busy_ms;
+    if (k == 0) return NAN;
+    qsort(v, (size_t)k, sizeof(double), cmp_double);
+    return v[(k - 1) / 2];
+}
+
+/* ---- the supervisor --------------------------------------------------------------------------- */
+
+typedef struct {
+    /* flags */
+    int max_restarts;
+    double window_s, hb_timeout_s, backoff_min, backoff_max, grace_s, fault_mtbf_s;
+    double straggler_k;
+    int straggler_w, evict_stragglers;
+    uint64_t seed;
+    const char *run_dir, *hostfile;
+    char **launch;
+    int nlaunch;
+    /* state */
+    rundb *db;
+    sup_hosts hosts;
+    char hb_dir[4200], active_hostfile[4200];
+    double fail_times[1024]; /* monotonic, of every failure */
+    int nfail;
+    rng_state rng;
+} sup;
+
+static volatile sig_atomic_t g_stop = 0;
+static void on_signal(int sig) { g_stop = sig; }
+
+static MT_PRINTF(1, 2) void say(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "minitrain run: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+}
+
+static void event(sup *s, const char *kind, int rank, const char *fmt, ...) MT_PRINTF(4, 5);
+static void event(sup *s, const char *kind, int rank, const char *fmt, ...) {
+    char detail[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    rundb_log_event(s->db, 0, kind, rank, detail);
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Every descendant of root (by /proc/<pid>/stat ppid), appended to out; returns the count. */
+static int descendants(pid_t root, pid_t *out, int max) {
+    enum { NP = 32768 };
+    static pid_t pid[NP], ppid[NP];
+    int n = 0;
+    DIR *d = opendir("/proc");
+    if (!d) return 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && n < NP) {
+        if (!isdigit((unsigned char)de->d_name[0])) continue;
+        char p[300], buf[512];
+        snprintf(p, sizeof(p), "/proc/%s/stat", de->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f) continue;
+        size_t got = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[got] = '\0';
+        char *rp = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
+        int pp;
+        if (!rp || sscanf(rp + 1, " %*c %d", &pp) != 1) continue;
+        pid[n] = (pid_t)atoi(de->d_name);
+        ppid[n++] = (pid_t)pp;
+    }
+    closedir(d);
+    int m = 0;
+    out[m++] = root;
+    for (int head = 0; head < m; head++) /* BFS over the parent links */
+        for (int i = 0; i < n && m < max; i++)
+            if (ppid[i] == out[head] && pid[i] != root) out[m++] = pid[i];
+    return m - 1 > 0 ? m - 1 : 0;
+}
+
+/* Signal the job: its process group (only while the launch process is unreaped: a reaped
+ * leader's pid may be reused) and every descendant of the supervisor — as a subreaper it adopts
+ * the job's orphans, and it has no other children. */
+static void signal_all(pid_t child, int child_alive, int sig) {
+    pid_t d[4096];
+    int n = descendants(getpid(), d, 4096);
+    if (child_alive) kill(-child, sig);
+    for (int i = 1; i <= n; i++) kill(d[i], sig);
+}
+
+/* 1 while the launch process has not been reaped. */
+static int unreaped(pid_t child) {
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    return waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
+/* Reap every child (and adopted orphan) that has exited; returns 1 when none is left. */
+static int reap_all(void) {
+    for (;;) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) continue;
+        return p < 0 && errno == ECHILD;
+    }
+}
+
+/* SIGTERM the group and all descendants, SIGKILL after the grace period, reap everything.
+ * Returns the seconds it took. */
+static double teardown(sup *s, pid_t child) {
+    double t0 = timer_now();
+    signal_all(child, unreaped(child), SIGTERM);
+    while (!reap_all() && timer_now() - t0 < s->grace_s) sleep_ms(20);
+    if (!reap_all()) {
+        signal_all(child, unreaped(child), SIGKILL);
+        double t1 = timer_now();
+        while (!reap_all() && timer_now() - t1 < 10.0) sleep_ms(20);
+        if (!reap_all()) say("warning: some processes of the job did not exit after SIGKILL");
+    }
+    return timer_now() - t0;
+}
+
+static double exp_sample(rng_state *r, double mean) {
+    double u = (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+    return -mean * log(1.0 - u);
+}
+
+static void clear_heartbeats(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (!strncmp(de->d_name, "rank_", 5)) {
+            char p[4500];
+            snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+    closedir(d);
+}
+
+static pid_t launch(sup *s, int attempt) {
+    char *argv[SUP_MAX_ARGS + 8];
+    int n = 0;
+    for (int i = 0; i < s->nlaunch && n < SUP_MAX_ARGS; i++)
+        argv[n++] = (s->hostfile && !strcmp(s->launch[i], "{hostfile}")) ? s->active_hostfile
+                                                                         : s->launch[i];
+    int has_run_dir = 0;
+    for (int i = 0; i < s->nlaunch; i++)
+        if (!strncmp(s->launch[i], "--run-dir", 9) || !strncmp(s->launch[i], "--run_dir", 9))
+            has_run_dir = 1;
+    if (!has_run_dir) {
+        argv[n++] = "--run-dir";
+        argv[n++] = (char *)s->run_dir;
+    }
+    if (attempt > 1) {
+        argv[n++] = "--resume";
+        argv[n++] = "auto";
+    }
+    argv[n] = NULL;
+    clear_heartbeats(s->hb_dir);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        char a[32];
+        snprintf(a, sizeof(a), "%d", attempt);
+        setenv(HB_ENV_DIR, s->hb_dir, 1);
+        setenv("MINITRAIN_ATTEMPT", a, 1);
+        if (s->hostfile) setenv("MINITRAIN_HOSTFILE", s->active_hostfile, 1);
+        execvp(argv[0], argv);
+        fprintf(stderr, "minitrain: error: run: cannot execute '%s': %s\n", argv[0],
+                strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    char cmd[1500] = "";
+    for (int i = 0; i < n; i++) {
+        size_t L = strlen(cmd);
+        snprintf(cmd + L, sizeof(cmd) - L, "%s%s", i ? " " : "", argv[i]);
+    }
+    for (char *c = cmd; *c; c++)
+        if (*c == '"' || *c == '\\') *c = '\'';
+    event(s, "launch", -1, "{\"attempt\":%d,\"pid\":%d,\"resume\":%s,\"cmd\":\"%s\"}", attempt,
+          (int)pid, attempt > 1 ? "true" : "false", cmd);
+    say("attempt %d: launched pid %d: %s", attempt, (int)pid, cmd);
+    return pid;
+}
+
+typedef struct {
+    const char *kind; /* crash | nonfinite | hang | straggler */
+    int code, sig, rank, step;
+    double failed_at; /* unix s, best estimate of when it broke */
+    char why[256];
+} failure;
+
+/* Watch one attempt until it ends. Returns 0 for a clean finish, 1 for a failure (f filled),
+ * 2 for a usage error of the launch (exit 2: restarting cannot help), -1 interrupted. */
+static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failure *f) {
+    memset(f, 0, sizeof(*f));
+    f->rank = -1;
+    f->step = -1;
+    double last_progress = timer_now(), last_progress_unix = rundb_now();
+    double next_kill = s->fault_mtbf_s > 0 ? timer_now() + exp_sample(&s->rng, s->fault_mtbf_s)
+                                           : INFINITY;
+    static hb_record hb[HB_MAX_RANKS];
+    static int seen_step[HB_MAX_RANKS], slow_count[HB_MAX_RANKS], reported[HB_MAX_RANKS];
+    static char seen_state[HB_MAX_RANKS][16];
+    for (int i = 0; i < HB_MAX_RANKS; i++) seen_step[i] = -1, slow_count[i] = reported[i] = 0;
+    memset(seen_state, 0, sizeof(seen_state));
+    int recovered = attempt == 1, killed_rank = -1;
+    double killed_at = NAN;
+    int n = 0;
+    for (;;) {
+        if (g_stop) return -1;
+        int st;
+        pid_t p = waitpid(child, &st, WNOHANG);
+        n = hb_scan(s->hb_dir, hb, HB_MAX_RANKS);
+        if (p == child) {
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+            if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
+            f->kind = (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_NONFINITE) ? "nonfinite" : "crash";
+            f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+            f->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+            f->failed_at = isfinite(killed_at) ? killed_at : rundb_now();
+            f->rank = killed_rank >= 0 ? killed_rank : sup_blame(hb, n);
+            if (f->sig)
+                snprintf(f->why, sizeof(f->why), "launch process killed by signal %d (%s)", f->sig,
+                         strsignal(f->sig));
+            else
+                snprintf(f->why, sizeof(f->why), "launch process exited with status %d%s", f->code,
+                         f->code == MT_EXIT_NONFINITE ? " (non-finite loss)" : "");
+            break;
+        }
+        /* progress: any rank's (step, state) changed */
+        for (int i = 0; i < n; i++) {
+            int r = hb[i].rank;
+            if (r < 0 || r >= HB_MAX_RANKS) continue;
+            if (hb[i].step != seen_step[r] || strcmp(hb[i].state, seen_state[r]) != 0) {
+                int advanced = seen_step[r] >= 0 && hb[i].step > seen_step[r];
+                seen_step[r] = hb[i].step;
+                snprintf(seen_state[r], sizeof(seen_state[r]), "%s", hb[i].state);
+                last_progress = timer_now();
+                last_progress_unix = hb[i].time;
+                if (!recovered && !strcmp(hb[i].state, "run")) {
+                    recovered = 1;
+                    event(s, "recovered", r, "{\"attempt\":%d,\"step\":%d,\"seconds\":%.3f}",
+                          attempt, hb[i].step, hb[i].time - last_fail_unix);
+                    say("attempt %d: training again at step %d, %.1f s after the failure", attempt,
+                        hb[i].step, hb[i].time - last_fail_unix);
+                }
+                /* stragglers: busy time above k x the median for W consecutive steps */
+                double med = sup_median_busy(hb, n);
+                if (advanced && n >= 2 && !strcmp(hb[i].state, "run") && med > 0) {
+                    slow_count[r] = hb[i].busy_ms > s->straggler_k * med ? slow_count[r] + 1 : 0;
+                    if (slow_count[r] >= s->straggler_w && !reported[r]) {
+                        reported[r] = 1;
+                        event(s, "straggler", r,
+                              "{\"attempt\":%d,\"step\":%d,\"busy_ms\":%.3f,\"median_ms\":%.3f,"
+                              "\"ratio\":%.3f,\"steps\":%d}",
+                              attempt, hb[i].step, hb[i].busy_ms, med, hb[i].busy_ms / med,
+                              slow_count[r]);
+                        say("attempt %d: rank %d is a straggler (%.1f ms busy per step vs median "
+                            "%.1f ms for %d steps)%s", attempt, r, hb[i].busy_ms, med,
+                            slow_count[r], s->evict_stragglers ? ": evicting" : "");
+                        if (s->evict_stragglers) {
+                            f->kind = "straggler";
+                            f->rank = r;
+                            f->step = hb[i].step;
+                            f->failed_at = rundb_now();
+                            snprintf(f->why, sizeof(f->why), "rank %d at %.1fx the median step "
+                                     "time for %d steps", r, hb[i].busy_ms / med, slow_count[r]);
+                            return 1;
+                        }
+                    }
+                }
+            }
+        }
+        if (timer_now() - last_progress > s->hb_timeout_s) {
+            f->kind = "hang";
+            f->rank = sup_blame(hb, n);
+            f->failed_at = n > 0 ? last_progress_unix : rundb_now() - s->hb_timeout_s;
+            snprintf(f->why, sizeof(f->why), "no heartbeat progress for %.1f s%s", s->hb_timeout_s,
+                     n == 0 ? " (no heartbeat file was ever written: is LAUNCH a minitrain train?)"
+                            : "");
+            break;
+        }
+        if (timer_now() >= next_kill) { /* --fault-mtbf: kill a random training rank */
+            int live[HB_MAX_RANKS], nl = 0;
+            for (int i = 0; i < n; i++)
+                if (hb[i].pid > 0 && !strcmp(hb[i].state, "run") && kill(hb[i].pid, 0) == 0)
+                    live[nl++] = i;
+            if (nl == 0) {
+                next_kill = timer_now() + 0.1; /* nobody training yet: as soon as one is */
+            } else {
+                int i = live[rng_u64(&s->rng) % (uint64_t)nl];
+                killed_rank = hb[i].rank;
+                killed_at = rundb_now();
+                event(s, "mtbf_kill", hb[i].rank, "{\"attempt\":%d,\"pid\":%d,\"step\":%d}",
+                      attempt, hb[i].pid, hb[i].step);
+                say("attempt %d: --fault-mtbf: killing rank %d (pid %d) at step %d", attempt,
+                    hb[i].rank, hb[i].pid, hb[i].step);
+                kill(hb[i].pid, SIGKILL);
+                next_kill = INFINITY;
+            }
+        }
+        sleep_ms(SUP_POLL_MS);
+    }
+    for (int i = 0; i < n; i++)
+        if (hb[i].rank == f->rank) f->step = hb[i].step;
+    return 1;
+}
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: minitrain run [options] -- LAUNCH...\n\n"
+            "Supervise a training job: start LAUNCH in its own process group, watch its exit\n"
+            "status and per-rank heartbeats, and on a failure kill the group, back off and relaunch\n"
+            "it with `--resume auto` appended (and `--run-dir DIR` when LAUNCH has none).\n"
+            "Events go to RUN_DIR/run.db; `minitrain report --run DIR` shows ETTR and MTTR.\n\n"
+            "  --run-dir DIR            the job's run directory (default: LAUNCH's --run-dir)\n"
+            "  --max-restarts N         give up after more than N failures in the window (5)\n"
+            "  --restart-window S       the window, seconds (3600)\n"
+            "  --heartbeat-timeout S    no rank made progress for S s = hang (60)\n"
+            "  --backoff MIN:MAX        exponential backoff between relaunches, seconds (1:30)\n"
+            "  --grace S                SIGTERM -> SIGKILL grace period on teardown (5)\n"
+            "  --hostfile F             hosts (OpenMPI format); a host blamed for 2 failures is\n"
+            "                           cordoned: left out of RUN_DIR/hostfile.active, passed as\n"
+            "                           $MINITRAIN_HOSTFILE and in place of a LAUNCH word {hostfile}\n"
+            "  --evict-stragglers       treat a straggler as a failure (restart without it)\n"
+            "  --straggler-factor K     busy time above K x the median ... (2.0)\n"
+            "  --straggler-steps W      ... for W consecutive steps = straggler (10)\n"
+            "  --fault-mtbf S           kill a random rank at exponential intervals of mean S s\n"
+            "  --seed N                 seed of --fault-mtbf (1)\n\n"
+            "example:\n"
+            "  minitrain run --max-restarts 5 --heartbeat-timeout 30 -- \\\n"
+            "      mpirun -np 4 ./minitrain train --config examples/shakespeare.ini --tp 2\n");
+}
+
+static double flag_num(const char *flag, const char *v, double lo) {
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x >= lo) || isinf(x))
+        mt_fail("run: %s expects a number >= %g, got '%s'", flag, lo, v);
+    return x;
+}
+
+int sup_cmd_run(int argc, char **argv) {
+    sup s;
+    memset(&s, 0, sizeof(s));
+    s.max_restarts = 5;
+    s.window_s = 3600;
+    s.hb_timeout_s = 60;
+    s.backoff_min = 1;
+    s.backoff_max = 30;
+    s.grace_s = 5;
+    s.straggler_k = 2.0;
+    s.straggler_w = 10;
+    s.seed = 1;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return MT_EXIT_OK;
+        }
+        if (!strcmp(a, "--evict-stragglers")) {
+            s.evict_stragglers = 1;
+            continue;
+        }
+        static const char *const VALUED[] = {
+            "--max-restarts", "--restart-window",   "--heartbeat-timeout", "--backoff",
+            "--grace",        "--run-dir",          "--hostfile",          "--fault-mtbf",
+            "--seed",         "--straggler-factor", "--straggler-steps"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof(VALUED) / sizeof(VALUED[0]); k++) known |= !strcmp(a, VALUED[k]);
+        if (!known) {
+            fprintf(stderr, "minitrain: error: run: unknown flag '%s' (see --help; the launch "
+                    "command goes after --)\n", a);
+            return MT_EXIT_USAGE;
+        }
+        if (i + 1 >= argc) mt_fail("run: %s needs a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--max-restarts")) s.max_restarts = (int)flag_num(a, v, 0);
+        else if (!strcmp(a, "--restart-window")) s.window_s = flag_num(a, v, 1);
+        else if (!strcmp(a, "--heartbeat-timeout")) s.hb_timeout_s = flag_num(a, v, 0.1);
+        else if (!strcmp(a, "--grace")) s.grace_s = flag_num(a, v, 0);
+        else if (!strcmp(a, "--run-dir")) s.run_dir = v;
+        else if (!strcmp(a, "--hostfile")) s.hostfile = v;
+        else if (!strcmp(a, "--fault-mtbf")) s.fault_mtbf_s = flag_num(a, v, 0.001);
+        else if (!strcmp(a, "--seed")) s.seed = (uint64_t)flag_num(a, v, 0);
+        else if (!strcmp(a, "--straggler-factor")) s.straggler_k = flag_num(a, v, 1.0);
+        else if (!strcmp(a, "--straggler-steps")) s.straggler_w = (int)flag_num(a, v, 1);
+        else if (!strcmp(a, "--backoff")) {
+            char *end = NULL;
+            s.backoff_min = strtod(v, &end);
+            if (end == v || *end != ':' || !(s.backoff_min >= 0))
+                mt_fail("run: --backoff expects MIN:MAX seconds (e.g. 1:30), got '%s'", v);
+            const char *m = end + 1;
+            s.backoff_max = strtod(m, &end);
+            if (end == m || *end || !(s.backoff_max >= s.backoff_min))
+                mt_fail("run: --backoff expects MIN:MAX with MAX >= MIN, got '%s'", v);
+        }
+    }
+    if (i >= argc) mt_fail("run: no launch command (usage: minitrain run [options] -- LAUNCH...)");
+    s.launch = argv + i;
+    s.nlaunch = argc - i;
+    if (s.nlaunch > SUP_MAX_ARGS) mt_fail("run: launch command has more than %d words", SUP_MAX_ARGS);
+    for (int k = 0; k < s.nlaunch && !s.run_dir; k++) {
+        const char *w = s.launch[k];
+        if ((!strcmp(w, "--run-dir") || !strcmp(w, "--run_dir")) && k + 1 < s.nlaunch)
+            s.run_dir = s.launch[k + 1];
+        else if (!strncmp(w, "--run-dir=", 10) || !strncmp(w, "--run_dir=", 10))
+            s.run_dir = w + 10;
+    }
+    if (!s.run_dir)
+        mt_fail("run: give --run-dir DIR (or pass --run-dir DIR to the train command in LAUNCH): "
+                "the supervisor keeps its events and heartbeats there");
+    char err[1024];
+    if (s.hostfile && sup_hosts_parse(s.hostfile, &s.hosts, err, sizeof(err)) != 0)
+        mt_fail("run: %s", err);
+    s.db = rundb_open(s.run_dir, err, sizeof(err));
+    if (!s.db) mt_fail("run: %s", err);
+    snprintf(s.hb_dir, sizeof(s.hb_dir), "%s/heartbeat", s.run_dir);
+    snprintf(s.active_hostfile, sizeof(s.active_hostfile), "%s/hostfile.active", s.run_dir);
+    mkdir(s.hb_dir, 0755);
+    rng_seed(&s.rng, s.seed);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    event(&s, "supervisor_start", -1,
+          "{\"max_restarts\":%d,\"window_s\":%g,\"heartbeat_timeout_s\":%g,\"backoff\":[%g,%g],"
+          "\"fault_mtbf_s\":%g,\"pid\":%d}",
+          s.max_restarts, s.window_s, s.hb_timeout_s, s.backoff_min, s.backoff_max,
+          s.fault_mtbf_s, (int)getpid());
+    int rc = MT_EXIT_ERROR;
+    const char *status = "gave_up";
+    double last_fail_unix = NAN;
+    for (int attempt = 1;; attempt++) {
+        if (s.hostfile && sup_hosts_write(&s.hosts, s.active_hostfile) != 0)
+            mt_fail("run: cannot write %s: %s", s.active_hostfile, strerror(errno));
+        pid_t child = launch(&s, attempt);
+        if (child < 0) {
+            say("cannot fork: %s", strerror(errno));
+            break;
+        }
+        failure f;
+        int w = watch(&s, child, attempt, last_fail_unix, &f);
+        if (w == 0) {
+            teardown(&s, child); /* stragglers of a clean exit, if any */
+            rc = MT_EXIT_OK;
+            status = "completed";
+            say("attempt %d: job finished cleanly", attempt);
+            break;
+        }
+        if (w < 0) {
+            say("interrupted (signal %d): stopping the job", (int)g_stop);
+            teardown(&s, child);
+            rc = 128 + (int)g_stop;
+            status = "stopped";
+            break;
+        }
+        if (w == 2) {
+            teardown(&s, child);
+            fprintf(stderr, "minitrain: error: run: the launch failed with a usage error (exit 2) "
+                    "on attempt %d; restarting cannot fix that (see its message above)\n", attempt);
+            status = "usage_error";
+            break;
+        }
+        /* a failure */
+        double t_det = rundb_now();
+        last_fail_unix = f.failed_at;
+        int host = s.hostfile ? sup_host_of_rank(&s.hosts, f.rank) : -1;
+        event(&s, "failure", f.rank,
+              "{\"kind\":\"%s\",\"attempt\":%d,\"exit_code\":%d,\"signal\":%d,\"step\":%d,"
+              "\"failed_at\":%.6f,\"detected_at\":%.6f,\"host\":\"%s\",\"why\":\"%s\"}",
+              f.kind, attempt, f.code, f.sig, f.step, f.failed_at, t_det,
+              host >= 0 ? s.hosts.name[host] : "", f.why);
+        char blame[160] = "";
+        if (f.rank >= 0)
+            snprintf(blame, sizeof(blame), "; blamed on rank %d%s%s", f.rank,
+                     host >= 0 ? " on host " : "", host >= 0 ? s.hosts.name[host] : "");
+        say("attempt %d failed: %s — %s%s", attempt, f.kind, f.why, blame);
+        double td = teardown(&s, child);
+        event(&s, "teardown", -1, "{\"attempt\":%d,\"seconds\":%.3f}", attempt, td);
+        double now = timer_now();
+        if (s.nfail < (int)(sizeof(s.fail_times) / sizeof(s.fail_times[0])))
+            s.fail_times[s.nfail++] = now;
+        int in_window = 0;
+        for (int k = 0; k < s.nfail; k++) in_window += now - s.fail_times[k] <= s.window_s;
+        if (in_window > s.max_restarts) {
+            char msg[512];
+            snprintf(msg, sizeof(msg), "giving up: %d failure%s within %.0f s exceeds "
+                     "--max-restarts %d (last: %s, %s)", in_window, in_window == 1 ? "" : "s",
+                     s.window_s, s.max_restarts, f.kind, f.why);
+            event(&s, "give_up", -1, "{\"failures_in_window\":%d,\"max_restarts\":%d}", in_window,
+                  s.max_restarts);
+            fprintf(stderr, "minitrain: error: run: %s\n", msg);
+            break;
+        }
+        if (host >= 0 && ++s.hosts.blamed[host] >= 2 && !s.hosts.cordoned[host]) {
+            s.hosts.cordoned[host] = 1;
+            event(&s, "cordon", f.rank, "{\"host\":\"%s\",\"failures\":%d,\"slots_left\":%d}",
+                  s.hosts.name[host], s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
+            say("cordoning host %s (blamed for %d failures); %d slots left", s.hosts.name[host],
+                s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
+            if (sup_hosts_slots(&s.hosts) == 0) {
+                fprintf(stderr, "minitrain: error: run: giving up: every host in %s is cordoned\n",
+                        s.hostfile);
+                event(&s, "give_up", -1, "{\"reason\":\"no hosts left\"}");
+                break;
+            }
+        }
+        double b = sup_backoff_s(s.backoff_min, s.backoff_max, in_window);
+        say("restarting in %.1f s (failure %d of at most %d in the window)", b, in_window,
+            s.max_restarts);
+        double t_b = timer_now();
+        while (timer_now() - t_b < b && !g_stop) sleep_ms(20);
+        event(&s, "backoff", -1, "{\"attempt\":%d,\"seconds\":%.3f}", attempt, timer_now() - t_b);
+        if (g_stop) {
+            rc = 128 + (int)g_stop;
+            status = "stopped";
+            break;
+        }
+    }
+    event(&s, "supervisor_end", -1, "{\"exit\":%d,\"status\":\"%s\"}", rc, status);
+    rundb_close(s.db);
+    ettr_report er;
+    if (ettr_compute_dir(s.run_dir, &er, err, sizeof(err)) == 0 && er.wall_s > 0) {
+        char mttr[32] = "n/a";
+        if (isfinite(er.mttr_s)) snprintf(mttr, sizeof(mttr), "%.2f s", er.mttr_s);
+        say("%s: ETTR %.3f over %.1f s, %d failure%s, %d restart%s, MTTR %s (minitrain report "
+            "--run %s)", status, er.ettr, er.wall_s, er.failures, er.failures == 1 ? "" : "s",
+            er.restarts, er.restarts == 1 ? "" : "s", mttr, s.run_dir);
+    }
+    return rc;
+}

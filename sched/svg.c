@@ -1,0 +1,210 @@
+/*
+ * sched/svg.c — the loss-vs-wall-time picture (sched/svg.h), written as SVG text by hand.
+ *
+ * Shape: read the points (metrics rows placed on the job's clock: run start event + wall_s) and
+ * the supervisor's failure/launch events, compute the axes' ranges, then print the elements back
+ * to front (shading, grid, curves, markers, labels). Nothing here is clever: a fixed 960x540 view,
+ * "nice" tick steps of 1/2/5 x 10^k.
+ */
+#include "sched/svg.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/check.h"
+
+#define W 960
+#define H 540
+#define ML 70
+#define MR 20
+#define MT 72
+#define MB 60
+
+typedef struct {
+    long long run;
+    double t, train, val;
+} pt;
+
+typedef struct {
+    double t_detect, t_fail;
+    char kind[32];
+} fail_mark;
+
+static const char *COLORS[] = {"#1f77b4", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+                               "#bcbd22", "#7f7f7f"};
+
+static double nice_step(double range, int target) {
+    double raw = range / target, p = pow(10, floor(log10(raw))), f = raw / p;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+
+static double col_real(sqlite3_stmt *st, int i) {
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+int svg_loss_plot(sqlite3 *db, const ettr_report *e, const char *path, char *err, size_t errlen) {
+    sqlite3_stmt *st = NULL;
+    const char *sql =
+        "SELECT m.run_id, COALESCE((SELECT MIN(time) FROM events v WHERE v.run_id = m.run_id AND"
+        " v.kind = 'start'), r.started_at) + m.wall_s, m.train_loss, m.val_loss FROM metrics m"
+        " JOIN runs r ON r.id = m.run_id WHERE m.wall_s IS NOT NULL ORDER BY r.started_at,"
+        " m.run_id, m.wall_s, m.rowid";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "reading metrics: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    size_t n = 0, cap = 1024;
+    pt *p = mallocCheck(cap * sizeof(pt));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if (n == cap) {
+            cap *= 2;
+            p = realloc(p, cap * sizeof(pt));
+            mtCheck(p != NULL, "out of memory");
+        }
+        p[n++] = (pt){sqlite3_column_int64(st, 0), col_real(st, 1), col_real(st, 2), col_real(st, 3)};
+    }
+    sqlite3_finalize(st);
+    fail_mark fm[256];
+    double launches[256];
+    int nf = 0, nl = 0;
+    if (sqlite3_prepare_v2(db, "SELECT time, kind, detail FROM events WHERE run_id = 0 AND kind IN"
+                           " ('failure', 'launch') ORDER BY time, rowid", -1, &st, NULL) == SQLITE_OK) {
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *kind = (const char *)sqlite3_column_text(st, 1);
+            double t = sqlite3_column_double(st, 0);
+            if (kind && !strcmp(kind, "launch") && nl < 256) launches[nl++] = t;
+            if (kind && !strcmp(kind, "failure") && nf < 256) {
+                fail_mark *f = &fm[nf++];
+                f->t_detect = f->t_fail = t;
+                snprintf(f->kind, sizeof(f->kind), "failure");
+                const char *d = (const char *)sqlite3_column_text(st, 2);
+                cJSON *j = d ? cJSON_Parse(d) : NULL;
+                const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kind");
+                const cJSON *fa = cJSON_GetObjectItemCaseSensitive(j, "failed_at");
+                if (cJSON_IsString(k)) snprintf(f->kind, sizeof(f->kind), "%s", k->valuestring);
+                if (cJSON_IsNumber(fa) && fa->valuedouble <= t) f->t_fail = fa->valuedouble;
+                cJSON_Delete(j);
+            }
+        }
+        sqlite3_finalize(st);
+    }
+    /* ranges */
+    double t0 = INFINITY, t1 = -INFINITY, lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(p[i].t)) t0 = fmin(t0, p[i].t), t1 = fmax(t1, p[i].t);
+        double ls[2] = {p[i].train, p[i].val};
+        for (int k = 0; k < 2; k++)
+            if (isfinite(ls[k])) lo = fmin(lo, ls[k]), hi = fmax(hi, ls[k]);
+    }
+    if (!isfinite(lo) || !isfinite(t0)) {
+        free(p);
+        snprintf(err, errlen, "no losses logged: nothing to plot");
+        return -1;
+    }
+    if (e && e->wall_s > 0) t0 = e->job_start, t1 = fmax(t1, e->job_end);
+    for (int i = 0; i < nl; i++) t0 = fmin(t0, launches[i]);
+    for (int i = 0; i < nf; i++) t1 = fmax(t1, fm[i].t_detect);
+    if (t1 - t0 < 1e-6) t1 = t0 + 1;
+    if (hi - lo < 1e-6) hi = lo + 1;
+    double pad = 0.05 * (hi - lo);
+    lo -= pad;
+    hi += pad;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        free(p);
+        snprintf(err, errlen, "cannot write %s", path);
+        return -1;
+    }
+    const double pw = W - ML - MR, ph = H - MT - MB;
+#define X(t) (ML + ((t) - t0) / (t1 - t0) * pw)
+#define Y(v) (MT + (hi - (v)) / (hi - lo) * ph)
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 "
+               "%d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+               "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H, W, H, W, H);
+    /* downtime shading: failure -> first point after the detection */
+    for (int i = 0; i < nf; i++) {
+        double end = t1;
+        for (size_t k = 0; k < n; k++)
+            if (p[k].t > fm[i].t_detect && isfinite(p[k].train)) {
+                end = p[k].t;
+                break;
+            }
+        fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%.0f\" fill=\"#d62728\" "
+                "fill-opacity=\"0.12\"/>\n", X(fm[i].t_fail), MT, X(end) - X(fm[i].t_fail), ph);
+    }
+    /* grid and axes */
+    double ts = nice_step(t1 - t0, 8), ls = nice_step(hi - lo, 6);
+    for (double v = ceil(lo / ls) * ls; v <= hi; v += ls)
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                ML, Y(v), W - MR, Y(v), ML - 6, Y(v) + 4, v);
+    for (double v = 0; v <= t1 - t0 + 1e-9; v += ts)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>"
+                "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n",
+                X(t0 + v), MT, X(t0 + v), H - MB, X(t0 + v), H - MB + 16, v);
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+            "stroke=\"#333\"/>\n", ML, MT, pw, ph);
+    fprintf(f, "<text x=\"%.0f\" y=\"%d\" text-anchor=\"middle\">job wall time (s)</text>\n"
+            "<text x=\"16\" y=\"%.0f\" text-anchor=\"middle\" transform=\"rotate(-90 16 %.0f)\">"
+            "loss (nats/token)</text>\n", ML + pw / 2, H - 18, MT + ph / 2, MT + ph / 2);
+    /* relaunches */
+    for (int i = 1; i < nl; i++)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#2ca02c\" "
+                "stroke-dasharray=\"5,4\"/><text x=\"%.1f\" y=\"%d\" fill=\"#2ca02c\" "
+                "font-size=\"10\">restart %d</text>\n",
+                X(launches[i]), MT, X(launches[i]), H - MB, X(launches[i]) + 3, H - MB - 6, i);
+    /* train loss: one polyline per run */
+    int run_no = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+                COLORS[run_no % 8]);
+        for (; j < n && p[j].run == p[i].run; j++)
+            if (isfinite(p[j].train)) fprintf(f, "%.1f,%.1f ", X(p[j].t), Y(p[j].train));
+        fprintf(f, "\"/>\n");
+        for (size_t k = i; k < j; k++)
+            if (isfinite(p[k].val))
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#000\"/>\n", X(p[k].t),
+                        Y(p[k].val));
+        i = j;
+        run_no++;
+    }
+    /* failures */
+    for (int i = 0; i < nf; i++)
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#d62728\" "
+                "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%d\" fill=\"#d62728\" "
+                "text-anchor=\"middle\">%s</text>\n",
+                X(fm[i].t_fail), MT, X(fm[i].t_fail), H - MB, X(fm[i].t_fail), MT - 6, fm[i].kind);
+    /* title and legend */
+    char title[256];
+    if (e && isfinite(e->ettr))
+        snprintf(title, sizeof(title), "loss vs wall time: ETTR %.3f, %d failure%s, MTTR %s",
+                 e->ettr, e->failures, e->failures == 1 ? "" : "s", "");
+    else
+        snprintf(title, sizeof(title), "loss vs wall time");
+    if (e && isfinite(e->mttr_s)) {
+        size_t L = strlen(title);
+        snprintf(title + L, sizeof(title) - L, "%.1f s", e->mttr_s);
+    } else if (e && isfinite(e->ettr)) {
+        size_t L = strlen(title);
+        snprintf(title + L, sizeof(title) - L, "n/a");
+    }
+    fprintf(f, "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">%s</text>\n", ML,
+            title);
+    fprintf(f, "<text x=\"%d\" y=\"40\" font-size=\"11\" fill=\"#555\">lines: train loss (one "
+            "colour per launch) · dots: val loss · red: failure (shaded until the next step) · "
+            "dashed green: relaunch</text>\n</svg>\n", ML);
+#undef X
+#undef Y
+    free(p);
+    if (fclose(f) != 0) {
+        snprintf(err, errlen, "cannot write %s", path);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# tests/run_ckpt.sh — checkpoints end to end on a tiny model (2 layers, d_model 64, T 32):
+#   determinism (20 steps straight == 10 + --stop-after + resume + 10: losses and parameters bit
+#   for bit), resharding across tensor-parallel layouts under mpirun (tp=2 -> tp=1, tp=1 -> tp=2),
+#   tier 0 preferred / corrupt tier 0 falls back to tier 1, tier 2 copy, retention, SIGKILL in the
+#   middle of a save, corrupted checkpoints (flipped byte, truncated file, missing manifest,
+#   manifest naming a missing file) caught by `ckpt verify` and skipped by --resume auto, a
+#   read-only checkpoint directory (ckpt_on_error stop | continue), an incompatible model refused,
+#   and tests/reference/ckpt_loss.py recomputing the loss of a checkpoint (and of its Hugging Face
+#   export) with PyTorch. Runs from the repository root in about 40 s on 2 cores.
+set -euo pipefail
+MT=$PWD/minitrain
+PY=/usr/bin/python3
+TMP=$(mktemp -d /tmp/mt_ckpt_XXXXXX)
+export MINITRAIN_SHM_DIR=$TMP/shm
+cleanup() { chmod -R u+w "$TMP" 2>/dev/null || true; rm -rf "$TMP"; }
+trap cleanup EXIT
+pass=0; fail=0
+ok()  { echo "  ok   $1"; pass=$((pass+1)); }
+bad() { echo "  FAIL $1"; fail=$((fail+1)); }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+head -c 120000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
+$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
+cat > "$TMP/tiny.ini" <<INI
+n_layer = 2
+n_head = 2
+d_model = 64
+seq_len = 32
+batch_size = 4
+global_batch = 8
+steps = 20
+lr = 3e-3
+min_lr = 3e-4
+warmup_steps = 3
+threads = 1
+log_every = 100
+eval_every = 0
+eval_batches = 2
+sample_tokens = 0
+ckpt_every = 5
+ckpt_keep = 10
+ckpt_tier0 = 0
+INI
+train() { $MT train --config "$TMP/tiny.ini" --data "$TMP/data" "$@"; }
+
+# losses of every train step in run order (one line each, exact repr) and tensor bytes
+losses() { $PY -c "
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1] + '/run.db')
+for s, l in c.execute('SELECT step, train_loss FROM metrics WHERE train_loss IS NOT NULL ORDER BY rowid'):
+    print(s, repr(l))" "$1"; }
+same_tensors() { $PY - "$1" "$2" <<'PY'
+import json, struct, sys
+def tensors(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None)
+    return {k: (v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+sys.exit(0 if a == b and len(a) > 0 else 1)
+PY
+}
+# the same losses within fp32 tolerance (another layout sums in another order)
+close_losses() { $PY -c "
+import sys
+a = [l.split() for l in open(sys.argv[1])]; b = [l.split() for l in open(sys.argv[2])]
+ok = len(a) == len(b) > 0 and all(x[0] == y[0] and abs(float(x[1]) - float(y[1])) <= 1e-5 * abs(float(x[1])) for x, y in zip(a, b))
+sys.exit(0 if ok else 1)" <(losses "$1") <(losses "$2"); }
+sql() { $PY -c "import sqlite3, sys; [print(*r, sep='|') for r in sqlite3.connect(sys.argv[1] + '/run.db').execute(sys.argv[2])]" "$1" "$2"; }
+
+# ---- determinism: straight vs stop + resume ------------------------------------------------------
+train --run-dir "$TMP/A" > "$TMP/A.log"
+train --run-dir "$TMP/B" --stop-after 10 > "$TMP/B1.log"
+check "--stop-after 10 commits step 10" test -d "$TMP/B/ckpt/step_00000010"
+train --run-dir "$TMP/B" > "$TMP/B2.log"
+check "resume auto picks step 10" grep -q "resumed from step 10" "$TMP/B2.log"
+check "20 straight == 10 + resume + 10: losses bit for bit" diff <(losses "$TMP/A") <(losses "$TMP/B")
+check "... and parameters bit for bit" same_tensors "$TMP/A/model.safetensors" "$TMP/B/model.safetensors"
+[ "$(losses "$TMP/A" | wc -l)" = 20 ] && ok "20 loss rows" || bad "loss rows"
+
+# ---- resharding across tensor-parallel layouts (needs mpirun and a tp>1 trainer) ---------------
+if command -v mpirun >/dev/null; then
+  MPI="mpirun --oversubscribe -np 2"; [ "$(id -u)" = 0 ] && MPI="mpirun --allow-run-as-root --oversubscribe -np 2"
+  if $MPI $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/T2" --tp 2 --stop-after 10 > "$TMP/T2a.log" 2>&1; then
+    check "tp=2 writes one model shard per tp rank" test -f "$TMP/T2/ckpt/step_00000010/model-tp01-pp00.safetensors"
+    train --run-dir "$TMP/T2" > "$TMP/T2b.log"
+    check "tp=2 checkpoint resumes at tp=1: losses of tp=1 straight (fp32 tolerance)" close_losses "$TMP/A" "$TMP/T2"
+    train --run-dir "$TMP/T1" --stop-after 10 > /dev/null
+    $MPI $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/T1" --tp 2 > "$TMP/T1.log" 2>&1 \
+      && grep -q "resumed from step 10" "$TMP/T1.log" && close_losses "$TMP/A" "$TMP/T1" \
+      && ok "tp=1 checkpoint resumes at tp=2: same losses (fp32 tolerance)" || bad "tp=1 -> tp=2"
+    $MPI $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/Z" --zero 1 --stop-after 10 > "$TMP/Z.log" 2>&1
+    train --run-dir "$TMP/Z" > "$TMP/Z2.log"
+    grep -q "resumed from step 10" "$TMP/Z2.log" && close_losses "$TMP/A" "$TMP/Z" \
+      && ok "dp=2 ZeRO-1 checkpoint resumes at dp=1: same losses (fp32 tolerance)" || bad "dp=2 zero=1 -> dp=1"
+    $PY tests/reference/ckpt_loss.py "$TMP/T2/ckpt/step_00000010" "$TMP/data" > "$TMP/T2.loss"
+    want=$(sql "$TMP/T2" "SELECT val_loss FROM metrics WHERE step = 10 AND val_loss IS NOT NULL LIMIT 1")
+    $PY -c "import sys; a=float(sys.argv[1].split()[1]); b=float(sys.argv[2]); sys.exit(abs(a-b) > 1e-4*abs(b))" "$(cat "$TMP/T2.loss")" "$want" \
+      && ok "PyTorch assembles the tp=2 shards: loss $(cut -d' ' -f2 "$TMP/T2.loss" | cut -c1-8) == minitrain $want" || bad "tp=2 reference loss"
+  else
+    echo "  skip tp=2 resharding (mpirun -np 2 --tp 2 failed: $(tail -1 "$TMP/T2a.log"))"
+  fi
+fi
+
+# ---- reference: PyTorch recomputes the loss of a checkpoint and of its export -------------------
+$MT ckpt export --run "$TMP/A" --step 20 > /dev/null
+$PY tests/reference/ckpt_loss.py "$TMP/A/ckpt/step_00000020" "$TMP/data" --export "$TMP/A/hf/model.safetensors" > "$TMP/ref.out"
+want=$(sql "$TMP/A" "SELECT val_loss FROM metrics WHERE step = 20 AND val_loss IS NOT NULL LIMIT 1")
+$PY -c "import sys; a=float(sys.argv[1].split()[1]); b=float(sys.argv[2]); sys.exit(abs(a-b) > 1e-4*abs(b))" "$(head -1 "$TMP/ref.out")" "$want" \
+  && ok "PyTorch loss of checkpoint step 20 $(head -1 "$TMP/ref.out" | cut -c6-13) == minitrain val loss $want" || bad "reference loss"
+check "HF export: Conv1D transposed, config.json, same loss" grep -q "export ok" "$TMP/ref.out"
+
+# ---- tiers, retention, catalog --------------------------------------------------------------------
+train --run-dir "$TMP/C" --ckpt-tier0 1 --ckpt-durable "$TMP/durable" --ckpt-keep 2 --ckpt-major-every 10 --stop-after 15 > "$TMP/C1.log"
+check "retention keeps the 2 newest + every 10th (tier 1: 10, 15)" test "$(ls "$TMP/C/ckpt" | grep -c '^step_')" = 2 -a -d "$TMP/C/ckpt/step_00000010"
+check "tier 0 keeps the 2 newest in memory" test -d "$(ls -d "$TMP"/shm/*/ckpt)/step_00000015" -a -d "$(ls -d "$TMP"/shm/*/ckpt)/step_00000010"
+check "tier 2 copy committed and verified" test -f "$TMP/durable/step_00000015/manifest.json"
+$MT ckpt verify --run "$TMP/C" > "$TMP/C.verify" && grep -q "ok    tier 0" "$TMP/C.verify" && grep -q "ok    tier 2" "$TMP/C.verify" \
+  && ok "ckpt verify checks tiers 0, 1 and 2" || bad "verify all tiers"
+$MT ckpt ls --run "$TMP/C" > "$TMP/C.ls"
+check "ckpt ls lists tier/state/size" grep -qE "^1 +15 +committed +[0-9.]+ (kB|MB)" "$TMP/C.ls"
+check "catalog: committed rows with stall and write times; deleted by retention" test \
+  "$(sql "$TMP/C" "SELECT count(*) FROM checkpoints WHERE tier=1 AND state='committed' AND snapshot_ms >= 0 AND write_ms > 0")" = 2 \
+  -a "$(sql "$TMP/C" "SELECT state FROM checkpoints WHERE tier=1 AND step=5")" = deleted
+train --run-dir "$TMP/C" --ckpt-tier0 1 --ckpt-durable "$TMP/durable" --stop-after 16 > "$TMP/C2.log"
+check "restart prefers tier 0" grep -q "resumed from step 15 (tier 0" "$TMP/C2.log"
+T0=$(ls -d "$TMP"/shm/*/ckpt)
+printf 'x' | dd of="$T0/step_00000016/trainer_state.json" bs=1 seek=5 conv=notrunc 2>/dev/null
+train --run-dir "$TMP/C" --ckpt-tier0 1 --stop-after 17 > "$TMP/C3.log" 2>&1
+check "corrupt tier-0 copy: falls back to tier 1, same step" grep -q "resumed from step 16 (tier 1" "$TMP/C3.log"
+
+# ---- SIGKILL in the middle of a save ----------------------------------------------------------------
+MINITRAIN_CKPT_WRITE_DELAY_MS=600 $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/K" > "$TMP/K.log" 2>&1 &
+pid=$!
+for _ in $(seq 200); do [ -f "$TMP/K/ckpt/step_00000010.tmp/model-tp00-pp00.safetensors" ] && break; sleep 0.05; done
+kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
+check "killed while step 10 was half written" test -d "$TMP/K/ckpt/step_00000010.tmp" -a ! -e "$TMP/K/ckpt/step_00000010"
+$MT ckpt verify --run "$TMP/K" > /dev/null && ok "no torn step is committed (verify passes)" || bad "verify after kill"
+train --run-dir "$TMP/K" --stop-after 10 > "$TMP/K2.log"
+check "resume after SIGKILL uses the previous step (5)" grep -q "resumed from step 5" "$TMP/K2.log"
+check "the torn .tmp is replaced by a committed step 10" test -d "$TMP/K/ckpt/step_00000010" -a ! -e "$TMP/K/ckpt/step_00000010.tmp"
+
+# ---- corruptions: ckpt verify names the file, --resume auto skips the step --------------------------
+corrupt() { # NAME ACTION: a copy of run A whose step 20 is damaged by ACTION (run in the step dir)
+  rm -rf "$TMP/X"; cp -r "$TMP/A" "$TMP/X"; (cd "$TMP/X/ckpt/step_00000020" && eval "$2")
+  set +e; $MT ckpt verify --run "$TMP/X" > "$TMP/X.out" 2> "$TMP/X.err"; local rc=$?; set -e
+  if [ $rc = 2 ] && grep -q "$3" "$TMP/X.err"; then ok "$1: ckpt verify exits 2 naming $3"; else bad "$1: verify rc $rc: $(head -c 300 "$TMP/X.err")"; fi
+  train --run-dir "$TMP/X" --stop-after 16 > "$TMP/X.log" 2>&1
+  if grep -q "resumed from step 15" "$TMP/X.log" && [ "$(sql "$TMP/X" "SELECT count(*) FROM events WHERE kind='ckpt_skip'")" -ge 1 ]; then
+    ok "$1: --resume auto skips it (warning event) and loads step 15"; else bad "$1: resume"; fi
+}
+corrupt "flipped byte" 'printf "\x55" | dd of=model-tp00-pp00.safetensors bs=1 seek=4000 conv=notrunc 2>/dev/null' model-tp00-pp00.safetensors
+corrupt "truncated file" 'truncate -s -100 optim-tp00-pp00.safetensors' optim-tp00-pp00.safetensors
+corrupt "missing manifest" 'rm manifest.json' manifest.json
+corrupt "manifest naming a missing file" 'rm trainer_state.json' trainer_state.json
+
+# ---- incompatible model -------------------------------------------------------------------------------
+rm -rf "$TMP/X"; cp -r "$TMP/A" "$TMP/X"
+set +e; train --run-dir "$TMP/X" --d-model 32 --steps 25 > "$TMP/X.log" 2> "$TMP/X.err"; rc=$?; set -e
+[ $rc = 2 ] && grep -q "d_model 64, this run has d_model 32" "$TMP/X.err" && ok "incompatible d_model refused (exit 2)" || bad "incompatible config: rc $rc $(cat "$TMP/X.err")"
+set +e; train --run-dir "$TMP/X" --resume 7 > "$TMP/X.log" 2> "$TMP/X.err"; rc=$?; set -e
+[ $rc = 2 ] && grep -q "step 7" "$TMP/X.err" && ok "--resume 7 (no such step) refused" || bad "--resume 7: rc $rc"
+set +e; train --run-dir "$TMP/X" --resume sometimes > "$TMP/X.log" 2> "$TMP/X.err"; rc=$?; set -e
+[ $rc = 2 ] && grep -q "resume" "$TMP/X.err" && ok "--resume sometimes refused by config validation" || bad "--resume value"
+
+# ---- read-only checkpoint directory during a save -----------------------------------------------------
+# root ignores permission bits, so the runs below drop to nobody when the test runs as root
+AS=(); if [ "$(id -u)" = 0 ]; then AS=(setpriv --reuid=65534 --regid=65534 --clear-groups); fi
+chmod 755 "$TMP"
+if [ ${#AS[@]} -gt 0 ] && ! "${AS[@]}" test -x "$MT" -a -r "$TMP/data/tokenizer.bin" 2>/dev/null; then
+  echo "  skip read-only checkpoint directory (cannot drop to an unprivileged user that can run $MT)"
+else for policy in stop continue; do
+  R="$TMP/RO_$policy"
+  train --run-dir "$R" --stop-after 5 > /dev/null
+  [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$R"
+  chmod 555 "$R/ckpt"
+  set +e; "${AS[@]}" $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$R" --ckpt-on-error $policy > "$R.log" 2>&1; rc=$?; set -e
+  chmod 755 "$R/ckpt"
+  errors=$(sql "$R" "SELECT count(*) FROM events WHERE kind='ckpt_error'")
+  last=$(sql "$R" "SELECT max(step) FROM metrics WHERE train_loss IS NOT NULL")
+  intact=$($MT ckpt verify --run "$R" --step 5 > /dev/null 2>&1 && echo yes || echo no)
+  if [ $policy = stop ]; then
+    [ $rc = 1 ] && [ "$errors" -ge 1 ] && [ "$last" = 10 ] && [ "$intact" = yes ] && grep -q "stopping the run cleanly" "$R.log" \
+      && ok "read-only ckpt dir, stop: error event, clean stop after step 10 (exit 1), step 5 intact" \
+      || bad "read-only stop: rc $rc errors $errors last $last intact $intact"
+  else
+    [ $rc = 0 ] && [ "$errors" -ge 3 ] && [ "$last" = 20 ] && [ "$intact" = yes ] \
+      && ok "read-only ckpt dir, continue: training reaches step 20, error events, step 5 intact" \
+      || bad "read-only continue: rc $rc errors $errors last $last intact $intact"
+  fi
+done
+# the directory turns read-only while the background writer is in the middle of step 10
+R="$TMP/RO_mid"
+train --run-dir "$R" --stop-after 5 > /dev/null
+[ "$(id -u)" = 0 ] && chown -R 65534:65534 "$R"
+MINITRAIN_CKPT_WRITE_DELAY_MS=300 "${AS[@]}" $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$R" > "$R.log" 2>&1 &
+pid=$!
+for _ in $(seq 200); do [ -d "$R/ckpt/step_00000010.tmp" ] && break; sleep 0.02; done
+chmod 555 "$R/ckpt/step_00000010.tmp" 2>/dev/null || true
+set +e; wait $pid; rc=$?; set -e
+chmod -R u+w "$R/ckpt"
+errors=$(sql "$R" "SELECT count(*) FROM events WHERE kind='ckpt_error' AND detail LIKE '%step_00000010.tmp/model-tp00-pp00%'")
+[ $rc = 1 ] && [ "$errors" -ge 1 ] && [ ! -e "$R/ckpt/step_00000010" ] && $MT ckpt verify --run "$R" --step 5 > /dev/null 2>&1 \
+  && ok "read-only in the middle of a background write: error event names the file, clean stop, step 5 intact" \
+  || bad "mid-write failure: rc $rc errors $errors"
+fi
+
+# ---- CLI --------------------------------------------------------------------------------------------
+for c in "" ls verify export; do $MT ckpt $c --help > /dev/null && ok "ckpt $c --help" || bad "ckpt $c --help"; done
+set +e; $MT ckpt ls --run "$TMP/A" --bogus 2> "$TMP/e"; rc=$?; set -e
+[ $rc = 2 ] && grep -q "bogus" "$TMP/e" && ok "unknown flag refused by name" || bad "unknown flag"
+set +e; $MT ckpt verify --run "$TMP/nope" 2> "$TMP/e"; rc=$?; set -e
+[ $rc = 2 ] && ok "ckpt verify of a missing run: exit 2" || bad "missing run"
+
+echo "ckpt: $pass passed, $fail failed"
+[ "$fail" = 0 ]

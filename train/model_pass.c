@@ -1,0 +1,315 @@
+/*
+ * train/model_pass.c — GPT-2 forward and backward on top of train/ops.h, whole model or one
+ * pipeline stage, one activation slot per microbatch in flight.
+ *
+ * The forward keeps every activation the backward needs (nothing is recomputed). The backward
+ * walks the blocks in reverse with ONE running residual-gradient buffer `dres`: because every
+ * op accumulates into its input gradient, a block's LayerNorm backward adds its contribution to
+ * dres in place and the skip connection costs nothing. Tensor parallelism adds the f/g
+ * all-reduces of parallel/tp.h around the column-/row-parallel linears.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/check.h"
+#include "parallel/tp.h"
+#include "train/model.h"
+#include "train/moe.h"
+#include "train/ops.h"
+
+/* ---- activations ---------------------------------------------------------------------------- */
+
+/* Per-slot activation floats and shared backward scratch floats for (B, T) on m's stage. */
+static void activation_sizes(const gpt_model *m, int B, int T, size_t *slot, size_t *scratch) {
+    const gpt_config *c = &m->cfg;
+    size_t N = (size_t)B * T, C = c->d_model, V = c->vocab_size;
+    size_t Cl = C / c->tp, NHl = c->n_head / c->tp; /* this rank's width and heads */
+    size_t att = (size_t)B * NHl * T * T;
+    size_t per_block = N * C /*ln1*/ + 2 * N + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + att +
+                       N * C /*res2*/ + N * C /*ln2*/ + 2 * N + N * 4 * Cl * 2 /*fch*/ + N * C;
+    *slot = N * C + (size_t)m->n_local * per_block + (m->last ? N * C + 2 * N + N * V + N : 0);
+    *scratch = N * C * 2 /*dres, dln*/ + N * Cl /*datty*/ + N * 3 * Cl + att + N * 4 * Cl * 2;
+}
+
+size_t gpt_activation_floats(const gpt_model *m, int B, int T) {
+    size_t slot, scratch;
+    activation_sizes(m, B, T, &slot, &scratch);
+    return slot * (size_t)(m->n_slots > 0 ? m->n_slots : 1) + scratch;
+}
+
+void gpt_free_activations(gpt_model *m) {
+    for (int i = 0; i < m->n_slots; i++) {
+        for (int l = 0; m->slots[i].moe && l < m->n_local; l++)
+            if (m->slots[i].moe[l]) moe_free(m->slots[i].moe[l]);
+        free(m->slots[i].moe);
+        free(m->slots[i].mem);
+        free(m->slots[i].acts);
+        free(m->slots[i].inputs);
+    }
+    free(m->slots);
+    free(m->scratch);
+    m->slots = NULL;
+    m->scratch = NULL;
+    m->n_slots = 0;
+}
+
+void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
+    const gpt_config *c = &m->cfg;
+    mtCheck(T <= c->seq_len, "sequence length exceeds the model's seq_len");
+    mtCheck(n_slots >= 1, "at least one activation slot is needed");
+    size_t N = (size_t)B * T, C = c->d_model, V = c->vocab_size;
+    size_t Cl = C / c->tp, NH = c->n_head / c->tp; /* local width and heads */
+    m->B = B;
+    m->T = T;
+    if (!m->grads) m->grads = callocCheck(m->capacity ? m->capacity : 1, sizeof(float));
+    gpt_rebind(m);
+    gpt_free_activations(m);
+    size_t slot_floats, scratch_floats;
+    activation_sizes(m, B, T, &slot_floats, &scratch_floats);
+    m->n_slots = n_slots;
+    m->slots = callocCheck((size_t)n_slots, sizeof(gpt_acts));
+    float *p;
+#define TAKE(ptr, n) (ptr = p, p += (n))
+    for (int s = 0; s < n_slots; s++) {
+        gpt_acts *A = &m->slots[s];
+        A->mem = callocCheck(slot_floats, sizeof(float));
+        A->acts = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(gpt_block_acts));
+        A->inputs = callocCheck(N, sizeof(int));
+        p = A->mem;
+        TAKE(A->encoded, N * C);
+        for (int l = 0; l < m->n_local; l++) {
+            gpt_block_acts *a = &A->acts[l];
+            TAKE(a->ln1, N * C);
+            TAKE(a->ln1_mean, N);
+            TAKE(a->ln1_rstd, N);
+            TAKE(a->qkv, N * 3 * Cl);
+            TAKE(a->atty, N * Cl);
+            TAKE(a->att, (size_t)B * NH * T * T);
+            TAKE(a->res2, N * C);
+            TAKE(a->ln2, N * C);
+            TAKE(a->ln2_mean, N);
+            TAKE(a->ln2_rstd, N);
+            TAKE(a->fch, N * 4 * Cl);
+            TAKE(a->fch_gelu, N * 4 * Cl);
+            TAKE(a->res3, N * C);
+        }
+        if (m->last) {
+            TAKE(A->lnf, N * C);
+            TAKE(A->lnf_mean, N);
+            TAKE(A->lnf_rstd, N);
+            TAKE(A->logits, N * V);
+            TAKE(A->losses, N);
+        }
+        mtCheck((size_t)(p - A->mem) == slot_floats, "activation layout mismatch");
+        A->moe = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(struct moe_layer *));
+        for (int l = 0; l < m->n_local; l++) {
+            if (!m->blocks[l].moe) continue;
+            moe_config mc = gpt_moe_config(m);
+            char err[256];
+            A->moe[l] = moe_create(&mc, (int)N, err, sizeof(err));
+            if (!A->moe[l]) mt_fail("MoE layer: %s", err);
+        }
+    }
+    m->logits = m->slots[0].logits;
+    m->scratch = callocCheck(scratch_floats, sizeof(float));
+    p = m->scratch;
+    TAKE(m->dres, N * C);
+    TAKE(m->dln, N * C);
+    TAKE(m->datty, N * Cl);
+    TAKE(m->dqkv, N * 3 * Cl);
+    TAKE(m->datt, (size_t)B * NH * T * T);
+    TAKE(m->dfch, N * 4 * Cl);
+    TAKE(m->dfch_gelu, N * 4 * Cl);
+#undef TAKE
+    mtCheck((size_t)(p - m->scratch) == scratch_floats, "scratch layout mismatch");
+}
+
+void gpt_alloc_training(gpt_model *m, int B, int T) { gpt_alloc_slots(m, B, T, 1); }
+
+void gpt_zero_grad(gpt_model *m) {
+    if (m->grads) memset(m->grads, 0, m->num_params * sizeof(float));
+}
+
+/* ---- forward -------------------------------------------------------------------------------- */
+
+/* out (N, C) += bias (C) broadcast over rows: the bias of a row-parallel linear is added once,
+ * after the all-reduce of the partial products. */
+static void add_bias(float *out, const float *bias, int N, int C) {
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < C; j++) out[(size_t)i * C + j] += bias[j];
+}
+
+/* Row-parallel linear + g: out (N, C) = Σ_tp inp_local (N, Cin_l) @ w_localᵀ, then + bias. */
+static void row_parallel_forward(const gpt_model *m, float *out, const float *inp, const float *w,
+                                 const float *bias, int N, int Cin_l, int C) {
+    if (m->cfg.tp == 1) {
+        ops_matmul_forward(out, inp, w, bias, N, Cin_l, C);
+        return;
+    }
+    ops_matmul_forward(out, inp, w, NULL, N, Cin_l, C);
+    tp_g_forward(m->tp_comm, out, (size_t)N * C);
+    add_bias(out, bias, N, C);
+}
+
+static gpt_acts *slot_of(gpt_model *m, int slot) {
+    mtCheck(m->slots != NULL && slot >= 0 && slot < m->n_slots,
+            "gpt_alloc_slots must size activations before a forward (slot out of range)");
+    return &m->slots[slot];
+}
+
+float *gpt_stage_input(gpt_model *m, int slot) { return slot_of(m, slot)->encoded; }
+
+const float *gpt_stage_output(const gpt_model *m, int slot) {
+    const gpt_acts *A = &m->slots[slot];
+    return m->n_local ? A->acts[m->n_local - 1].res3 : A->encoded;
+}
+
+double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
+                         int T, float dloss, int *n_counted) {
+    const gpt_config *c = &m->cfg;
+    gpt_acts *A = slot_of(m, slot);
+    mtCheck(B <= m->B && T <= m->T, "microbatch larger than the activations were sized for");
+    mtCheck(c->tp == 1 || m->tp_comm != NULL, "tensor-parallel model without a TP communicator");
+    /* A smaller (B, T) uses a prefix of each buffer with its own strides, which is consistent
+     * because every op takes B and T. */
+    int C = c->d_model, V = c->vocab_size, N = B * T;
+    int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head; /* local width, heads */
+    A->B = B;
+    A->T = T;
+    A->dloss = dloss;
+    if (m->first) {
+        for (int i = 0; i < N; i++) {
+            mtCheck(inputs[i] >= 0 && inputs[i] < V, "token id out of vocabulary range");
+            A->inputs[i] = inputs[i];
+        }
+        ops_encoder_forward(A->encoded, inputs, m->wte, m->wpe, B, T, C); // (B, T, C)
+    }
+    const float *x = A->encoded;
+    for (int l = 0; l < m->n_local; l++) {
+        const gpt_block *w = &m->blocks[l];
+        gpt_block_acts *a = &A->acts[l];
+        ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
+        /* f (identity forward), then column-parallel qkv: this rank's heads only */
+        ops_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl); // (N, 3, NHl, HS)
+        ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS);      // (N, Cl)
+        row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, N, Cl, C); // g
+        ops_add_inplace(a->res2, x, (size_t)N * C);                          // residual
+        ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N, C);
+        if (w->moe) { /* mixture of experts, replicated over TP (train/moe.h) */
+            moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
+            moe_stats st;
+            moe_forward(A->moe[l], &mp, a->ln2, a->res3, N, &st);
+            gpt_moe_stats *ms = &m->moe_stats;
+            ms->aux_loss += st.aux_loss;
+            ms->z_loss += st.z_loss;
+            ms->dropped += st.dropped;
+            if (ms->layers == 0 || st.tokens_min < ms->tokens_min) ms->tokens_min = st.tokens_min;
+            if (st.tokens_max > ms->tokens_max) ms->tokens_max = st.tokens_max;
+            if (st.tokens_cv > ms->tokens_cv) ms->tokens_cv = st.tokens_cv;
+            ms->layers++;
+        } else {
+            ops_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * Cl); // (N, 4Cl)
+            ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
+            row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * Cl, C);
+        }
+        ops_add_inplace(a->res3, a->res2, (size_t)N * C);                    // residual
+        x = a->res3;
+    }
+    if (n_counted) *n_counted = 0;
+    if (!m->last) return 0.0;
+    ops_layernorm_forward(A->lnf, A->lnf_mean, A->lnf_rstd, x, m->lnfw, m->lnfb, N, C);
+    ops_matmul_forward(A->logits, A->lnf, m->wte, NULL, N, C, V); // (N, V), tied head
+    if (!targets) return 0.0;
+    double sum = ops_softmax_crossentropy(A->logits, A->losses, targets, N, V, dloss);
+    if (n_counted)
+        for (int i = 0; i < N; i++) *n_counted += targets[i] >= 0;
+    return sum;
+}
+
+float gpt_forward(gpt_model *m, const int *inputs, const int *targets, int B, int T, float dloss) {
+    mtCheck(m->first && m->last, "gpt_forward runs a whole model; pipeline stages use "
+                                 "gpt_stage_forward");
+    int counted = 0;
+    double sum = gpt_stage_forward(m, 0, inputs, targets, B, T, dloss, &counted);
+    m->logits = m->slots[0].logits;
+    return targets && counted ? (float)(sum / counted) : NAN;
+}
+
+/* ---- backward ------------------------------------------------------------------------------- */
+
+static void grads_ready(gpt_model *m, size_t offset) {
+    if (m->grads_ready) m->grads_ready(m->grads_ready_user, offset);
+}
+
+const float *gpt_stage_backward(gpt_model *m, int slot, const float *dout) {
+    const gpt_config *c = &m->cfg;
+    gpt_acts *A = slot_of(m, slot);
+    int B = A->B, T = A->T;
+    int C = c->d_model, V = c->vocab_size, N = B * T;
+    int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head;
+    size_t NC = (size_t)N * C;
+    if (m->last) {
+        mtCheck(A->dloss != 0.0f, "backward needs a forward with dloss != 0 and targets");
+        const float *x_last = m->n_local ? A->acts[m->n_local - 1].res3 : A->encoded;
+        /* head: logits = lnf @ wteᵀ; A->logits holds dlogits now */
+        memset(m->dln, 0, NC * sizeof(float));
+        ops_matmul_backward(m->dln, m->dwte, NULL, A->logits, A->lnf, m->wte, N, C, V);
+        memset(m->dres, 0, NC * sizeof(float));
+        ops_layernorm_backward(m->dres, m->dlnfw, m->dlnfb, m->dln, x_last, m->lnfw, A->lnf_mean,
+                               A->lnf_rstd, N, C);
+        grads_ready(m, m->tensors[m->i_lnf].offset); /* ln_f is final */
+    } else {
+        mtCheck(dout != NULL, "a non-last pipeline stage needs the gradient of its output");
+        memcpy(m->dres, dout, NC * sizeof(float));
+    }
+    for (int l = m->n_local - 1; l >= 0; l--) {
+        const gpt_block *w = &m->blocks[l];
+        gpt_block *g = &m->dblocks[l];
+        gpt_block_acts *a = &A->acts[l];
+        const float *x_in = l ? A->acts[l - 1].res3 : A->encoded;
+        memset(m->dln, 0, NC * sizeof(float));
+        if (w->moe) { /* replicated over TP: dln is already complete on every TP rank */
+            moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
+            moe_params mg = {g->router_w, g->efc_w, g->efc_b, g->eproj_w, g->eproj_b};
+            moe_backward(A->moe[l], &mp, &mg, m->dres, m->dln, m->aux_grad);
+        } else {
+            /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 (g: identity) */
+            memset(m->dfch_gelu, 0, (size_t)N * 4 * Cl * sizeof(float));
+            ops_matmul_backward(m->dfch_gelu, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu,
+                                w->fcprojw, N, 4 * Cl, C);
+            memset(m->dfch, 0, (size_t)N * 4 * Cl * sizeof(float));
+            ops_gelu_backward(m->dfch, a->fch, m->dfch_gelu, (size_t)N * 4 * Cl);
+            ops_matmul_backward(m->dln, g->fcw, g->fcb, m->dfch, a->ln2, w->fcw, N, C, 4 * Cl);
+            tp_f_backward(m->tp_comm, m->dln, NC); /* f: sum the partial input gradients */
+        }
+        ops_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dln, a->res2, w->ln2w, a->ln2_mean,
+                               a->ln2_rstd, N, C); // dres = d res2
+        /* attention: res2 = x + proj(attn(qkv(ln1(x)))) */
+        memset(m->datty, 0, (size_t)N * Cl * sizeof(float));
+        ops_matmul_backward(m->datty, g->attprojw, g->attprojb, m->dres, a->atty, w->attprojw, N,
+                            Cl, C);
+        memset(m->dqkv, 0, (size_t)N * 3 * Cl * sizeof(float));
+        ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, NHl, HS);
+        memset(m->dln, 0, NC * sizeof(float));
+        ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * Cl);
+        tp_f_backward(m->tp_comm, m->dln, NC); /* f */
+        ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dln, x_in, w->ln1w, a->ln1_mean,
+                               a->ln1_rstd, N, C); // dres = d x
+        grads_ready(m, m->tensors[m->block_t0[l]].offset); /* block l is final */
+    }
+    if (!m->first) return m->dres; /* gradient of the stage input, for the previous stage */
+    ops_encoder_backward(m->dwte, m->dwpe, m->dres, A->inputs, B, T, C);
+    grads_ready(m, 0);
+    return NULL;
+}
+
+void gpt_backward(gpt_model *m) { gpt_stage_backward(m, 0, NULL); }
+
+moe_config gpt_moe_config(const gpt_model *m) {
+    const gpt_config *c = &m->cfg;
+    moe_config mc = {.C = c->d_model, .H = 4 * c->d_model, .E = c->n_experts, .top_k = c->top_k,
+                     .capacity_factor = c->capacity_factor, .aux_coef = c->aux_coef,
+                     .z_coef = c->z_coef, .ep = m->ep_comm};
+    return mc;
+}
