@@ -55,7 +55,7 @@ static const key_desc KEYS[] = {
     KI(threads, 0, 0, 1024, "CPU threads per rank (0 = all cores / ranks)"),
     KI(log_every, 1, 1, 1 << 30, "print a log line every N steps"),
     KI(eval_every, 0, 0, 1 << 30, "validation loss every N steps (0 = at the end only)"),
-    KI(eval_batches, 8, 1, 1 << 20, "microbatches per validation pass"),
+    KI(eval_batches, 8, 1, 1 << 20, "microbatches per data-parallel rank per validation pass"),
     KI(sample_every, 0, 0, 1 << 30, "print a sample every N steps (0 = at the end only)"),
     KI(sample_tokens, 128, 0, 1 << 20, "tokens per printed sample"),
     KI(stop_after, 0, 0, 1 << 30, "stop cleanly after this step (0 = run all steps)"),

@@ -9,17 +9,9 @@
 # ep=4 (dp=4), and tp=2 x pp=2 x dp=2 with ep=2 (8 ranks). Also: per-step MoE statistics are in
 # run.db, and ep without a MoE model / zero with ep are refused with one line.
 set -euo pipefail
-MT=./minitrain
-MPI="mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none"
-TMP=$(mktemp -d /tmp/mt_moe_XXXXXX)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-
-head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
-cat > "$TMP/moe.ini" <<INI
+. tests/layout_lib.sh
+layout_setup mt_moe
+cat > "$CONFIG" <<INI
 data = $TMP/data
 n_layer = 4
 n_head = 4
@@ -44,17 +36,6 @@ top_k = 2
 capacity_factor = 1.25
 aux_loss_coef = 0.01
 INI
-run() { # run NAME NP [flags...]
-  local name=$1 np=$2; shift 2
-  if [ "$np" = 1 ]; then $MT train --config "$TMP/moe.ini" --run-dir "$TMP/$name" "$@" > "$TMP/$name.log" 2>&1
-  else $MPI -np "$np" $MT train --config "$TMP/moe.ini" --run-dir "$TMP/$name" "$@" > "$TMP/$name.log" 2>&1; fi
-}
-check() { # check NAME BASE
-  local out
-  if out=$(/usr/bin/python3 tests/reference/compare_runs.py "$TMP/$2" "$TMP/$1" 2>&1); then ok "$1: $out"
-  else bad "$1: $out | $(grep -m1 -i error "$TMP/$1.log" || true)"; fi
-}
-
 run base8 1 --batch-size 8
 run base16 1 --batch-size 16
 run ep2 2 --batch-size 4 --dp 2 --ep 2
@@ -88,13 +69,12 @@ $MT sample --run "$TMP/ep2" --prompt "A" --max-tokens 8 --temperature 0 > "$TMP/
   && ok "sampling a MoE model" || bad "sample MoE: $(head -2 "$TMP/s.out")"
 
 set +e
-$MPI -np 2 $MT train --config "$TMP/moe.ini" --run-dir "$TMP/bad1" --batch-size 4 --dp 2 --ep 2 --moe-every 0 > "$TMP/bad1.out" 2>&1; r1=$?
-$MPI -np 2 $MT train --config "$TMP/moe.ini" --run-dir "$TMP/bad2" --batch-size 4 --dp 2 --ep 2 --zero 1 > "$TMP/bad2.out" 2>&1; r2=$?
-$MT train --config "$TMP/moe.ini" --run-dir "$TMP/bad3" --capacity-factor 0.5 > "$TMP/bad3.out" 2>&1; r3=$?
+$MPI -np 2 $MT train --config "$CONFIG" --run-dir "$TMP/bad1" --batch-size 4 --dp 2 --ep 2 --moe-every 0 > "$TMP/bad1.out" 2>&1; r1=$?
+$MPI -np 2 $MT train --config "$CONFIG" --run-dir "$TMP/bad2" --batch-size 4 --dp 2 --ep 2 --zero 1 > "$TMP/bad2.out" 2>&1; r2=$?
+$MT train --config "$CONFIG" --run-dir "$TMP/bad3" --capacity-factor 0.5 > "$TMP/bad3.out" 2>&1; r3=$?
 set -e
 [ $r1 -ne 0 ] && grep -q "needs a mixture-of-experts model" "$TMP/bad1.out" && ok "ep without MoE refused" || bad "ep without MoE: $r1"
 [ $r2 -ne 0 ] && grep -q "zero=1 together with ep>1" "$TMP/bad2.out" && ok "zero with ep refused" || bad "zero+ep: $r2"
 [ $r3 -ne 0 ] && grep -q "capacity_factor (0.5) must be >= 1" "$TMP/bad3.out" && ok "capacity factor < 1 refused" || bad "cf 0.5: $r3"
 
-echo "moe training: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+layout_finish "moe training"

@@ -9,17 +9,9 @@
 # with one clear line; a SIGKILLed or stopped rank ends the job (non-zero) within a wall bound;
 # `make GPU=1` compiles and links the NCCL backend.
 set -euo pipefail
-MT=./minitrain
-MPI="mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none"
-TMP=$(mktemp -d /tmp/mt_par_XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-
-head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
-cat > "$TMP/par.ini" <<INI
+. tests/layout_lib.sh
+layout_setup mt_par
+cat > "$CONFIG" <<INI
 data = $TMP/data
 n_layer = 2
 n_head = 6
@@ -44,19 +36,6 @@ threads = 1
 seed = 7
 INI
 
-run() { # run NAME NP [flags...]
-  local name=$1 np=$2; shift 2
-  if [ "$np" = 1 ]; then
-    $MT train --config "$TMP/par.ini" --run-dir "$TMP/$name" "$@" > "$TMP/$name.log" 2>&1
-  else
-    $MPI -np "$np" $MT train --config "$TMP/par.ini" --run-dir "$TMP/$name" "$@" > "$TMP/$name.log" 2>&1
-  fi
-}
-
-compare() { # compare NAME [BASE]: losses and parameters against the single-process run
-  /usr/bin/python3 tests/reference/compare_runs.py "$TMP/${2:-base}" "$TMP/$1"
-}
-
 run base 1
 # dp=3 needs a parameter count 3 does not divide: every tensor size is a multiple of d_model,
 # so that run (and its own single-process baseline) uses d_model 40, n_head 4.
@@ -66,8 +45,8 @@ for layout in "dp2:2:--dp 2" "dp2_zero1:2:--dp 2 --zero 1" "dp3_zero1:3:--dp 3 -
               "tp2:2:--tp 2" "tp2_dp2:4:--tp 2 --dp 2" "tp3:3:--tp 3"; do
   IFS=: read -r name np flags <<< "$layout"
   base=base; [[ "$flags" == *"$ODD"* ]] && base=base_odd
-  if run "$name" "$np" $flags && out=$(compare "$name" "$base" 2>&1); then ok "$name: $out"
-  else bad "$name: $(tail -2 "$TMP/$name.log" | cut -c1-200) $out"; fi
+  run "$name" "$np" $flags || bad "$name: $(tail -2 "$TMP/$name.log" | cut -c1-200)"
+  check "$name" "$base"
 done
 
 # dp=3 really has a parameter count that 3 does not divide (padding, not refusal)
@@ -99,8 +78,8 @@ spread=$(grep -o "by at most [0-9.e+-]*" "$TMP/tpcheck.log" | awk '{print $4}' |
 
 # bad layouts: one clear line, exit 2, before any work
 set +e
-$MPI -np 3 $MT train --config "$TMP/par.ini" --run-dir "$TMP/bad1" --tp 3 --n-head 4 --d-model 48 > "$TMP/bad1.out" 2>&1; rc1=$?
-$MPI -np 6 $MT train --config "$TMP/par.ini" --run-dir "$TMP/bad2" --tp 2 --dp 2 > "$TMP/bad2.out" 2>&1; rc2=$?
+$MPI -np 3 $MT train --config "$CONFIG" --run-dir "$TMP/bad1" --tp 3 --n-head 4 --d-model 48 > "$TMP/bad1.out" 2>&1; rc1=$?
+$MPI -np 6 $MT train --config "$CONFIG" --run-dir "$TMP/bad2" --tp 2 --dp 2 > "$TMP/bad2.out" 2>&1; rc2=$?
 set -e
 [ $rc1 -ne 0 ] && grep -q "n_head (4) is not divisible by tp (3)\|tp (3) must divide n_head (4)" "$TMP/bad1.out" \
   && ok "tp=3 with n_head=4 refused" || bad "tp=3 n_head=4: rc $rc1 $(head -3 "$TMP/bad1.out")"
@@ -109,18 +88,25 @@ set -e
 [ ! -f "$TMP/bad2/run.db" ] && ok "bad layout refused before any work (no run.db)" || bad "bad layout created run.db"
 
 # a killed rank ends the job; a stopped (hung) rank is caught by the collective watchdog
-kill_test() { # kill_test SIGNAL TIMEOUT_S BOUND_S
+kill_test() { # kill_test SIGNAL TIMEOUT_S BOUND_S: the job must end within BOUND_S of the signal
   local sig=$1 to=$2 bound=$3 dir="$TMP/kill_$1"
-  local t0=$(date +%s)
   set +e
-  $MPI -np 2 $MT train --config "$TMP/par.ini" --run-dir "$dir" --dp 2 --steps 100000 \
-      --comm-timeout "$to" --eval-every 0 > "$dir.log" 2>&1 &
-  local mpid=$!
-  for i in $(seq 1 100); do
-    [ -f "$dir/run.db" ] && [ "$(pgrep -f "run-dir $dir" | wc -l)" -ge 3 ] && break; sleep 0.1
+  # the outer timeout only keeps a broken test from hanging CI; the bound below is the assertion
+  timeout -s KILL 300 $MPI -np 2 $MT train --config "$CONFIG" --run-dir "$dir" --dp 2 \
+      --steps 100000 --comm-timeout "$to" --eval-every 0 > "$dir.log" 2>&1 &
+  local mpid=$! victim=""
+  for i in $(seq 1 600); do # wait (up to 60 s on a loaded machine) until both ranks train
+    if grep -q "^step 2/" "$dir.log" 2>/dev/null; then
+      victim=$(pgrep -f "minitrain train --config $CONFIG --run-dir $dir" | grep -v "^$mpid$" | tail -1)
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.1
   done
-  sleep 2
-  local victim=$(pgrep -f "minitrain train --config $TMP/par.ini --run-dir $dir" | grep -v "^$mpid$" | tail -1)
+  if [ -z "$victim" ]; then
+    set -e; pkill -9 -f "run-dir $dir" 2>/dev/null || true
+    bad "SIG$sig: the job never reached step 2: $(tail -2 "$dir.log")"; return
+  fi
+  local t0=$(date +%s)
   kill -"$sig" "$victim"
   wait $mpid; local rc=$?
   set -e
@@ -143,5 +129,4 @@ else
   echo "  skip make GPU=1: nvcc not found at /usr/local/cuda/bin/nvcc"
 fi
 
-echo "parallel: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+layout_finish parallel

@@ -8,17 +8,10 @@
 # the tied embedding stay identical; the bubble is printed and the idle share per stage lands in
 # run.db; a bad --pp-layers is refused with one line.
 set -euo pipefail
-MT=./minitrain
-MPI="mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none"
-TMP=$(mktemp -d /tmp/mt_pp_XXXXXX)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-
-head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
-cat > "$TMP/pp.ini" <<INI
+. tests/layout_lib.sh
+layout_setup mt_pp
+export MINITRAIN_PP_CHECK=1  # log the spread between the two copies of the tied wte
+cat > "$CONFIG" <<INI
 data = $TMP/data
 n_layer = 4
 n_head = 6
@@ -41,17 +34,6 @@ sample_tokens = 0
 threads = 1
 seed = 11
 INI
-run() { # run NAME NP [flags...]
-  local name=$1 np=$2; shift 2
-  if [ "$np" = 1 ]; then $MT train --config "$TMP/pp.ini" --run-dir "$TMP/$name" "$@" > "$TMP/$name.log" 2>&1
-  else MINITRAIN_PP_CHECK=1 $MPI -np "$np" $MT train --config "$TMP/pp.ini" --run-dir "$TMP/$name" "$@" > "$TMP/$name.log" 2>&1; fi
-}
-check() { # check NAME BASE [--exact]
-  local out
-  if out=$(/usr/bin/python3 tests/reference/compare_runs.py "$TMP/$2" "$TMP/$1" ${3:-} 2>&1); then ok "$1: $out"
-  else bad "$1: $out | $(grep -m1 -i error "$TMP/$1.log" || true)"; fi
-}
-
 run base3 1 --batch-size 3                        # 4 microbatches of 3
 run base6 1 --batch-size 6                        # 2 microbatches of 6
 run base5 1 --batch-size 3 --n-layer 5
@@ -95,10 +77,9 @@ assert all(0 <= r["idle_share"] <= 1 for r in rows)
 PY
 # bad split: one clear line
 set +e
-$MPI -np 2 $MT train --config "$TMP/pp.ini" --run-dir "$TMP/bad" --pp 2 --microbatches 4 --pp-layers 1,2 > "$TMP/bad.out" 2>&1; rc=$?
+$MPI -np 2 $MT train --config "$CONFIG" --run-dir "$TMP/bad" --pp 2 --microbatches 4 --pp-layers 1,2 > "$TMP/bad.out" 2>&1; rc=$?
 set -e
 [ $rc -ne 0 ] && grep -q "sums to 3, but the model has 4 layers" "$TMP/bad.out" && ok "bad --pp-layers refused" \
   || bad "bad --pp-layers: rc $rc $(head -2 "$TMP/bad.out")"
 
-echo "pipeline: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+layout_finish pipeline

@@ -216,9 +216,11 @@ float trainer_eval(trainer *tr) {
     int *tgt = mallocCheck((size_t)B * T * sizeof(int));
     uint64_t nwin = data_loader_num_windows(&tr->val_dl);
     int bsz = (uint64_t)B > nwin ? (int)nwin : B;
-    int batches = c->eval_batches;
+    /* eval_batches microbatches per data-parallel rank: round `it` covers the global batch
+     * [it·dp·bsz, (it+1)·dp·bsz), exactly as training splits a step, so a layout and one process
+     * with microbatch dp·bsz evaluate the same windows in the same groups */
+    int batches = c->eval_batches * ms->dp;
     if ((uint64_t)batches * bsz > nwin) batches = (int)(nwin / bsz);
-    /* the same windows every call; data-parallel ranks split the batches */
     double acc[2] = {0, 0}; /* loss sum, batches */
     gpt_model *m = &tr->model;
     size_t act = (size_t)bsz * T * m->cfg.d_model;
