@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "core/check.h"
+
+#define MINITRAIN_VERSION "0.1.0"
 #include "parallel/comm_nccl.h"
 #include "train/flops.h"
 
@@ -69,6 +71,10 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return MT_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("minitrain %s (built %s)\n", MINITRAIN_VERSION, __DATE__);
+        return MT_EXIT_OK;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { KEY_INT, KEY_FLOAT, KEY_STR } key_type;
 
@@ -182,6 +183,11 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
 }
 
 int config_load_ini(mt_config *cfg, const char *path, char *err, size_t errlen) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "config '%s' is not a regular file", path);
+        return -1;
+    }
     FILE *fp = fopen(path, "r");
     if (!fp) {
         snprintf(err, errlen, "cannot open config '%s'", path);
@@ -207,11 +213,6 @@ int config_validate(const mt_config *cfg, char *err, size_t errlen) {
     }
     if (cfg->min_lr > cfg->lr) {
         snprintf(err, errlen, "min_lr (%g) must not exceed lr (%g)", cfg->min_lr, cfg->lr);
-        return -1;
-    }
-    if (cfg->warmup_steps > cfg->steps) {
-        snprintf(err, errlen, "warmup_steps (%d) exceeds steps (%d)", cfg->warmup_steps,
-                 cfg->steps);
         return -1;
     }
     if (cfg->stop_after > cfg->steps) {

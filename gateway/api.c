@@ -440,6 +440,28 @@ static int parse_fields(const cJSON *root, const gw_model_info *mi, gw_request *
     return 0;
 }
 
+/* RFC 8259 is stricter than cJSON: no raw NUL anywhere and no unescaped control character
+ * (U+0000..U+001F) inside a string. Returns 1 when the body passes. */
+static int json_controls_ok(const char *body, size_t len) {
+    int in_str = 0, esc = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)body[i];
+        if (c == 0) return 0;
+        if (!in_str) {
+            if (c == '"') in_str = 1;
+        } else if (esc) {
+            esc = 0;
+        } else if (c == '\\') {
+            esc = 1;
+        } else if (c == '"') {
+            in_str = 0;
+        } else if (c < 0x20) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int gw_parse_completion(const char *body, size_t len, const gw_model_info *mi, gw_request *req,
                         gw_error *err) {
     memset(req, 0, sizeof(*req));
@@ -450,7 +472,21 @@ int gw_parse_completion(const char *body, size_t len, const gw_model_info *mi, g
     if (has_nul_escape(body, len))
         return gw_fail(err, 400, BAD, NULL, "invalid_value",
                        "strings must not contain \\u0000 (NUL)");
-    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!json_controls_ok(body, len))
+        return gw_fail(err, 400, BAD, NULL, "invalid_json",
+                       "We could not parse the JSON body of your request (a raw NUL or an "
+                       "unescaped control character inside a string; escape it, e.g. \\n)");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (root != NULL) { /* nothing but whitespace may follow the value */
+        for (const char *q = end; q && q < body + len; q++)
+            if (*q != ' ' && *q != '\t' && *q != '\r' && *q != '\n') {
+                cJSON_Delete(root);
+                return gw_fail(err, 400, BAD, NULL, "invalid_json",
+                               "We could not parse the JSON body of your request (unexpected "
+                               "text after the JSON object)");
+            }
+    }
     if (root == NULL)
         return gw_fail(err, 400, BAD, NULL, "invalid_json",
                        "We could not parse the JSON body of your request (expected a JSON object; "

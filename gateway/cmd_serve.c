@@ -76,6 +76,8 @@ static char **read_keys(const char *path, int *n_out) {
     FILE *f = fopen(path, "r");
     if (!f) mt_fail("cannot read --api-key-file '%s': %s", path, strerror(errno));
     struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && !S_ISREG(sb.st_mode))
+        mt_fail("--api-key-file '%s' is not a regular file", path);
     if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077))
         mt_warn("%s is readable by other users (chmod 600 it)", path);
     char **keys = NULL, line[1024];

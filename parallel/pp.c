@@ -104,6 +104,10 @@ int pp_split_layers(int n_layer, int P, const char *spec, int *begin, char *err,
         }
         begin[s + 1] = begin[s] + (int)v;
         q = end;
+        if (s == P - 1 && *q == ',') {
+            snprintf(err, errlen, "pp_layers '%s' lists more than pp = %d stages", spec, P);
+            return -1;
+        }
         if (s < P - 1) {
             if (*q != ',') {
                 snprintf(err, errlen, "pp_layers '%s' lists fewer than pp = %d stages", spec, P);
@@ -113,7 +117,8 @@ int pp_split_layers(int n_layer, int P, const char *spec, int *begin, char *err,
         }
     }
     if (*q != 0) {
-        snprintf(err, errlen, "pp_layers '%s' lists more than pp = %d stages", spec, P);
+        snprintf(err, errlen, "pp_layers '%s': unexpected '%s' (expected %d positive counts "
+                 "separated by commas)", spec, q, P);
         return -1;
     }
     if (begin[P] != n_layer) {

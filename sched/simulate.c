@@ -294,7 +294,14 @@ int sim_cmd_simulate(int argc, char **argv) {
     if (!isnan(target) && !(target > 0 && target < 1))
         mt_fail("simulate: --target-ettr must be in (0, 1), got %g", target);
 
+    if (gpus > 1e8) mt_fail("simulate: --gpus must be at most 1e8, got %g", gpus);
+    if (hours > 1e6) mt_fail("simulate: --hours must be at most 1e6, got %g", hours);
     double M = sim_job_mtbf_s(gpus, mtbf_h), D = hours * 3600.0;
+    /* the event loop costs O(failures): refuse jobs that would fail more than ~1e7 times */
+    if (D / M * trials > 2e8)
+        mt_fail("simulate: %.3g expected failures per trial x %d trials is too many to simulate "
+                "(job MTBF %.3g s over %.3g s); lower --gpus, --hours or --trials, or raise "
+                "--mtbf-gpu-hours", D / M, trials, M, D);
     double yd = sim_young_daly_interval(C, M);
     if (!(yd > 0) || yd > D) yd = D; /* never fails (or free checkpoints): one cycle */
     double tau;

@@ -156,17 +156,17 @@ fi
 
 # --- a straggler (2 ranks, data parallel): detected from busy time, evicted, job completes. K = 3
 # and W = 8 because 2 ranks on 2 shared cores see descheduling noise of ~3x for a few steps; the
-# injected straggler runs at ~8-10x ---------------------------------------------------------------
+# injected straggler runs at ~12x, far from that noise, so the verdict does not depend on load -
 if command -v mpirun >/dev/null 2>&1; then
   set +e
   "${SUP[@]}" --straggler-factor 3 --straggler-steps 8 --evict-stragglers -- mpirun --oversubscribe --allow-run-as-root \
     --mca btl_vader_single_copy_mechanism none -np 2 $MT train --config "$TMP/tiny.ini" --dp 2 \
-    --global-batch 16 --run-dir "$TMP/slow" --fault slow@rank=1,factor=4 > "$TMP/slow.log" 2>&1
+    --global-batch 16 --run-dir "$TMP/slow" --fault slow@rank=1,factor=12 > "$TMP/slow.log" 2>&1
   rc=$?
   set -e
   got=$(json_get "$TMP/slow" "r['failures_by_kind'].get('straggler', 0), r['status']" 2>/dev/null || echo none)
   if [ $rc = 0 ] && [ "$got" = "1 completed" ] && grep -q "rank 1 is a straggler" "$TMP/slow.log"; then
-    ok "straggler: rank 1 (slow x4) detected from its busy time, evicted once, job completed"
+    ok "straggler: rank 1 (slow x12) detected from its busy time, evicted once, job completed"
   else
     bad "straggler (exit $rc, $got): $(grep 'minitrain' "$TMP/slow.log" | tail -2)"
   fi

@@ -178,11 +178,28 @@ static void expect_error(const char *body, int status, const char *param) {
 static void test_request_errors(void **state) {
     (void)state;
     setup_mi();
+    { /* a raw NUL inside a string must not silently cut the prompt */
+        static const char body[] = "{\"prompt\":\"ab\0cdef\"}";
+        gw_request r;
+        gw_error e;
+        assert_int_equal(gw_parse_completion(body, sizeof(body) - 1, &MI, &r, &e), -1);
+        assert_int_equal(e.status, 400);
+    }
+    { /* whitespace after the object is fine, and escaped control characters are too */
+        gw_request r;
+        gw_error e;
+        const char *ok_body = "{\"prompt\":\"a\\nb\"}  \n";
+        assert_int_equal(gw_parse_completion(ok_body, strlen(ok_body), &MI, &r, &e), 0);
+        gw_request_free(&r);
+    }
     expect_error("{", 400, NULL);
     expect_error("", 400, NULL);
     expect_error("[]", 400, NULL);
     expect_error("{}", 400, "prompt");
     expect_error("{\"prompt\":\"a\",\"temperature\":NaN}", 400, NULL); /* JSON has no NaN */
+    expect_error("{\"prompt\":\"a\",\"max_tokens\":3} xyz", 400, NULL); /* trailing text */
+    expect_error("{\"prompt\":\"a\nb\"}", 400, NULL);                  /* raw newline in a string */
+    expect_error("{\"prompt\":\"a\tb\"}", 400, NULL);                  /* raw tab in a string */
     expect_error("{\"prompt\":\"a\",\"temperature\":\"hot\"}", 400, "temperature");
     expect_error("{\"prompt\":\"a\",\"temperature\":2.5}", 400, "temperature");
     expect_error("{\"prompt\":\"a\",\"temperature\":1e999}", 400, "temperature");

@@ -131,6 +131,12 @@ int checkpoint_load_model(gpt_model *m, const char *step_dir, int *step_out, cha
     }
     int rc = read_tensors(&fs, m, "", m->params, err, errlen);
     ckpt_fileset_close(&fs);
+    int bad = rc == 0 ? gpt_first_nonfinite(m) : -1;
+    if (bad >= 0) {
+        ckpt_errf(err, errlen, "%s: tensor '%s' holds non-finite values (NaN/Inf); refusing to "
+                  "load it", step_dir, m->tensors[bad].name);
+        rc = -1;
+    }
     if (rc != 0) {
         gpt_free(m);
         return -1;
@@ -350,6 +356,25 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
         return -1;
     }
     if (pick[0] == 0) {
+        /* Checkpoints exist but none verifies: starting over would overwrite the run's saved
+         * model and let retention delete what is left, so refuse unless asked explicitly. */
+        int64_t found[2] = {0, -1}; /* committed steps in tier 1, newest */
+        if (rank == 0) {
+            int64_t *steps = NULL;
+            int n = 0;
+            char msg[CK_MSG];
+            if (ckpt_list(ck->root[1], &steps, &n, msg, sizeof(msg)) == 0 && n > 0)
+                found[0] = (int64_t)n, found[1] = steps[n - 1];
+            free(steps);
+        }
+        comm_broadcast_bytes(tr->mesh->world, found, sizeof(found), 0);
+        if (found[0] > 0) {
+            ckpt_errf(err, errlen, "--resume auto: %s holds %" PRId64 " checkpoint(s) up to step "
+                      "%" PRId64 " but none verifies (see the warnings above); refusing to start "
+                      "over and overwrite this run. Repair or remove them, or pass --resume no "
+                      "to start from step 0", ck->root[1], found[0], found[1]);
+            return -1;
+        }
         if (rank == 0) log_info("resume: no committed checkpoint verifies; starting from step 0");
         return 0;
     }

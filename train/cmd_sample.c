@@ -20,7 +20,8 @@
 static void usage(void) {
     printf("usage: minitrain sample --run DIR [--prompt TEXT] [--max-tokens N] [--temperature T]\n"
            "                        [--top-k K] [--top-p P] [--seed S]\n\n"
-           "Generate text from the model saved in DIR (DIR/model.safetensors, DIR/tokenizer.bin).\n"
+           "Generate text from the run in DIR: its newest checkpoint that verifies (DIR/ckpt) if\n"
+           "that is newer than DIR/model.safetensors, else DIR/model.safetensors; DIR/tokenizer.bin.\n"
            "  --prompt TEXT      text to continue (default: a newline)\n"
            "  --max-tokens N     tokens to generate (default 256; past the context, the last\n"
            "                     context/2 tokens are re-read as a fresh context)\n"

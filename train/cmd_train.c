@@ -84,6 +84,12 @@ int train_cmd_train(int argc, char **argv) {
     }
     if (cfg.run_dir[0] == 0) snprintf(cfg.run_dir, sizeof(cfg.run_dir), "runs/%s", cfg.name);
     if (config_validate(&cfg, err, sizeof(err)) != 0) mt_fail("%s", err);
+    if (cfg.warmup_steps > cfg.steps) { /* e.g. a short --steps on a config made for long runs */
+        int w = cfg.steps / 10;
+        fprintf(stderr, "minitrain: note: warmup_steps %d exceeds steps %d; using warmup_steps %d "
+                "(10%% of steps; set --warmup-steps to choose)\n", cfg.warmup_steps, cfg.steps, w);
+        cfg.warmup_steps = w;
+    }
 
     comm *world = comm_init_world(NULL, NULL);
     log_set_rank(comm_rank(world));
@@ -115,9 +121,10 @@ int train_cmd_train(int argc, char **argv) {
     log_info("model: %d layers, %d heads, d_model %d, seq_len %d, vocab %d | %.2fM parameters",
              c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size,
              tr.model.num_params / 1e6);
-    log_info("batch: %d sequences x %d tokens per microbatch, %d microbatches per step "
+    log_info("batch: %d sequences x %d tokens per microbatch%s, %d microbatches per step "
              "(global batch %d = %d tokens) | %d steps",
-             c->batch_size, c->seq_len, tr.grad_accum, c->global_batch,
+             c->batch_size, c->seq_len, c->microbatches ? " (batch_size = global_batch / "
+             "(microbatches x dp), from --microbatches)" : "", tr.grad_accum, c->global_batch,
              c->global_batch * c->seq_len, c->steps);
     log_info("compute: %.1f MFLOP/token | sgemm peak measured %.1f GFLOP/s | theoretical %s",
              tr.flops_per_token / 1e6, tr.peak_measured / 1e9,
@@ -163,6 +170,21 @@ int train_cmd_train(int argc, char **argv) {
     if (sched_attach_trainer(&tr, err, sizeof(err)) != 0) mt_fail("%s", err);
 
     double t0 = timer_now();
+    int end = c->stop_after > 0 ? c->stop_after : c->steps;
+    if (tr.step >= end) { /* resumed at (or past) the end: nothing to train, nothing to rewrite */
+        log_info("run '%s' is already at step %d of %d; nothing to do (raise --steps to train "
+                 "further)", c->name, tr.step, end);
+        checkpoint_free(ckpt);
+        if (ms.rank == 0) {
+            rundb_log_event(tr.db, tr.run_id, "end", 0, "nothing to do");
+            rundb_run_end(tr.db, tr.run_id, "completed");
+        }
+        trainer_free(&tr);
+        mesh_free(&ms);
+        comm_free(world);
+        comm_finalize();
+        return MT_EXIT_OK;
+    }
     int rc = trainer_run(&tr);
     int ckpt_rc = checkpoint_finish(ckpt, &tr); /* waits for a save in flight */
     if (rc == MT_EXIT_OK) rc = ckpt_rc;

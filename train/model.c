@@ -370,3 +370,11 @@ void gpt_free(gpt_model *m) {
     memset(m, 0, sizeof(*m));
 }
 
+int gpt_first_nonfinite(const gpt_model *m) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const float *p = m->params + m->tensors[i].offset;
+        for (size_t j = 0; j < m->tensors[i].numel; j++)
+            if (!isfinite(p[j])) return i;
+    }
+    return -1;
+}

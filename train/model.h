@@ -210,6 +210,10 @@ void gpt_zero_grad(gpt_model *m);
 /* The MoE layer configuration of this model (train/moe.h), for its MoE blocks. */
 moe_config gpt_moe_config(const gpt_model *m);
 
+/* Index of the first tensor holding a NaN or Inf, or -1 when every parameter is finite (a model
+ * that loads must not be served or trained silently from non-finite weights). */
+int gpt_first_nonfinite(const gpt_model *m);
+
 /* Re-point the wte/wpe/ln_f/block views into params and grads (after a reallocation). */
 void gpt_rebind(gpt_model *m);
 

@@ -190,6 +190,14 @@ int model_io_load(gpt_model *m, const char *path_or_run_dir, int *step_out, char
             return -1;
         }
     }
+    int bad = gpt_first_nonfinite(m);
+    if (bad >= 0) {
+        snprintf(err, errlen, "%s: tensor '%s' holds non-finite values (NaN/Inf); refusing to "
+                 "load it", path, m->tensors[bad].name);
+        gpt_free(m);
+        st_close(&f);
+        return -1;
+    }
     if (step_out) {
         const char *s = st_metadata(&f, "minitrain.step");
         *step_out = s ? atoi(s) : 0;
