@@ -375,7 +375,7 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
                       "to start from step 0", ck->root[1], found[0], found[1]);
             return -1;
         }
-        if (rank == 0) log_info("resume: no committed checkpoint verifies; starting from step 0");
+        if (rank == 0) log_info("resume: no checkpoint to resume from yet; starting from step 0");
         return 0;
     }
     int tier = (int)pick[1];
