@@ -162,6 +162,8 @@ test: deps
 	$(MAKE) minitrain
 	$(MAKE) unit
 	@set -e; for s in tests/run_*.sh; do echo "== $$s"; bash $$s; done
+	@echo "== sanitizers (make asan): unit tests and the HTTP server under ASan/UBSan"
+	$(MAKE) asan
 	@echo "all tests passed"
 
 asan:
