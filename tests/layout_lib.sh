@@ -1,7 +1,9 @@
 # tests/layout_lib.sh — shared scaffolding of the layout-parity scripts (run_parallel.sh,
 # run_pipeline.sh, run_moe_train.sh); sourced, not run.
 #
-#   layout_setup PREFIX   temp dir $TMP (kept when KEEP=1), tiny data in $TMP/data, ok/bad counters
+#   layout_setup PREFIX   temp dir $TMP (kept when KEEP=1), tiny data in $TMP/data, ok/bad counters,
+#                         and $CONFIG started with the keys every parity run shares (the script
+#                         appends its model and batch keys)
 #   run NAME NP [flags]   train $CONFIG into $TMP/NAME (NP = 1: one process, else under mpirun)
 #   check NAME BASE [--exact]   compare two runs with tests/reference/compare_runs.py
 #   layout_finish LABEL   print "LABEL: N passed, M failed" and fail if any failed
@@ -17,6 +19,23 @@ layout_setup() {
   head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
   $MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
   CONFIG="$TMP/config.ini"
+  cat > "$CONFIG" <<INI
+data = $TMP/data
+seq_len = 32
+steps = 8
+lr = 3e-3
+min_lr = 3e-4
+warmup_steps = 2
+; AdamW eps 1e-6 (not 1e-8): an element whose gradient is pure rounding noise (~1e-9) would
+; otherwise take a full +-lr step in a direction set by summation order, which is exactly what
+; differs between layouts. With 1e-6 such elements barely move and the comparison tests the
+; layouts' math, not Adam's amplification of rounding.
+eps = 1e-6
+log_every = 1
+eval_every = 4
+sample_tokens = 0
+threads = 1
+INI
 }
 
 run() {

@@ -11,24 +11,12 @@
 set -euo pipefail
 . tests/layout_lib.sh
 layout_setup mt_moe
-cat > "$CONFIG" <<INI
-data = $TMP/data
+cat >> "$CONFIG" <<INI
 n_layer = 4
 n_head = 4
 d_model = 32
-seq_len = 32
 global_batch = 16
-steps = 8
-lr = 3e-3
-min_lr = 3e-4
-warmup_steps = 2
-; see tests/run_parallel.sh for why eps is 1e-6 in parity tests
-eps = 1e-6
-log_every = 1
-eval_every = 4
 eval_batches = 2
-sample_tokens = 0
-threads = 1
 seed = 5
 moe_every = 2
 n_experts = 4
