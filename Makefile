@@ -28,6 +28,14 @@ ifeq ($(ASAN),1)
                 -fopenmp -Wall -Wextra -Werror -I. -MMD -MP
   LDFLAGS_ASAN = -fsanitize=address,undefined
 endif
+# FUZZ=1: the library built by clang with libFuzzer's coverage instrumentation (see `make fuzz`)
+FUZZ ?= 0
+ifeq ($(FUZZ),1)
+  CC = clang
+  CFLAGS_BASE = -std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+                -fopenmp -Wall -Wextra -Werror -Wno-for-loop-analysis -Wno-pass-failed -I. -MMD -MP
+  LDFLAGS_ASAN = -fsanitize=address,undefined
+endif
 
 # Debian's OpenBLAS 0.3.21 falls back to SSE3 kernels on CPUs it does not know (Sapphire Rapids):
 # tests and benchmarks run with the kernels the ISA supports (./minitrain re-execs itself the same
@@ -113,7 +121,7 @@ LIB = $(BUILD)/libminitrain.a
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps demo test unit asan bench clean
+.PHONY: all deps demo test unit asan fuzz bench clean
 all: $(BIN)
 
 # V=1 shows full command lines
@@ -139,7 +147,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # --- packages -----------------------------------------------------------------------------------
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
            libmicrohttpd-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
-           python3-numpy curl wrk
+           python3-numpy curl wrk clang libclang-rt-14-dev libomp-14-dev
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -164,6 +172,8 @@ test: deps
 	@set -e; for s in tests/run_*.sh; do echo "== $$s"; bash $$s; done
 	@echo "== sanitizers (make asan): unit tests and the HTTP server under ASan/UBSan"
 	$(MAKE) asan
+	@echo "== fuzzing (make fuzz): every harness for $(FUZZ_SECONDS) s"
+	$(MAKE) fuzz
 	@echo "all tests passed"
 
 asan:
@@ -175,8 +185,33 @@ asan:
 	$(MAKE) ASAN=1 BUILD=build-asan BIN=build-asan/minitrain build-asan/minitrain
 	MT=build-asan/minitrain bash tests/run_serve.sh
 
+# --- fuzzing (libFuzzer; tests/fuzz/README.md) ------------------------------------------------
+# make fuzz FUZZ_SECONDS=N runs every harness for N seconds on its checked-in seed corpus
+# (tests/fuzz/corpus/<name>/) plus the inputs it finds (build-fuzz/corpus/<name>/, not committed);
+# any crash, leak, timeout or out-of-memory fails, and the input is left in build-fuzz/crashes/.
+FUZZ_SECONDS ?= 20
+FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES = $(FUZZ_SRCS:tests/fuzz/%.c=%)
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_util.h $(LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ $@")
+	$(Q)$(CC) $(CFLAGS) -fsanitize=fuzzer $< $(LIB) -o $@ $(LDFLAGS_ASAN) $(LDLIBS)
+fuzz:
+	$(MAKE) FUZZ=1 BUILD=build-fuzz build-fuzz/libminitrain.a
+	$(MAKE) FUZZ=1 BUILD=build-fuzz $(FUZZ_NAMES:%=build-fuzz/fuzz/%)
+	@set -e; mkdir -p build-fuzz/crashes; for n in $(FUZZ_NAMES); do \
+	  mkdir -p build-fuzz/corpus/$$n tests/fuzz/corpus/$$n; \
+	  echo "== fuzz $$n ($(FUZZ_SECONDS) s)"; \
+	  build-fuzz/fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -max_len=65536 -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/$$n- \
+	    build-fuzz/corpus/$$n tests/fuzz/corpus/$$n >build-fuzz/$$n.log 2>&1 \
+	    || { tail -60 build-fuzz/$$n.log; echo "fuzz $$n FAILED: input in build-fuzz/crashes/"; exit 1; }; \
+	  grep -E '^#[0-9]+.*(DONE|pulse)' build-fuzz/$$n.log | tail -1; \
+	  grep -E 'stat::number_of_executed_units' build-fuzz/$$n.log; \
+	done; rm -rf /dev/shm/mt-fuzz-*
+
 clean:
-	rm -rf $(BUILD) build-asan minitrain
+	rm -rf $(BUILD) build-asan build-fuzz minitrain
 
 -include $(OBJS:.o=.d) $(BUILD)/minitrain.d
 
