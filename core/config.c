@@ -167,12 +167,35 @@ typedef struct {
     size_t errlen;
     const char *path;
     int failed;
+    unsigned char seen[NKEYS];  /* 1 once a key has been given in this file */
+    char seen_in[NKEYS][64];    /* section of that first line ("" = above any section) */
 } ini_ctx;
 
+/* A key given twice in one file (same or another section) would silently be "last wins": refuse
+ * it by name, like an unknown key. `fault` is the exception: it is a list, each line adds a spec. */
+static int ini_check_repeat(ini_ctx *c, const char *section, const char *name) {
+    const key_desc *k = find_key(name);
+    if (k == NULL || strcmp(k->name, "fault") == 0) return 0;
+    size_t i = (size_t)(k - KEYS);
+    if (c->seen[i]) {
+        const char *was = c->seen_in[i];
+        snprintf(c->err, c->errlen, "%s: key '%s' is given twice (first %s%s%s, again %s%s%s)",
+                 c->path, k->name, was[0] ? "in [" : "at the top", was, was[0] ? "]" : "",
+                 section[0] ? "in [" : "at the top", section, section[0] ? "]" : "");
+        return -1;
+    }
+    c->seen[i] = 1;
+    snprintf(c->seen_in[i], sizeof(c->seen_in[i]), "%s", section);
+    return 0;
+}
+
 static int on_ini_key(void *user, const char *section, const char *name, const char *value) {
-    (void)section;
     ini_ctx *c = user;
     if (c->failed) return 0;
+    if (ini_check_repeat(c, section, name) != 0) {
+        c->failed = 1;
+        return 0;
+    }
     char msg[512];
     if (config_set(c->cfg, name, value, msg, sizeof(msg)) != 0) {
         snprintf(c->err, c->errlen, "%s: %s", c->path, msg);
@@ -193,10 +216,18 @@ int config_load_ini(mt_config *cfg, const char *path, char *err, size_t errlen) 
         snprintf(err, errlen, "cannot open config '%s'", path);
         return -1;
     }
-    ini_ctx c = {cfg, err, errlen, path, 0};
-    int rc = ini_parse_file(fp, on_ini_key, &c);
+    ini_ctx *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        fclose(fp);
+        snprintf(err, errlen, "out of memory reading config '%s'", path);
+        return -1;
+    }
+    *c = (ini_ctx){.cfg = cfg, .err = err, .errlen = errlen, .path = path};
+    int rc = ini_parse_file(fp, on_ini_key, c);
+    int failed = c->failed;
+    free(c);
     fclose(fp);
-    if (c.failed) return -1; /* message already says file + key */
+    if (failed) return -1; /* message already says file + key */
     if (rc != 0) {
         snprintf(err, errlen, "%s:%d: malformed line (expected 'key = value' or '[section]')", path,
                  rc);
