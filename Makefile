@@ -8,7 +8,7 @@
 #   make GPU=1      add the CUDA backend (cuBLAS, NCCL) — see docs/
 #
 # Sources are found by wildcard: one file per concern under core/ parallel/ ckpt/ train/ safety/
-# gateway/ sched/; minitrain.c holds main() only. Every test is tests/test_*.c (cmocka) or
+# gateway/ sched/ cmd/ (one file per subcommand); minitrain.c holds main() and the subcommand table. Every test is tests/test_*.c (cmocka) or
 # tests/run_*.sh (end to end).
 
 CC ?= gcc
@@ -106,7 +106,7 @@ LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
-MODULES = core parallel ckpt train safety gateway sched
+MODULES = core parallel ckpt train safety gateway sched cmd
 SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 OBJS = $(SRCS:%.c=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a

@@ -1,8 +1,7 @@
 /*
- * sched/cmd_report.c — `minitrain report --run DIR [--json] [--svg FILE]`: the summary of a job
- * from its run database (DIR/run.db, see core/rundb.h), with its ETTR accounting (sched/ettr.h).
- * It lives in sched/ because ETTR needs the supervisor's events; the training figures below need
- * only core/.
+ * cmd/report.c — `minitrain report --run DIR [--json] [--svg FILE]`: the summary of a job
+ * from its run database (DIR/run.db, see core/rundb.h), with its ETTR accounting (sched/ettr.h)
+ * and loss plot (sched/svg.h).
  *
  * A run directory is one job; each (re)start of the trainer adds a `runs` row. So the report is
  * shaped in two parts:
@@ -32,12 +31,12 @@
 #include <cjson/cJSON.h>
 #include <sqlite3.h>
 
+#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "core/check.h"
 #include "core/rundb.h"
 #include "sched/ettr.h"
 #include "sched/svg.h"
-
-int report_cmd_report(int argc, char **argv);
 
 /* A growable array of doubles (the non-NULL, finite values of one metrics column). */
 typedef struct {
@@ -342,48 +341,29 @@ static int print_text(const report *r) {
     return MT_EXIT_OK;
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: minitrain report --run DIR [--json] [--svg FILE]\n"
-               "  Summarise the job recorded in DIR/run.db: run status and duration, steps,\n"
-               "  train/val losses, median tokens/s and MFU, events by kind, and ETTR with its\n"
-               "  breakdown, failures by kind, MTBF/MTTR and recomputed steps (docs/ettr.md).\n"
-               "  --run DIR   run directory (holds run.db)\n"
-               "  --json      print one JSON object instead of text\n"
-               "  --svg FILE  also draw loss vs wall time with failures and restarts marked\n");
-}
-
-int report_cmd_report(int argc, char **argv) {
+int cmd_report(int argc, char **argv) {
     const char *run_dir = NULL, *svg = NULL;
     int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return MT_EXIT_OK;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--run") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "minitrain: error: report: --run needs a directory\n");
-                return MT_EXIT_USAGE;
-            }
-            run_dir = argv[++i];
-        } else if (strncmp(a, "--run=", 6) == 0) {
-            run_dir = a + 6;
-        } else if (strcmp(a, "--svg") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "minitrain: error: report: --svg needs a file name\n");
-                return MT_EXIT_USAGE;
-            }
-            svg = argv[++i];
-        } else {
-            fprintf(stderr, "minitrain: error: report: unknown flag '%s' (see --help)\n", a);
-            return MT_EXIT_USAGE;
-        }
-    }
+    const args_opt opts[] = {
+        {"run", ARG_STRING, &run_dir, 0, 0, "DIR", "run directory (holds run.db)", ""},
+        {"json", ARG_FLAG, &json, 0, 0, NULL, "print one JSON object instead of text", NULL},
+        {"svg", ARG_STRING, &svg, 0, 0, "FILE", "also draw loss vs wall time with failures and "
+         "restarts marked", ""},
+        {0},
+    };
+    const args_spec spec = {
+        .cmd = "report",
+        .synopsis = "usage: minitrain report --run DIR [--json] [--svg FILE]",
+        .about = "Summarise the job recorded in DIR/run.db: run status and duration, steps,\n"
+                 "train/val losses, median tokens/s and MFU, events by kind, and ETTR with its\n"
+                 "breakdown, failures by kind, MTBF/MTTR and recomputed steps (docs/ettr.md).",
+        .opts = opts,
+    };
+    int prc = args_parse(&spec, argc, argv, NULL);
+    if (prc != ARGS_CONTINUE) return prc;
     if (run_dir == NULL || run_dir[0] == '\0') {
-        fprintf(stderr, "minitrain: error: report: --run DIR is required\n");
-        usage(stderr);
+        fprintf(stderr, "minitrain: error: report: --run DIR is required (see `minitrain report "
+                "--help`)\n");
         return MT_EXIT_USAGE;
     }
     char path[4200];
