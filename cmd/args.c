@@ -105,6 +105,11 @@ static int assign(const args_opt *o, const char *v) {
     return ARGS_CONTINUE;
 }
 
+int args_double(const char *name, const char *text, double lo, double hi, double *out) {
+    const args_opt o = {name, ARG_DOUBLE, out, lo, hi, NULL, NULL, NULL};
+    return assign(&o, text);
+}
+
 /* Split "--name" / "--name=value": *name_len and *eq (NULL when no '='). */
 static void split(const char *a, size_t *name_len, const char **eq) {
     *eq = strchr(a + 2, '=');

@@ -67,6 +67,11 @@ typedef struct {
  * first word after `--` (argc when there is none). */
 int args_parse(const args_spec *spec, int argc, char **argv, int *rest);
 
+/* Parse text as the value of option --name with the table's rules for kind ARG_DOUBLE (whole
+ * text, finite or inf, in [lo, hi]) — for values the table cannot type, such as the parts of
+ * --backoff MIN:MAX. Returns ARGS_CONTINUE with *out set, or MT_EXIT_USAGE after one error line. */
+int args_double(const char *name, const char *text, double lo, double hi, double *out);
+
 /* Print the help of spec to out: synopsis, about, one line per option (with its default), the
  * help tail and the epilog. */
 void args_help(const args_spec *spec, FILE *out);

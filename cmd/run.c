@@ -17,21 +17,18 @@
 
 /* --backoff MIN:MAX seconds, MAX >= MIN >= 0. */
 static int parse_backoff(const char *v, sup_opts *o) {
-    char *end = NULL;
-    o->backoff_min = strtod(v, &end);
-    if (end == v || *end != ':' || !(o->backoff_min >= 0) || isinf(o->backoff_min)) {
-        fprintf(stderr, "minitrain: error: run: --backoff expects MIN:MAX seconds (e.g. 1:30), "
-                "got '%s'\n", v);
-        return MT_EXIT_USAGE;
-    }
-    const char *m = end + 1;
-    o->backoff_max = strtod(m, &end);
-    if (end == m || *end || !(o->backoff_max >= o->backoff_min) || isinf(o->backoff_max)) {
-        fprintf(stderr, "minitrain: error: run: --backoff expects MIN:MAX with MAX >= MIN, got "
+    const char *colon = strchr(v, ':');
+    char min[64];
+    if (!colon || colon == v || (size_t)(colon - v) >= sizeof(min)) {
+        fprintf(stderr, "minitrain: error: --backoff expects MIN:MAX seconds (e.g. 1:30), got "
                 "'%s'\n", v);
         return MT_EXIT_USAGE;
     }
-    return ARGS_CONTINUE;
+    snprintf(min, sizeof(min), "%.*s", (int)(colon - v), v);
+    int rc = args_double("backoff MIN", min, 0, 1e9, &o->backoff_min);
+    if (rc == ARGS_CONTINUE) rc = args_double("backoff MAX", colon + 1, o->backoff_min, 1e9,
+                                              &o->backoff_max);
+    return rc;
 }
 
 int cmd_run(int argc, char **argv) {

@@ -59,9 +59,9 @@ int cmd_simulate(int argc, char **argv) {
     if (prc != ARGS_CONTINUE) return prc;
     st.seed = seed;
     if (strcmp(interval, "auto") != 0) {
-        char *end = NULL;
-        st.interval_s = strtod(interval, &end);
-        if (end == interval || *end != 0 || !(st.interval_s > 0) || isinf(st.interval_s))
+        if (args_double("interval", interval, 0, INFINITY, &st.interval_s) != ARGS_CONTINUE)
+            return MT_EXIT_USAGE;
+        if (!(st.interval_s > 0) || isinf(st.interval_s))
             mt_fail("simulate: --interval must be > 0 or auto, got '%s'", interval);
     }
     return sim_study_run(&st);
