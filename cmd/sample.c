@@ -1,9 +1,9 @@
 /*
  * cmd/sample.c — `minitrain sample`: generate text from a trained run with a KV cache.
  *
- * The prompt is encoded with the run's tokenizer and fed token by token into the decode state
- * (each prompt token costs one cached step, the prefix is never recomputed); generated tokens are
- * written to stdout as soon as they are chosen.
+ * The prompt is encoded with the run's tokenizer and continued by sample_generate (train/sample.h:
+ * a KV cache, the prefix never recomputed); generated tokens are written to stdout as soon as
+ * they are chosen.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +16,14 @@
 #include "train/model_io.h"
 #include "train/sample.h"
 #include "train/tokenizer.h"
+
+/* Write a generated token's bytes as soon as it is chosen. */
+static void emit_token(int token, void *user) {
+    size_t len;
+    const uint8_t *b = tok_token_bytes(user, (uint32_t)token, &len);
+    fwrite(b, 1, len, stdout);
+    fflush(stdout);
+}
 
 int cmd_sample(int argc, char **argv) {
     const char *run = NULL, *prompt = "\n";
@@ -53,7 +61,7 @@ int cmd_sample(int argc, char **argv) {
     tok_tokenizer tok;
     snprintf(path, sizeof(path), "%s/tokenizer.bin", run);
     if (tok_load(&tok, path, err, sizeof(err)) != 0) mt_fail("%s", err);
-    int V = m.cfg.vocab_size, ctx = m.cfg.seq_len, tv = tok_vocab_size(&tok);
+    int ctx = m.cfg.seq_len, tv = tok_vocab_size(&tok);
 
     size_t plen = strlen(prompt);
     uint32_t *ids = mallocCheck((plen + 1) * sizeof(uint32_t));
@@ -63,38 +71,12 @@ int cmd_sample(int argc, char **argv) {
         mt_fail("the prompt is %zu tokens; the model's context is %d (prompt must be shorter)", n,
                 ctx);
 
-    gpt_decode_state st;
-    gpt_decode_init(&st, &m);
     rng_state rng;
     rng_seed(&rng, seed);
-    float *work = mallocCheck((size_t)2 * V * sizeof(float));
     fwrite(prompt, 1, plen, stdout);
-    /* history of every token, so generation can go past the context: when the cache is full,
-     * the last ctx/2 tokens are fed again as a fresh context (a recompute, once per ctx/2). */
-    int *hist = mallocCheck(((size_t)n + (size_t)max_tokens + 1) * sizeof(int));
-    size_t nh = 0;
-    const float *logits = NULL;
-    for (size_t i = 0; i < n; i++) logits = gpt_decode_step(&m, &st, hist[nh++] = (int)ids[i]);
-    for (int i = 0; i < max_tokens; i++) {
-        int t = sample_token(logits, tv < V ? tv : V, &sp, &rng, work);
-        hist[nh++] = t;
-        size_t bl;
-        const uint8_t *b = tok_token_bytes(&tok, (uint32_t)t, &bl);
-        fwrite(b, 1, bl, stdout);
-        fflush(stdout);
-        if (i + 1 == max_tokens) break;
-        if (st.pos == ctx) {
-            gpt_decode_reset(&st);
-            size_t keep = (size_t)ctx / 2;
-            for (size_t j = nh - keep; j < nh - 1; j++) gpt_decode_step(&m, &st, hist[j]);
-        }
-        logits = gpt_decode_step(&m, &st, t);
-    }
-    free(hist);
+    sample_generate(&m, ids, n, max_tokens, tv, &sp, &rng, emit_token, &tok);
     fputc('\n', stdout);
-    free(work);
     free(ids);
-    gpt_decode_free(&st);
     tok_free(&tok);
     gpt_free(&m);
     return MT_EXIT_OK;
