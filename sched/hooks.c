@@ -9,6 +9,7 @@
 #include "sched/hooks.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ static struct {
     char roots[3][4200]; /* checkpoint tier roots to corrupt (tiers 0 and 1; "" = off) */
     int corrupted[FAULT_MAX][3]; /* corrupt-ckpt: tiers already damaged */
     int active[FAULT_MAX];       /* slow: fired in THIS process (keeps acting) */
+    int last_step;               /* of the last heartbeat */
 } S;
 
 static void sleep_s(double s) {
@@ -168,7 +170,63 @@ void sched_heartbeat_hook(trainer *tr, int step, int final, void *user) {
     double busy = (now - S.hb_t_prev) - (comm - S.hb_comm_prev);
     S.hb_t_prev = now;
     S.hb_comm_prev = comm;
+    S.last_step = step;
     hb_write(&S.hb, step, tr->last_step_s * 1e3, busy * 1e3, final ? "done" : "run");
+}
+
+void sched_exit_heartbeat(int code) {
+    if (!S.attached || code == 0) return;
+    char state[16];
+    snprintf(state, sizeof(state), "exit:%d", code & 255);
+    hb_write(&S.hb, S.last_step, 0, 0, state);
+}
+
+/* ---- the supervisor watch ------------------------------------------------------------------- */
+
+static char g_sup_path[4200];
+
+static void *sup_watch_main(void *arg) {
+    (void)arg;
+    double unreadable_since = NAN;
+    for (;;) {
+        sleep_s(0.25);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        int alive = hb_sup_alive(g_sup_path, HB_SUP_STALE_S, now);
+        if (alive == 1) {
+            unreadable_since = NAN;
+            continue;
+        }
+        if (alive < 0) { /* no record (yet, or being replaced): only a long absence counts */
+            if (isnan(unreadable_since)) unreadable_since = now;
+            if (now - unreadable_since < HB_SUP_STALE_S) continue;
+        }
+        fprintf(stderr, "minitrain: rank %d: the supervisor of this job is gone (%s %s); "
+                "stopping this rank\n", comm_world_rank(), g_sup_path,
+                alive < 0 ? "unreadable" : "names a dead process");
+        fflush(stderr);
+        _exit(MT_EXIT_ERROR); /* the whole process, from any thread */
+    }
+    return NULL;
+}
+
+int sched_watch_supervisor(void) {
+    const char *p = getenv(HB_ENV_SUP);
+    if (!p || !p[0] || g_sup_path[0]) return 0;
+    snprintf(g_sup_path, sizeof(g_sup_path), "%s", p);
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &at, sup_watch_main, NULL);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        mt_warn("cannot start the supervisor watch thread: %s", strerror(rc));
+        g_sup_path[0] = '\0';
+        return 0;
+    }
+    return 1;
 }
 
 int sched_attach_trainer(trainer *tr, char *err, size_t errlen) {

@@ -26,6 +26,19 @@
  * per process. */
 int sched_attach_trainer(trainer *tr, char *err, size_t errlen);
 
+/* Under `minitrain run` ($MINITRAIN_SUPERVISOR set, sched/heartbeat.h): start a detached thread
+ * that checks the supervisor's record four times a second and ends this process (exit 1) once
+ * the supervisor is gone, so a job never outlives its supervisor, even one killed by SIGKILL, and
+ * even while this rank is blocked in a collective. Call once, as early as possible (before
+ * trainer_init). Returns 1 when watching, 0 when not supervised. */
+int sched_watch_supervisor(void);
+
+/* The rank is about to exit with status code != 0 on purpose (non-finite loss, failed save):
+ * its heartbeat says "exit:<code>", so the supervisor, which may see the process gone before the
+ * launch's exit status arrives, does not take it for a crash. No-op for code 0 or before
+ * sched_attach_trainer. */
+void sched_exit_heartbeat(int code);
+
 /* The hooks themselves (user = NULL), exposed for tests. */
 void sched_fault_hook(trainer *tr, int step, int final, void *user);
 void sched_heartbeat_hook(trainer *tr, int step, int final, void *user);

@@ -23,6 +23,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -39,10 +40,11 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "core/rundb.h"
+#include "core/runlock.h"
 #include "core/timer.h"
 #include "sched/ettr.h"
 
-#define SUP_POLL_MS 50
+#define SUP_POLL_MS 20
 #define SUP_MAX_ARGS 512
 
 /* ---- pure helpers (tested in tests/test_sched.c) --------------------------------------------- */
@@ -160,6 +162,10 @@ typedef struct {
     double fail_times[1024]; /* monotonic, of every failure */
     int nfail;
     rng_state rng;
+    runlock lock;            /* RUN_DIR/.lock, held for the whole job */
+    char sup_path[4300];     /* RUN_DIR/heartbeat/supervisor: what the ranks watch */
+    unsigned long long start_ticks; /* this process's start time (/proc), in that record */
+    double last_beat;        /* monotonic time of the last write of that record */
 } sup;
 
 static volatile sig_atomic_t g_stop = 0;
@@ -188,6 +194,20 @@ static void event(sup *s, const char *kind, int rank, const char *fmt, ...) {
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* Rewrite the supervisor's own record about once a second (sched/heartbeat.h): ranks on another
+ * host judge the supervisor alive by its age. */
+static void beat(sup *s) {
+    if (timer_now() - s->last_beat < 1.0) return;
+    s->last_beat = timer_now();
+    hb_sup_write(s->sup_path, (int)getpid(), s->start_ticks);
+}
+
+/* Sleep ms in short slices, keeping the supervisor's record fresh. */
+static void nap(sup *s, int ms) {
+    beat(s);
+    sleep_ms(ms);
 }
 
 /* Every descendant of root (by /proc/<pid>/stat ppid), appended to out; returns the count. */
@@ -254,11 +274,11 @@ static int reap_all(void) {
 static double teardown(sup *s, pid_t child) {
     double t0 = timer_now();
     signal_all(child, unreaped(child), SIGTERM);
-    while (!reap_all() && timer_now() - t0 < s->grace_s) sleep_ms(20);
+    while (!reap_all() && timer_now() - t0 < s->grace_s) nap(s, 5);
     if (!reap_all()) {
         signal_all(child, unreaped(child), SIGKILL);
         double t1 = timer_now();
-        while (!reap_all() && timer_now() - t1 < 10.0) sleep_ms(20);
+        while (!reap_all() && timer_now() - t1 < 10.0) nap(s, 5);
         if (!reap_all()) say("warning: some processes of the job did not exit after SIGKILL");
     }
     return timer_now() - t0;
@@ -304,12 +324,22 @@ static pid_t launch(sup *s, int attempt) {
     clear_heartbeats(s->hb_dir);
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
         setpgid(0, 0);
+        /* the job's lifetime follows ours: SIGKILL when the supervisor dies, however it dies
+         * (the ranks below mpirun watch our record instead, sched_watch_supervisor) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127); /* it died before the prctl */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        /* the run lock travels down: the job holds it until its last process is gone */
+        if (s->lock.fd >= 0) fcntl(s->lock.fd, F_SETFD, 0);
+        setenv(RUNLOCK_ENV, s->lock.path, 1);
+        setenv(HB_ENV_SUP, s->sup_path, 1);
         char a[32];
         snprintf(a, sizeof(a), "%d", attempt);
         setenv(HB_ENV_DIR, s->hb_dir, 1);
@@ -334,8 +364,32 @@ static pid_t launch(sup *s, int attempt) {
     return pid;
 }
 
+/* Index of a rank (in r[0..n)) whose process is gone although its heartbeat does not say "done":
+ * on this host (by the record's node id), not the launch process itself (its exit status is
+ * better evidence, and waitpid gets it). -1 when every rank lives. */
+static int dead_rank(const hb_record *r, int n, pid_t child) {
+    for (int i = 0; i < n; i++) {
+        if (r[i].pid <= 0 || r[i].pid == child || r[i].node != hb_node_id()) continue;
+        if (!strcmp(r[i].state, "done")) continue;
+        if (!hb_proc_alive(r[i].pid)) return i;
+    }
+    return -1;
+}
+
+/* The failure kind of a launch (or rank) exit status: nonfinite (3), io (4: a file could not be
+ * written, e.g. disk full), else crash (any other status, or -1 = killed by a signal). */
+static const char *failure_kind(int code) {
+    return code == MT_EXIT_NONFINITE ? "nonfinite" : code == MT_EXIT_IO ? "io" : "crash";
+}
+
+static const char *exit_meaning(int code) {
+    return code == MT_EXIT_NONFINITE ? " (non-finite loss)"
+           : code == MT_EXIT_IO      ? " (I/O error: disk full?)"
+                                     : "";
+}
+
 typedef struct {
-    const char *kind; /* crash | nonfinite | hang | straggler */
+    const char *kind; /* crash | nonfinite | io | hang | straggler */
     int code, sig, rank, step;
     double failed_at; /* unix s, best estimate of when it broke */
     char why[256];
@@ -366,7 +420,7 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
         if (p == child) {
             if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
             if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
-            f->kind = (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_NONFINITE) ? "nonfinite" : "crash";
+            f->kind = failure_kind(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
             f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
             f->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
             f->failed_at = isfinite(killed_at) ? killed_at : rundb_now();
@@ -376,7 +430,26 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
                          strsignal(f->sig));
             else
                 snprintf(f->why, sizeof(f->why), "launch process exited with status %d%s", f->code,
-                         f->code == MT_EXIT_NONFINITE ? " (non-finite loss)" : "");
+                         exit_meaning(f->code));
+            break;
+        }
+        /* a rank whose process is gone (SIGKILL, _exit) is a failure now: mpirun takes about a
+         * second to notice, tear the other ranks down and exit */
+        int dead = dead_rank(hb, n, child);
+        if (dead >= 0) {
+            int code = -1;
+            if (sscanf(hb[dead].state, "exit:%d", &code) == 1 && code == MT_EXIT_USAGE) return 2;
+            f->kind = failure_kind(code);
+            f->code = code;
+            f->rank = killed_rank >= 0 ? killed_rank : hb[dead].rank;
+            f->failed_at = isfinite(killed_at) ? killed_at : rundb_now();
+            if (code >= 0)
+                snprintf(f->why, sizeof(f->why), "rank %d (pid %d) exited with status %d%s after "
+                         "step %d", hb[dead].rank, hb[dead].pid, code, exit_meaning(code),
+                         hb[dead].step);
+            else
+                snprintf(f->why, sizeof(f->why), "rank %d (pid %d) died (last heartbeat: step "
+                         "%d, %s)", hb[dead].rank, hb[dead].pid, hb[dead].step, hb[dead].state);
             break;
         }
         /* progress: any rank's (step, state) changed */
@@ -390,11 +463,14 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
                 last_progress = timer_now();
                 last_progress_unix = hb[i].time;
                 if (!recovered && !strcmp(hb[i].state, "run")) {
+                    /* the step it resumed at is the record's start (by the time this poll
+                     * looks it may be several steps further) */
                     recovered = 1;
-                    event(s, "recovered", r, "{\"attempt\":%d,\"step\":%d,\"seconds\":%.3f}",
-                          attempt, hb[i].step, hb[i].time - last_fail_unix);
-                    say("attempt %d: training again at step %d, %.1f s after the failure", attempt,
-                        hb[i].step, hb[i].time - last_fail_unix);
+                    event(s, "recovered", r, "{\"attempt\":%d,\"step\":%d,\"at_step\":%d,"
+                          "\"seconds\":%.3f}", attempt, hb[i].start, hb[i].step,
+                          hb[i].time - last_fail_unix);
+                    say("attempt %d: training again from step %d (where it resumed), %.1f s "
+                        "after the failure", attempt, hb[i].start, hb[i].time - last_fail_unix);
                 }
                 /* stragglers: busy time above k x the median for W consecutive steps */
                 double med = sup_median_busy(hb, n);
@@ -451,7 +527,7 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
                 next_kill = INFINITY;
             }
         }
-        sleep_ms(SUP_POLL_MS);
+        nap(s, SUP_POLL_MS);
     }
     for (int i = 0; i < n; i++)
         if (hb[i].rank == f->rank) f->step = hb[i].step;
@@ -505,11 +581,20 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     char err[1024];
     if (s.hostfile && sup_hosts_parse(s.hostfile, &s.hosts, err, sizeof(err)) != 0)
         mt_fail("run: %s", err);
+    /* one job per run directory (core/runlock.h): a second supervisor or trainer is refused */
+    if (runlock_acquire(&s.lock, s.run_dir, "run", err, sizeof(err)) != 0) mt_fail("run: %s", err);
     s.db = rundb_open(s.run_dir, err, sizeof(err));
-    if (!s.db) mt_fail("run: %s", err);
+    if (!s.db) {
+        runlock_release(&s.lock);
+        mt_fail("run: %s", err);
+    }
     snprintf(s.hb_dir, sizeof(s.hb_dir), "%s/heartbeat", s.run_dir);
     snprintf(s.active_hostfile, sizeof(s.active_hostfile), "%s/hostfile.active", s.run_dir);
+    snprintf(s.sup_path, sizeof(s.sup_path), "%s/%s", s.hb_dir, HB_SUP_FILE);
     mkdir(s.hb_dir, 0755);
+    s.start_ticks = hb_proc_start((int)getpid());
+    s.last_beat = -INFINITY;
+    beat(&s);
     rng_seed(&s.rng, s.seed);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     struct sigaction sa;
@@ -526,13 +611,15 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
           s.fault_mtbf_s, (int)getpid());
     int rc = MT_EXIT_ERROR;
     const char *status = "gave_up";
+    char reason[600] = "";
     double last_fail_unix = NAN;
     for (int attempt = 1;; attempt++) {
         if (s.hostfile && sup_hosts_write(&s.hosts, s.active_hostfile) != 0)
             mt_fail("run: cannot write %s: %s", s.active_hostfile, strerror(errno));
         pid_t child = launch(&s, attempt);
         if (child < 0) {
-            say("cannot fork: %s", strerror(errno));
+            snprintf(reason, sizeof(reason), "cannot fork: %s", strerror(errno));
+            say("%s", reason);
             break;
         }
         failure f;
@@ -547,14 +634,19 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         if (w < 0) {
             say("interrupted (signal %d): stopping the job", (int)g_stop);
             teardown(&s, child);
+            rundb_end_running(s.db, "killed", rundb_now());
             rc = 128 + (int)g_stop;
-            status = "stopped";
+            status = "killed";
+            snprintf(reason, sizeof(reason), "the supervisor got signal %d (%s)", (int)g_stop,
+                     strsignal((int)g_stop));
             break;
         }
         if (w == 2) {
             teardown(&s, child);
-            fprintf(stderr, "minitrain: error: run: the launch failed with a usage error (exit 2) "
-                    "on attempt %d; restarting cannot fix that (see its message above)\n", attempt);
+            rundb_end_running(s.db, "failed", rundb_now());
+            snprintf(reason, sizeof(reason), "the launch failed with a usage error (exit 2) on "
+                     "attempt %d; restarting cannot fix that", attempt);
+            fprintf(stderr, "minitrain: error: run: %s (see its message above)\n", reason);
             status = "usage_error";
             break;
         }
@@ -574,19 +666,22 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         say("attempt %d failed: %s — %s%s", attempt, f.kind, f.why, blame);
         double td = teardown(&s, child);
         event(&s, "teardown", -1, "{\"attempt\":%d,\"seconds\":%.3f}", attempt, td);
+        /* every process of the attempt is gone: rows it left "running" get its real outcome */
+        rundb_end_running(s.db, !strcmp(f.kind, "hang") ? "hung" : !strcmp(f.kind, "crash")
+                                ? "crashed" : !strcmp(f.kind, "straggler") ? "killed" : "failed",
+                          f.failed_at);
         double now = timer_now();
         if (s.nfail < (int)(sizeof(s.fail_times) / sizeof(s.fail_times[0])))
             s.fail_times[s.nfail++] = now;
         int in_window = 0;
         for (int k = 0; k < s.nfail; k++) in_window += now - s.fail_times[k] <= s.window_s;
         if (in_window > s.max_restarts) {
-            char msg[512];
-            snprintf(msg, sizeof(msg), "giving up: %d failure%s within %.0f s exceeds "
-                     "--max-restarts %d (last: %s, %s)", in_window, in_window == 1 ? "" : "s",
-                     s.window_s, s.max_restarts, f.kind, f.why);
+            snprintf(reason, sizeof(reason), "%d failure%s within %.0f s exceeds --max-restarts "
+                     "%d (last: %s, %s)", in_window, in_window == 1 ? "" : "s", s.window_s,
+                     s.max_restarts, f.kind, f.why);
             event(&s, "give_up", -1, "{\"failures_in_window\":%d,\"max_restarts\":%d}", in_window,
                   s.max_restarts);
-            fprintf(stderr, "minitrain: error: run: %s\n", msg);
+            fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
             break;
         }
         if (host >= 0 && ++s.hosts.blamed[host] >= 2 && !s.hosts.cordoned[host]) {
@@ -596,26 +691,39 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             say("cordoning host %s (blamed for %d failures); %d slots left", s.hosts.name[host],
                 s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
             if (sup_hosts_slots(&s.hosts) == 0) {
-                fprintf(stderr, "minitrain: error: run: giving up: every host in %s is cordoned\n",
-                        s.hostfile);
+                snprintf(reason, sizeof(reason), "every host in %s is cordoned", s.hostfile);
+                fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
                 event(&s, "give_up", -1, "{\"reason\":\"no hosts left\"}");
                 break;
             }
         }
-        double b = sup_backoff_s(s.backoff_min, s.backoff_max, in_window);
-        say("restarting in %.1f s (failure %d of at most %d in the window)", b, in_window,
-            s.max_restarts);
+        /* the first failure of a window relaunches at once (a single fault is the common
+         * case and waiting buys nothing); repeated ones back off exponentially */
+        double b = in_window <= 1 ? 0 : sup_backoff_s(s.backoff_min, s.backoff_max, in_window - 1);
+        if (b > 0)
+            say("restarting in %.1f s (failure %d of at most %d in the window)", b, in_window,
+                s.max_restarts);
+        else
+            say("restarting now (failure %d of at most %d in the window)", in_window,
+                s.max_restarts);
         double t_b = timer_now();
-        while (timer_now() - t_b < b && !g_stop) sleep_ms(20);
+        while (timer_now() - t_b < b && !g_stop) nap(&s, 20);
         event(&s, "backoff", -1, "{\"attempt\":%d,\"seconds\":%.3f}", attempt, timer_now() - t_b);
         if (g_stop) {
             rc = 128 + (int)g_stop;
-            status = "stopped";
+            status = "killed";
+            snprintf(reason, sizeof(reason), "the supervisor got signal %d (%s)", (int)g_stop,
+                     strsignal((int)g_stop));
             break;
         }
     }
-    event(&s, "supervisor_end", -1, "{\"exit\":%d,\"status\":\"%s\"}", rc, status);
+    for (char *c = reason; *c; c++) /* the detail is hand-built JSON */
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) *c = '\'';
+    event(&s, "supervisor_end", -1, "{\"exit\":%d,\"status\":\"%s\",\"reason\":\"%s\"}", rc, status,
+          reason);
     rundb_close(s.db);
+    unlink(s.sup_path);
+    runlock_release(&s.lock);
     ettr_report er;
     if (ettr_compute_dir(s.run_dir, &er, err, sizeof(err)) == 0 && er.wall_s > 0) {
         char mttr[32] = "n/a";

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -198,8 +199,8 @@ static void test_fault_corrupt(void **state) {
 
 static void test_heartbeat(void **state) {
     (void)state;
-    hb_record r = {.rank = 3, .pid = 4242, .step = 57, .step_ms = 12.5, .busy_ms = 11.25,
-                   .time = 1732960000.125};
+    hb_record r = {.rank = 3, .pid = 4242, .node = 0xdeadbeef, .start = 40, .step = 57,
+                   .step_ms = 12.5, .busy_ms = 11.25, .time = 1732960000.125};
     snprintf(r.state, sizeof(r.state), "run");
     char buf[HB_RECORD_BYTES + 1];
     hb_format(buf, &r);
@@ -210,6 +211,8 @@ static void test_heartbeat(void **state) {
     assert_int_equal(q.rank, 3);
     assert_int_equal(q.pid, 4242);
     assert_int_equal(q.step, 57);
+    assert_int_equal(q.start, 40);
+    assert_true(q.node == 0xdeadbeefu);
     assert_near(q.step_ms, 12.5, 1e-9);
     assert_near(q.busy_ms, 11.25, 1e-9);
     assert_near(q.time, 1732960000.125, 1e-6);
@@ -233,6 +236,8 @@ static void test_heartbeat(void **state) {
     assert_int_equal(hb_scan(dir, all, 8), 3);
     assert_int_equal(all[0].rank, 0);
     assert_int_equal(all[1].step, 20);
+    assert_int_equal(all[1].start, 11); /* the first record's step, kept for the writer's life */
+    assert_true(all[1].node == hb_node_id());
     assert_string_equal(all[1].state, "done");
     assert_int_equal(all[2].pid, (int)getpid());
     for (int k = 0; k < 3; k++) hb_close(&w[k]);
@@ -242,6 +247,36 @@ static void test_heartbeat(void **state) {
     char missing[320];
     snprintf(missing, sizeof(missing), "%s/none", g_tmp);
     assert_int_equal(hb_scan(missing, all, 8), 0);
+}
+
+/* The supervisor's record: alive while its pid lives with the recorded start time; a dead pid,
+ * a reused pid (other start time) or, for another host, a stale record is gone. */
+static void test_supervisor_record(void **state) {
+    (void)state;
+    char path[320];
+    snprintf(path, sizeof(path), "%s/sup.rec", g_tmp);
+    assert_int_equal(hb_sup_alive(path, 10, 0), -1); /* no record yet */
+    unsigned long long me = hb_proc_start((int)getpid());
+    assert_true(me > 0);
+    assert_true(hb_proc_alive((int)getpid()));
+    assert_int_equal(hb_sup_write(path, (int)getpid(), me), 0);
+    assert_int_equal(hb_sup_alive(path, 10, 0), 1);
+    assert_int_equal(hb_sup_write(path, (int)getpid(), me + 1), 0); /* a reused pid */
+    assert_int_equal(hb_sup_alive(path, 10, 0), 0);
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    int st;
+    waitpid(child, &st, 0);
+    assert_false(hb_proc_alive((int)child)); /* reaped: no such process */
+    assert_int_equal(hb_sup_write(path, (int)child, 0), 0);
+    assert_int_equal(hb_sup_alive(path, 10, 0), 0);
+    /* another host (a foreign node id): judged by the record's age */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "MTSUP1 pid=1 node=%08x start=5 time=1000.000000\n", hb_node_id() ^ 1u);
+    fclose(f);
+    assert_int_equal(hb_sup_alive(path, 10, 1009.0), 1);
+    assert_int_equal(hb_sup_alive(path, 10, 1011.0), 0);
 }
 
 /* ---- supervisor helpers ----------------------------------------------------------------------- */
@@ -560,6 +595,7 @@ int main(void) {
         cmocka_unit_test(test_fault_record),
         cmocka_unit_test(test_fault_corrupt),
         cmocka_unit_test(test_heartbeat),
+        cmocka_unit_test(test_supervisor_record),
         cmocka_unit_test(test_supervisor_helpers),
         cmocka_unit_test(test_ettr_hand_made),
         cmocka_unit_test(test_ettr_clean_unsupervised),
