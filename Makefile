@@ -75,6 +75,11 @@ ifeq ($(call have_header,microhttpd.h),1)
 else
   $(info ✗ libmicrohttpd (libmicrohttpd-dev) — run: make deps)
 endif
+ifeq ($(call have_header,openssl/hmac.h),1)
+  $(info ✓ OpenSSL libcrypto (PII keyed hashes))
+else
+  $(info ✗ OpenSSL libcrypto (libssl-dev) — run: make deps)
+endif
 ifeq ($(call have_header,cmocka.h),1)
   $(info ✓ cmocka (tests))
 else
@@ -102,7 +107,7 @@ ifeq ($(GPU),1)
   endif
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lpthread -lm
+LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcrypto -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
@@ -138,7 +143,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 
 # --- packages -----------------------------------------------------------------------------------
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
+           libmicrohttpd-dev libssl-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
            python3-numpy curl wrk
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
