@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "ckpt/ckpt.h"
 #include "safety/pii_impl.h"
@@ -114,6 +114,8 @@ struct pii_scrubber {
     unsigned types;
     uint8_t *key;
     size_t keylen;
+    EVP_MAC *mac;         /* HMAC, fetched once */
+    EVP_MAC_CTX *mac_ctx; /* keyed with key; re-initialised per value with the same key */
     pii_write_fn write;
     void *ctx;
     int failed;
@@ -161,8 +163,10 @@ static void out_hash(pii_scrubber *s, const uint8_t *p, size_t n, pii_type t) {
             msg[k++] = (t == PII_EMAIL || t == PII_IPV6) && ch >= 'A' && ch <= 'Z' ? ch + 32 : ch;
     }
     uint8_t mac[EVP_MAX_MD_SIZE];
-    unsigned maclen = 0;
-    int ok = HMAC(EVP_sha256(), s->key, (int)s->keylen, msg, k, mac, &maclen) != NULL;
+    size_t maclen = 0;
+    int ok = EVP_MAC_init(s->mac_ctx, NULL, 0, NULL) == 1 && /* NULL key: the same key again */
+             EVP_MAC_update(s->mac_ctx, msg, k) == 1 &&
+             EVP_MAC_final(s->mac_ctx, mac, &maclen, sizeof(mac)) == 1 && maclen >= 4;
     if (msg != stackbuf)
         free(msg);
     if (!ok) {
@@ -287,9 +291,18 @@ static pii_scrubber *scrubber_new(pii_mode mode, unsigned types, const uint8_t *
         if (s->key)
             memcpy(s->key, hash_key, keylen);
         s->keylen = keylen;
+        s->mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+        s->mac_ctx = s->mac ? EVP_MAC_CTX_new(s->mac) : NULL;
+        OSSL_PARAM params[] = {
+            OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+            OSSL_PARAM_construct_end()};
+        if (s->mac_ctx && s->key && EVP_MAC_init(s->mac_ctx, s->key, keylen, params) != 1) {
+            EVP_MAC_CTX_free(s->mac_ctx);
+            s->mac_ctx = NULL;
+        }
     }
     if ((bufsize && s->buf == NULL) || (mode == PII_DROP_LINE && s->line == NULL) ||
-        (mode == PII_HASH && s->key == NULL)) {
+        (mode == PII_HASH && (s->key == NULL || s->mac_ctx == NULL))) {
         pii_scrubber_free(s);
         errno = ENOMEM;
         return NULL;
@@ -343,6 +356,8 @@ void pii_scrubber_free(pii_scrubber *s) {
         memset(s->key, 0, s->keylen);
         free(s->key);
     }
+    EVP_MAC_CTX_free(s->mac_ctx);
+    EVP_MAC_free(s->mac);
     free(s->buf);
     free(s->line);
     free(s);
@@ -375,10 +390,16 @@ static int mem_write(void *ctx, const char *p, size_t n) {
 
 char *pii_scrub_text(const char *in, size_t n, pii_mode mode, unsigned types,
                      const uint8_t *hash_key, size_t keylen, pii_counts *counts, size_t *out_len) {
-    membuf mb = {NULL, 0, 0};
-    pii_scrubber *s = scrubber_new(mode, types, hash_key, keylen, mem_write, &mb, 0);
-    if (s == NULL)
+    membuf mb = {malloc(n + n / 8 + 64), 0, n + n / 8 + 64}; /* placeholders rarely grow text */
+    if (mb.p == NULL) {
+        errno = ENOMEM;
         return NULL;
+    }
+    pii_scrubber *s = scrubber_new(mode, types, hash_key, keylen, mem_write, &mb, 0);
+    if (s == NULL) {
+        free(mb.p);
+        return NULL;
+    }
     /* the whole input is the buffer at end of input: the same decisions as a stream, no copy */
     s->c.bytes_in = n;
     if (mem_write(&mb, "", 0) != 0) /* an output buffer even for empty output */

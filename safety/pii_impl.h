@@ -25,6 +25,11 @@
  * before pos are context: already decided text). Returns 1 and fills *m, or 0 when none. */
 int pii_next(const uint8_t *b, size_t len, size_t pos, size_t hi, unsigned types, pii_span *m);
 
+/* The same without the anchor prefilter (every trigger tried): the reference pii_next must
+ * agree with, for the tests. */
+int pii_next_exact(const uint8_t *b, size_t len, size_t pos, size_t hi, unsigned types,
+                   pii_span *m);
+
 /* Validators, exposed for the unit tests. Each takes the characters without separators. */
 int pii_luhn_ok(const uint8_t *digits, size_t n);            /* ASCII digits */
 int pii_card_iin_ok(const uint8_t *digits, size_t n);        /* known network, right length */

@@ -63,11 +63,11 @@ static inline int at(const uint8_t *b, size_t len, size_t j, uint8_t c) {
 }
 static inline uint8_t lower(uint8_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
-/* b[j..] starts with the NUL-terminated s (case-sensitive) */
-static int starts(const uint8_t *b, size_t len, size_t j, const char *s) {
-    size_t n = strlen(s);
+/* b[j..] starts with the n bytes of s (case-sensitive); STARTS takes a string literal */
+static inline int starts_n(const uint8_t *b, size_t len, size_t j, const char *s, size_t n) {
     return j + n <= len && memcmp(b + j, s, n) == 0;
 }
+#define STARTS(b, len, j, lit) starts_n(b, len, j, lit, sizeof(lit) - 1)
 
 static size_t run(const uint8_t *b, size_t len, size_t j, int cls, const char *extra,
                   size_t maxn);
@@ -592,7 +592,7 @@ static int m_email(const uint8_t *b, size_t len, size_t i, pii_span *m) {
     if (labels < 2)
         return 0;
     int tld_ok = good - tld0 >= 2;
-    if (good - tld0 >= 4 && starts(b, len, tld0, "xn--"))
+    if (good - tld0 >= 4 && STARTS(b, len, tld0, "xn--"))
         tld_ok = 1;
     else
         for (size_t q = tld0; q < good; q++)
@@ -653,14 +653,10 @@ static int mixed(const uint8_t *b, size_t s, size_t e) {
     return d && a;
 }
 
-/* AWS access key ids: AKIA (long-term), ASIA (temporary) and the other IAM unique-id prefixes,
- * then 16 upper-case letters and digits */
+/* AWS access key ids: AKIA (long-term) or ASIA (temporary), then 16 upper-case letters and
+ * digits */
 static int m_aws(const uint8_t *b, size_t len, size_t i, pii_span *m) {
-    static const char *PFX[] = {"AKIA", "ASIA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "ABIA", "ACCA"};
-    int ok = 0;
-    for (size_t k = 0; k < sizeof(PFX) / sizeof(PFX[0]) && !ok; k++)
-        ok = starts(b, len, i, PFX[k]);
-    if (!ok)
+    if (!STARTS(b, len, i, "AKIA") && !STARTS(b, len, i, "ASIA"))
         return 0;
     size_t n = run(b, len, i + 4, C_UPPER | C_DIGIT, NULL, 17);
     if (n != 16 || is(b, len, i + 20, C_ALNUM))
@@ -673,17 +669,17 @@ static int m_aws(const uint8_t *b, size_t len, size_t i, pii_span *m) {
 static int m_token(const uint8_t *b, size_t len, size_t i, pii_span *m) {
     size_t body = 0, minn = 0;
     const char *extra = "_-";
-    if (starts(b, len, i, "sk-"))
+    if (STARTS(b, len, i, "sk-"))
         body = i + 3, minn = 20;
-    else if (starts(b, len, i, "sk_live_") || starts(b, len, i, "sk_test_") ||
-             starts(b, len, i, "rk_live_"))
+    else if (STARTS(b, len, i, "sk_live_") || STARTS(b, len, i, "sk_test_") ||
+             STARTS(b, len, i, "rk_live_"))
         body = i + 8, minn = 16;
-    else if (starts(b, len, i, "github_pat_"))
+    else if (STARTS(b, len, i, "github_pat_"))
         body = i + 11, minn = 22;
     else if (i + 4 <= len && b[i] == 'g' && b[i + 1] == 'h' && strchr("pousr", b[i + 2]) &&
              b[i + 2] && b[i + 3] == '_')
         body = i + 4, minn = 36, extra = NULL;
-    else if (i + 5 <= len && starts(b, len, i, "xox") && b[i + 3] && strchr("abprs", b[i + 3]) &&
+    else if (i + 5 <= len && STARTS(b, len, i, "xox") && b[i + 3] && strchr("abprs", b[i + 3]) &&
              b[i + 4] == '-')
         body = i + 5, minn = 10, extra = "-";
     else
@@ -694,14 +690,15 @@ static int m_token(const uint8_t *b, size_t len, size_t i, pii_span *m) {
     return set_span(m, i, body + n, PII_SECRET);
 }
 
-/* "Bearer <token>" (HTTP Authorization): the token, 16+ chars of the RFC 6750 b64token set */
+/* "Bearer <token>" (HTTP Authorization): the token, 16+ chars of the RFC 6750 b64token set
+ * with a letter and a digit among its first 64 */
 static int m_bearer(const uint8_t *b, size_t len, size_t i, pii_span *m) {
-    if (!(starts(b, len, i, "Bearer ") || starts(b, len, i, "bearer ")))
+    if (!STARTS(b, len, i, "Bearer "))
         return 0;
     size_t s = i + 7, n = run(b, len, s, C_ALNUM, "-._~+/", 4096);
     while (s + n < len && b[s + n] == '=' && n < 4096)
         n++;
-    if (n < 16 || n >= 4096 || !mixed(b, s, s + n))
+    if (n < 16 || n >= 4096 || !mixed(b, s, s + (n < 64 ? n : 64)))
         return 0;
     return set_span(m, s, s + n, PII_SECRET);
 }
@@ -709,11 +706,11 @@ static int m_bearer(const uint8_t *b, size_t len, size_t i, pii_span *m) {
 /* -----BEGIN [...] PRIVATE KEY----- ... -----END [...] PRIVATE KEY-----, the whole block. Without
  * its END line within reach, the header and the base64 lines that follow it. */
 static int m_pem(const uint8_t *b, size_t len, size_t i, pii_span *m) {
-    if (!starts(b, len, i, "-----BEGIN "))
+    if (!STARTS(b, len, i, "-----BEGIN "))
         return 0;
     size_t j = i + 11, lab = run(b, len, j, C_UPPER | C_DIGIT, " ", 48);
     j += lab;
-    if (lab < 11 || !starts(b, len, j, "-----") || memcmp(b + j - 11, "PRIVATE KEY", 11) != 0)
+    if (lab < 11 || !STARTS(b, len, j, "-----") || memcmp(b + j - 11, "PRIVATE KEY", 11) != 0)
         return 0;
     j += 5;
     size_t lim = len < i + PII_REACH ? len : i + PII_REACH;
@@ -721,7 +718,7 @@ static int m_pem(const uint8_t *b, size_t len, size_t i, pii_span *m) {
     if (e != NULL) {
         size_t k = (size_t)(e - b) + 9;
         k += run(b, lim, k, C_UPPER | C_DIGIT, " ", 48);
-        if (starts(b, lim, k, "-----"))
+        if (STARTS(b, lim, k, "-----"))
             return set_span(m, i, k + 5, PII_SECRET);
     }
     size_t k = j; /* no END: the header and the key-looking lines after it */
@@ -739,12 +736,19 @@ static int m_pem(const uint8_t *b, size_t len, size_t i, pii_span *m) {
  * (DB_PASSWORD, userPasswd), otherwise only after a separator (db_pwd, api-token, X.secret). */
 static const struct {
     const char *key;
-    int any, minlen;
+    uint8_t n, any, minlen;
 } SECRET_KEYS[] = {
-    {"password", 1, 4}, {"passwd", 1, 4},     {"passphrase", 1, 4}, {"pass", 0, 4},
-    {"pwd", 0, 4},      {"secret", 0, 8},     {"token", 0, 8},      {"apikey", 1, 8},
-    {"api_key", 1, 8},  {"api-key", 1, 8},    {"access_key", 1, 8}, {"secret_key", 1, 8},
-    {"private_key", 1, 8}, {"auth_key", 1, 8},
+    {"password", 8, 1, 4},     {"passwd", 6, 1, 4},      {"passphrase", 10, 1, 4},
+    {"pass", 4, 0, 4},         {"pwd", 3, 0, 4},         {"secret", 6, 0, 8},
+    {"token", 5, 0, 8},        {"apikey", 6, 1, 8},      {"api_key", 7, 1, 8},
+    {"api-key", 7, 1, 8},      {"access_key", 10, 1, 8}, {"secret_key", 10, 1, 8},
+    {"private_key", 11, 1, 8}, {"auth_key", 8, 1, 8},
+};
+
+/* bytes that end an unquoted value: URL and config separators, quotes, brackets */
+static const uint8_t VALUE_STOP[256] = {
+    ['&'] = 1, [';'] = 1, [','] = 1, ['"'] = 1, ['\''] = 1, ['<'] = 1,
+    ['>'] = 1, [')'] = 1, [']'] = 1, ['}'] = 1, ['#'] = 1,
 };
 
 /* "key=value" / "key: value" / "key = 'value'" / "\"key\": \"value\"" at the '=' or ':' i */
@@ -760,13 +764,16 @@ static int m_assign(const uint8_t *b, size_t len, size_t i, pii_span *m) {
         k--;
     if (k1 == k || (k > 0 && (CLS[b[k - 1]] & C_ALNUM)))
         return 0;
+    uint8_t last = lower(b[k1 - 1]); /* every key ends in one of these */
+    if (last != 'd' && last != 'e' && last != 's' && last != 't' && last != 'n' && last != 'y')
+        return 0;
     /* "key: value" in prose ("the pass: ...") is common; there only the unmistakable keys
      * count, unless the key is quoted as in JSON/YAML */
     int loose = b[i] == ':' && !(k1 < i && (b[k1] == '"' || b[k1] == '\''));
     int minlen = 0;
     for (size_t q = 0; q < sizeof(SECRET_KEYS) / sizeof(SECRET_KEYS[0]) && !minlen; q++) {
-        size_t n = strlen(SECRET_KEYS[q].key);
-        if (k1 - k < n)
+        size_t n = SECRET_KEYS[q].n;
+        if (k1 - k < n || lower(b[k1 - 1]) != (uint8_t)SECRET_KEYS[q].key[n - 1])
             continue;
         size_t s = k1 - n, c = 0;
         while (c < n && lower(b[s + c]) == (uint8_t)SECRET_KEYS[q].key[c])
@@ -792,7 +799,7 @@ static int m_assign(const uint8_t *b, size_t len, size_t i, pii_span *m) {
             return 0;
     } else {
         while (v < len && v - v0 < 256 && b[v] > ' ' && b[v] < 0x80 &&
-               !strchr("&;,\"'<>)]}#", b[v])) /* >= 0x80: "hunter2，" in Chinese text */
+               !VALUE_STOP[b[v]]) /* >= 0x80: "hunter2，" in Chinese text */
             v++;
         while (v > v0 && (b[v - 1] == '.' || b[v - 1] == ':') && (v == len || b[v] <= ' '))
             v--; /* "password=hunter2." ends a sentence */
@@ -869,34 +876,49 @@ static int try_digit(const uint8_t *b, size_t len, size_t i, unsigned types, pii
     return 0;
 }
 
-static int try_alpha(const uint8_t *b, size_t len, size_t i, unsigned types, pii_span *m) {
-    uint8_t c = b[i];
+/* a word (maximal alphanumeric run b[i..we), followed by t) that starts with a letter: each
+ * recognizer is only tried when the word's length and terminator allow it, which keeps prose
+ * at a few compares per word */
+static int try_alpha(const uint8_t *b, size_t len, size_t i, size_t we, unsigned types,
+                     pii_span *m) {
+    uint8_t c = b[i], t = we < len ? b[we] : 0;
+    size_t wl = we - i;
     if (T(PII_SECRET)) {
-        if (c == 'A' && m_aws(b, len, i, m))
+        if (c == 'A' && wl == 20 && m_aws(b, len, i, m))
             return 1;
-        if ((c == 's' || c == 'r' || c == 'g' || c == 'x') && m_token(b, len, i, m))
+        if (((c == 's' && (t == '-' || t == '_')) || ((c == 'r' || c == 'g') && t == '_') ||
+             (c == 'x' && t == '-')) &&
+            m_token(b, len, i, m))
             return 1;
-        if ((c == 'B' || c == 'b') && m_bearer(b, len, i, m))
+        if (c == 'B' && wl == 6 && t == ' ' && m_bearer(b, len, i, m))
             return 1;
     }
-    if (T(PII_IBAN) && (CLS[c] & C_UPPER) && m_iban(b, len, i, m))
+    if (T(PII_IBAN) && (CLS[c] & C_UPPER) && (wl >= 15 || (wl == 4 && t == ' ')) &&
+        m_iban(b, len, i, m))
         return 1;
-    if (T(PII_IPV6) && (CLS[c] & C_HEX) && !(i > 0 && (b[i - 1] == ':' || b[i - 1] == '.'))) {
-        size_t h = run(b, len, i, C_HEX, NULL, 5);
-        if (h <= 4 && at(b, len, i + h, ':') && m_ipv6(b, len, i, m))
-            return 1;
-    }
+    if (T(PII_IPV6) && (CLS[c] & C_HEX) && wl <= 4 && t == ':' &&
+        !(i > 0 && (b[i - 1] == ':' || b[i - 1] == '.')) && m_ipv6(b, len, i, m))
+        return 1;
     return 0;
 }
 
-static int try_at(const uint8_t *b, size_t len, size_t i, unsigned types, pii_span *m) {
+/* a word b[i..we) after a non-alphanumeric byte */
+static int try_word(const uint8_t *b, size_t len, size_t i, size_t we, unsigned types,
+                    pii_span *m) {
+    uint8_t t = we < len ? b[we] : 0;
+    if (T(PII_EMAIL) && (t == '@' || (CLS[t] & C_LOCAL)) && !(i > 0 && (CLS[b[i - 1]] & C_LOCAL)) &&
+        m_email(b, len, i, m))
+        return 1;
+    if (CLS[b[i]] & C_DIGIT)
+        return try_digit(b, len, i, types, m);
+    return try_alpha(b, len, i, we, types, m);
+}
+
+/* a non-alphanumeric trigger byte */
+static int try_punct(const uint8_t *b, size_t len, size_t i, unsigned types, pii_span *m) {
     uint8_t c = b[i], k = CLS[c], pk = i > 0 ? CLS[b[i - 1]] : 0;
     if (T(PII_EMAIL) && (k & C_LOCAL) && !(pk & C_LOCAL) && m_email(b, len, i, m))
         return 1;
-    if (k & C_DIGIT)
-        return try_digit(b, len, i, types, m);
-    if (k & C_ALPHA)
-        return try_alpha(b, len, i, types, m);
     switch (c) {
     case '+':
         return T(PII_PHONE) && !(pk & C_ALNUM) && is(b, len, i + 1, C_DIGIT) && m_e164(b, len, i, m);
@@ -923,7 +945,9 @@ static int try_at(const uint8_t *b, size_t len, size_t i, unsigned types, pii_sp
     return 0;
 }
 
-int pii_next(const uint8_t *b, size_t len, size_t pos, size_t hi, unsigned types, pii_span *m) {
+/* The exact scan: try every trigger in [pos, hi). */
+int pii_next_exact(const uint8_t *b, size_t len, size_t pos, size_t hi, unsigned types,
+                   pii_span *m) {
     size_t i = pos;
     while (i < hi) {
         uint8_t k = CLS[b[i]];
@@ -931,17 +955,89 @@ int pii_next(const uint8_t *b, size_t len, size_t pos, size_t hi, unsigned types
             i++;
             continue;
         }
-        if ((k & C_ALNUM) && i > 0 && (CLS[b[i - 1]] & C_ALNUM)) {
-            /* inside a word: nothing starts here (every recognizer wants a non-alphanumeric
-             * byte before it), skip to the word's end */
-            do
-                i++;
-            while (i < hi && (CLS[b[i]] & C_ALNUM));
+        if (k & C_ALNUM) {
+            /* a word: nothing starts inside one (every recognizer wants a non-alphanumeric byte
+             * before it), so try its start, if it is one, and skip to its end */
+            size_t we = i + 1;
+            while (we < len && (CLS[b[we]] & C_ALNUM))
+                we++;
+            if (!(i > 0 && (CLS[b[i - 1]] & C_ALNUM)) && try_word(b, len, i, we, types, m))
+                return 1;
+            i = we;
             continue;
         }
-        if (try_at(b, len, i, types, m))
+        if (try_punct(b, len, i, types, m))
             return 1;
         i++;
+    }
+    return 0;
+}
+
+/* The prefilter. Every match needs an "anchor" byte a little after its trigger: the '@' of an
+ * email (at most AT_BACK = 80 bytes after the local part starts), or one of these at most
+ * SMALL_BACK = 6 bytes after it: a digit (numbers; IBAN's check digits 2 after its start; the
+ * "+CC" and "(+86)" prefixes), ':' (IPv6 groups are <= 4 hex digits; URL credentials and
+ * "key: value" trigger on it), '=', '-' (PEM, sk-, xoxb-), '_' (sk_live_, ghp_, github_pat_ at
+ * most 6 in), and the starts of "AKIA"/"ASIA" and "Bearer " themselves. So only the bytes in [q - back, q] of each
+ * anchor q need the exact scan; prose has few anchors, and the rest of its bytes pass one
+ * predictable table test each. The windows are taken in order of their starts (the nearest '@'
+ * competes with the next small anchor), so the first match found is the leftmost, exactly as
+ * pii_next_exact would find it (tests/test_pii.c compares the two). */
+#define SMALL_BACK 6
+#define AT_BACK 80
+static const uint8_t ANCHOR[256] = {
+    ['0' ... '9'] = 1, [':'] = 1, ['='] = 1, ['-'] = 1, ['_'] = 1,
+    ['A'] = 2, ['B'] = 2, /* only as the start of AKIA / ASIA / "Bearer " */
+};
+
+/* next anchor at or after q, or lim */
+static inline size_t next_anchor(const uint8_t *b, size_t len, size_t q, size_t lim) {
+    for (;; q++) {
+        while (q < lim && !ANCHOR[b[q]])
+            q++;
+        if (q >= lim || ANCHOR[b[q]] == 1)
+            return q;
+        if (b[q] == 'A' ? (STARTS(b, len, q, "AKIA") || STARTS(b, len, q, "ASIA"))
+                        : STARTS(b, len, q, "Bearer "))
+            return q;
+    }
+}
+
+int pii_next(const uint8_t *b, size_t len, size_t pos, size_t hi, unsigned types, pii_span *m) {
+    /* every trigger below `done` that could match has been tried */
+    size_t done = pos;
+    size_t lim_s = hi + SMALL_BACK < len ? hi + SMALL_BACK : len;
+    size_t lim_a = hi + AT_BACK < len ? hi + AT_BACK : len;
+    size_t q = done;
+    size_t at = SIZE_MAX, at_seen = done; /* no '@' in [done, at_seen) other than at */
+    while (done < hi) {
+        if (q < done)
+            q = done;
+        q = next_anchor(b, len, q, lim_s);
+        /* an '@' matters now only if its window starts no later than q's */
+        size_t need = q < lim_s ? q + (AT_BACK - SMALL_BACK) + 1 : lim_a;
+        if (need > lim_a)
+            need = lim_a;
+        if (at != SIZE_MAX && at < done)
+            at = SIZE_MAX;
+        if (at == SIZE_MAX && at_seen < need) {
+            size_t from = at_seen > done ? at_seen : done;
+            const uint8_t *p = from < need ? memchr(b + from, '@', need - from) : NULL;
+            at = p ? (size_t)(p - b) : SIZE_MAX;
+            at_seen = p ? at + 1 : need;
+        }
+        if (q >= lim_s && at == SIZE_MAX)
+            return 0;
+        size_t ws = q < lim_s ? (q > done + SMALL_BACK ? q - SMALL_BACK : done) : SIZE_MAX;
+        size_t wa = at != SIZE_MAX ? (at > done + AT_BACK ? at - AT_BACK : done) : SIZE_MAX;
+        size_t x = wa <= ws ? wa : ws, y = wa <= ws ? at + 1 : q + 1;
+        if (y > hi)
+            y = hi;
+        if (x >= y)
+            return 0; /* the next window starts at or past hi */
+        if (pii_next_exact(b, len, x, y, types, m))
+            return 1;
+        done = y;
     }
     return 0;
 }

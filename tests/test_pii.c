@@ -280,6 +280,18 @@ static void test_hash_mode(void **st) {
     assert_true(strncmp(b + 6, c1, 8) != 0);
     free(a);
     free(b);
+    /* the token is HMAC-SHA256(key, "card:" + digits), checked with Python's hmac module */
+    FILE *py = popen("python3 -c \"import hmac,hashlib;print(hmac.new(b'test-key-0123456789',"
+                     "b'card:4111111111111111',hashlib.sha256).hexdigest()[:8])\"",
+                     "r");
+    assert_non_null(py);
+    char ref[64] = "";
+    assert_non_null(fgets(ref, sizeof(ref), py));
+    while (fgetc(py) != EOF) {
+    }
+    ref[8] = '\0';
+    assert_int_equal(pclose(py), 0);
+    assert_string_equal(c1, ref);
     /* no key, no hash */
     assert_null(pii_scrub_text("x", 1, PII_HASH, PII_ALL, NULL, 0, NULL, NULL));
 }
@@ -459,6 +471,56 @@ static void test_random_bytes(void **st) {
     }
 }
 
+/* all spans by the exact scan (every trigger tried, no anchor prefilter) */
+static size_t find_exact(const char *t, size_t n, pii_span *sp, size_t max) {
+    size_t pos = 0, k = 0;
+    pii_span m;
+    while (pos < n && pii_next_exact((const uint8_t *)t, n, pos, n, PII_ALL, &m)) {
+        if (k < max)
+            sp[k] = m;
+        k++;
+        pos = m.end;
+    }
+    return k;
+}
+
+static void same_spans(const char *t, size_t n) {
+    size_t na = pii_find(t, n, PII_ALL, NULL, 0);
+    pii_span *a = malloc((na + 1) * sizeof(*a)), *b = malloc((na + 1) * sizeof(*b));
+    assert_int_equal(pii_find(t, n, PII_ALL, a, na), na);
+    assert_int_equal(find_exact(t, n, b, na), na);
+    for (size_t k = 0; k < na; k++) {
+        assert_int_equal(a[k].start, b[k].start);
+        assert_int_equal(a[k].end, b[k].end);
+        assert_int_equal(a[k].type, b[k].type);
+    }
+    free(a);
+    free(b);
+}
+
+/* the anchor prefilter of pii_next finds exactly what trying every trigger finds: on PII-dense
+ * text, on bytes drawn from the trigger characters, and on emails whose local part is cut by
+ * other matches (a digit anchor comes before the '@' that starts an earlier window) */
+static void test_prefilter_equals_exact(void **st) {
+    (void)st;
+    size_t n;
+    char *t = dense_text(300000, &n);
+    same_spans(t, n);
+    free(t);
+    static const char alpha[] = "0123456789.:-@+(_=%abcdefxyzABCDEFKSAB \n,/";
+    for (int r = 0; r < 30; r++) {
+        n = 1000 + rnd() % 50000;
+        t = malloc(n);
+        for (size_t i = 0; i < n; i++)
+            t[i] = rnd() % 8 ? alpha[rnd() % (sizeof(alpha) - 1)] : (char)rnd();
+        same_spans(t, n);
+        free(t);
+    }
+    const char *x = "a+4111111111111111@example.com x_13812345678@example.org AKIA-x Bearer 1";
+    same_spans(x, strlen(x));
+    expect("a+4111111111111111@example.com", "<EMAIL>");
+}
+
 static void test_parse_and_report(void **st) {
     (void)st;
     char err[200];
@@ -590,7 +652,8 @@ int main(void) {
         cmocka_unit_test(test_ssn_cnid),        cmocka_unit_test(test_secrets),
         cmocka_unit_test(test_hash_mode),       cmocka_unit_test(test_drop_line),
         cmocka_unit_test(test_drop_line_long),  cmocka_unit_test(test_stream_equals_memory),
-        cmocka_unit_test(test_random_bytes),    cmocka_unit_test(test_parse_and_report),
+        cmocka_unit_test(test_random_bytes),    cmocka_unit_test(test_prefilter_equals_exact),
+        cmocka_unit_test(test_parse_and_report),
         cmocka_unit_test(test_labelled_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
