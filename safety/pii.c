@@ -24,7 +24,6 @@
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 
-#include "ckpt/ckpt.h"
 #include "safety/pii_impl.h"
 
 #define PII_DEFAULT_BUF ((size_t)(4u << 20) + PII_MAX_SPAN)
@@ -510,25 +509,32 @@ char *pii_report_json(const pii_counts *c, pii_mode mode, unsigned types, double
 }
 
 int pii_key_load(const char *path, uint8_t **key, size_t *keylen, char *err, size_t errlen) {
-    char *txt = NULL;
-    size_t n = 0;
-    char e2[256];
-    if (ckpt_read_file(path, 4098, &txt, &n, e2, sizeof(e2)) != 0) {
-        snprintf(err, errlen, "hash key file: %s", e2);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot open hash key file '%s': %s", path, strerror(errno));
         return -1;
     }
-    if (n > 0 && txt[n - 1] == '\n')
+    uint8_t *buf = malloc(4099);
+    size_t n = buf ? fread(buf, 1, 4099, f) : 0;
+    int bad = buf == NULL || ferror(f);
+    fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "cannot read hash key file '%s'", path);
+        free(buf);
+        return -1;
+    }
+    if (n > 0 && buf[n - 1] == '\n')
         n--;
-    if (n > 0 && txt[n - 1] == '\r')
+    if (n > 0 && buf[n - 1] == '\r')
         n--;
     if (n == 0 || n > 4096) {
         snprintf(err, errlen, "hash key file '%s' is %s (1..4096 bytes expected)", path,
                  n == 0 ? "empty" : "too long");
-        memset(txt, 0, n);
-        free(txt);
+        memset(buf, 0, 4099);
+        free(buf);
         return -1;
     }
-    *key = (uint8_t *)txt;
+    *key = buf;
     *keylen = n;
     return 0;
 }

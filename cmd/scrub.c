@@ -1,10 +1,9 @@
 /*
- * safety/cmd_scrub.c — `minitrain scrub`: remove PII and secrets from a text file, streaming.
+ * cmd/scrub.c — `minitrain scrub`: remove PII and secrets from a text file, streaming.
  *
- * The CLI around safety/pii.h: flags, the hash key file, progress on stderr (stdout may be the
- * output), the output written to NAME.tmp and renamed into place (an interrupted scrub never
+ * The wiring around safety/pii.h: options, the hash key file, progress on stderr (stdout may be
+ * the output), the output written to NAME.tmp and renamed into place (an interrupted scrub never
  * leaves a half-scrubbed file under the final name), and the counts-only JSON report.
- * Kept in one file so it moves whole to cmd/scrub.c when the cmd/ floor lands.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,35 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "core/check.h"
 #include "core/timer.h"
 #include "ckpt/ckpt.h"
 #include "safety/pii.h"
-
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: minitrain scrub --input FILE --out FILE [options]\n"
-            "\n"
-            "Find personal data and secrets in a text file and replace them, streaming (any\n"
-            "size, any bytes; memory stays about 5 MiB).\n"
-            "\n"
-            "  --input FILE          text to scrub ('-' = stdin)\n"
-            "  --out FILE            scrubbed text ('-' = stdout); written as FILE.tmp, renamed\n"
-            "  --mode M              mask (default): <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>,\n"
-            "                        <IPV6>, <SSN>, <CNID>, <SECRET>\n"
-            "                        hash: <EMAIL:1a2b3c4d> (HMAC-SHA256 with --hash-key-file;\n"
-            "                        the same value gives the same token)\n"
-            "                        drop-line: remove every line that holds a match\n"
-            "  --types LIST          all (default), or a comma list of: email, phone, card, iban,\n"
-            "                        ipv4, ipv6 (ip = both), ssn, cnid (PRC resident ID), secret\n"
-            "  --report FILE         write the counts per type as JSON (never the matched text)\n"
-            "  --hash-key-file FILE  the HMAC key for --mode hash (the file's bytes, one trailing\n"
-            "                        newline removed; 16 bytes or more recommended)\n"
-            "  -q, --quiet           no progress or summary on stderr\n"
-            "  -h, --help            this help\n"
-            "\n"
-            "What each recognizer accepts and rejects: docs/safety.md (PII scrubbing).\n");
-}
 
 /* ~1 s progress line on stderr: a live line on a terminal, plain lines otherwise */
 static void progress(double t0, uint64_t done, uint64_t total, int final) {
@@ -70,42 +46,40 @@ static int same_file(const char *a, const char *b) {
            sa.st_ino == sb.st_ino;
 }
 
-int pii_cmd_scrub(int argc, char **argv) {
+int cmd_scrub(int argc, char **argv) {
     const char *input = NULL, *outp = NULL, *mode_s = "mask", *types_s = "all", *report = NULL,
                *keyfile = NULL;
     int quiet = 0;
-    static const char *flags[] = {"--input", "--out", "--mode", "--types", "--report",
-                                  "--hash-key-file"};
-    const char **dst[] = {&input, &outp, &mode_s, &types_s, &report, &keyfile};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return MT_EXIT_OK;
-        }
-        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = 1;
-            continue;
-        }
-        int f = -1;
-        const char *val = NULL;
-        for (int k = 0; k < 6; k++) {
-            size_t L = strlen(flags[k]);
-            if (!strncmp(a, flags[k], L) && (a[L] == '\0' || a[L] == '=')) {
-                f = k;
-                if (a[L] == '=')
-                    val = a + L + 1;
-            }
-        }
-        if (f < 0)
-            mt_fail("scrub: unknown flag '%s' (see minitrain scrub --help)", a);
-        if (val == NULL) {
-            if (i + 1 >= argc)
-                mt_fail("scrub: %s needs a value", flags[f]);
-            val = argv[++i];
-        }
-        *dst[f] = val;
-    }
+    const args_opt opts[] = {
+        {"input", ARG_STRING, &input, 0, 0, "FILE", "text to scrub ('-' = stdin; any bytes)", ""},
+        {"out", ARG_STRING, &outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); written as "
+         "FILE.tmp, then renamed", ""},
+        {"mode", ARG_STRING, &mode_s, 0, 0, "M", "mask: <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>, "
+         "<IPV6>, <SSN>,\n<CNID>, <SECRET>; hash: <EMAIL:1a2b3c4d> (HMAC-SHA256 with\n"
+         "--hash-key-file: the same value gives the same token);\ndrop-line: remove every line "
+         "that holds a match", "mask"},
+        {"types", ARG_STRING, &types_s, 0, 0, "LIST", "all, or a comma list of: email, phone, "
+         "card, iban, ipv4,\nipv6 (ip = both), ssn, cnid (PRC resident ID), secret", "all"},
+        {"report", ARG_STRING, &report, 0, 0, "FILE", "write the counts per type as JSON (never "
+         "the matched text)", ""},
+        {"hash-key-file", ARG_STRING, &keyfile, 0, 0, "FILE", "the HMAC key for --mode hash (the "
+         "file's bytes, one trailing\nnewline removed; 16 random bytes or more)", ""},
+        {"quiet", ARG_FLAG, &quiet, 0, 0, NULL, "no progress or summary on stderr", ""},
+        {0},
+    };
+    const args_spec spec = {
+        .cmd = "scrub",
+        .synopsis = "usage: minitrain scrub --input FILE --out FILE [--mode mask|hash|drop-line]\n"
+                    "                       [--types all|email,phone,...] [--report FILE.json]\n"
+                    "                       [--hash-key-file FILE]",
+        .about = "Find personal data and secrets in a text file and replace them, streaming (any "
+                 "size,\nany bytes; about 6 MiB of memory whatever the input).",
+        .opts = opts,
+        .epilog = "What each recognizer accepts and rejects: docs/safety.md (PII scrubbing).",
+    };
+    int prc = args_parse(&spec, argc, argv, NULL);
+    if (prc != ARGS_CONTINUE)
+        return prc;
     if (input == NULL || outp == NULL)
         mt_fail("scrub: --input and --out are required (see minitrain scrub --help)");
     pii_mode mode;
