@@ -52,8 +52,8 @@ int cmd_scrub(int argc, char **argv) {
     int quiet = 0;
     const args_opt opts[] = {
         {"input", ARG_STRING, &input, 0, 0, "FILE", "text to scrub ('-' = stdin; any bytes)", ""},
-        {"out", ARG_STRING, &outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); written as "
-         "FILE.tmp, then renamed", ""},
+        {"out", ARG_STRING, &outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); a file is "
+         "written as FILE.tmp,\nthen renamed", ""},
         {"mode", ARG_STRING, &mode_s, 0, 0, "M", "mask: <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>, "
          "<IPV6>, <SSN>,\n<CNID>, <SECRET>; hash: <EMAIL:1a2b3c4d> (HMAC-SHA256 with\n"
          "--hash-key-file: the same value gives the same token);\ndrop-line: remove every line "
@@ -115,7 +115,15 @@ int cmd_scrub(int argc, char **argv) {
         total = (uint64_t)st.st_size;
     char *tmp = NULL;
     FILE *out = stdout;
-    if (!to_stdout) {
+    struct stat ost;
+    int special = !to_stdout && stat(outp, &ost) == 0 && !S_ISREG(ost.st_mode);
+    if (special) { /* /dev/null, a FIFO: written as it is, never renamed over */
+        if (S_ISDIR(ost.st_mode))
+            mt_fail("scrub: --out '%s' is a directory", outp);
+        out = fopen(outp, "wb");
+        if (out == NULL)
+            mt_fail("scrub: cannot write '%s': %s", outp, strerror(errno));
+    } else if (!to_stdout) {
         size_t n = strlen(outp) + 5;
         tmp = mallocCheck(n);
         snprintf(tmp, n, "%s.tmp", outp);
@@ -158,8 +166,10 @@ int cmd_scrub(int argc, char **argv) {
             unlink(tmp);
         }
         mt_fail("scrub: %s error on '%s': %s", rerr ? "read" : "write",
-                rerr ? input : (tmp ? tmp : "stdout"), strerror(e));
+                rerr ? input : (tmp ? tmp : to_stdout ? "stdout" : outp), strerror(e));
     }
+    if (special && fclose(out) != 0)
+        mt_fail("scrub: cannot write '%s': %s", outp, strerror(errno));
     if (tmp) {
         if (fsync(fileno(out)) != 0 || fclose(out) != 0 || rename(tmp, outp) != 0) {
             int e = errno;

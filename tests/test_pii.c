@@ -24,6 +24,7 @@
 
 #include "safety/pii.h"
 #include "safety/pii_impl.h"
+#include "train/tokenizer.h"
 
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void) { /* xorshift64* */
@@ -549,6 +550,104 @@ static void test_parse_and_report(void **st) {
     free(o);
 }
 
+/* ---- placeholders and the tokenizer ----------------------------------------------------- */
+
+/* 1 if every placeholder-shaped tag in text[0..n) ("<" ... ">" of the scrubber's shapes) is
+ * exactly one token of ids[0..nt) */
+static int placeholders_whole(const tok_tokenizer *tok, const char *text, size_t n,
+                              const uint32_t *ids, size_t nt, size_t *nseen) {
+    size_t off = 0, k = 0, seen = 0;
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (text[i] != '<')
+            continue;
+        size_t L = 0;
+        for (int t = 0; t < PII_NTYPES && !L; t++) {
+            const char *ph = pii_type_placeholder((pii_type)t);
+            size_t pl = strlen(ph) - 1; /* "<EMAIL" */
+            if (i + pl < n && !memcmp(text + i, ph, pl))
+                L = text[i + pl] == '>' ? pl + 1 : text[i + pl] == ':' ? pl + 10 : 0;
+        }
+        if (!L)
+            continue;
+        seen++;
+        while (k < nt && off < i) { /* advance to the token that starts at i */
+            size_t bl;
+            tok_token_bytes(tok, ids[k++], &bl);
+            off += bl;
+        }
+        size_t bl = 0;
+        if (off != i || k >= nt)
+            ok = 0;
+        else
+            tok_token_bytes(tok, ids[k], &bl);
+        if (text[i + L - 1] == '>' && L <= 10 && bl != L) /* <EMAIL>: the whole tag */
+            ok = 0;
+        if (L > 10 && bl != L - 9) /* <EMAIL:1a2b3c4d>: "<EMAIL:" is one token */
+            ok = 0;
+    }
+    *nseen = seen;
+    return ok;
+}
+
+static void test_placeholders_kept_whole(void **st) {
+    (void)st;
+    /* the chunk rule: a placeholder is a chunk of its own */
+    const uint8_t *c = (const uint8_t *)"(<CARD>) <EMAIL> x<PHONE:0a1b2c3d>y <Not> <A>";
+    assert_int_equal(tok_next_chunk(c, strlen((const char *)c)), 1);             /* ( */
+    assert_int_equal(tok_next_chunk(c + 1, strlen((const char *)c) - 1), 6);     /* <CARD> */
+    assert_int_equal(tok_next_chunk(c + 7, strlen((const char *)c) - 7), 1);     /* ) */
+    assert_int_equal(tok_next_chunk(c + 8, strlen((const char *)c) - 8), 1);     /* ' ' */
+    assert_int_equal(tok_next_chunk(c + 9, strlen((const char *)c) - 9), 7);     /* <EMAIL> */
+    assert_int_equal(tok_next_chunk(c + 18, strlen((const char *)c) - 18), 16);  /* <PHONE:..> */
+    assert_int_equal(tok_next_chunk(c + 35, strlen((const char *)c) - 35), 2);   /* " <" */
+
+    size_t n;
+    char *t = dense_text(200000, &n);
+    for (int mode = PII_MASK; mode <= PII_HASH; mode++) {
+        static const uint8_t key[] = "tok-key-0123456789";
+        size_t sn;
+        char *s = pii_scrub_text(t, n, (pii_mode)mode, PII_ALL, key, sizeof(key) - 1, NULL, &sn);
+        assert_non_null(s);
+        const char *atoms[PII_NTYPES];
+        char buf[PII_NTYPES][24];
+        for (int k = 0; k < PII_NTYPES; k++) {
+            const char *ph = pii_type_placeholder((pii_type)k);
+            snprintf(buf[k], sizeof(buf[k]), "%.*s%c", (int)strlen(ph) - 1, ph,
+                     mode == PII_HASH ? ':' : '>');
+            atoms[k] = buf[k];
+        }
+        uint32_t *ids = malloc(sn * sizeof(uint32_t));
+        size_t seen;
+        /* without the atomic merges a small vocabulary splits them ... */
+        tok_tokenizer tk;
+        assert_int_equal(tok_train_bpe(&tk, (const uint8_t *)s, sn, 280, 0), 0);
+        size_t nt = tok_encode(&tk, (const uint8_t *)s, sn, ids);
+        assert_false(placeholders_whole(&tk, s, sn, ids, nt, &seen));
+        tok_free(&tk);
+        /* ... with them each is one token, and the text still decodes exactly */
+        assert_int_equal(tok_train_bpe_atomic(&tk, (const uint8_t *)s, sn, 320, atoms,
+                                              PII_NTYPES, 0),
+                         0);
+        nt = tok_encode(&tk, (const uint8_t *)s, sn, ids);
+        assert_true(placeholders_whole(&tk, s, sn, ids, nt, &seen));
+        assert_true(seen > 1000);
+        char *back = malloc(sn);
+        assert_int_equal(tok_decode(&tk, ids, nt, (uint8_t *)back, sn), sn);
+        assert_memory_equal(back, s, sn);
+        /* too small a vocabulary for the atomic merges is refused */
+        tok_tokenizer tk2;
+        assert_int_equal(tok_train_bpe_atomic(&tk2, (const uint8_t *)s, sn, 260, atoms,
+                                              PII_NTYPES, 0),
+                         -1);
+        tok_free(&tk);
+        free(back);
+        free(ids);
+        free(s);
+    }
+    free(t);
+}
+
 /* ---- the labelled corpus ------------------------------------------------------------------- */
 
 static char *slurp(const char *path, size_t *n) {
@@ -653,7 +752,7 @@ int main(void) {
         cmocka_unit_test(test_hash_mode),       cmocka_unit_test(test_drop_line),
         cmocka_unit_test(test_drop_line_long),  cmocka_unit_test(test_stream_equals_memory),
         cmocka_unit_test(test_random_bytes),    cmocka_unit_test(test_prefilter_equals_exact),
-        cmocka_unit_test(test_parse_and_report),
+        cmocka_unit_test(test_parse_and_report), cmocka_unit_test(test_placeholders_kept_whole),
         cmocka_unit_test(test_labelled_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
