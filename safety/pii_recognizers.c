@@ -400,23 +400,12 @@ static int ipv4_parse(const uint8_t *b, size_t len, size_t j, size_t *end) {
     return 1;
 }
 
-/* "version 1.2.3.4", "ver. 1.2.3.4", "release 10.0.0.1", "build 1.2.3.4" read as versions */
-static int after_version_word(const uint8_t *b, size_t i) {
-    static const char *WORDS[] = {"version", "ver", "ver.", "v", "v.", "release", "build", "rev"};
-    size_t k = i;
-    while (k > 0 && i - k < 3 && (b[k - 1] == ' ' || b[k - 1] == ':'))
-        k--;
-    size_t w1 = k;
-    while (k > 0 && w1 - k < 8 && ((CLS[b[k - 1]] & C_ALPHA) || b[k - 1] == '.'))
-        k--;
-    if (k > 0 && (CLS[b[k - 1]] & C_ALNUM))
-        return 0;
-    for (size_t q = 0; q < sizeof(WORDS) / sizeof(WORDS[0]); q++) {
-        size_t n = strlen(WORDS[q]);
-        if (w1 - k != n)
-            continue;
+/* case-insensitive: does b[s..e) contain the lower-case word w? */
+static int has_word(const uint8_t *b, size_t s, size_t e, const char *w) {
+    size_t n = strlen(w);
+    for (size_t k = s; k + n <= e; k++) {
         size_t c = 0;
-        while (c < n && lower(b[k + c]) == (uint8_t)WORDS[q][c])
+        while (c < n && lower(b[k + c]) == (uint8_t)w[c])
             c++;
         if (c == n)
             return 1;
@@ -424,9 +413,48 @@ static int after_version_word(const uint8_t *b, size_t i) {
     return 0;
 }
 
+/* A dotted quad that reads as a version number, not an address: "version 1.2.3.4",
+ * "Standards-Version to 4.5.1.0", "Policy 3.6.1.1", "ver. 1.2.3.4", "v 1.2.3.4", "bump to
+ * 3.7.2.0", "updated to 2.4.1.0", "release 10.0.0.1", ">=1.15.7.2~", "2.8.0.3 patch" (Debian
+ * changelogs were the test). Looks at most 40 bytes back and 8 ahead on the same line. */
+static int reads_as_version(const uint8_t *b, size_t len, size_t i, size_t e) {
+    size_t s = i;
+    while (s > 0 && i - s < 40 && b[s - 1] != '\n')
+        s--;
+    if (has_word(b, s, i, "version") || has_word(b, s, i, "release") ||
+        has_word(b, s, i, "standard") || has_word(b, s, i, "policy"))
+        return 1;
+    if ((i >= 2 && b[i - 1] == '=' && strchr("<>=!", b[i - 2]) && b[i - 2]) || at(b, len, e, '~') ||
+        at(b, len, e, '+'))
+        return 1; /* ">=1.15.7.2", "2.4.1.0~rc1", "1.2.3.4+dfsg" */
+    static const char *WORDS[] = {"ver", "ver.", "v", "v.", "build", "rev", "to"};
+    size_t k = i;
+    while (k > 0 && i - k < 3 && (b[k - 1] == ' ' || b[k - 1] == ':'))
+        k--;
+    size_t w1 = k;
+    while (k > 0 && w1 - k < 8 && ((CLS[b[k - 1]] & C_ALPHA) || b[k - 1] == '.'))
+        k--;
+    for (size_t q = 0; q < sizeof(WORDS) / sizeof(WORDS[0]); q++) {
+        size_t n = strlen(WORDS[q]);
+        if (w1 - k != n || (k > 0 && (CLS[b[k - 1]] & C_ALNUM)) || !has_word(b, k, w1, WORDS[q]))
+            continue;
+        if (q + 1 < sizeof(WORDS) / sizeof(WORDS[0])) /* ver, v, build, rev */
+            return 1;
+        /* "to": only after bump / update(d) / upgrade(d) / standard */
+        return has_word(b, s, k, "bump") || has_word(b, s, k, "update") ||
+               has_word(b, s, k, "upgrade") || has_word(b, s, k, "standard");
+    }
+    size_t f = e; /* a word after: "2.8.0.3 patch" */
+    while (f < len && f - e < 2 && b[f] == ' ')
+        f++;
+    size_t fe = f + 8 < len ? f + 8 : len;
+    return f > e && (has_word(b, f, fe, "patch") || has_word(b, f, fe, "release") ||
+                     has_word(b, f, fe, "version"));
+}
+
 static int m_ipv4(const uint8_t *b, size_t len, size_t i, pii_span *m) {
     size_t e;
-    if (!ipv4_parse(b, len, i, &e) || !num_right_ok(b, len, e) || after_version_word(b, i))
+    if (!ipv4_parse(b, len, i, &e) || !num_right_ok(b, len, e) || reads_as_version(b, len, i, e))
         return 0;
     return set_span(m, i, e, PII_IPV4);
 }
@@ -487,7 +515,8 @@ static int m_e164(const uint8_t *b, size_t len, size_t i, pii_span *m) {
     for (int k = g.ng - 1; k >= 0; k--) {
         int n = ncc + g.gnd[k];
         memcpy(d + ncc, g.d, (size_t)g.gnd[k]);
-        if (e164_ok(d, n) && num_right_ok(b, len, g.gend[k]))
+        if (e164_ok(d, n) && num_right_ok(b, len, g.gend[k]) && !at(b, len, g.gend[k], '+') &&
+            !at(b, len, g.gend[k], '~'))
             return set_span(m, i, g.gend[k], PII_PHONE);
     }
     return 0;
@@ -547,6 +576,13 @@ static int m_ipv6(const uint8_t *b, size_t len, size_t i, pii_span *m) {
     if (groups == 0 || (dbl ? groups > 7 : groups != 8) || digits == 0)
         return 0;
     if (groups < 2 && !lead_dbl) /* "fe80::" alone is a prefix, "1::" a typo */
+        return 0;
+    /* Python slices a[::2], a[1::2] look like tiny compressed addresses; of those only the
+     * loopback ::1 is common as an address */
+    size_t hexd = 0;
+    for (size_t k = i; k < end; k++)
+        hexd += b[k] != ':';
+    if (dbl && hexd <= 2 && !(end - i == 3 && b[i] == ':' && b[i + 2] == '1'))
         return 0;
     if (is(b, len, end, C_ALNUM) || (at(b, len, end, '.') && is(b, len, end + 1, C_DIGIT)))
         return 0;
@@ -815,14 +851,26 @@ static int m_assign(const uint8_t *b, size_t len, size_t i, pii_span *m) {
         if (n == L && c == L)
             return 0;
     }
-    int same = 1;
+    int same = 1, ident = !q && ((CLS[b[v0]] & C_ALPHA) || b[v0] == '_'), dots = 0;
     for (size_t c = v0; c < v; c++) {
         same &= b[c] == b[v0];
-        if (b[c] == '(') /* a call in code, not a literal */
+        if (!q && (b[c] == '(' || b[c] == '[')) /* a call or an index in code, not a literal */
             return 0;
+        dots += b[c] == '.';
+        ident &= (CLS[b[c]] & C_ALNUM) || b[c] == '_' || (b[c] == '.' && c + 1 < v && c > v0);
     }
-    if (same)
+    if (same || (ident && dots > 0)) /* "****", self.password, config.db.password */
         return 0;
+    /* "token = nextchar", "x.password = credentials": in code, "key = word" with spaces around
+     * '=' assigns a variable; a password there has a digit or a symbol ("password = hunter2") */
+    int word = ident && !dots;
+    for (size_t c = v0; word && c < v; c++)
+        word = !isdig(b[c]);
+    if (word && b[i] == '=' && i > 0 && b[i - 1] == ' ' && at(b, len, i + 1, ' '))
+        return 0;
+    for (size_t w = 0; !q && w < sizeof(SECRET_KEYS) / sizeof(SECRET_KEYS[0]); w++)
+        if (n == SECRET_KEYS[w].n && has_word(b, v0, v, SECRET_KEYS[w].key))
+            return 0; /* "password = password", "password: password to use" */
     return set_span(m, v0, v, PII_SECRET);
 }
 
@@ -920,8 +968,9 @@ static int try_punct(const uint8_t *b, size_t len, size_t i, unsigned types, pii
     if (T(PII_EMAIL) && (k & C_LOCAL) && !(pk & C_LOCAL) && m_email(b, len, i, m))
         return 1;
     switch (c) {
-    case '+':
-        return T(PII_PHONE) && !(pk & C_ALNUM) && is(b, len, i + 1, C_DIGIT) && m_e164(b, len, i, m);
+    case '+': /* not inside version strings: "1:14~++20220123085548+413684" */
+        return T(PII_PHONE) && !(pk & C_ALNUM) && !(i > 0 && strchr("+~._-", b[i - 1]) && b[i - 1]) &&
+               is(b, len, i + 1, C_DIGIT) && m_e164(b, len, i, m);
     case '(':
         if (!T(PII_PHONE) || (pk & C_ALNUM))
             return 0;
