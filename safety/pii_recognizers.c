@@ -69,10 +69,15 @@ int pii_has_word(const uint8_t *b, size_t s, size_t e, const char *w) {
  * email (RFC 5322 practical subset: dot-atom local part of [A-Za-z0-9._%+-], hostname labels,
  * an alphabetic TLD of two or more letters or an xn-- label) */
 
+/* a Latin letter with a diacritic (U+00C0..U+017F: UTF-8 C3..C5 + continuation) at b[j] */
+static inline int latin2(const uint8_t *b, size_t len, size_t j) {
+    return j + 1 < len && b[j] >= 0xC3 && b[j] <= 0xC5 && (b[j + 1] & 0xC0) == 0x80;
+}
+
 static int m_email(const uint8_t *b, size_t len, size_t i, pii_span *m) {
     size_t j = i;
-    while (j < len && j - i < 80 && (CLS[b[j]] & C_LOCAL))
-        j++;
+    while (j < len && j - i < 80 && ((CLS[b[j]] & C_LOCAL) || latin2(b, len, j)))
+        j += latin2(b, len, j) ? 2 : 1; /* "renée@" is one local part (RFC 6531) */
     if (!at(b, len, j, '@'))
         return 0;
     size_t s = i;
@@ -246,7 +251,8 @@ static int try_alpha(const uint8_t *b, size_t len, size_t i, size_t we, unsigned
 static int try_word(const uint8_t *b, size_t len, size_t i, size_t we, unsigned types,
                     pii_span *m) {
     uint8_t t = we < len ? b[we] : 0;
-    if (T(PII_EMAIL) && (t == '@' || (CLS[t] & C_LOCAL)) && !(i > 0 && (CLS[b[i - 1]] & C_LOCAL)) &&
+    if (T(PII_EMAIL) && (t == '@' || (CLS[t] & C_LOCAL) || latin2(b, len, we)) &&
+        !(i > 0 && (CLS[b[i - 1]] & C_LOCAL)) &&
         m_email(b, len, i, m))
         return 1;
     if (CLS[b[i]] & C_DIGIT)

@@ -103,6 +103,8 @@ static void test_email(void **st) {
     expect("mailto:x@example.io?subject=hi", "mailto:<EMAIL>?subject=hi");
     expect("...bob@example.com", "...<EMAIL>");
     expect("user@xn--fiqs8s.xn--55qx5d", "<EMAIL>");
+    expect("renée@example.com, josé.garcía@example.es", "<EMAIL>, <EMAIL>");
+    expect("邮箱john@example.com谢谢", "邮箱<EMAIL>谢谢");
     none("user@localhost");
     none("a@b");
     none("x@y.c");
