@@ -2,7 +2,8 @@
 #
 #   make            build ./minitrain (CPU: OpenBLAS + OpenMP)
 #   make deps       install the Debian packages the binary needs (apt-get; needs root)
-#   make test-deps  deps + the packages only the tests need (cmocka, PyTorch, curl, wrk)
+#   make test-deps  deps + the packages only the tests need (cmocka, PyTorch, curl, wrk, redis,
+#                   node + npm)
 #   make demo       deps + build + prepare Shakespeare + train examples/shakespeare.ini + sample
 #   make test       test-deps + build + every test (unit, reference, end-to-end, no-MPI, asan)
 #   make asan       build with AddressSanitizer/UBSan into build-asan/ and run the unit tests
@@ -85,6 +86,29 @@ ifeq ($(call have_header,microhttpd.h),1)
 else
   $(info ✗ libmicrohttpd (libmicrohttpd-dev) — run: make deps)
 endif
+# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp, PII hash tokens are
+# HMAC-SHA256 (safety/pii.c): OpenSSL's libcrypto
+ifeq ($(call have_header,openssl/sha.h),1)
+  $(info ✓ OpenSSL libcrypto (API key hashes, PII keyed hashes))
+else
+  $(info ✗ OpenSSL libcrypto (libssl-dev) — run: make deps)
+endif
+# shared rate-limit buckets across gateway replicas live in Redis
+ifeq ($(call have_header,hiredis/hiredis.h),1)
+  $(info ✓ hiredis)
+else
+  $(info ✗ hiredis (libhiredis-dev) — run: make deps)
+endif
+ifneq ($(shell command -v redis-server 2>/dev/null),)
+  $(info ✓ redis-server (tests))
+else
+  $(info ✗ redis-server (redis-server, tests only) — run: make test-deps)
+endif
+ifneq ($(shell command -v npm 2>/dev/null),)
+  $(info ✓ Node.js + npm (tests: the openai client))
+else
+  $(info ✗ Node.js + npm (nodejs, npm; tests only) — run: make test-deps)
+endif
 ifeq ($(call have_header,cmocka.h),1)
   $(info ✓ cmocka (tests))
 else
@@ -112,7 +136,7 @@ ifeq ($(GPU),1)
   endif
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lpthread -lm
+LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcrypto -lhiredis -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
@@ -150,11 +174,16 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
 # most of a gigabyte that a newcomer running the demo should not wait for.
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev openmpi-bin libopenmpi-dev
-DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk clang libclang-rt-14-dev libomp-14-dev
-# $(call install_missing,PACKAGES): apt-get install those not installed yet
+           libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev
+DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server clang \
+                libclang-rt-14-dev libomp-14-dev
+# Node.js and npm (tests drive serve with the `openai` npm package) are checked by command:
+# NodeSource's nodejs package provides npm without Debian's npm package being installed.
+DEB_TEST_CMDS = node:nodejs npm:npm
+# $(call install_missing,PACKAGES,WHAT[,COMMAND:PACKAGE ...]): apt-get install those not installed yet
 define install_missing
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for cp in $(3); do command -v $${cp%%:*} >/dev/null 2>&1 || missing="$$missing $${cp#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
@@ -164,7 +193,7 @@ endef
 deps:
 	$(call install_missing,$(DEB_PKGS),build and run)
 test-deps:
-	$(call install_missing,$(DEB_PKGS) $(DEB_TEST_PKGS),build and tests)
+	$(call install_missing,$(DEB_PKGS) $(DEB_TEST_PKGS),build and tests,$(DEB_TEST_CMDS))
 
 # --- user entry points --------------------------------------------------------------------------
 demo: deps

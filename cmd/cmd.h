@@ -43,9 +43,19 @@ int cmd_simulate(int argc, char **argv);
  * (gateway/server.h), until SIGINT or SIGTERM. */
 int cmd_serve(int argc, char **argv);
 
+/* `minitrain gateway keys add|ls|revoke|disable|enable|audit --keys-db FILE [options]`: the key
+ * manager of the gateway (gateway/gw_keys.h). argv[0] is "keys" (called by `minitrain gateway`
+ * with its argv from "keys" on). `add` prints the new key alone on its last stdout line. */
+int cmd_gateway_keys(int argc, char **argv);
+
 /* `minitrain ckpt ls|verify|export --run DIR [--step N] [--out FILE]`: list, check and export
  * the checkpoints of a run. 2 for bad input or a checkpoint that fails verification. */
 int cmd_ckpt(int argc, char **argv);
+
+/* `minitrain scrub --input FILE --out FILE [--mode mask|hash|drop-line] [--types LIST]
+ * [--report FILE.json] [--hash-key-file FILE]`: PII and secrets out of a text file, streaming, in
+ * bounded memory (safety/pii.h). */
+int cmd_scrub(int argc, char **argv);
 
 /* `minitrain bench gemm|nccl [options]`: the sgemm peak (train/flops.h) or the NCCL all-reduce
  * bus bandwidth (parallel/comm_nccl.h, GPU build). */
