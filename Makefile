@@ -225,6 +225,8 @@ asan:
 	# ASan build of the binary (BIN keeps it apart from ./minitrain)
 	$(MAKE) ASAN=1 BUILD=build-asan BIN=build-asan/minitrain build-asan/minitrain
 	MT=build-asan/minitrain bash tests/run_serve.sh
+	# issue #11 finding 8: bad input exits 2 under the sanitizers too (no leak report turning it into 1)
+	MT=build-asan/minitrain bash tests/asan_exits.sh
 
 # A machine image without MPI (a GPU node may have only NCCL) must build under -Werror and pass
 # the single-process tests: MPICC= turns the MPI backend off (parallel/comm.c's self backend).

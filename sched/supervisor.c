@@ -55,6 +55,15 @@ double sup_backoff_s(double min_s, double max_s, int consecutive) {
     return b < max_s ? b : max_s;
 }
 
+/* The value of a "slots=N" / "count=N" / "max_slots=N" word: 1..SUP_MAX_SLOTS, else -1. */
+static int slots_value(const char *v) {
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || x < 1 || x > SUP_MAX_SLOTS) return -1;
+    return (int)x;
+}
+
 int sup_hosts_parse(const char *path, sup_hosts *h, char *err, size_t errlen) {
     memset(h, 0, sizeof(*h));
     FILE *f = fopen(path, "r");
@@ -63,34 +72,47 @@ int sup_hosts_parse(const char *path, sup_hosts *h, char *err, size_t errlen) {
         return -1;
     }
     char line[512];
-    int ln = 0;
-    while (fgets(line, sizeof(line), f)) {
+    int ln = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof(line), f)) {
         ln++;
+        size_t L = strlen(line);
+        if (L == sizeof(line) - 1 && line[L - 1] != '\n' && !feof(f)) {
+            /* the rest would be read as another line: as another host */
+            snprintf(err, errlen, "%s:%d: line longer than %zu bytes", path, ln, sizeof(line) - 2);
+            rc = -1;
+            break;
+        }
         line[strcspn(line, "#\r\n")] = '\0';
-        char name[128] = "", rest[256] = "";
-        int k = sscanf(line, "%127s %255[^\n]", name, rest);
-        if (k < 1) continue;
+        char *save = NULL, *name = strtok_r(line, " \t\f\v", &save);
+        if (!name) continue;
         if (h->n == SUP_MAX_HOSTS || strlen(name) >= sizeof(h->name[0])) {
-            snprintf(err, errlen, "%s:%d: too many hosts or host name too long", path, ln);
-            fclose(f);
-            return -1;
+            snprintf(err, errlen, "%s:%d: too many hosts (max %d) or host name longer than %zu",
+                     path, ln, SUP_MAX_HOSTS, sizeof(h->name[0]) - 1);
+            rc = -1;
+            break;
         }
         int slots = 1;
-        char *s = strstr(rest, "slots=");
-        if (s && (sscanf(s + 6, "%d", &slots) != 1 || slots < 1)) {
-            snprintf(err, errlen, "%s:%d: slots must be a positive integer", path, ln);
-            fclose(f);
-            return -1;
+        /* OpenMPI's words: slots=N (count=N is its synonym); max_slots and others ignored */
+        for (char *w = strtok_r(NULL, " \t\f\v", &save); w; w = strtok_r(NULL, " \t\f\v", &save)) {
+            const char *v = !strncmp(w, "slots=", 6) ? w + 6 : !strncmp(w, "count=", 6) ? w + 6
+                                                                                        : NULL;
+            if (v && (slots = slots_value(v)) < 0) {
+                snprintf(err, errlen, "%s:%d: slots must be an integer in [1, %d], got '%.40s'",
+                         path, ln, SUP_MAX_SLOTS, w);
+                rc = -1;
+                break;
+            }
         }
+        if (rc != 0) break;
         memcpy(h->name[h->n], name, strlen(name) + 1); /* length checked above */
         h->slots[h->n++] = slots;
     }
     fclose(f);
-    if (h->n == 0) {
+    if (rc == 0 && h->n == 0) {
         snprintf(err, errlen, "hostfile %s lists no hosts", path);
-        return -1;
+        rc = -1;
     }
-    return 0;
+    return rc;
 }
 
 int sup_host_of_rank(const sup_hosts *h, int rank) {

@@ -313,6 +313,26 @@ static void test_supervisor_helpers(void **state) {
     fclose(f);
     assert_int_equal(sup_hosts_parse(path, &h, err, sizeof(err)), -1);
     assert_non_null(strstr(err, ":1: slots"));
+    /* max_slots= is not slots= (it used to be found by a substring search), count= is */
+    f = fopen(path, "w");
+    fprintf(f, "node-a max_slots=8 slots=2\nnode-b count=3 cpu=x\n");
+    fclose(f);
+    assert_int_equal(sup_hosts_parse(path, &h, err, sizeof(err)), 0);
+    assert_int_equal(h.slots[0], 2);
+    assert_int_equal(h.slots[1], 3);
+    /* slot counts whose sum would overflow an int are refused */
+    f = fopen(path, "w");
+    fprintf(f, "node-a slots=2147483647\n");
+    fclose(f);
+    assert_int_equal(sup_hosts_parse(path, &h, err, sizeof(err)), -1);
+    /* a line longer than the buffer is an error, not a second host made of its tail */
+    f = fopen(path, "w");
+    fprintf(f, "node-a slots=1 ");
+    for (int k = 0; k < 600; k++) fputc(k < 500 ? ' ' : 'x', f);
+    fprintf(f, "\n");
+    fclose(f);
+    assert_int_equal(sup_hosts_parse(path, &h, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "longer than"));
 
     hb_record r[4] = {{.rank = 0, .step = 30, .time = 5, .busy_ms = 10},
                       {.rank = 1, .step = 29, .time = 6, .busy_ms = 31},
