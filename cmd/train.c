@@ -182,11 +182,12 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
      * steps and at the end; the hook runs every step to advance an asynchronous save. */
     j->ckpt = checkpoint_create(tr);
     if (checkpoint_resume(j->ckpt, tr, err, sizeof(err)) < 0) return fail_run(j, MT_EXIT_USAGE, "", err);
-    if (c->ckpt_every > 0) trainer_add_hook(tr, "checkpoint", 1, checkpoint_hook, j->ckpt);
+    if (c->ckpt_every != 0) trainer_add_hook(tr, "checkpoint", 1, checkpoint_hook, j->ckpt);
     /* Resilience (sched/hooks.h): --fault injection + heartbeats for `minitrain run`. Keep this
      * after the checkpoint resume and the checkpoint hook (it reads the resumed step, and a
      * corrupt-ckpt fault waits for the step's commit). */
     if (sched_attach_trainer(tr, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
+    if (c->ckpt_every == CONFIG_CKPT_AUTO) sched_ckpt_auto_attach(tr, j->ckpt);
 
     double t0 = timer_now();
     int end = c->stop_after > 0 ? c->stop_after : c->steps;

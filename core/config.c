@@ -76,7 +76,8 @@ static const key_desc KEYS[] = {
     KS(pp_schedule, "1f1b", "pipeline schedule: 1f1b | gpipe"),
     KF(comm_timeout, 300, 0, 1e6, "seconds a collective may take before the job is aborted (0 = off)"),
     KF(bucket_mb, 25, 0.001, 1e6, "data-parallel gradient bucket size in MiB"),
-    KI(ckpt_every, 0, 0, 1 << 30, "checkpoint every N steps (0 = none)"),
+    KI(ckpt_every, 0, 0, 1 << 30, "checkpoint every N steps (0 = none; auto = Young/Daly "
+       "sqrt(2 x stall x MTBF), measured)"),
     KI(ckpt_async, 1, 0, 1, "1 = snapshot then write in the background"),
     KI(ckpt_keep, 3, 1, 1 << 20, "committed checkpoints kept per tier"),
     KI(ckpt_major_every, 0, 0, 1 << 30, "also keep every M-th step's checkpoint (0 = none)"),
@@ -85,6 +86,8 @@ static const key_desc KEYS[] = {
     KS(resume, "auto", "auto | no | STEP: where a run starts"),
     KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),
     KS(fault, "", "fault injection spec (repeatable: --fault kill@step=5,rank=1)"),
+    KF(mtbf_s, 0, 0, 1e9, "job MTBF for ckpt_every = auto, s (0 = observed from the run's "
+       "failures)"),
 };
 #define NKEYS (sizeof(KEYS) / sizeof(KEYS[0]))
 
@@ -138,6 +141,10 @@ int config_set(mt_config *cfg, const char *key, const char *value, char *err, si
             return -1;
         }
         snprintf(base, k->size, "%s", value);
+        return 0;
+    }
+    if (strcmp(k->name, "ckpt_every") == 0 && strcmp(value, "auto") == 0) {
+        *(int *)base = CONFIG_CKPT_AUTO; /* the only word a number key takes */
         return 0;
     }
     char *end = NULL;
@@ -304,7 +311,10 @@ size_t config_to_json(const mt_config *cfg, char *buf, size_t cap) {
         const key_desc *k = &KEYS[i];
         const char *base = (const char *)cfg + k->offset;
         PUT("%s\"%s\":", i ? "," : "", k->name);
-        if (k->type == KEY_INT) PUT("%d", *(const int *)base);
+        if (k->type == KEY_INT && base == (const char *)&cfg->ckpt_every &&
+            cfg->ckpt_every == CONFIG_CKPT_AUTO)
+            PUT("\"auto\"");
+        else if (k->type == KEY_INT) PUT("%d", *(const int *)base);
         else if (k->type == KEY_FLOAT) PUT("%.9g", *(const float *)base);
         else {
             PUT("\"");

@@ -24,6 +24,7 @@
 #include "parallel/comm.h"
 #include "sched/fault.h"
 #include "sched/heartbeat.h"
+#include "sched/simulate.h"
 #include "train/checkpoint.h"
 
 static struct {
@@ -259,4 +260,97 @@ int sched_attach_trainer(trainer *tr, char *err, size_t errlen) {
     trainer_add_hook(tr, "heartbeat", 1, sched_heartbeat_hook, NULL);
     S.attached = 1;
     return 0;
+}
+
+/* ---- ckpt_every = auto ------------------------------------------------------------------------ */
+
+static struct {
+    checkpointer *ck;
+    int saves_seen, every;
+    double stall_ms_seen, stall_s, step_s; /* smoothed measurements */
+    double job_start;                      /* unix s: this job's first supervisor start or run */
+    int failures;                          /* failures of the job before this process */
+} A;
+
+/* The job's history in run.db (world rank 0): when it started and how often it failed. */
+static void read_history(trainer *tr) {
+    sqlite3 *db = rundb_sqlite(tr->db);
+    sqlite3_stmt *st = NULL;
+    A.job_start = NAN;
+    A.failures = 0;
+    /* the latest supervisor of this run directory, else the first trainer run */
+    if (sqlite3_prepare_v2(db, "SELECT COALESCE((SELECT MAX(time) FROM events WHERE run_id = 0 AND"
+                               " kind = 'supervisor_start'), (SELECT MIN(started_at) FROM runs))",
+                           -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_column_type(st, 0) != SQLITE_NULL)
+        A.job_start = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (isfinite(A.job_start) &&
+        sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM events WHERE run_id = 0 AND kind = 'failure'"
+                               " AND time >= ?", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_double(st, 1, A.job_start);
+        if (sqlite3_step(st) == SQLITE_ROW) A.failures = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+}
+
+/* The MTBF the interval is computed for, s: mtbf_s when given; else the job's observed wall time
+ * per failure; before any failure, the wall time so far plus an hour (an optimistic guess that
+ * the first failure corrects). */
+static double auto_mtbf(const trainer *tr) {
+    if (tr->cfg.mtbf_s > 0) return tr->cfg.mtbf_s;
+    double wall = isfinite(A.job_start) ? rundb_now() - A.job_start : 0;
+    if (wall < 0) wall = 0;
+    return A.failures > 0 ? fmax(wall / A.failures, 1.0) : wall + 3600.0;
+}
+
+int sched_auto_every(double stall_s, double mtbf_s, double step_s) {
+    double tau = sim_young_daly_interval(fmax(stall_s, 1e-6), mtbf_s);
+    double n = step_s > 0 ? tau / step_s : 1;
+    return !(n < 1e9) ? 1000000000 : n < 1 ? 1 : (int)lround(n);
+}
+
+void sched_ckpt_auto_hook(trainer *tr, int step, int final, void *user) {
+    (void)user;
+    if (final) return;
+    if (tr->last_step_s > 0)
+        A.step_s = A.step_s > 0 ? 0.8 * A.step_s + 0.2 * tr->last_step_s : tr->last_step_s;
+    checkpoint_stats cs;
+    checkpoint_get_stats(A.ck, &cs);
+    if (cs.saves <= A.saves_seen) return; /* re-evaluate after each save: C was just measured */
+    double c = (cs.total_stall_ms - A.stall_ms_seen) / 1e3 / (cs.saves - A.saves_seen);
+    A.saves_seen = cs.saves;
+    A.stall_ms_seen = cs.total_stall_ms;
+    A.stall_s = A.stall_s > 0 ? 0.5 * A.stall_s + 0.5 * c : c;
+    /* every rank must pick the same interval: the slowest stall and step, rank 0's MTBF */
+    double v[3] = {A.stall_s, A.step_s, S.rank == 0 ? auto_mtbf(tr) : 0};
+    if (tr->mesh) comm_all_reduce_f64(tr->mesh->world, v, 3, COMM_MAX);
+    double tau = sim_young_daly_interval(fmax(v[0], 1e-6), v[2]); /* compute seconds */
+    int every = sched_auto_every(v[0], v[2], v[1]);
+    checkpoint_set_every(A.ck, every);
+    if (every != A.every && S.rank == 0) {
+        log_info("ckpt_every auto: every %d steps = %.1f s of compute (Young/Daly sqrt(2 x stall "
+                 "%.1f ms x MTBF %.0f s%s), %.1f ms/step)", every, every * v[1], v[0] * 1e3, v[2],
+                 tr->cfg.mtbf_s > 0 ? ", given" : A.failures ? ", observed" : ", none seen yet",
+                 v[1] * 1e3);
+        char detail[400];
+        snprintf(detail, sizeof(detail), "{\"step\":%d,\"every\":%d,\"stall_s\":%.6f,"
+                 "\"mtbf_s\":%.3f,\"interval_s\":%.3f,\"step_s\":%.6f}", step, every, v[0],
+                 v[2], tau, v[1]);
+        rundb_log_event(tr->db, tr->run_id, "ckpt_interval", 0, detail);
+    }
+    A.every = every;
+}
+
+void sched_ckpt_auto_attach(trainer *tr, checkpointer *ck) {
+    memset(&A, 0, sizeof(A));
+    A.ck = ck;
+    A.every = CHECKPOINT_AUTO_FIRST;
+    checkpoint_stats cs;
+    checkpoint_get_stats(ck, &cs);
+    A.saves_seen = cs.saves;
+    A.stall_ms_seen = cs.total_stall_ms;
+    if (S.rank == 0 || !tr->mesh) read_history(tr);
+    trainer_add_hook(tr, "ckpt_auto", 1, sched_ckpt_auto_hook, NULL);
 }

@@ -28,6 +28,7 @@
 #include "sched/ettr.h"
 #include "sched/fault.h"
 #include "sched/heartbeat.h"
+#include "sched/hooks.h"
 #include "sched/simulate.h"
 #include "sched/supervisor.h"
 
@@ -247,6 +248,17 @@ static void test_heartbeat(void **state) {
     char missing[320];
     snprintf(missing, sizeof(missing), "%s/none", g_tmp);
     assert_int_equal(hb_scan(missing, all, 8), 0);
+}
+
+/* ckpt_every = auto: Young/Daly's interval in steps. */
+static void test_ckpt_auto_every(void **state) {
+    (void)state;
+    /* C = 0.05 s, M = 100 s: tau = sqrt(10) = 3.162 s; at 0.1 s/step -> 32 steps */
+    assert_int_equal(sched_auto_every(0.05, 100, 0.1), 32);
+    assert_int_equal(sched_auto_every(0.05, 400, 0.1), 63); /* 4x the MTBF: 2x the interval */
+    assert_int_equal(sched_auto_every(0.05, 100, 10), 1);   /* never below one step */
+    assert_int_equal(sched_auto_every(0.05, INFINITY, 0.1), 1000000000); /* never fails */
+    assert_int_equal(sched_auto_every(0, 100, 0.1), 1); /* tau = sqrt(2e-4) = 0.014 s */
 }
 
 /* The supervisor's record: alive while its pid lives with the recorded start time; a dead pid,
@@ -616,6 +628,7 @@ int main(void) {
         cmocka_unit_test(test_fault_corrupt),
         cmocka_unit_test(test_heartbeat),
         cmocka_unit_test(test_supervisor_record),
+        cmocka_unit_test(test_ckpt_auto_every),
         cmocka_unit_test(test_supervisor_helpers),
         cmocka_unit_test(test_ettr_hand_made),
         cmocka_unit_test(test_ettr_clean_unsupervised),

@@ -124,6 +124,25 @@ static void test_config_json(void **state) {
 
 /* ---- LR schedule ---- */
 
+/* ckpt_every takes "auto" (Young/Daly, sched/hooks.h) and only that word; it survives the JSON
+ * dump as "auto". */
+static void test_config_ckpt_auto(void **state) {
+    (void)state;
+    mt_config c;
+    char err[256], buf[16384];
+    config_defaults(&c);
+    assert_int_equal(config_set(&c, "ckpt-every", "auto", err, sizeof(err)), 0);
+    assert_int_equal(c.ckpt_every, CONFIG_CKPT_AUTO);
+    assert_int_equal(config_set(&c, "mtbf_s", "120", err, sizeof(err)), 0);
+    assert_true(c.mtbf_s == 120.0f);
+    config_to_json(&c, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "\"ckpt_every\":\"auto\""));
+    assert_int_equal(config_set(&c, "ckpt_every", "sometimes", err, sizeof(err)), -1);
+    assert_int_equal(config_set(&c, "ckpt_every", "-1", err, sizeof(err)), -1); /* no back door */
+    assert_int_equal(config_set(&c, "ckpt_every", "25", err, sizeof(err)), 0);
+    assert_int_equal(c.ckpt_every, 25);
+}
+
 static void test_lr_schedule(void **state) {
     (void)state;
     const int steps = 100, warm = 10;
@@ -244,6 +263,7 @@ int main(void) {
         cmocka_unit_test(test_config_ini_and_overrides),
         cmocka_unit_test(test_config_duplicate_key_refused),
         cmocka_unit_test(test_config_json),
+        cmocka_unit_test(test_config_ckpt_auto),
         cmocka_unit_test(test_lr_schedule),
         cmocka_unit_test(test_clip_scale),
         cmocka_unit_test(test_optim_step_decay_mask),

@@ -100,6 +100,11 @@ checkpointer *checkpoint_create(trainer *tr) {
     const mt_config *c = &tr->cfg;
     ck->tr = tr;
     ck->every = c->ckpt_every;
+    if (ck->every == CONFIG_CKPT_AUTO) { /* an interval policy sets it (checkpoint_set_every) */
+        ck->adaptive = 1;
+        ck->every = CHECKPOINT_AUTO_FIRST;
+    }
+    ck->since = -1;
     ck->async = c->ckpt_async;
     ck->keep = c->ckpt_keep;
     ck->major = c->ckpt_major_every;
@@ -127,6 +132,12 @@ checkpointer *checkpoint_create(trainer *tr) {
     atomic_init(&ck->done, 1);
     if (ck->every > 0) alloc_snapshot(ck);
     return ck;
+}
+
+void checkpoint_set_every(checkpointer *ck, int every) {
+    ck->adaptive = 1;
+    ck->every = every > 0 ? every : 1;
+    if (ck->buf == NULL) alloc_snapshot(ck);
 }
 
 void checkpoint_free(checkpointer *ck) {
@@ -743,6 +754,7 @@ void checkpoint_save(checkpointer *ck, trainer *tr) {
         ck->state_json = build_state_json(ck, ck->step);
     }
     ck->last_saved_step = ck->step;
+    ck->since = ck->step;
     for (int t = 0; t < 2; t++)
         if (ck->tier_ok[t]) checkpoint_catalog(ck, t, ck->step, "writing", -1, NULL, NAN, NAN);
     ck->snapshot_ms = (timer_now() - t0) * 1e3;
@@ -759,7 +771,10 @@ void checkpoint_save(checkpointer *ck, trainer *tr) {
 void checkpoint_hook(trainer *tr, int step, int final, void *user) {
     checkpointer *ck = user;
     if (ck->phase != CK_IDLE) progress(ck, 0);
-    int due = ck->every > 0 && (final || step % ck->every == 0);
+    /* fixed: multiples of every; adaptive: every steps since the last save (or the start) */
+    if (ck->adaptive && ck->since < 0) ck->since = step - 1;
+    int due = ck->every > 0 &&
+              (final || (ck->adaptive ? step - ck->since >= ck->every : step % ck->every == 0));
     if (due && !ck->failed && step > 0 && step != ck->last_saved_step) checkpoint_save(ck, tr);
     if (final) progress(ck, 1);
 }
