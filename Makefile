@@ -105,6 +105,14 @@ ifeq ($(call have_header,cmocka.h),1)
 else
   $(info ✗ cmocka (libcmocka-dev, tests only) — run: make deps)
 endif
+# `minitrain plan --from-hwloc` reads the local node's topology (packages, NUMA, cores, GPUs)
+ifeq ($(call have_header,hwloc.h),1)
+  $(info ✓ hwloc (libhwloc-dev))
+  CFLAGS_BASE += -DMT_HAVE_HWLOC
+  LDLIBS += -lhwloc
+else
+  $(info ✗ hwloc (libhwloc-dev): plan --from-hwloc disabled — run: make deps)
+endif
 MPICC := $(shell command -v mpicc 2>/dev/null)
 ifneq ($(MPICC),)
   MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
@@ -165,7 +173,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
 # most of a gigabyte that a newcomer running the demo should not wait for.
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev
+           libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev libhwloc-dev
 DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server
 # Node.js and npm (tests drive serve with the `openai` npm package) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.
