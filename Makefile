@@ -95,6 +95,11 @@ ifneq ($(shell command -v redis-server 2>/dev/null),)
 else
   $(info ✗ redis-server (redis-server, tests only) — run: make test-deps)
 endif
+ifneq ($(wildcard /usr/sbin/slurmctld),)
+  $(info ✓ Slurm + munge (tests: tests/run_slurm.sh's local cluster))
+else
+  $(info ✗ Slurm (slurm-wlm, munge; tests only) — run: make test-deps)
+endif
 ifneq ($(shell command -v npm 2>/dev/null),)
   $(info ✓ Node.js + npm (tests: the openai client))
 else
@@ -174,7 +179,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # most of a gigabyte that a newcomer running the demo should not wait for.
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
            libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev libhwloc-dev
-DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server
+DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge
 # Node.js and npm (tests drive serve with the `openai` npm package) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.
 DEB_TEST_CMDS = node:nodejs npm:npm

@@ -41,6 +41,7 @@
 #include "core/rundb.h"
 #include "core/timer.h"
 #include "sched/ettr.h"
+#include "sched/slurm.h"
 
 #define SUP_POLL_MS 50
 #define SUP_MAX_ARGS 512
@@ -341,6 +342,17 @@ typedef struct {
     char why[256];
 } failure;
 
+/* The supervisor's call-in to Slurm (sched/slurm.h): drain a cordoned host in Slurm too, with
+ * the failure as the reason, and record it (event "slurm_drain", ok 0/1) in run.db. */
+static void slurm_cordon(sup *s, int host, const failure *f) {
+    char why[300], err[512];
+    snprintf(why, sizeof(why), "%s of rank %d blamed twice (%s)", f->kind, f->rank, f->why);
+    int ok = slurm_drain(s->hosts.name[host], why, err, sizeof(err)) == 0;
+    event(s, "slurm_drain", f->rank, "{\"host\":\"%s\",\"ok\":%d}", s->hosts.name[host], ok);
+    if (ok) say("drained %s in Slurm (reason \"minitrain: %s\")", s->hosts.name[host], why);
+    else mt_warn("run: could not drain %s in Slurm: %s", s->hosts.name[host], err);
+}
+
 /* Watch one attempt until it ends. Returns 0 for a clean finish, 1 for a failure (f filled),
  * 2 for a usage error of the launch (exit 2: restarting cannot help), -1 interrupted. */
 static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failure *f) {
@@ -503,6 +515,13 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     if (nlaunch > SUP_MAX_ARGS) mt_fail("run: launch command has more than %d words", SUP_MAX_ARGS);
     if (!s.run_dir) mt_fail("run: no run directory");
     char err[1024];
+    static char slurm_hostfile[4200]; /* sched/slurm.h: the hosts of the Slurm allocation */
+    if (!s.hostfile && slurm_in_allocation()) {
+        mkdir(s.run_dir, 0755);
+        snprintf(slurm_hostfile, sizeof(slurm_hostfile), "%s/hostfile.slurm", s.run_dir);
+        if (slurm_write_hostfile(slurm_hostfile, err, sizeof(err)) < 0) mt_fail("run: %s", err);
+        s.hostfile = slurm_hostfile;
+    }
     if (s.hostfile && sup_hosts_parse(s.hostfile, &s.hosts, err, sizeof(err)) != 0)
         mt_fail("run: %s", err);
     s.db = rundb_open(s.run_dir, err, sizeof(err));
@@ -595,6 +614,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
                   s.hosts.name[host], s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
             say("cordoning host %s (blamed for %d failures); %d slots left", s.hosts.name[host],
                 s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
+            if (slurm_in_allocation()) slurm_cordon(&s, host, &f);
             if (sup_hosts_slots(&s.hosts) == 0) {
                 fprintf(stderr, "minitrain: error: run: giving up: every host in %s is cordoned\n",
                         s.hostfile);
