@@ -184,22 +184,15 @@ int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t 
     }
 
     /* accounting */
-    tr->flops_per_token = flops_per_token(c->n_layer, c->d_model, c->seq_len, c->vocab_size, 1);
-    if (c->moe_every > 0) { /* count only the parameters a token touches: top_k experts */
-        double d = c->d_model, n_active = (double)c->vocab_size * d;
-        moe_config mc = gpt_moe_config(&tr->model);
-        for (int l = 0; l < c->n_layer; l++)
-            n_active += (c->moe_every > 0 && (l + 1) % c->moe_every == 0)
-                            ? 4 * d * d + moe_active_matmul_params(&mc)
-                            : 12 * d * d;
-        tr->flops_per_token = flops_per_token_n(n_active, c->n_layer, c->d_model, c->seq_len);
-    }
+    tr->flops_per_token = flops_per_token(&gc); /* the whole model; MoE: active experts only */
     comm_barrier(ms->world); /* all ranks probe at once: the peak each gets while sharing */
     tr->peak_measured = flops_sgemm_probe(threads, 0.5);
     double pk = tr->peak_measured;
     comm_all_reduce_f64(ms->world, &pk, 1, COMM_AVG);
     tr->peak_measured = pk; /* per rank, averaged */
-    tr->peak_theoretical = flops_theoretical_peak(threads, tr->peak_desc, sizeof(tr->peak_desc));
+    /* per rank: the ranks on this node share its cores (train/flops.h flops_rank_cores) */
+    tr->peak_theoretical = flops_theoretical_peak_rank(threads, local_ranks, tr->peak_desc,
+                                                       sizeof(tr->peak_desc));
     tr->threads = threads;
     tr->last_val_loss = NAN;
     return 0;
@@ -608,10 +601,9 @@ int trainer_run(trainer *tr) {
         steps_here++;
         double step_s = t1 - t0;
         double tps = tokens_per_step / step_s;
-        double achieved = tps * tr->flops_per_token; /* FLOP/s of the whole job */
-        double mfu = achieved / (tr->peak_measured * ms->world_size);
-        double mfu_th = tr->peak_theoretical > 0
-                            ? achieved / (tr->peak_theoretical * ms->world_size) : NAN;
+        /* of the job: its FLOP/s over (per-rank peak x world size), docs/mfu.md */
+        double mfu = flops_mfu(tr->flops_per_token, tps, tr->peak_measured, ms->world_size);
+        double mfu_th = flops_mfu(tr->flops_per_token, tps, tr->peak_theoretical, ms->world_size);
         tr->last_loss = loss;
         tr->last_lr = lr;
         tr->last_norm = norm;
