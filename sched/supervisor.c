@@ -368,7 +368,8 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
         if (p == child) {
             if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
             if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
-            f->kind = (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_NONFINITE) ? EV_FAILURE_NONFINITE : EV_FAILURE_CRASH;
+            f->kind = (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_NONFINITE) ? EV_FAILURE_NONFINITE
+                                                                              : EV_FAILURE_CRASH;
             f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
             f->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
             f->failed_at = isfinite(killed_at) ? killed_at : rundb_now();
@@ -532,8 +533,8 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     ev_num(d, EVK_WINDOW_S, s.window_s);
     ev_num(d, EVK_HEARTBEAT_TIMEOUT_S, s.hb_timeout_s);
     double backoff[2] = {s.backoff_min, s.backoff_max};
-    cJSON *b = cJSON_CreateDoubleArray(backoff, 2);
-    mtCheck(b != NULL && cJSON_AddItemToObject(d, EVK_BACKOFF, b), "out of memory");
+    cJSON *range = cJSON_CreateDoubleArray(backoff, 2);
+    mtCheck(range != NULL && cJSON_AddItemToObject(d, EVK_BACKOFF, range), "out of memory");
     ev_num(d, EVK_FAULT_MTBF_S, s.fault_mtbf_s);
     ev_num(d, EVK_PID, (double)getpid());
     event(&s, EV_SUPERVISOR_START, -1, d);

@@ -30,7 +30,7 @@
 #include "parallel/mesh.h"
 #include "parallel/pp.h"
 
-/* ---- mesh --------------------------------------------------------------------------------------- */
+/* ---- mesh ----------------------------------------------------------------------------------- */
 
 typedef struct {
     int tp, pp, dp, ep;
@@ -179,7 +179,7 @@ static void test_mesh_check_errors(void **state) {
     assert_non_null(strstr(err, "mpirun -np 4"));
 }
 
-/* ---- pipeline: layer split, warm-up, slots ------------------------------------------------------ */
+/* ---- pipeline: layer split, warm-up, slots -------------------------------------------------- */
 
 static void test_split_layers(void **state) {
     (void)state;
@@ -279,13 +279,13 @@ static void test_pp_run_one_stage_order(void **state) {
     assert_string_equal(r.order, "ABCabc");
 }
 
-/* ---- expert-parallel plan ----------------------------------------------------------------------- */
+/* ---- expert-parallel plan ------------------------------------------------------------------- */
 
 #define EPN 3 /* ranks */
 #define EE 6  /* experts: 2 per rank */
 #define EK 2  /* slots */
 
-/* Rows of the group, listed one by one: rank r's j-th row goes to expert ROUTE[r][j][s] in slot s. */
+/* The group's rows, one by one: rank r's j-th row goes to expert ROUTE[r][j][s] in slot s. */
 static const int NROWS[EPN] = {4, 3, 5};
 static const int ROUTE[EPN][5][EK] = {
     {{0, 1}, {0, 2}, {3, 0}, {0, 5}, {0, 0}},
