@@ -277,6 +277,8 @@ static void test_pp_run_one_stage_order(void **state) {
     memset(&r, 0, sizeof(r));
     pp_run(world, PP_GPIPE, 3, &f, NULL);
     assert_string_equal(r.order, "ABCabc");
+    comm_free(world);
+    comm_finalize();
 }
 
 /* ---- expert-parallel plan ------------------------------------------------------------------- */
