@@ -190,7 +190,7 @@ int cmd_train(int argc, char **argv) {
     if (checkpoint_resume(ckpt, &tr, err, sizeof(err)) < 0) {
         if (ms.rank == 0) {
             fprintf(stderr, "minitrain: error: %s\n", err);
-            rundb_log_event(tr.db, tr.run_id, "error", 0, err);
+            trainer_log_error(&tr, err);
             rundb_run_end(tr.db, tr.run_id, "failed");
         }
         checkpoint_free(ckpt);
@@ -211,7 +211,7 @@ int cmd_train(int argc, char **argv) {
                  "further)", c->name, tr.step, end);
         checkpoint_free(ckpt);
         if (ms.rank == 0) {
-            rundb_log_event(tr.db, tr.run_id, "end", 0, "nothing to do");
+            trainer_log_end(&tr, "completed", "already at the last step: nothing to do");
             rundb_run_end(tr.db, tr.run_id, "completed");
         }
         trainer_free(&tr);
@@ -226,14 +226,14 @@ int cmd_train(int argc, char **argv) {
     checkpoint_free(ckpt);
     double wall = timer_now() - t0;
     if (trainer_save_model(&tr, err, sizeof(err)) != 0) { /* only rank 0 writes, so fails */
-        rundb_log_event(tr.db, tr.run_id, "error", 0, err);
+        trainer_log_error(&tr, err);
         rundb_run_end(tr.db, tr.run_id, "failed");
         trainer_free(&tr);
         mt_fail("saving the model: %s", err);
     }
     const char *status = rc != MT_EXIT_OK ? "failed" : (tr.step < c->steps ? "stopped" : "completed");
     if (ms.rank == 0) {
-        rundb_log_event(tr.db, tr.run_id, "end", 0, status);
+        trainer_log_end(&tr, status, NULL);
         rundb_run_end(tr.db, tr.run_id, status);
     }
     char dbuf[32];
