@@ -53,7 +53,7 @@ else
 endif
 
 define have_header
-$(shell echo '#include <$(1)>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+$(shell echo '#include <$(1)>' | $(CC) $(2) -E -x c - >/dev/null 2>&1 && echo 1)
 endef
 ifeq ($(call have_header,sqlite3.h),1)
   $(info ✓ SQLite)
@@ -74,6 +74,23 @@ ifeq ($(call have_header,microhttpd.h),1)
   $(info ✓ libmicrohttpd)
 else
   $(info ✗ libmicrohttpd (libmicrohttpd-dev) — run: make deps)
+endif
+ifeq ($(call have_header,curl/curl.h),1)
+  $(info ✓ libcurl (gateway upstreams))
+else
+  $(info ✗ libcurl (libcurl4-openssl-dev) — run: make deps)
+endif
+ifeq ($(call have_header,pcre2.h,-DPCRE2_CODE_UNIT_WIDTH=8),1)
+  $(info ✓ PCRE2 (gateway content rules))
+else
+  $(info ✗ PCRE2 (libpcre2-dev) — run: make deps)
+endif
+# the gateway's PII guard uses safety/pii.c when the tree has it (branch pii)
+ifneq ($(wildcard safety/pii.c),)
+  CFLAGS_BASE += -DMT_HAVE_PII
+  $(info ✓ safety/pii (gateway PII guard))
+else
+  $(info ✗ safety/pii.c not in this tree: the gateway's pii = mask is refused)
 endif
 ifeq ($(call have_header,cmocka.h),1)
   $(info ✓ cmocka (tests))
@@ -102,7 +119,7 @@ ifeq ($(GPU),1)
   endif
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lpthread -lm
+LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
@@ -139,7 +156,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # --- packages -----------------------------------------------------------------------------------
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
            libmicrohttpd-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
-           python3-numpy curl wrk
+           python3-numpy curl wrk libcurl4-openssl-dev libpcre2-dev
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

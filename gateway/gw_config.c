@@ -268,7 +268,7 @@ static gw_upstream_cfg *upstream_named(gw_config *c, const char *name, int creat
     }
     gw_upstream_cfg *u = &c->up[c->n_up++];
     memset(u, 0, sizeof(*u));
-    snprintf(u->name, sizeof(u->name), "%s", name);
+    memcpy(u->name, name, strlen(name) + 1); /* valid_name: shorter than GW_NAME_MAX */
     u->weight = 1;
     return u;
 }
@@ -291,9 +291,9 @@ int gw_config_add_upstream(gw_config *c, const char *spec, char *err, size_t err
         snprintf(err, errlen, "--upstream needs NAME=URL, got '%s'", spec);
         return -1;
     }
-    char name[GW_NAME_MAX + 1];
+    char name[256];
     size_t n = (size_t)(eq - spec);
-    if (n > GW_NAME_MAX) n = GW_NAME_MAX;
+    if (n > sizeof(name) - 1) n = sizeof(name) - 1;
     memcpy(name, spec, n);
     name[n] = 0;
     gw_upstream_cfg *u = upstream_named(c, name, 1, err, errlen);

@@ -79,6 +79,7 @@ int gw_health_result(gw_health *h, const gw_policy *p, int failure, int was_prob
 }
 
 void gw_health_active(gw_health *h, const gw_policy *p, int ok, double now) {
+    if (!ok && !h->active_down) h->down_since = now;
     h->active_down = !ok;
     if (!ok || h->ejected) {
         h->healthy_since = now;
@@ -94,6 +95,13 @@ void gw_health_active(gw_health *h, const gw_policy *p, int ok, double now) {
 double gw_health_wait(const gw_health *h, double now) {
     if (!h->ejected || now >= h->eject_until) return 0;
     return h->eject_until - now;
+}
+
+double gw_health_out_since(const gw_health *h, double now) {
+    double t = now;
+    if (h->ejected && h->ejected_at < t) t = h->ejected_at;
+    if (h->active_down && h->down_since < t) t = h->down_since;
+    return t;
 }
 
 /* ---- outcomes ---------------------------------------------------------------------------------------- */

@@ -177,6 +177,7 @@ typedef struct {
     int probe_in_flight;   /* 1 while the half-open probe runs */
     int active_down;       /* 1 while GET /health fails */
     double ejected_at, eject_until, healthy_since;
+    double down_since;     /* when active_down last became 1 */
     uint64_t ejections;    /* total, for metrics */
 } gw_health;
 
@@ -193,6 +194,9 @@ int gw_health_result(gw_health *h, const gw_policy *p, int failure, int was_prob
 void gw_health_active(gw_health *h, const gw_policy *p, int ok, double now);
 /* Seconds until the ejection ends (0 if not ejected or already over). */
 double gw_health_wait(const gw_health *h, double now);
+/* Since when the upstream has been out of service (ejected or failing its active check), for the
+ * all-targets-ejected policy ("the one ejected longest ago"); now if it is in service. */
+double gw_health_out_since(const gw_health *h, double now);
 
 /* ---- what counts as a failure (gw_policy.c) ---------------------------------------------------- */
 typedef enum {
