@@ -314,11 +314,31 @@ static gw_route_cfg *route_named(gw_config *c, const char *name, char *err, size
     return r;
 }
 
-/* "a, b/name, c|d" into r (replacing its targets) */
+static int parse_targets_into(gw_route_cfg *r, const char *list, char *err, size_t errlen);
+
+/* "a, b/name, c|d" into r (replacing its targets; r is unchanged on error) */
 static int parse_targets(gw_route_cfg *r, const char *list, char *err, size_t errlen) {
+    gw_route_cfg tmp = *r;
+    if (parse_targets_into(&tmp, list, err, errlen)) return -1;
+    *r = tmp;
+    return 0;
+}
+
+static int parse_targets_into(gw_route_cfg *r, const char *list, char *err, size_t errlen) {
     char buf[2048];
     if (copy(buf, sizeof(buf), list, "targets", err, errlen)) return -1;
     r->n_targets = 0;
+    for (const char *q = buf;; q++) { /* strtok would skip empty items: refuse them first */
+        const char *e = q + strcspn(q, ",|");
+        const char *k = q;
+        while (k < e && (*k == ' ' || *k == '\t')) k++;
+        if (k == e) {
+            snprintf(err, errlen, "model %s: empty target in '%s'", r->name, list);
+            return -1;
+        }
+        if (!*e) break;
+        q = e;
+    }
     int level = 0;
     char *save_l = NULL;
     for (char *lv = strtok_r(buf, ",", &save_l); lv; lv = strtok_r(NULL, ",", &save_l), level++) {
