@@ -92,6 +92,28 @@ ifneq ($(wildcard safety/pii.c),)
 else
   $(info ✗ safety/pii.c not in this tree: the gateway's pii = mask is refused)
 endif
+# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp: OpenSSL's libcrypto
+ifeq ($(call have_header,openssl/sha.h),1)
+  $(info ✓ OpenSSL libcrypto)
+else
+  $(info ✗ OpenSSL libcrypto (libssl-dev) — run: make deps)
+endif
+# shared rate-limit buckets across gateway replicas live in Redis
+ifeq ($(call have_header,hiredis/hiredis.h),1)
+  $(info ✓ hiredis)
+else
+  $(info ✗ hiredis (libhiredis-dev) — run: make deps)
+endif
+ifneq ($(shell command -v redis-server 2>/dev/null),)
+  $(info ✓ redis-server (tests))
+else
+  $(info ✗ redis-server (redis-server, tests only) — run: make deps)
+endif
+ifneq ($(shell command -v npm 2>/dev/null),)
+  $(info ✓ Node.js + npm (tests: the openai client))
+else
+  $(info ✗ Node.js + npm (nodejs, npm; tests only) — run: make deps)
+endif
 ifeq ($(call have_header,cmocka.h),1)
   $(info ✓ cmocka (tests))
 else
@@ -119,7 +141,7 @@ ifeq ($(GPU),1)
   endif
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lpthread -lm
+LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhiredis -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
@@ -156,9 +178,14 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # --- packages -----------------------------------------------------------------------------------
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
            libmicrohttpd-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
-           python3-numpy curl wrk libcurl4-openssl-dev libpcre2-dev
+           python3-numpy curl wrk libssl-dev libhiredis-dev redis-server \
+           libcurl4-openssl-dev libpcre2-dev
+# Node.js and npm (tests drive serve with the `openai` npm package): checked by command, since
+# NodeSource's nodejs package provides npm without Debian's npm package being installed.
+DEB_CMD_PKGS = node:nodejs npm:npm
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for cp in $(DEB_CMD_PKGS); do command -v $${cp%%:*} >/dev/null 2>&1 || missing="$$missing $${cp#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \

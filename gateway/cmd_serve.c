@@ -25,7 +25,8 @@
 static void usage(void) {
     printf("usage: minitrain serve --run DIR|FILE [options]\n\n"
            "Serve a trained model over HTTP with the OpenAI completions API:\n"
-           "  POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).\n\n"
+           "  POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,\n"
+           "  GET /metrics (Prometheus).\n\n"
            "  --run DIR|FILE       run directory (DIR/model.safetensors) or an exported model file\n"
            "  --step N             serve the checkpoint of step N (default: the newest)\n"
            "  --tokenizer FILE     tokenizer (default: tokenizer.bin next to the model)\n"
@@ -42,11 +43,28 @@ static void usage(void) {
            "  --log-content        include prompts and completions in the access log (off:\n"
            "                       only counts and timings are logged)\n"
            "  --quiet              no access log\n\n"
+           "TEST ONLY — fault injection, so a gateway in front can be tested against a misbehaving\n"
+           "server (generation endpoints only; /health stays truthful). Never use in production:\n"
+           "  --fault-rate P       answer a fraction P (0..1) of requests with --fault-status\n"
+           "  --fault-status CODE  the status of those faults, 400..599 (default 500; alone it means\n"
+           "                       --fault-rate 1); 429 and 503 carry Retry-After\n"
+           "  --fault-retry-after S  that Retry-After in seconds (default 1)\n"
+           "  --fault-empty P      a fraction P of requests get a 200 with no choices or empty\n"
+           "                       content and no finish_reason\n"
+           "  --fault-latency MS   wait MS milliseconds before answering each generation request\n"
+           "  --fault-seed N       seed of the fault draws (default 1): same seed, same faults\n\n"
            "example:\n"
            "  minitrain serve --run runs/shakespeare --port 8080\n"
            "  curl -s localhost:8080/v1/completions -H 'Content-Type: application/json' \\\n"
            "       -d '{\"model\":\"shakespeare\",\"prompt\":\"ROMEO:\",\"max_tokens\":64}'\n"
            "See docs/serve.md.\n");
+}
+
+static double parse_prob(const char *flag, const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end != 0 || !(v >= 0 && v <= 1)) mt_fail("%s needs a probability in [0, 1], got '%s'", flag, s);
+    return v;
 }
 
 static long parse_int(const char *flag, const char *s, long lo, long hi) {
@@ -122,7 +140,8 @@ int gw_cmd_serve(int argc, char **argv) {
     long step = -1;
     gw_server_opts o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
                         .max_body = 1 << 20, .timeout_s = 30};
-    int threads = 0;
+    int threads = 0, fault_rate_given = 0;
+    o.fault_seed = 1;
     static struct option opts[] = {{"run", required_argument, 0, 'r'},
                                    {"step", required_argument, 0, 'S'},
                                    {"tokenizer", required_argument, 0, 'T'},
@@ -137,6 +156,12 @@ int gw_cmd_serve(int argc, char **argv) {
                                    {"api-key-file", required_argument, 0, 'k'},
                                    {"log-content", no_argument, 0, 'L'},
                                    {"quiet", no_argument, 0, 'Q'},
+                                   {"fault-rate", required_argument, 0, 1000},
+                                   {"fault-status", required_argument, 0, 1001},
+                                   {"fault-retry-after", required_argument, 0, 1002},
+                                   {"fault-empty", required_argument, 0, 1003},
+                                   {"fault-latency", required_argument, 0, 1004},
+                                   {"fault-seed", required_argument, 0, 1005},
                                    {"help", no_argument, 0, 'h'},
                                    {0, 0, 0, 0}};
     optind = 1;
@@ -158,6 +183,12 @@ int gw_cmd_serve(int argc, char **argv) {
         case 'k': key_file = optarg; break;
         case 'L': o.log_content = 1; break;
         case 'Q': o.quiet = 1; break;
+        case 1000: o.fault_rate = parse_prob("--fault-rate", optarg), fault_rate_given = 1; break;
+        case 1001: o.fault_status = (int)parse_int("--fault-status", optarg, 400, 599); break;
+        case 1002: o.fault_retry_after_s = (int)parse_int("--fault-retry-after", optarg, 1, 86400); break;
+        case 1003: o.fault_empty = parse_prob("--fault-empty", optarg); break;
+        case 1004: o.fault_latency_ms = (int)parse_int("--fault-latency", optarg, 0, 600000); break;
+        case 1005: o.fault_seed = (unsigned long long)parse_int("--fault-seed", optarg, 0, 2000000000); break;
         case 'h': usage(); return MT_EXIT_OK;
         default:
             mt_fail("unknown or incomplete option '%s' (see `minitrain serve --help`)",
@@ -165,6 +196,11 @@ int gw_cmd_serve(int argc, char **argv) {
         }
     }
     if (optind < argc) mt_fail("unexpected argument '%s'", argv[optind]);
+    if (o.fault_status && !fault_rate_given) o.fault_rate = 1;
+    if (o.fault_rate > 0 || o.fault_empty > 0 || o.fault_latency_ms > 0)
+        mt_warn("serve: TEST-ONLY FAULT INJECTION ON: %.0f%% status %d, %.0f%% empty, +%d ms (seed %llu)",
+                100 * o.fault_rate, o.fault_status ? o.fault_status : 500, 100 * o.fault_empty,
+                o.fault_latency_ms, o.fault_seed);
     if (!run) mt_fail("--run DIR is required (a directory written by `minitrain train`, or a "
                       "model file)");
     struct stat sb;
