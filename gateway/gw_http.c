@@ -148,7 +148,7 @@ static int route_of(const char *url, char *model_id, size_t cap) {
     }
     if (!strcmp(url, "/v1/completions")) return EP_COMPLETIONS;
     if (!strcmp(url, "/v1/chat/completions")) return EP_CHAT;
-    if (!strcmp(url, "/admin/keys") || !strncmp(url, "/admin/keys/", 12)) return EP_ADMIN;
+    if (!strncmp(url, "/admin/", 7)) return EP_ADMIN; /* gw_admin_handle knows its paths */
     return EP_OTHER;
 }
 
@@ -336,9 +336,15 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     }
     if (g->lim && cc->have_key) {
         long tokens = prompt_size(req, chat) + max_tokens;
-        if (gw_limiter_reserve(g->lim, &cc->key, tokens, &cc->adm) != 0)
+        int lr = gw_limiter_reserve(g->lim, &cc->key, tokens, &cc->adm);
+        if (lr == GW_LIMIT_TOO_LARGE)
+            return fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
+                        NULL, "this request reserves %ld tokens (prompt + max_tokens), more than "
+                        "the key's limit of %ld tokens per minute", tokens, cc->adm.limit_tokens);
+        if (lr == GW_LIMIT_UNAVAILABLE && !cc->adm.admitted)
             return fail(cc, c, 503, "server_error", NULL, "rate_limiter_unavailable", "1",
-                        "the rate limiter is unavailable (Redis down, fail-closed); retry later");
+                        "the rate limiter is unavailable (Redis down, redis_fail = closed); "
+                        "retry later");
         if (!cc->adm.admitted) {
             gw_mx_rate_limited(&g->mx, cc->key.id);
             char ra[32];
@@ -411,12 +417,15 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
         return fail(cc, c, 404, "invalid_request_error", NULL, "unknown_url", NULL,
                     "unknown path %.64s (endpoints: POST /v1/completions, POST "
                     "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics, "
-                    "/admin/keys)", url);
+                    "/admin/...)", url);
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if (cc->ep != EP_HEALTH && g->keys) {
         const char *auth =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         int a = gw_keys_check(g->keys, auth, &cc->key);
+        if (a == GW_AUTH_UNAVAILABLE)
+            return fail(cc, c, 503, "server_error", NULL, "keys_unavailable", "1",
+                        "the key database cannot be read right now; retry shortly");
         if (a != GW_AUTH_OK) {
             const char *why = a == GW_AUTH_MISSING   ? "no API key (send 'Authorization: Bearer KEY')"
                               : a == GW_AUTH_EXPIRED ? "this API key has expired"
@@ -435,7 +444,7 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
         if (strcmp(method, "POST"))
             return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
                         "method %.16s is not allowed on %s", method, url);
-        if (cc->have_key && cc->key.role < GW_ROLE_USER)
+        if (cc->have_key && !gw_key_can_generate(&cc->key))
             return fail(cc, c, 403, "permission_error", NULL, "insufficient_role", NULL,
                         "a viewer key may not call models (needs role user or admin)");
     } else {
@@ -517,6 +526,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         pthread_mutex_lock(&g->mx.mu);
         if (complete) g->mx.settled++;
         else g->mx.released++;
+        pthread_mutex_unlock(&g->mx.mu);
+    }
+    if (cc->have_x && x->committed && !ok) { /* the client left a stream: upstream cancelled below */
+        pthread_mutex_lock(&g->mx.mu);
+        g->mx.stream_cancelled++;
         pthread_mutex_unlock(&g->mx.mu);
     }
     if (status >= 100 && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN))

@@ -805,12 +805,7 @@ long gw_stream_read(gw_exchange *x, char *buf, size_t max) {
             stream_broken(x, "idle timeout");
             continue;
         }
-        if (gw_call_pump(g, c, left, x->client_fd) < 0) {
-            pthread_mutex_lock(&g->mx.mu);
-            g->mx.stream_cancelled++;
-            pthread_mutex_unlock(&g->mx.mu);
-            return -1;
-        }
+        if (gw_call_pump(g, c, left, x->client_fd) < 0) return -1; /* client gone, or stopping */
     }
 }
 
