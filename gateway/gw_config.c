@@ -211,6 +211,19 @@ void gw_config_init(gw_config *c) {
     gw_policy_defaults(&c->pol);
 }
 
+static const char *const GATEWAY_KEYS[] = {"host", "port", "keys_db", "redis", "redis_fail",
+                                            "all_ejected", "quiet", "pii", "pii_on", NULL};
+
+int gw_config_has_key(const char *key) {
+    char k[64];
+    norm_key(key, k, sizeof(k));
+    for (int i = 0; GATEWAY_KEYS[i]; i++)
+        if (!strcmp(GATEWAY_KEYS[i], k)) return 1;
+    for (const gw_policy_key *q = gw_policy_keys; q->name; q++)
+        if (!strcmp(q->name, k)) return 1;
+    return 0;
+}
+
 int gw_config_set(gw_config *c, const char *key, const char *value, char *err, size_t errlen) {
     char k[64];
     norm_key(key, k, sizeof(k));

@@ -67,10 +67,8 @@ int gw_key_can_generate(const gw_key_info *key);
  * Bodies and fields: docs/gateway-keys.md. The created key appears once, in the 201 body. */
 int gw_admin_handle(gw_keys *k, const gw_key_info *caller, const char *method, const char *path,
                     const char *body, size_t body_len, char **out_json);
-/* CLI: minitrain gateway keys add|ls|revoke|disable|enable|audit ... (argv starts at "keys");
- * returns an exit code (0, MT_EXIT_USAGE for bad input, MT_EXIT_ERROR). `add` prints the key
- * alone on its last stdout line. */
-int gw_keys_cli(int argc, char **argv);
+/* The CLI (`minitrain gateway keys add|ls|revoke|...`) is cmd_gateway_keys() in cmd/cmd.h: since
+ * the cmd/ floor landed, option parsing lives there (cmd/args.h), above this module. */
 
 /* ---- store operations (admin API, CLI, tests) ------------------------------------------------ */
 

@@ -21,6 +21,7 @@
  *   gw_metrics.c   Prometheus text for /metrics;
  *   gw_http.c      libmicrohttpd glue: endpoints, keys (gw_keys.h), limits (gw_limit.h), the
  *                  active health thread and the process lifecycle.
+ * The subcommand (flags, signals) is cmd/gateway.c.
  */
 #ifndef MT_GATEWAY_GW_PROXY_H
 #define MT_GATEWAY_GW_PROXY_H
@@ -148,6 +149,8 @@ void gw_config_init(gw_config *c);
  * Returns 0, or -1 with "FILE:LINE: ..." in err (unknown section or key, bad value, duplicate). */
 int gw_config_load(gw_config *c, const char *path, char *err, size_t errlen);
 /* One [gateway] or [policy] key from text, e.g. from a flag. 0, 1 = unknown key, -1 = bad value. */
+/* 1 if key (dashes read as underscores) is a [gateway] or [policy] key, else 0. */
+int gw_config_has_key(const char *key);
 int gw_config_set(gw_config *c, const char *key, const char *value, char *err, size_t errlen);
 /* --upstream NAME=URL: adds (or replaces the URL of) upstream NAME. 0 or -1 with err. */
 int gw_config_add_upstream(gw_config *c, const char *spec, char *err, size_t errlen);
@@ -323,8 +326,5 @@ gw_gateway *gw_gateway_start(const gw_config *c, char *err, size_t errlen);
 int gw_gateway_port(const gw_gateway *g);
 /* Stop listening, finish or cancel every request, join every thread, free. */
 void gw_gateway_stop(gw_gateway *g);
-
-/* `minitrain gateway` (gateway/cmd_gateway.c until the cmd/ floor exists). */
-int gw_cmd_gateway(int argc, char **argv);
 
 #endif /* MT_GATEWAY_GW_PROXY_H */

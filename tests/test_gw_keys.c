@@ -27,6 +27,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "cmd/cmd.h"
 #include "gateway/gw_keys.h"
 
 /* ---- CRYPTO_memcmp interposer: counts calls and their lengths -------------------------------- */
@@ -378,7 +379,9 @@ static void test_admin_roles_and_audit(void **state) {
     /* viewer: may read, cannot create, update or revoke */
     assert_int_equal(admin(k, &viewer_k, "GET", "/admin/keys", NULL, &j), 200);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "data")), 4);
-    assert_null(strstr(cJSON_PrintUnformatted(j), "mt-")); /* a listing never holds a key */
+    char *listing = cJSON_PrintUnformatted(j);
+    assert_null(strstr(listing, "mt-")); /* a listing never holds a key */
+    free(listing);
     cJSON_Delete(j);
     char path[64];
     snprintf(path, sizeof(path), "/admin/keys/%s", cid);
@@ -481,7 +484,7 @@ static void test_admin_roles_and_audit(void **state) {
     sqlite3_close(s);
 }
 
-/* run gw_keys_cli with stdout captured; returns the exit code, *out the output (malloc'd) */
+/* run cmd_gateway_keys with stdout captured; returns the exit code, *out the output (malloc'd) */
 static int cli(char **out, int argc, ...) {
     char *argv[32];
     va_list ap;
@@ -496,7 +499,7 @@ static int cli(char **out, int argc, ...) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(fd, 1);
     close(fd);
-    int rc = gw_keys_cli(argc, argv);
+    int rc = cmd_gateway_keys(argc, argv);
     fflush(stdout);
     dup2(saved, 1);
     close(saved);
@@ -542,7 +545,7 @@ static void test_cli(void **state) {
     k = open_db();
     assert_int_equal(gw_keys_check(k, auth, &info), GW_AUTH_DISABLED);
     gw_keys_close(k);
-    assert_int_equal(cli(&out, 5, "keys", "enable", "--keys-db", db, info.id), 0);
+    assert_int_equal(cli(&out, 5, "keys", "enable", info.id, "--keys-db", db), 0); /* id first */
     free(out);
     assert_int_equal(cli(&out, 5, "keys", "revoke", "--keys-db", db, info.id), 0);
     free(out);
@@ -588,6 +591,10 @@ static void test_cli(void **state) {
     free(out);
     assert_int_equal(cli(&out, 2, "keys", "--help"), 0);
     assert_non_null(strstr(out, "--keys-db"));
+    free(out);
+    assert_int_equal(cli(&out, 3, "keys", "add", "--help"), 0); /* per-command tables */
+    assert_non_null(strstr(out, "--max-concurrent"));
+    assert_null(strstr(out, "--all"));
     free(out);
     /* a file that is not a key database: one clear error */
     char junk[400];

@@ -1,5 +1,6 @@
 /*
- * gateway/gw_keys_cli.c — `minitrain gateway keys add|ls|revoke|disable|enable|audit`.
+ * cmd/gateway_keys.c — `minitrain gateway keys add|ls|revoke|disable|enable|audit`: the key
+ * manager of the gateway (gateway/gw_keys.h), run by `minitrain gateway keys ...`.
  *
  * The CLI works on gateway.db directly: whoever may write that file is trusted (that is how the
  * first admin key comes to exist), and a running gateway sees every change on its next request
@@ -7,13 +8,11 @@
  *
  * `add` prints what it made on stdout and the key, alone, on the LAST stdout line, so scripts can
  * take it with `| tail -n1`. Errors are one "minitrain: error:" line and exit 2; nothing here
- * calls exit(), so tests drive gw_keys_cli() in-process.
+ * calls exit(), so tests drive cmd_gateway_keys() in-process. Each command has its own option
+ * table (cmd/args.h); revoke, disable and enable also take the key id as a plain word.
  */
-#define _GNU_SOURCE /* timegm */
-#include "gateway/gw_keys.h"
-
+#define _GNU_SOURCE /* timegm, strptime */
 #include <errno.h>
-#include <getopt.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,7 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "core/check.h"
+#include "gateway/gw_keys.h"
 
 static int cli_fail(const char *fmt, ...) MT_PRINTF(1, 2);
 static int cli_fail(const char *fmt, ...) {
@@ -36,38 +38,19 @@ static int cli_fail(const char *fmt, ...) {
     return MT_EXIT_USAGE;
 }
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: minitrain gateway keys <command> --keys-db FILE [options]\n\n"
-            "API keys of the gateway (stored as SHA-256 hashes in FILE, SQLite):\n"
-            "  add      create a key; prints it ONCE, alone on the last line\n"
-            "             --name NAME           a label for humans\n"
-            "             --role R              admin | user | viewer (default user)\n"
-            "             --models M,...        public model names it may call (default: all)\n"
-            "             --rpm N --tpm N       requests / tokens per minute (0 = unlimited)\n"
-            "             --max-concurrent N    requests in flight at once (0 = unlimited)\n"
-            "             --max-tokens N        cap on a request's max_tokens (0 = none)\n"
-            "             --expires WHEN        30d, 12h, 90m, 3600s, 2w, 2026-01-31,\n"
-            "                                   2026-01-31T12:00:00Z, @UNIXSECONDS or never\n"
-            "  ls       list keys (--all: revoked ones too; --json)\n"
-            "  revoke   revoke a key for good:   revoke ID|KEY\n"
-            "  disable  stop a key until enabled: disable ID   (enable ID undoes it)\n"
-            "  audit    the audit trail, newest first (--limit N, default 50)\n\n"
-            "example:\n"
-            "  minitrain gateway keys add --keys-db gateway.db --role admin --name ops\n"
-            "  minitrain gateway keys add --keys-db gateway.db --models shakespeare --rpm 60 --tpm 20000\n"
-            "See docs/gateway-keys.md.\n");
-}
-
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end != 0 || errno) return cli_fail("%s needs an integer, got '%s'", flag, s);
-    if (v < lo || v > hi) return cli_fail("%s = %ld is out of range [%ld, %ld]", flag, v, lo, hi);
-    *out = v;
-    return 0;
-}
+static const char *USAGE =
+    "usage: minitrain gateway keys <command> --keys-db FILE [options]\n\n"
+    "API keys of the gateway (stored as SHA-256 hashes in FILE, SQLite):\n"
+    "  add      create a key; prints it ONCE, alone on the last stdout line\n"
+    "  ls       list keys (--all: revoked ones too; --json)\n"
+    "  revoke   revoke a key for good:   revoke ID|KEY\n"
+    "  disable  stop a key until enabled: disable ID   (enable ID undoes it)\n"
+    "  audit    the audit trail, newest first (--limit N)\n"
+    "`minitrain gateway keys <command> --help` lists the command's options.\n\n"
+    "example:\n"
+    "  minitrain gateway keys add --keys-db gateway.db --role admin --name ops\n"
+    "  minitrain gateway keys add --keys-db gateway.db --models shakespeare --rpm 60 --tpm 20000\n"
+    "See docs/gateway-keys.md.\n";
 
 /* WHEN → unix seconds (0 = never). Returns 0 or an exit code. */
 static int parse_expires(const char *s, long long now, long long *out) {
@@ -132,8 +115,8 @@ static void print_limits(const gw_key_info *i, char *out, size_t cap) {
 
 typedef struct {
     const char *db, *name, *models, *role, *expires;
-    long rpm, tpm, maxc, maxtok, limit;
-    int all, json;
+    long long rpm, tpm;
+    int maxc, maxtok, limit, all, json;
 } cli_opts;
 
 static int cmd_add(gw_keys *k, const cli_opts *o, const char *actor) {
@@ -147,10 +130,10 @@ static int cmd_add(gw_keys *k, const cli_opts *o, const char *actor) {
             return cli_fail("--models is longer than %zu bytes", sizeof(spec.models) - 1);
         snprintf(spec.models, sizeof(spec.models), "%s", o->models);
     }
-    spec.rpm = o->rpm;
-    spec.tpm = o->tpm;
-    spec.max_concurrent = (int)o->maxc;
-    spec.max_tokens = (int)o->maxtok;
+    spec.rpm = (long)o->rpm;
+    spec.tpm = (long)o->tpm;
+    spec.max_concurrent = o->maxc;
+    spec.max_tokens = o->maxtok;
     if (o->expires) {
         int rc = parse_expires(o->expires, gw_keys_now(k), &spec.expires_at);
         if (rc) return rc;
@@ -267,7 +250,7 @@ static int cmd_enable(gw_keys *k, const char *arg, int disable, const char *acto
 
 static int cmd_audit(gw_keys *k, const cli_opts *o, const char *actor) {
     gw_audit_row *rows;
-    int n = gw_keys_audit_list(k, (int)o->limit, &rows);
+    int n = gw_keys_audit_list(k, o->limit, &rows);
     gw_keys_audit(k, actor, "audit.read", NULL, 200, NULL);
     for (int i = 0; i < n; i++) {
         char t[40];
@@ -279,85 +262,114 @@ static int cmd_audit(gw_keys *k, const cli_opts *o, const char *actor) {
     return MT_EXIT_OK;
 }
 
-int gw_keys_cli(int argc, char **argv) {
+/* The one plain word (the key id) of revoke/disable/enable, taken out of argv so the option table
+ * sees options only. Words that are the values of options are skipped. Returns the word or NULL;
+ * *argc shrinks by one when found. */
+static const char *take_word(const args_opt *opts, int *argc, char **argv) {
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (!strncmp(a, "--", 2)) {
+            if (strchr(a, '=')) continue;
+            for (const args_opt *o = opts; o->name; o++)
+                if (!strcmp(a + 2, o->name) && o->kind != ARG_FLAG) i++;
+            continue;
+        }
+        for (int j = i; j + 1 < *argc; j++) argv[j] = argv[j + 1];
+        (*argc)--;
+        return a;
+    }
+    return NULL;
+}
+
+int cmd_gateway_keys(int argc, char **argv) {
     /* argv[0] = "keys", argv[1] = the command */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
         !strcmp(argv[1], "help")) {
-        usage(argc < 2 ? stderr : stdout);
+        fputs(USAGE, argc < 2 ? stderr : stdout);
         return argc < 2 ? MT_EXIT_USAGE : MT_EXIT_OK;
     }
     const char *cmd = argv[1];
     static const char *const cmds[] = {"add", "ls", "revoke", "disable", "enable", "audit"};
-    int known = 0;
-    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) known |= !strcmp(cmd, cmds[i]);
-    if (!known)
+    int k = -1;
+    for (int i = 0; i < 6; i++)
+        if (!strcmp(cmd, cmds[i])) k = i;
+    if (k < 0)
         return cli_fail("unknown keys command '%s' (add, ls, revoke, disable, enable, audit; see "
                         "`minitrain gateway keys --help`)", cmd);
     cli_opts o = {.limit = 50};
-    static struct option opts[] = {{"keys-db", required_argument, 0, 'd'},
-                                   {"name", required_argument, 0, 'n'},
-                                   {"role", required_argument, 0, 'r'},
-                                   {"models", required_argument, 0, 'm'},
-                                   {"rpm", required_argument, 0, 'R'},
-                                   {"tpm", required_argument, 0, 'T'},
-                                   {"max-concurrent", required_argument, 0, 'c'},
-                                   {"max-tokens", required_argument, 0, 'x'},
-                                   {"expires", required_argument, 0, 'e'},
-                                   {"limit", required_argument, 0, 'l'},
-                                   {"all", no_argument, 0, 'a'},
-                                   {"json", no_argument, 0, 'j'},
-                                   {"help", no_argument, 0, 'h'},
-                                   {0, 0, 0, 0}};
+    const args_opt db = {"keys-db", ARG_STRING, &o.db, 0, 0, "FILE", "the gateway's key database "
+                         "(SQLite; add creates it)", ""};
+    const args_opt add_opts[] = {
+        db,
+        {"name", ARG_STRING, &o.name, 0, 0, "NAME", "a label for humans", ""},
+        {"role", ARG_STRING, &o.role, 0, 0, "R", "admin | user | viewer", "user"},
+        {"models", ARG_STRING, &o.models, 0, 0, "M,...", "public model names it may call", "all"},
+        {"rpm", ARG_I64, &o.rpm, 0, 1e9, "N", "requests per minute (0 = unlimited)", NULL},
+        {"tpm", ARG_I64, &o.tpm, 0, 1e12, "N", "tokens per minute (0 = unlimited)", NULL},
+        {"max-concurrent", ARG_INT, &o.maxc, 0, 1e6, "N", "requests in flight at once (0 = "
+         "unlimited)", NULL},
+        {"max-tokens", ARG_INT, &o.maxtok, 0, 1e9, "N", "cap on a request's max_tokens (0 = none)",
+         NULL},
+        {"expires", ARG_STRING, &o.expires, 0, 0, "WHEN", "30d, 12h, 90m, 3600s, 2w, 2026-01-31,\n"
+         "2026-01-31T12:00:00Z, @UNIXSECONDS or never", "never"},
+        {0},
+    };
+    const args_opt ls_opts[] = {
+        db,
+        {"all", ARG_FLAG, &o.all, 0, 0, NULL, "revoked keys too", NULL},
+        {"json", ARG_FLAG, &o.json, 0, 0, NULL, "one JSON array", NULL},
+        {0},
+    };
+    const args_opt id_opts[] = {db, {0}};
+    const args_opt audit_opts[] = {
+        db,
+        {"limit", ARG_INT, &o.limit, 1, 100000, "N", "rows to show", NULL},
+        {0},
+    };
+    static const char *const synopsis[] = {
+        "usage: minitrain gateway keys add --keys-db FILE [options]",
+        "usage: minitrain gateway keys ls --keys-db FILE [--all] [--json]",
+        "usage: minitrain gateway keys revoke --keys-db FILE ID|KEY",
+        "usage: minitrain gateway keys disable --keys-db FILE ID|KEY",
+        "usage: minitrain gateway keys enable --keys-db FILE ID|KEY",
+        "usage: minitrain gateway keys audit --keys-db FILE [--limit N]"};
+    static const char *const about[] = {
+        "Create a key. It is printed once, alone on the last stdout line, and stored as a hash.",
+        "List the keys (ids, roles, limits, states); never the keys themselves.",
+        "Revoke a key for good (its hash is erased; the row stays for the audit trail).",
+        "Stop a key until `keys enable`.", "Let a disabled key work again.",
+        "Show the audit trail of admin actions, newest first."};
+    const args_opt *opts = k == 0 ? add_opts : k == 1 ? ls_opts : k == 5 ? audit_opts : id_opts;
+    char name[32];
+    snprintf(name, sizeof(name), "gateway keys %s", cmd);
+    const args_spec spec = {.cmd = name, .synopsis = synopsis[k], .about = about[k], .opts = opts,
+                            .epilog = "See docs/gateway-keys.md."};
     int sub_argc = argc - 1;
-    char **sub_argv = argv + 1;
-    optind = 1;
-    opterr = 0;
-    int c, rc = 0;
-    while ((c = getopt_long(sub_argc, sub_argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd': o.db = optarg; break;
-        case 'n': o.name = optarg; break;
-        case 'r': o.role = optarg; break;
-        case 'm': o.models = optarg; break;
-        case 'R': rc = parse_long("--rpm", optarg, 0, 1000000000L, &o.rpm); break;
-        case 'T': rc = parse_long("--tpm", optarg, 0, 1000000000000L, &o.tpm); break;
-        case 'c': rc = parse_long("--max-concurrent", optarg, 0, 1000000, &o.maxc); break;
-        case 'x': rc = parse_long("--max-tokens", optarg, 0, 1000000000, &o.maxtok); break;
-        case 'e': o.expires = optarg; break;
-        case 'l': rc = parse_long("--limit", optarg, 1, 100000, &o.limit); break;
-        case 'a': o.all = 1; break;
-        case 'j': o.json = 1; break;
-        case 'h': usage(stdout); return MT_EXIT_OK;
-        default:
-            return cli_fail("unknown or incomplete option '%s' for `keys %s` (see `minitrain "
-                            "gateway keys --help`)", sub_argv[optind - 1], cmd);
-        }
-        if (rc) return rc;
-    }
-    int is_add = !strcmp(cmd, "add");
-    int takes_id = !strcmp(cmd, "revoke") || !strcmp(cmd, "disable") || !strcmp(cmd, "enable");
+    char *sub_argv[64];
+    if (sub_argc > 63) return cli_fail("too many arguments");
+    memcpy(sub_argv, argv + 1, (size_t)sub_argc * sizeof(char *));
+    sub_argv[sub_argc] = NULL;
+    int takes_id = k >= 2 && k <= 4;
+    const char *id_arg = takes_id ? take_word(opts, &sub_argc, sub_argv) : NULL;
+    int rc = args_parse(&spec, sub_argc, sub_argv, NULL);
+    if (rc != ARGS_CONTINUE) return rc;
+    if (takes_id && !id_arg) return cli_fail("`keys %s` needs a key id (see `keys ls`)", cmd);
     if (!o.db) return cli_fail("--keys-db FILE is required (the gateway's key database)");
-    if (!is_add && (o.name || o.role || o.models || o.expires || o.rpm || o.tpm || o.maxc || o.maxtok))
-        return cli_fail("`keys %s` takes no key settings (--role, --models, ... are for add)", cmd);
-    const char *id_arg = NULL;
-    if (takes_id) {
-        if (optind >= sub_argc) return cli_fail("`keys %s` needs a key id (see `keys ls`)", cmd);
-        id_arg = sub_argv[optind++];
-    }
-    if (optind < sub_argc) return cli_fail("unexpected argument '%s'", sub_argv[optind]);
     struct stat sb;
-    if (!is_add && stat(o.db, &sb) != 0)
+    if (k != 0 && stat(o.db, &sb) != 0)
         return cli_fail("key database '%s' does not exist (`keys add` creates it)", o.db);
     char err[700], actor[64];
-    gw_keys *k = gw_keys_open(o.db, err, sizeof(err));
-    if (!k) return cli_fail("%s", err);
+    gw_keys *keys = gw_keys_open(o.db, err, sizeof(err));
+    if (!keys) return cli_fail("%s", err);
     actor_name(actor, sizeof(actor));
-    if (is_add) rc = cmd_add(k, &o, actor);
-    else if (!strcmp(cmd, "ls")) rc = cmd_ls(k, &o, actor);
-    else if (!strcmp(cmd, "revoke")) rc = cmd_revoke(k, id_arg, actor);
-    else if (!strcmp(cmd, "disable")) rc = cmd_enable(k, id_arg, 1, actor);
-    else if (!strcmp(cmd, "enable")) rc = cmd_enable(k, id_arg, 0, actor);
-    else rc = cmd_audit(k, &o, actor);
-    gw_keys_close(k);
+    switch (k) {
+    case 0: rc = cmd_add(keys, &o, actor); break;
+    case 1: rc = cmd_ls(keys, &o, actor); break;
+    case 2: rc = cmd_revoke(keys, id_arg, actor); break;
+    case 3: rc = cmd_enable(keys, id_arg, 1, actor); break;
+    case 4: rc = cmd_enable(keys, id_arg, 0, actor); break;
+    default: rc = cmd_audit(keys, &o, actor);
+    }
+    gw_keys_close(keys);
     return rc;
 }
