@@ -206,6 +206,7 @@ void gw_config_init(gw_config *c) {
     snprintf(c->host, sizeof(c->host), "127.0.0.1");
     c->port = 8090;
     c->all_ejected = GW_EJECTED_LONGEST;
+    c->redis_fail_open = 1; /* docs/gateway.md: local buckets while Redis is away */
     c->pii = GW_PII_OFF;
     c->pii_on = GW_ON_BOTH;
     gw_policy_defaults(&c->pol);

@@ -20,7 +20,7 @@
  *   - Nothing here logs or stores text: callers get the rule's name, never the matched bytes.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "gateway/gw_internal.h"
+#include "gateway/gw_impl.h"
 
 #include <pcre2.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
  *   - Privacy: the access log holds ids, counts, statuses and timings — never a prompt, a
  *     completion or a key (only the key's public id).
  */
-#include "gateway/gw_internal.h"
+#include "gateway/gw_impl.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -51,6 +51,7 @@ typedef struct {
     int have_x;
     gw_admission adm;
     int have_res;       /* a reservation to settle or release */
+    long reserved;      /* its tokens */
     atomic_int refs;    /* the request + (when streaming) the response */
     char req_id[48];
 } conn;
@@ -355,6 +356,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
                         "requests); retry after %s s", ra);
         }
         cc->have_res = 1;
+        cc->reserved = tokens;
     }
     int rc = gw_proxy_run(x);
     if (rc < 0) return MHD_NO; /* the client is gone: nobody to answer */
@@ -516,9 +518,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     int complete = ok && status == 200 && (!x->committed || x->phase == GW_PH_END);
     if (cc->have_res) {
         if (complete) {
-            long used = 0;
+            long used = 0; /* the upstream's usage; without one, the whole reservation */
             if (x->prompt_tokens > 0) used += x->prompt_tokens;
             if (x->completion_tokens > 0) used += x->completion_tokens;
+            if (x->prompt_tokens < 0 && x->completion_tokens < 0) used = cc->reserved;
             gw_limiter_settle(g->lim, cc->adm.reservation, used);
         } else {
             gw_limiter_release(g->lim, cc->adm.reservation);
@@ -662,10 +665,10 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
         up->cfg = cfg->up[u];
         pthread_mutex_init(&up->mu, NULL);
         gw_health_init(&up->h, now);
-        snprintf(up->url_completions, sizeof(up->url_completions), "%s/v1/completions",
-                 up->cfg.url);
-        snprintf(up->url_chat, sizeof(up->url_chat), "%s/v1/chat/completions", up->cfg.url);
-        snprintf(up->url_health, sizeof(up->url_health), "%s/health", up->cfg.url);
+        const char *base = cfg->up[u].url; /* (the caller's copy: no overlap with *up) */
+        snprintf(up->url_completions, sizeof(up->url_completions), "%s/v1/completions", base);
+        snprintf(up->url_chat, sizeof(up->url_chat), "%s/v1/chat/completions", base);
+        snprintf(up->url_health, sizeof(up->url_health), "%s/health", base);
     }
     g->rules = gw_rules_new(cfg, err, errlen);
     if (!g->rules) {

@@ -9,7 +9,7 @@
  * mint new series with odd requests; past GW_MX_SLOTS distinct series the rest are counted in
  * minitrain_gateway_requests_overflow_total.
  */
-#include "gateway/gw_internal.h"
+#include "gateway/gw_impl.h"
 
 #include <string.h>
 

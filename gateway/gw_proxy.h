@@ -6,7 +6,7 @@
  * backoff and budget, what counts as an upstream failure, server-sent-event framing, the
  * streaming-aware content filter) and the process lifecycle. The pure parts take the clock as an
  * argument so the unit tests (tests/test_gw_proxy.c) drive them through every transition without
- * sleeping; the files that touch sockets share gateway/gw_internal.h.
+ * sleeping; the files that touch sockets share gateway/gw_impl.h.
  *
  * Files (one concern each):
  *   gw_config.c    the policy table, INI (inih) and flag parsing, validation;
@@ -128,7 +128,8 @@ typedef struct {
     int port;
     char keys_db[512];   /* "" = open gateway (no keys, no limits) */
     char redis[256];     /* "HOST:PORT" = shared rate limits; "" = in-process */
-    int redis_fail_open; /* 1: admit when Redis is down; 0 (default): refuse with 503 */
+    int redis_fail_open; /* 1 (default): while Redis is down, this process's own buckets;
+                            0: refuse limited requests with 503 */
     int all_ejected;     /* GW_EJECTED_* */
     int quiet;           /* no access log */
     int pii;             /* GW_PII_* */
@@ -142,7 +143,8 @@ typedef struct {
     gw_rule_cfg rules[GW_MAX_RULES];
 } gw_config;
 
-/* Defaults: 127.0.0.1:8090, open, in-process limits, all_ejected = longest, policy defaults. */
+/* Defaults: 127.0.0.1:8090, open, in-process limits, redis_fail = open, all_ejected = longest,
+ * policy defaults. */
 void gw_config_init(gw_config *c);
 /* Read an INI file on top of c. Sections: [gateway] (the gw_config keys above, and any policy
  * key), [policy], [upstream NAME], [model NAME] (targets = a, b/name, c|d), [rule NAME].

@@ -21,7 +21,7 @@
  *     one such attempt is made, and the client gets 503 + Retry-After if it fails.
  *   - Every attempt is logged with the request id, and the id is sent upstream as X-Request-Id.
  */
-#include "gateway/gw_internal.h"
+#include "gateway/gw_impl.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -16,7 +16,7 @@
  *     header and the code libcurl reports.
  */
 #define _GNU_SOURCE /* POLLRDHUP */
-#include "gateway/gw_internal.h"
+#include "gateway/gw_impl.h"
 
 #include <poll.h>
 #include <stdlib.h>

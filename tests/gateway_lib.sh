@@ -6,6 +6,7 @@
 # start_serve NAME ARGS... : URL_<NAME>, PID_<NAME>, PORT_<NAME>; waits for /health 200
 start_serve() {
   local name=$1; shift
+  rm -f "$TMP/$name.out" "$TMP/$name.err" # a restarted NAME must not be read from its old output
   "$MT" serve --port "${SERVE_PORT:-0}" --quiet "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   local pid=$! port=""
   PIDS+=("$pid")
@@ -24,6 +25,7 @@ start_serve() {
 # start_gw NAME ARGS... : URL_<NAME>, PID_<NAME>; waits until it listens
 start_gw() {
   local name=$1; shift
+  rm -f "$TMP/$name.out" "$TMP/$name.err"
   "$MT" gateway --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   local pid=$! port=""
   PIDS+=("$pid")

@@ -32,6 +32,8 @@ ok()  { echo "  ok   $1"; pass=$((pass+1)); }
 bad() { echo "  FAIL $1"; fail=$((fail+1)); }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 . tests/gateway_lib.sh
+# every gateway must stop cleanly on SIGTERM (under ASan: no leak, no report)
+stopgw() { local rc=0; stop "$1" || rc=$?; [ "$rc" = 0 ] || bad "gateway $1: exit $rc after SIGTERM"; }
 
 [ -x build/bench/serve_mkmodel ] || make -s build/bench/serve_mkmodel >/dev/null
 build/bench/serve_mkmodel "$TMP/m" 2 2 64 128 256 >/dev/null        # tiny: fast answers
@@ -119,7 +121,7 @@ check "retries and fallbacks were used" \
   bash -c "[ \$(metric $URL_G2 'minitrain_gateway_retries_total{upstream=\"p\"}') -gt 0 ] && [ \$(metric $URL_G2 'minitrain_gateway_fallbacks_total{model=\"m\"}') -gt 0 ]"
 check "the primary still takes most traffic (30% is below the ejection rule most of the time)" \
   bash -c "[ \$(metric $URL_G2 'minitrain_gateway_upstream_attempts_total{upstream=\"p\"}') -gt 40 ]"
-stop G2 || true; stop P || true
+stopgw G2; stop P || true
 
 echo "-- ejection after 5 consecutive failures; back after the ejection time (half-open probe)"
 start_serve P --run "$TMP/m" --model-name m --fault-rate 1 --fault-status 500
@@ -142,7 +144,7 @@ check "after the ejection time it is half-open (state 2)" \
 post "$URL_G3" /v1/completions "$C" >/dev/null
 check "one real request probes it and closes the circuit (state 0, served by p)" \
   bash -c "[ \$(metric $URL_G3 'minitrain_gateway_upstream_state{upstream=\"p\"}') = 0 ] && grep -q 'upstream p back in service' $TMP/G3.err && [ \$(metric $URL_G3 'minitrain_gateway_requests_total{key=\"none\",model=\"m\",upstream=\"p\",code=\"200\"}') = 1 ]"
-stop G3 || true; stop P || true
+stopgw G3; stop P || true
 
 echo "-- empty 200s, timeouts, 429 with Retry-After"
 start_serve E --run "$TMP/m" --model-name m --fault-empty 1
@@ -155,7 +157,7 @@ check "empty chat 200 too" bash -c "[ $st = 200 ] && $PY -c \"import json; d=jso
 curl -sN -d '{"model":"m","prompt":"hi","max_tokens":4,"stream":true}' "$URL_G4/v1/completions" > "$TMP/s"
 check "empty stream falls back before anything reached the client" \
   bash -c "$PY $TMP/sse.py $TMP/s | grep -q '\"length\", 0, true\]' && ! grep -q error $TMP/s && [ \$(metric $URL_G4 'minitrain_gateway_upstream_failures_total{upstream=\"e\",reason=\"empty\"}') -ge 3 ]"
-stop G4 || true; stop E || true
+stopgw G4; stop E || true
 
 start_serve L --run "$TMP/m" --model-name m --fault-latency 3000
 start_gw G5 --upstream "l=$URL_L" --upstream "f=$URL_F" --route m=l,f --first-token-timeout-s 0.5 \
@@ -170,19 +172,19 @@ check "whole-request timeout (0.8 s) falls back too" \
   bash -c "[ $st = 200 ] && [ \$(metric $URL_G5 'minitrain_gateway_upstream_failures_total{upstream=\"l\",reason=\"timeout\"}') = 1 ]"
 check "ttft histogram observed the stream" \
   bash -c "[ \$(metric $URL_G5 'minitrain_gateway_ttft_seconds_count{model=\"m\"}') = 1 ]"
-stop G5 || true; stop L || true
+stopgw G5; stop L || true
 
 start_serve T --run "$TMP/m" --model-name m --fault-status 429 --fault-retry-after 1
 start_gw G6 --upstream "t=$URL_T" --route m=t --retries-per-target 1 --quiet
 t0=$(date +%s.%N); st=$(post "$URL_G6" /v1/completions "$C"); t1=$(date +%s.%N)
 check "429 everywhere: the client gets 429 + Retry-After after the gateway waited 1 s once" \
   bash -c "[ $st = 429 ] && [ \"$(header retry-after)\" = 1 ] && $PY -c 'import sys; sys.exit(0 if 1.0 <= $t1-$t0 < 3 else 1)' && [ \$(metric $URL_G6 'minitrain_gateway_upstream_attempts_total{upstream=\"t\"}') = 2 ]"
-stop G6 || true
+stopgw G6
 start_gw G6 --upstream "t=$URL_T" --upstream "f=$URL_F" --route m=t,f --retry-after-max-s 0.5 --quiet
 t0=$(date +%s.%N); st=$(post "$URL_G6" /v1/completions "$C"); t1=$(date +%s.%N)
 check "Retry-After over retry_after_max_s: no wait, straight to the fallback" \
   bash -c "[ $st = 200 ] && $PY -c 'import sys; sys.exit(0 if $t1-$t0 < 0.9 else 1)'"
-stop G6 || true; stop T || true
+stopgw G6; stop T || true
 
 echo "-- all targets ejected"
 start_serve P --run "$TMP/m" --model-name m --fault-rate 1 --fault-status 503
@@ -199,7 +201,7 @@ aq=$(metric $URL_G7 'minitrain_gateway_upstream_attempts_total{upstream="q"}')
 st=$(post "$URL_G7" /v1/completions "$C"); ra=$(header retry-after)
 check "policy 'longest': one attempt at p (ejected first), then 503 + Retry-After ($ra s)" \
   bash -c "[ $st = 503 ] && [ -n '$ra' ] && [ '$ra' -ge 1 ] && [ '$ra' -le 20 ] && grep -q no_healthy_upstream $TMP/body && [ \$(metric $URL_G7 'minitrain_gateway_upstream_attempts_total{upstream=\"p\"}') = $((ap+1)) ] && [ \$(metric $URL_G7 'minitrain_gateway_upstream_attempts_total{upstream=\"q\"}') = $aq ] && [ \$(metric $URL_G7 minitrain_gateway_all_ejected_total) = 1 ]"
-stop G7 || true
+stopgw G7
 start_gw G7 --upstream "p=$URL_P" --upstream "q=$URL_Q" --route m=p,q --retries-per-target 0 \
   --ejection-base-s 20 --all-ejected refuse --quiet
 for i in $(seq 5); do post "$URL_G7" /v1/completions "$C" >/dev/null; done
@@ -207,7 +209,7 @@ a=$(( $(metric $URL_G7 'minitrain_gateway_upstream_attempts_total{upstream="p"}'
 st=$(post "$URL_G7" /v1/completions "$C")
 check "policy 'refuse': 503 + Retry-After without touching an upstream" \
   bash -c "[ $st = 503 ] && [ -n \"$(header retry-after)\" ] && [ \$(( \$(metric $URL_G7 'minitrain_gateway_upstream_attempts_total{upstream=\"p\"}') + \$(metric $URL_G7 'minitrain_gateway_upstream_attempts_total{upstream=\"q\"}') )) = $a ]"
-stop G7 || true; stop P || true; stop Q || true
+stopgw G7; stop P || true; stop Q || true
 
 
 echo "-- guards: body and max_tokens caps, content rules on prompts and on streamed completions"
@@ -263,7 +265,7 @@ d = json.load(open('$TMP/direct'))['choices'][0]; v = json.load(open('$TMP/body'
 m = re.search(r'[ -~]{3}', d['text'])
 assert m and v['text'] == d['text'][:m.start()] and v['finish_reason'] == 'content_filter', (d, v)"
 check "prompts and completions never reach the gateway's logs" bash -c "! grep -qi launch $TMP/G8.err"
-stop G8 || true
+stopgw G8
 
 echo "-- keys and roles, the concurrent budget, two gateways sharing Redis"
 DB=$TMP/keys.db
@@ -300,7 +302,7 @@ check "429 with Retry-After and x-ratelimit-remaining-requests: 0" \
 kid=$("$MT" gateway keys ls --keys-db "$DB" --json | $PY -c "import json,sys; d=json.load(sys.stdin); d=d.get('keys',d) if isinstance(d,dict) else d; print([k['id'] for k in d if k.get('rpm')==10][0])" 2>/dev/null || echo unknown)
 check "/metrics counts them by key id ($kid)" \
   bash -c "[ \$(metric $URL_GK 'minitrain_gateway_rate_limited_total{key=\"$kid\"}' $ADMIN) = 41 ] && [ \$(metric $URL_GK 'minitrain_gateway_requests_total{key=\"$kid\",model=\"m\",upstream=\"f\",code=\"200\"}' $ADMIN) = 10 ]"
-stop GK || true
+stopgw GK
 
 RP=$($PY -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
 redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >"$TMP/redis.log" 2>&1 &
@@ -316,7 +318,7 @@ XB=$!
 wait $XA $XB || true
 na=$(grep -c '^200$' "$TMP/ca" || true); nb=$(grep -c '^200$' "$TMP/cb" || true)
 check "two gateways sharing one redis-server admit 10 together ($na + $nb of 50)" [ $((na + nb)) = 10 ]
-stop GA || true; stop GB || true; kill "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true
+stopgw GA; stopgw GB; kill "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true
 
 echo "-- a client disconnecting mid-stream"
 start_serve S --run "$TMP/slow" --model-name m
@@ -334,7 +336,7 @@ check "the reservation was released (and the stream counted as cancelled)" \
   bash -c "[ \$(metric $URL_GD 'minitrain_gateway_reservations_total{outcome=\"released\"}' $ADMIN) = 1 ] && [ \$(metric $URL_GD 'minitrain_gateway_reservations_total{outcome=\"settled\"}' $ADMIN) = 0 ] && [ \$(metric $URL_GD minitrain_gateway_streams_cancelled_total $ADMIN) = 1 ]"
 check "the key's one concurrency slot is free again: the next request is admitted" \
   [ "$(post "$URL_GD" /v1/completions '{"model":"m","prompt":"x","max_tokens":2}' "$ONE")" = 200 ]
-stop GD || true; stop S || true
+stopgw GD; stop S || true
 
 echo "-- OpenAI's npm client through the gateway"
 NODE_DIR=${MT_NODE_DIR:-build/node}
@@ -348,7 +350,7 @@ start_gw GO --keys-db "$DB" --upstream "f=$URL_F" --route m=f --quiet
 if MT_NODE_DIR=$NODE_DIR node tests/gateway_openai.js "$URL_GO/v1" "$USER" m > "$TMP/node.out" 2>&1; then
   ok "openai $(sed -n 's/^  "version": "\(.*\)",/\1/p' "$NODE_DIR/node_modules/openai/package.json"): completions, chat, streaming of both, typed errors ($(grep -c '^  ok' "$TMP/node.out") checks)"
 else bad "openai client through the gateway:"; cat "$TMP/node.out"; fi
-stop GO || true
+stopgw GO
 
 echo "-- kill -9 of the primary under wrk load"
 start_serve F2 --run "$TMP/m" --model-name m
@@ -375,7 +377,9 @@ fo=$($PY -c "print(f'{($tej - $tkill) * 1e3:.0f}')" 2>/dev/null || echo '?')
 echo "   wrk: $res; kill -9 → ejection of k: $fo ms"
 check "zero client-visible errors while a fallback exists, the dead primary ejected" \
   bash -c "echo '$res' | grep -q 'non2xx=0 connect=0 read=0 write=0 timeout=0' && [ \$(echo '$res' | sed 's/.*requests=\([0-9]*\).*/\1/') -gt 100 ] && [ -n '$tej' ]"
-stop GW || true; stop F2 || true; stop F || true; stop A || true
+stopgw GW; stop F2 || true; stop F || true; stop A || true
 
+check "no sanitizer or UBSan report from any gateway" \
+  bash -c "! grep -l 'Sanitizer\|runtime error' $TMP/G*.err"
 echo "passed $pass, failed $fail"
 [ "$fail" = 0 ]

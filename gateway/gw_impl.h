@@ -1,5 +1,5 @@
 /*
- * gateway/gw_internal.h — what the gateway's own files (gateway/gw_*.c) share and no other module
+ * gateway/gw_impl.h — what the gateway's own files (gateway/gw_*.c) share and no other module
  * may use: the running gateway, its upstreams, one upstream HTTP attempt (libcurl), one client
  * exchange, and the metrics store. The module's face is gateway/gw_proxy.h.
  *
@@ -9,8 +9,8 @@
  * between two polls. Shared state is small and locked: each upstream's health (its own mutex),
  * the retry budget, the metrics, the pool of curl handles.
  */
-#ifndef MT_GATEWAY_GW_INTERNAL_H
-#define MT_GATEWAY_GW_INTERNAL_H
+#ifndef MT_GATEWAY_GW_IMPL_H
+#define MT_GATEWAY_GW_IMPL_H
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -202,4 +202,4 @@ int gw_route_available(gw_gateway *g, int route); /* targets that may take a req
 void gw_log(gw_gateway *g, const char *fmt, ...) MT_PRINTF(2, 3);
 double gw_rand01(gw_gateway *g);
 
-#endif /* MT_GATEWAY_GW_INTERNAL_H */
+#endif /* MT_GATEWAY_GW_IMPL_H */
