@@ -95,9 +95,10 @@ ifneq ($(wildcard safety/pii.c),)
 else
   $(info ✗ safety/pii.c not in this tree: the gateway's pii = mask is refused)
 endif
-# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp: OpenSSL's libcrypto
-ifeq ($(call have_header,openssl/sha.h),1)
-  $(info ✓ OpenSSL libcrypto)
+# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp, PII keyed hashes are
+# HMAC-SHA256: OpenSSL's libcrypto
+ifeq ($(call have_header,openssl/hmac.h),1)
+  $(info ✓ OpenSSL libcrypto (key hashes, PII keyed hashes))
 else
   $(info ✗ OpenSSL libcrypto (libssl-dev) — run: make deps)
 endif

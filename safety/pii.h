@@ -143,4 +143,9 @@ int pii_scrub_stream(FILE *in, FILE *out, pii_mode mode, unsigned types, const u
  * Counts only, never matched text. seconds < 0 leaves out the timing fields. NULL on ENOMEM. */
 char *pii_report_json(const pii_counts *c, pii_mode mode, unsigned types, double seconds);
 
+/* Read an HMAC key file for PII_HASH: its bytes with one trailing "\n" (or "\r\n") removed,
+ * 1..4096 bytes, into a malloc'd *key (the caller wipes and frees it). Returns 0, or -1 with a
+ * one-line reason naming the file in err[0..errlen). */
+int pii_key_load(const char *path, uint8_t **key, size_t *keylen, char *err, size_t errlen);
+
 #endif /* MT_PII_H */

@@ -7,7 +7,7 @@
 start_serve() {
   local name=$1; shift
   rm -f "$TMP/$name.out" "$TMP/$name.err" # a restarted NAME must not be read from its old output
-  "$MT" serve --port "${SERVE_PORT:-0}" --quiet "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  "$MT" serve --port "${SERVE_PORT:-0}" ${SERVE_QUIET---quiet} "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   local pid=$! port=""
   PIDS+=("$pid")
   for _ in $(seq 300); do

@@ -477,6 +477,39 @@ static void test_rules_whole_and_stream(void **state) {
     unlink(write_tmp(""));
 }
 
+#ifdef MT_HAVE_PII
+#include "safety/pii.h"
+/* PII masking on a stream: every split into two pieces gives what safety/pii's own whole-text
+ * scrubber gives (an independent path: no hold-back, no context) */
+static void test_pii_stream(void **state) {
+    (void)state;
+    gw_rules *r = rules_from("[gateway]\npii = mask\npii_on = completions\n");
+    assert_non_null(r);
+    assert_false(gw_rules_active(r, GW_ON_PROMPTS));
+    assert_true(gw_rules_active(r, GW_ON_COMPLETIONS));
+    const char *t = "write to bob.smith@example.org, or call +1 415 555 2671; card 4111 1111 1111 "
+                    "1111 and ip 10.1.2.3 end";
+    size_t n = strlen(t), want_len;
+    char *want = pii_scrub_text(t, n, PII_MASK, PII_ALL, NULL, 0, NULL, &want_len);
+    assert_non_null(want);
+    assert_non_null(strstr(want, "<EMAIL>"));
+    assert_null(strstr(want, "example.org"));
+    for (size_t a = 0; a <= n; a++) {
+        gw_filter f;
+        gw_filter_init(&f, r);
+        gw_buf out = {0};
+        assert_int_equal(gw_filter_push(&f, t, a, 0, &out), 0);
+        assert_int_equal(gw_filter_push(&f, t + a, n - a, 1, &out), 0);
+        gw_buf_put(&out, "", 0);
+        assert_string_equal(out.p, want);
+        gw_buf_free(&out);
+        gw_filter_free(&f);
+    }
+    free(want);
+    gw_rules_free(r);
+}
+#endif
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_file),
@@ -488,6 +521,9 @@ int main(void) {
         cmocka_unit_test(test_outcomes),
         cmocka_unit_test(test_sse_framing),
         cmocka_unit_test(test_rules_whole_and_stream),
+#ifdef MT_HAVE_PII
+        cmocka_unit_test(test_pii_stream),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
