@@ -571,6 +571,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    /* our handler returns MHD_NO on purpose when the client left mid-request (the access log
+     * already says 499); MHD calls that an "internal error" — not worth a second line */
+    if (strstr(msg, "Application reported internal error")) return;
     fprintf(stderr, "minitrain: gateway: libmicrohttpd: %s\n", msg);
 }
 
