@@ -95,10 +95,10 @@ ifneq ($(wildcard safety/pii.c),)
 else
   $(info ✗ safety/pii.c not in this tree: the gateway's pii = mask is refused)
 endif
-# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp, PII keyed hashes are
-# HMAC-SHA256: OpenSSL's libcrypto
-ifeq ($(call have_header,openssl/hmac.h),1)
-  $(info ✓ OpenSSL libcrypto (key hashes, PII keyed hashes))
+# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp, PII hash tokens are
+# HMAC-SHA256 (safety/pii.c): OpenSSL's libcrypto
+ifeq ($(call have_header,openssl/sha.h),1)
+  $(info ✓ OpenSSL libcrypto (API key hashes, PII keyed hashes))
 else
   $(info ✗ OpenSSL libcrypto (libssl-dev) — run: make deps)
 endif

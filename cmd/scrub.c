@@ -46,6 +46,104 @@ static int same_file(const char *a, const char *b) {
            sa.st_ino == sb.st_ino;
 }
 
+/* The output: stdout ("-"), a non-regular file written in place (/dev/null, a FIFO), or a
+ * regular file written as NAME.tmp and renamed when complete. */
+typedef struct {
+    FILE *fp;
+    char *tmp;        /* NAME.tmp, or NULL */
+    const char *path; /* the final name */
+    int in_place;     /* opened as itself (not stdout, not a .tmp) */
+} out_file;
+
+static void out_open(out_file *o, const char *outp) {
+    static char obuf[1 << 20];
+    memset(o, 0, sizeof(*o));
+    o->path = outp;
+    o->fp = stdout;
+    struct stat st;
+    if (strcmp(outp, "-") && stat(outp, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode))
+            mt_fail("scrub: --out '%s' is a directory", outp);
+        o->in_place = 1; /* /dev/null, a FIFO: written as it is, never renamed over */
+        o->fp = fopen(outp, "wb");
+    } else if (strcmp(outp, "-")) {
+        size_t n = strlen(outp) + 5;
+        o->tmp = mallocCheck(n);
+        snprintf(o->tmp, n, "%s.tmp", outp);
+        o->fp = fopen(o->tmp, "wb");
+    }
+    if (o->fp == NULL)
+        mt_fail("scrub: cannot write '%s': %s", o->tmp ? o->tmp : outp, strerror(errno));
+    setvbuf(o->fp, obuf, _IOFBF, sizeof(obuf));
+}
+
+static void out_abort(out_file *o) {
+    if (o->tmp) {
+        fclose(o->fp);
+        unlink(o->tmp);
+    }
+}
+
+/* durable and under its final name (fsync + rename), or one error line */
+static void out_commit(out_file *o) {
+    if (o->in_place && fclose(o->fp) != 0)
+        mt_fail("scrub: cannot write '%s': %s", o->path, strerror(errno));
+    if (o->tmp && (fsync(fileno(o->fp)) != 0 || fclose(o->fp) != 0 || rename(o->tmp, o->path) != 0)) {
+        int e = errno;
+        unlink(o->tmp);
+        mt_fail("scrub: cannot write '%s': %s", o->path, strerror(e));
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+}
+
+/* Read `in` to its end into the scrubber, with a progress line about every second.
+ * Returns 0, 1 on a read error, 2 on a write error. */
+static int pump(pii_scrubber *s, FILE *in, uint64_t total, int quiet, double t0) {
+    size_t chunk = 1u << 20;
+    char *cbuf = mallocCheck(chunk);
+    double last = t0;
+    int rc = 0;
+    for (;;) {
+        size_t got = fread(cbuf, 1, chunk, in);
+        if (got > 0 && pii_scrubber_push(s, cbuf, got) != 0) {
+            rc = 2;
+            break;
+        }
+        if (got < chunk && (feof(in) || ferror(in))) {
+            rc = ferror(in) ? 1 : 0;
+            break;
+        }
+        if (!quiet && timer_now() - last > 1.0) {
+            last = timer_now();
+            progress(t0, pii_scrubber_counts(s)->bytes_in, total, 0);
+        }
+    }
+    free(cbuf);
+    return rc;
+}
+
+/* one line on stderr: size, speed, counts per type (never the matched text) */
+static void summary(const pii_counts *c, pii_mode mode, unsigned types, double secs,
+                    const char *report) {
+    uint64_t n = 0;
+    for (int t = 0; t < PII_NTYPES; t++)
+        n += c->found[t];
+    fprintf(stderr, "scrub: %.1f MB in %.2f s (%.0f MB/s), %llu matches (%s):",
+            (double)c->bytes_in / 1e6, secs, secs > 0 ? (double)c->bytes_in / 1e6 / secs : 0,
+            (unsigned long long)n, pii_mode_name(mode));
+    for (int t = 0; t < PII_NTYPES; t++)
+        if (types & (1u << t))
+            fprintf(stderr, " %s %llu", pii_type_name((pii_type)t),
+                    (unsigned long long)c->found[t]);
+    if (mode == PII_DROP_LINE)
+        fprintf(stderr, "; %llu lines dropped", (unsigned long long)c->lines_dropped);
+    if (c->long_lines_masked)
+        fprintf(stderr, "; %llu over-long lines masked instead",
+                (unsigned long long)c->long_lines_masked);
+    fprintf(stderr, "%s%s\n", report ? "; report " : "", report ? report : "");
+}
+
 int cmd_scrub(int argc, char **argv) {
     const char *input = NULL, *outp = NULL, *mode_s = "mask", *types_s = "all", *report = NULL,
                *keyfile = NULL;
@@ -102,10 +200,9 @@ int cmd_scrub(int argc, char **argv) {
                     keylen);
     } else if (keyfile != NULL)
         mt_warn("scrub: --hash-key-file is only used with --mode hash");
-    int to_stdout = !strcmp(outp, "-"), from_stdin = !strcmp(input, "-");
-    if (!to_stdout && !from_stdin && same_file(input, outp))
+    int from_stdin = !strcmp(input, "-");
+    if (strcmp(outp, "-") && !from_stdin && same_file(input, outp))
         mt_fail("scrub: --out is the same file as --input");
-
     FILE *in = from_stdin ? stdin : fopen(input, "rb");
     if (in == NULL)
         mt_fail("scrub: cannot open --input '%s': %s", input, strerror(errno));
@@ -113,75 +210,27 @@ int cmd_scrub(int argc, char **argv) {
     struct stat st;
     if (!from_stdin && fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode))
         total = (uint64_t)st.st_size;
-    char *tmp = NULL;
-    FILE *out = stdout;
-    struct stat ost;
-    int special = !to_stdout && stat(outp, &ost) == 0 && !S_ISREG(ost.st_mode);
-    if (special) { /* /dev/null, a FIFO: written as it is, never renamed over */
-        if (S_ISDIR(ost.st_mode))
-            mt_fail("scrub: --out '%s' is a directory", outp);
-        out = fopen(outp, "wb");
-        if (out == NULL)
-            mt_fail("scrub: cannot write '%s': %s", outp, strerror(errno));
-    } else if (!to_stdout) {
-        size_t n = strlen(outp) + 5;
-        tmp = mallocCheck(n);
-        snprintf(tmp, n, "%s.tmp", outp);
-        out = fopen(tmp, "wb");
-        if (out == NULL)
-            mt_fail("scrub: cannot write '%s': %s", tmp, strerror(errno));
-    }
-    static char obuf[1 << 20];
-    setvbuf(out, obuf, _IOFBF, sizeof(obuf));
+    out_file of;
+    out_open(&of, outp);
 
-    pii_scrubber *s = pii_scrubber_new(mode, types, key, keylen, file_write, out);
+    pii_scrubber *s = pii_scrubber_new(mode, types, key, keylen, file_write, of.fp);
     mtCheck(s != NULL, "scrubber arguments were checked above");
-    size_t chunk = 1u << 20;
-    char *cbuf = mallocCheck(chunk);
-    double t0 = timer_now(), last = t0;
-    int werr = 0;
-    for (;;) {
-        size_t got = fread(cbuf, 1, chunk, in);
-        if (got > 0 && pii_scrubber_push(s, cbuf, got) != 0) {
-            werr = 1;
-            break;
-        }
-        if (got < chunk && (feof(in) || ferror(in)))
-            break;
-        if (!quiet && timer_now() - last > 1.0) {
-            last = timer_now();
-            progress(t0, pii_scrubber_counts(s)->bytes_in, total, 0);
-        }
-    }
-    int rerr = ferror(in);
-    if (!werr && !rerr)
-        werr = pii_scrubber_finish(s) != 0;
-    if (!werr && fflush(out) != 0)
-        werr = 1;
+    double t0 = timer_now();
+    int rc = pump(s, in, total, quiet, t0);
+    if (rc == 0 && (pii_scrubber_finish(s) != 0 || fflush(of.fp) != 0))
+        rc = 2;
     double secs = timer_now() - t0;
-    if (rerr || werr) {
+    if (rc != 0) {
         int e = errno;
-        if (tmp) {
-            fclose(out);
-            unlink(tmp);
-        }
-        mt_fail("scrub: %s error on '%s': %s", rerr ? "read" : "write",
-                rerr ? input : (tmp ? tmp : to_stdout ? "stdout" : outp), strerror(e));
+        out_abort(&of);
+        mt_fail("scrub: %s error on '%s': %s", rc == 1 ? "read" : "write",
+                rc == 1 ? input : of.tmp ? of.tmp : outp, strerror(e));
     }
-    if (special && fclose(out) != 0)
-        mt_fail("scrub: cannot write '%s': %s", outp, strerror(errno));
-    if (tmp) {
-        if (fsync(fileno(out)) != 0 || fclose(out) != 0 || rename(tmp, outp) != 0) {
-            int e = errno;
-            unlink(tmp);
-            mt_fail("scrub: cannot write '%s': %s", outp, strerror(e));
-        }
-    }
+    out_commit(&of);
     if (!from_stdin)
         fclose(in);
     pii_counts c = *pii_scrubber_counts(s);
     pii_scrubber_free(s);
-    free(cbuf);
     if (key) {
         memset(key, 0, keylen);
         free(key);
@@ -196,23 +245,7 @@ int cmd_scrub(int argc, char **argv) {
     if (!quiet) {
         if (secs > 1.0)
             progress(t0, c.bytes_in, total, 1);
-        uint64_t n = 0;
-        for (int t = 0; t < PII_NTYPES; t++)
-            n += c.found[t];
-        fprintf(stderr, "scrub: %.1f MB in %.2f s (%.0f MB/s), %llu matches (%s):",
-                (double)c.bytes_in / 1e6, secs, secs > 0 ? (double)c.bytes_in / 1e6 / secs : 0,
-                (unsigned long long)n, pii_mode_name(mode));
-        for (int t = 0; t < PII_NTYPES; t++)
-            if (types & (1u << t))
-                fprintf(stderr, " %s %llu", pii_type_name((pii_type)t),
-                        (unsigned long long)c.found[t]);
-        if (mode == PII_DROP_LINE)
-            fprintf(stderr, "; %llu lines dropped", (unsigned long long)c.lines_dropped);
-        if (c.long_lines_masked)
-            fprintf(stderr, "; %llu over-long lines masked instead",
-                    (unsigned long long)c.long_lines_masked);
-        fprintf(stderr, "%s%s\n", report ? "; report " : "", report ? report : "");
+        summary(&c, mode, types, secs, report);
     }
-    free(tmp);
     return MT_EXIT_OK;
 }

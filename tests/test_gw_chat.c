@@ -24,6 +24,9 @@ static tok_tokenizer TOK;
 static gw_model_info MI;
 
 static void setup_mi(int ctx) {
+    static int have;
+    if (have) tok_free(&TOK);
+    have = 1;
     tok_init_byte(&TOK);
     MI.tok = &TOK;
     MI.n_vocab = 256;
@@ -207,5 +210,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_shapes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    tok_free(&TOK);
+    return rc;
 }

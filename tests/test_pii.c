@@ -103,6 +103,8 @@ static void test_email(void **st) {
     expect("mailto:x@example.io?subject=hi", "mailto:<EMAIL>?subject=hi");
     expect("...bob@example.com", "...<EMAIL>");
     expect("user@xn--fiqs8s.xn--55qx5d", "<EMAIL>");
+    expect("renée@example.com, josé.garcía@example.es", "<EMAIL>, <EMAIL>");
+    expect("邮箱john@example.com谢谢", "邮箱<EMAIL>谢谢");
     none("user@localhost");
     none("a@b");
     none("x@y.c");
@@ -128,6 +130,8 @@ static void test_phone(void **st) {
     none("4155552671");   /* bare 10 digits: too many other things look like that */
     none("555-1234");
     none("+3.5%");
+    none("llvm-toolchain-snapshot (1:14~++20220123085548+413684313d9d-1)");
+    expect("tel:+14155552671", "tel:<PHONE>");
     none("+12345");
     none("12812345678"); /* PRC mobiles start 13-19 */
     none("138123456789");
@@ -193,6 +197,13 @@ static void test_ip(void **st) {
     none("256.1.1.1");
     none("1.2.3.4.5");
     none("version 1.2.3.4");
+    /* real Debian changelog phrasings (a check on real text found them) */
+    none("  * Standards-Version to 4.5.1.0");
+    none("  * bump to 3.7.2.0.");
+    none("(Standards-Version): updated to 2.4.1.0.");
+    none("  * Added 2.8.0.3 patch");
+    none("dpkg (>= 1.15.7.2~), Policy 3.6.1.1, foo 1.2.3.4+dfsg");
+    expect("ping 8.8.8.8 and point it to 10.0.0.5", "ping <IPV4> and point it to <IPV4>");
     none("v1.2.3.4");
     none("01.2.3.4");
     expect("2001:db8::8a2e:370:7334", "<IPV6>");
@@ -207,6 +218,7 @@ static void test_ip(void **st) {
     none("1:2:3:4:5:6:7");
     none("2001:db8::1::2");
     none("fe80::/10");
+    none("zip(sparse[::2], sparse[1::2])"); /* Python slices */
 }
 
 static void test_ssn_cnid(void **st) {
@@ -252,6 +264,14 @@ static void test_secrets(void **st) {
     none("the pass: through the gate");
     none("password=${DB_PASSWORD} max_tokens=256 api_key=None pwd=/home/alice");
     none("password = getpass()");
+    /* code, not secrets (a check on Python's standard library found them) */
+    none("self.password = config['password']");
+    none("password = auth[2]");
+    none("password = self.distribution.password");
+    none("- password: password to use with user");
+    expect("password: sekrit", "password: <SECRET>");
+    none("self.token = nextchar; cache_token = current_token");
+    expect("password = hunter2 and password=swordfish", "password = <SECRET> and password=<SECRET>");
     none("-----BEGIN CERTIFICATE-----");
     none("http://example.com:8080/path");
 }
