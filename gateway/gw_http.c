@@ -259,6 +259,40 @@ static long prompt_size(const cJSON *req, int chat) {
     return n;
 }
 
+/* max_tokens under the gateway's cap and the key's, whichever is smaller: *max_tokens is what
+ * the request reserves. Returns 1 when it answered the request (400; *answered = MHD's result). */
+static int cap_max_tokens(gw_gateway *g, conn *cc, struct MHD_Connection *c, cJSON *req, int chat,
+                          long *max_tokens, enum MHD_Result *answered) {
+    const char *mt_name = "max_tokens";
+    cJSON *mt = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
+    if (!mt && chat) {
+        mt = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");
+        if (mt) mt_name = "max_completion_tokens";
+    }
+    long cap = g->cfg.pol.max_tokens;
+    if (cc->have_key && cc->key.max_tokens > 0 && (cap == 0 || cc->key.max_tokens < cap))
+        cap = cc->key.max_tokens;
+    *max_tokens = g->cfg.pol.default_max_tokens;
+    if (mt && !cJSON_IsNull(mt)) {
+        if (!cJSON_IsNumber(mt) || mt->valuedouble < 1 || mt->valuedouble != floor(mt->valuedouble)) {
+            *answered = fail(cc, c, 400, "invalid_request_error", mt_name, "invalid_value", NULL,
+                             "'%s' must be an integer >= 1", mt_name);
+            return 1;
+        }
+        *max_tokens = (long)mt->valuedouble;
+        if (cap > 0 && *max_tokens > cap) {
+            *answered = fail(cc, c, 400, "invalid_request_error", mt_name, "max_tokens_too_large",
+                             NULL, "'%s' = %ld is over this %s's cap of %ld", mt_name, *max_tokens,
+                             cap == g->cfg.pol.max_tokens ? "gateway" : "key", cap);
+            return 1;
+        }
+    } else if (cap > 0) { /* no max_tokens under a cap: send one, so the cap holds upstream */
+        if (*max_tokens > cap) *max_tokens = cap;
+        cJSON_AddNumberToObject(req, "max_tokens", (double)*max_tokens);
+    }
+    return 0;
+}
+
 static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connection *c);
 
 static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
@@ -301,30 +335,9 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     const cJSON *inc = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(req, "stream_options"), "include_usage");
     x->client_usage = cJSON_IsTrue(inc);
-    /* max_tokens: the gateway's cap and the key's, whichever is smaller */
-    const char *mt_name = "max_tokens";
-    cJSON *mt = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
-    if (!mt && chat) {
-        mt = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");
-        if (mt) mt_name = "max_completion_tokens";
-    }
-    long cap = g->cfg.pol.max_tokens;
-    if (cc->have_key && cc->key.max_tokens > 0 && (cap == 0 || cc->key.max_tokens < cap))
-        cap = cc->key.max_tokens;
-    long max_tokens = g->cfg.pol.default_max_tokens;
-    if (mt && !cJSON_IsNull(mt)) {
-        if (!cJSON_IsNumber(mt) || mt->valuedouble < 1 || mt->valuedouble != floor(mt->valuedouble))
-            return fail(cc, c, 400, "invalid_request_error", mt_name, "invalid_value", NULL,
-                        "'%s' must be an integer >= 1", mt_name);
-        max_tokens = (long)mt->valuedouble;
-        if (cap > 0 && max_tokens > cap)
-            return fail(cc, c, 400, "invalid_request_error", mt_name, "max_tokens_too_large", NULL,
-                        "'%s' = %ld is over this %s's cap of %ld", mt_name, max_tokens,
-                        cap == g->cfg.pol.max_tokens ? "gateway" : "key", cap);
-    } else if (cap > 0) { /* no max_tokens under a cap: send one, so the cap holds upstream */
-        if (max_tokens > cap) max_tokens = cap;
-        cJSON_AddNumberToObject(req, "max_tokens", (double)max_tokens);
-    }
+    long max_tokens;
+    enum MHD_Result answered;
+    if (cap_max_tokens(g, cc, c, req, chat, &max_tokens, &answered)) return answered;
     int changed;
     const char *rule;
     if (gw_guard_prompt(g->rules, req, chat, &changed, &rule)) {

@@ -145,7 +145,7 @@ struct gw_gateway {
     long started;              /* unix seconds */
 };
 
-/* ---- one client exchange (gw_route.c) --------------------------------------------------------------- */
+/* ---- one client exchange (gw_route.c; after a stream's commit, gw_stream.c) --------------------------------------------------------------- */
 
 enum { GW_PH_EVENTS, GW_PH_FINISH, GW_PH_DONE, GW_PH_END };
 
@@ -196,6 +196,12 @@ void gw_exchange_free(gw_exchange *x);
 /* Guard the prompts of a parsed request body in place (gw_guard.c): 0 = pass (*changed if a
  * redaction or mask rewrote a string), 1 = blocked by *rule. */
 int gw_guard_prompt(const gw_rules *rs, cJSON *req, int chat, int *changed, const char **rule);
+
+/* Report an attempt's outcome to upstream u's health machine (probe: it was the half-open probe
+ * or a forced all-ejected attempt, whose success closes the circuit); logs ejections. */
+void gw_up_report(gw_exchange *x, int u, gw_outcome o, int probe);
+/* The attempt on u is over: one request fewer in flight there. */
+void gw_up_done(gw_gateway *g, int u);
 
 /* Upstream health bookkeeping shared by the proxy and the health thread (gw_route.c). */
 int gw_route_available(gw_gateway *g, int route); /* targets that may take a request now */

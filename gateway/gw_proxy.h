@@ -17,7 +17,8 @@
  *   gw_upstream.c  one upstream HTTP attempt on libcurl (a multi handle per attempt, driven from
  *                  the client's connection thread, so streaming has natural backpressure);
  *   gw_route.c     routing, the attempt loop (retries + fallbacks under one attempts cap), the
- *                  all-targets-ejected policy, streaming passthrough;
+ *                  all-targets-ejected policy;
+ *   gw_stream.c    a committed stream passed through (rewritten only when guards need it);
  *   gw_metrics.c   Prometheus text for /metrics;
  *   gw_http.c      libmicrohttpd glue: endpoints, keys (gw_keys.h), limits (gw_limit.h), the
  *                  active health thread and the process lifecycle.
