@@ -201,6 +201,7 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
     /* Checkpoints (train/checkpoint.h): --resume auto|no|STEP, then a save every ckpt_every
      * steps and at the end; the hook runs every step to advance an asynchronous save. */
     j->ckpt = checkpoint_create(tr);
+    checkpoint_set_resume_hook(j->ckpt, sched_resume_fault, tr); /* kill@at=resume faults */
     if (checkpoint_resume(j->ckpt, tr, err, sizeof(err)) < 0) return fail_run(j, MT_EXIT_USAGE, "", err);
     if (c->ckpt_every != 0) trainer_add_hook(tr, "checkpoint", 1, checkpoint_hook, j->ckpt);
     /* Resilience (sched/hooks.h): --fault injection + heartbeats for `minitrain run`. Keep this

@@ -84,8 +84,9 @@ static void poison(trainer *tr) {
  * commit at different moments; a copy committed later is damaged at a later step boundary).
  * The once-only record is written at the first damage. */
 static void corrupt(trainer *tr, int i, int final) {
-    int step = S.f[i].step, pending = 0;
+    int step = S.f[i].step, pending = 0, torn = S.f[i].kind == FAULT_TORN_CKPT;
     for (int t = 0; t < 3; t++) {
+        if (torn && t > 0) S.corrupted[i][t] = 1; /* torn-ckpt: tier 0's copy only */
         if (!S.roots[t][0] || S.corrupted[i][t]) continue;
         char dir[4300], man[4400], which[4300], msg[600];
         snprintf(dir, sizeof(dir), "%s/step_%08d", S.roots[t], step);
@@ -96,16 +97,17 @@ static void corrupt(trainer *tr, int i, int final) {
             continue;
         }
         S.corrupted[i][t] = 1;
-        if (fault_corrupt_checkpoint(dir, which, sizeof(which), msg, sizeof(msg)) != 0) {
+        if ((torn ? fault_tear_checkpoint : fault_corrupt_checkpoint)(dir, which, sizeof(which), msg,
+                                                                      sizeof(msg)) != 0) {
             mt_warn("fault '%s': %s", S.f[i].spec, msg);
             continue;
         }
         if (!S.fired[i]) mark_fired(tr, i, step, t, which);
-        else log_fault(tr, FAULT_CORRUPT_CKPT, step, NULL, t, which);
+        else log_fault(tr, S.f[i].kind, step, NULL, t, which);
     }
-    if (final && pending && !S.fired[i])
-        mt_warn("fault '%s': checkpoint step %d was never committed (is it a multiple of "
-                "ckpt_every?); not fired", S.f[i].spec, step);
+    if (final && !S.fired[i] && (pending || (torn && !S.roots[0][0])))
+        mt_warn("fault '%s': checkpoint step %d was never committed%s (is it a multiple of "
+                "ckpt_every?); not fired", S.f[i].spec, step, torn ? " in tier 0" : "");
     if (!pending) {
         S.corrupted[i][0] = S.corrupted[i][1] = S.corrupted[i][2] = 1;
         if (S.f[i].then_kill && S.fired[i]) { /* every copy is damaged: now fail */
@@ -134,14 +136,14 @@ void sched_fault_hook(trainer *tr, int step, int final, void *user) {
             sleep_s((f->factor - 1.0) * tr->last_step_s); /* acts for the rest of this process */
             continue;
         }
-        if (f->kind == FAULT_CORRUPT_CKPT) {
+        if (f->kind == FAULT_CORRUPT_CKPT || f->kind == FAULT_TORN_CKPT) {
             int all = S.corrupted[i][0] && S.corrupted[i][1] && S.corrupted[i][2];
             if (step >= f->step && !all && (!S.fired[i] || S.corrupted[i][0] ||
                                             S.corrupted[i][1] || S.corrupted[i][2]))
                 corrupt(tr, i, final);
             continue;
         }
-        if (S.fired[i]) continue;
+        if (S.fired[i] || f->at_resume) continue; /* at=resume: sched_resume_fault */
         switch (f->kind) {
         case FAULT_KILL:
             if (step != f->step) break;
@@ -358,4 +360,33 @@ void sched_ckpt_auto_attach(trainer *tr, checkpointer *ck) {
     A.stall_ms_seen = cs.total_stall_ms;
     if (S.rank == 0 || !tr->mesh) read_history(tr);
     trainer_add_hook(tr, "ckpt_auto", 1, sched_ckpt_auto_hook, NULL);
+}
+
+/* ---- kill@at=resume ------------------------------------------------------------------------- */
+
+void sched_resume_fault(void *user, int step) {
+    trainer *tr = user;
+    fault_spec f[FAULT_MAX];
+    int fired[FAULT_MAX] = {0};
+    char err[512];
+    int n = fault_parse_list(tr->cfg.fault, f, FAULT_MAX, err, sizeof(err));
+    if (n <= 0) return; /* a bad list is reported by sched_attach_trainer */
+    int rank = tr->mesh ? tr->mesh->rank : 0;
+    fault_load_fired(tr->cfg.run_dir, f, n, fired);
+    for (int i = 0; i < n; i++) {
+        if (f[i].kind != FAULT_KILL || !f[i].at_resume || fired[i] || !fault_applies(&f[i], rank))
+            continue;
+        if (fault_record_fired(tr->cfg.run_dir, &f[i], rank, step) != 0)
+            mt_warn("fault '%s': cannot append to %s/%s; it may fire again after a restart",
+                    f[i].spec, tr->cfg.run_dir, FAULT_RECORD_FILE);
+        cJSON *d = ev_detail();
+        ev_str(d, EVK_KIND, fault_kind_name(FAULT_KILL));
+        ev_num(d, EVK_STEP, step);
+        ev_str(d, EVK_SPEC, f[i].spec);
+        ev_log(tr->db, tr->run_id, EV_FAULT, rank, d);
+        fprintf(stderr, "minitrain: rank %d: injecting fault '%s' while resuming step %d\n", rank,
+                f[i].spec, step);
+        fflush(stderr);
+        kill(getpid(), SIGKILL);
+    }
 }

@@ -55,6 +55,10 @@ void sched_ckpt_auto_attach(trainer *tr, checkpointer *ck);
 int sched_auto_every(double stall_s, double mtbf_s, double step_s);
 void sched_ckpt_auto_hook(trainer *tr, int step, int final, void *user);
 
+/* The checkpoint-resume hook (checkpoint_set_resume_hook, user = the trainer): fires a
+ * kill@at=resume fault not fired yet in this run directory (recorded first, then SIGKILL). */
+void sched_resume_fault(void *user, int step);
+
 /* The hooks themselves (user = NULL), exposed for tests. */
 void sched_fault_hook(trainer *tr, int step, int final, void *user);
 void sched_heartbeat_hook(trainer *tr, int step, int final, void *user);

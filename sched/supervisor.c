@@ -295,9 +295,30 @@ static int reap_all(void) {
 
 /* SIGTERM the group and all descendants, SIGKILL after the grace period, reap everything.
  * Returns the seconds it took. */
-static double teardown(sup *s, pid_t child) {
+/* After a failure the job's ranks are of no further use: SIGKILL every descendant but the launch
+ * process itself, so a launcher like mpirun sees its ranks gone and exits by itself (a SIGTERM
+ * that reaches mpirun while it is already aborting a job can crash it). Returns how many. */
+static int kill_ranks(pid_t child) {
+    pid_t d[4096];
+    int n = descendants(getpid(), d, 4096), k = 0;
+    for (int i = 1; i <= n; i++)
+        if (d[i] != child) k += kill(d[i], SIGKILL) == 0;
+    return k;
+}
+
+static double teardown(sup *s, pid_t child, int failed) {
     double t0 = timer_now();
-    signal_all(child, unreaped(child), SIGTERM);
+    if (failed && unreaped(child)) {
+        /* ranks: SIGKILL now; a launcher above them (mpirun): its grace period to exit by
+         * itself, then SIGKILL; a launch that is the rank itself: SIGKILL now */
+        if (kill_ranks(child) == 0) kill(-child, SIGKILL);
+        while (!reap_all() && timer_now() - t0 < s->grace_s) {
+            kill_ranks(child); /* a rank it started meanwhile */
+            nap(s, 5);
+        }
+    } else {
+        signal_all(child, unreaped(child), SIGTERM);
+    }
     while (!reap_all() && timer_now() - t0 < s->grace_s) nap(s, 5);
     if (!reap_all()) {
         signal_all(child, unreaped(child), SIGKILL);
@@ -685,7 +706,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         failure f;
         int w = watch(&s, child, attempt, last_fail_unix, &f);
         if (w == 0) {
-            teardown(&s, child); /* stragglers of a clean exit, if any */
+            teardown(&s, child, 0); /* stragglers of a clean exit, if any */
             rc = MT_EXIT_OK;
             status = EV_SUP_COMPLETED;
             say("attempt %d: job finished cleanly", attempt);
@@ -693,7 +714,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         }
         if (w < 0) {
             say("interrupted (signal %d): stopping the job", (int)g_stop);
-            teardown(&s, child);
+            teardown(&s, child, 0);
             rundb_end_running(s.db, "killed", rundb_now());
             rc = 128 + (int)g_stop;
             status = EV_SUP_KILLED;
@@ -702,7 +723,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             break;
         }
         if (w == 2) {
-            teardown(&s, child);
+            teardown(&s, child, 0);
             rundb_end_running(s.db, "failed", rundb_now());
             snprintf(reason, sizeof(reason), "the launch failed with a usage error (exit 2) on "
                      "attempt %d; restarting cannot fix that", attempt);
@@ -730,7 +751,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             snprintf(blame, sizeof(blame), "; blamed on rank %d%s%s", f.rank,
                      host >= 0 ? " on host " : "", host >= 0 ? s.hosts.name[host] : "");
         say("attempt %d failed: %s — %s%s", attempt, f.kind, f.why, blame);
-        double td = teardown(&s, child);
+        double td = teardown(&s, child, 1);
         d = attempt_detail(attempt);
         ev_num(d, EVK_SECONDS, td);
         event(&s, EV_TEARDOWN, -1, d);

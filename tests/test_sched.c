@@ -86,6 +86,35 @@ static void test_fault_parse(void **state) {
     assert_true(fault_applies(&f, 0) && !fault_applies(&f, 1));
     assert_int_equal(fault_parse("corrupt-ckpt@step=40,kill=1", &f, err, sizeof(err)), 0);
     assert_int_equal(f.then_kill, 1);
+    assert_int_equal(fault_parse("torn-ckpt@step=30,kill=1", &f, err, sizeof(err)), 0);
+    assert_int_equal(f.kind, FAULT_TORN_CKPT);
+    assert_int_equal(f.rank, 0);
+    assert_int_equal(f.then_kill, 1);
+    assert_string_equal(fault_kind_name(FAULT_TORN_CKPT), "torn-ckpt");
+    assert_int_equal(fault_parse("kill@at=resume,rank=2", &f, err, sizeof(err)), 0);
+    assert_int_equal(f.kind, FAULT_KILL);
+    assert_int_equal(f.at_resume, 1);
+    assert_int_equal(f.step, -1); /* no step: the next resume */
+    assert_int_equal(f.rank, 2);
+}
+
+/* A torn copy is cut to half its size: the verify of its step must then fail on the size. */
+static void test_fault_tear(void **state) {
+    (void)state;
+    char dir[300], path[400], err[256], which[400];
+    snprintf(dir, sizeof(dir), "%s/tear", g_tmp);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof(path), "%s/a.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    for (int i = 0; i < 1000; i++) fputc(i & 0xff, f);
+    fclose(f);
+    assert_int_equal(fault_tear_checkpoint(dir, which, sizeof(which), err, sizeof(err)), 0);
+    assert_string_equal(which, path);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal((int)st.st_size, 500);
+    snprintf(path, sizeof(path), "%s/none", g_tmp);
+    assert_int_equal(fault_tear_checkpoint(path, NULL, 0, err, sizeof(err)), -1);
 }
 
 static void test_fault_parse_bad(void **state) {
@@ -109,6 +138,10 @@ static void test_fault_parse_bad(void **state) {
         {"nan@step", "not key=value"},
         {"corrupt-ckpt@step=4,kill=2", "kill=2 is not 0 or 1"},
         {"kill@step=4,kill=1", "unknown key 'kill'"},
+        {"kill@at=start", "at=start is not 'resume'"},
+        {"kill@at=resume,step=3", "takes no step"},
+        {"hang@at=resume", "unknown key 'at'"},
+        {"torn-ckpt@rank=0", "needs step"},
     };
     for (size_t i = 0; i < sizeof(BAD) / sizeof(BAD[0]); i++) {
         fault_spec f;
@@ -624,6 +657,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fault_parse),
         cmocka_unit_test(test_fault_parse_bad),
+        cmocka_unit_test(test_fault_tear),
         cmocka_unit_test(test_fault_record),
         cmocka_unit_test(test_fault_corrupt),
         cmocka_unit_test(test_heartbeat),

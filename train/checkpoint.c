@@ -131,6 +131,11 @@ checkpointer *checkpoint_create(trainer *tr) {
     return ck;
 }
 
+void checkpoint_set_resume_hook(checkpointer *ck, void (*fn)(void *user, int step), void *user) {
+    ck->on_resume = fn;
+    ck->on_resume_user = user;
+}
+
 void checkpoint_set_every(checkpointer *ck, int every) {
     ck->adaptive = 1;
     ck->every = every > 0 ? every : 1;

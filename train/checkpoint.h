@@ -85,6 +85,10 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen);
  * waits for the last save to commit when final = 1). */
 void checkpoint_hook(trainer *tr, int step, int final, void *user);
 
+/* Call fn(user, step) in the middle of every resume: after the step to load is chosen and
+ * verified, before its tensors are read (on every rank). For fault injection (sched/hooks.h). */
+void checkpoint_set_resume_hook(checkpointer *ck, void (*fn)(void *user, int step), void *user);
+
 /* ckpt_every = auto starts with a save after this many steps (to measure the stall). */
 #define CHECKPOINT_AUTO_FIRST 10
 

@@ -37,6 +37,8 @@ struct checkpointer {
     char root[CHECKPOINT_TIERS][CKPT_PATH_MAX];
     int every, async, keep, major, stop_on_error;
     int adaptive; /* every = steps since the last save, set by a policy (ckpt_every = auto) */
+    void (*on_resume)(void *user, int step); /* checkpoint_set_resume_hook */
+    void *on_resume_user;
     int since;    /* adaptive: step of the last save, or the step before the first hook call */
     int writes_shard; /* this rank writes model/optim files (DP rank 0 of its (tp, pp) shard) */
     int delay_ms;     /* MINITRAIN_CKPT_WRITE_DELAY_MS (tests) */

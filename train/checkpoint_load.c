@@ -382,6 +382,7 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
     int tier = (int)pick[1];
     char dir[CKPT_PATH_MAX];
     ckpt_step_path(dir, sizeof(dir), ck->root[tier], pick[2], "");
+    if (ck->on_resume) ck->on_resume(ck->on_resume_user, (int)pick[2]);
     if (load_into_trainer(ck, tr, dir, err, errlen) != 0) return -1;
     double ms = (timer_now() - t0) * 1e3, verify_ms = (t_verified - t0) * 1e3;
     if (rank == 0 && tr->db) {
