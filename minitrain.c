@@ -22,6 +22,7 @@ int sim_cmd_simulate(int argc, char **argv);
 int flops_cmd_bench_gemm(int argc, char **argv);
 int checkpoint_cmd_ckpt(int argc, char **argv);
 int gw_cmd_serve(int argc, char **argv);
+int robust_cmd(int argc, char **argv);
 static int cmd_bench(int argc, char **argv);
 
 typedef struct {
@@ -38,6 +39,7 @@ static const subcommand COMMANDS[] = {
     {"run", sup_cmd_run, "supervise a job: restart on crash/hang/NaN, heartbeats, faults"},
     {"simulate", sim_cmd_simulate, "Monte Carlo ETTR at cluster scale (Young/Daly interval)"},
     {"serve", gw_cmd_serve, "serve a trained run over HTTP (OpenAI completions API)"},
+    {"robust", robust_cmd, "adversarial robustness of a run: FGSM/PGD/HotFlip (--json)"},
     {"ckpt", checkpoint_cmd_ckpt, "list, verify and export checkpoints (ls|verify|export)"},
     {"bench", cmd_bench, "micro-benchmarks: `bench gemm` measures the sgemm peak"},
 };

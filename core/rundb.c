@@ -26,6 +26,7 @@ struct rundb {
     sqlite3_stmt *ins_run;
     sqlite3_stmt *end_run;
     sqlite3_stmt *ins_ckpt;
+    sqlite3_stmt *ins_eval;
     int batch_depth;
 };
 
@@ -42,7 +43,12 @@ static const char *SCHEMA_SQL =
     "CREATE INDEX IF NOT EXISTS events_run_kind ON events(run_id, kind);"
     "CREATE TABLE IF NOT EXISTS checkpoints("
     "  run_id INT, step INT, tier INT, path TEXT UNIQUE, bytes INT, checksum TEXT, state TEXT,"
-    "  snapshot_ms REAL, write_ms REAL, time REAL);";
+    "  snapshot_ms REAL, write_ms REAL, time REAL);"
+    "CREATE TABLE IF NOT EXISTS evals("
+    "  run_id INT, step INT, kind TEXT, attack TEXT, norm TEXT, eps_rel REAL, eps_abs REAL, k INT,"
+    "  clean_loss REAL, adv_loss REAL, clean_acc REAL, adv_acc REAL, success_rate REAL,"
+    "  n_tokens INT, ms REAL, time REAL);"
+    "CREATE INDEX IF NOT EXISTS evals_run_step ON evals(run_id, step);";
 
 double rundb_now(void) {
     struct timespec ts;
@@ -207,6 +213,9 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
                               " snapshot_ms=COALESCE(excluded.snapshot_ms, snapshot_ms),"
                               " write_ms=COALESCE(excluded.write_ms, write_ms),"
                               " time=excluded.time");
+    r->ins_eval = prepare(db, "INSERT INTO evals(run_id, step, kind, attack, norm, eps_rel, eps_abs,"
+                              " k, clean_loss, adv_loss, clean_acc, adv_acc, success_rate, n_tokens,"
+                              " ms, time) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     return r;
 }
 
@@ -308,6 +317,29 @@ void rundb_log_checkpoint(rundb *db, int64_t run_id, const rundb_checkpoint *c) 
     step_reset(db, st);
 }
 
+void rundb_log_eval(rundb *db, int64_t run_id, const rundb_eval *e) {
+    mtCheck(db != NULL && e != NULL && e->kind != NULL && e->attack != NULL,
+            "rundb_log_eval needs an open database, a kind and an attack");
+    sqlite3_stmt *st = db->ins_eval;
+    sqliteCheck(sqlite3_bind_int64(st, 1, run_id), db->db);
+    sqliteCheck(sqlite3_bind_int(st, 2, e->step), db->db);
+    bind_text(db, st, 3, e->kind);
+    bind_text(db, st, 4, e->attack);
+    bind_text(db, st, 5, e->norm);
+    bind_real(db, st, 6, e->eps_rel);
+    bind_real(db, st, 7, e->eps_abs);
+    sqliteCheck(sqlite3_bind_int(st, 8, e->k), db->db);
+    bind_real(db, st, 9, e->clean_loss);
+    bind_real(db, st, 10, e->adv_loss);
+    bind_real(db, st, 11, e->clean_acc);
+    bind_real(db, st, 12, e->adv_acc);
+    bind_real(db, st, 13, e->success_rate);
+    sqliteCheck(sqlite3_bind_int64(st, 14, e->n_tokens), db->db);
+    bind_real(db, st, 15, e->ms);
+    bind_real(db, st, 16, e->time);
+    step_reset(db, st);
+}
+
 int rundb_begin_batch(rundb *db) {
     mtCheck(db != NULL, "rundb_begin_batch needs an open run database");
     if (db->batch_depth++ == 0)
@@ -333,6 +365,7 @@ void rundb_close(rundb *db) {
     sqlite3_finalize(db->ins_run);
     sqlite3_finalize(db->end_run);
     sqlite3_finalize(db->ins_ckpt);
+    sqlite3_finalize(db->ins_eval);
     sqliteCheck(sqlite3_close(db->db), NULL);
     free(db);
 }

@@ -35,6 +35,7 @@
 #include "core/check.h"
 #include "core/rundb.h"
 #include "sched/ettr.h"
+#include "safety/robust.h"
 #include "sched/svg.h"
 
 int report_cmd_report(int argc, char **argv);
@@ -78,6 +79,7 @@ typedef struct {
     double tokens_per_s, mfu, mfu_theoretical;
     cJSON *events; /* {kind: count}, ordered by kind */
     ettr_report ettr;
+    cJSON *robustness; /* the newest robustness evaluation (safety/robust.h), NULL = none */
 } report;
 
 static char *col_strdup(sqlite3_stmt *st, int i) {
@@ -274,6 +276,8 @@ static int print_json(const report *r) {
     add_num(b, "ckpt_load_s", e->ckpt_load_s);
     add_num(b, "ckpt_stall_s", e->ckpt_stall_s);
     add_num(b, "other_s", e->other_s);
+    if (r->robustness) cJSON_AddItemToObject(o, "robustness", cJSON_Duplicate(r->robustness, 1));
+    else cJSON_AddNullToObject(o, "robustness");
     char *s = cJSON_Print(o);
     mtCheck(s != NULL, "out of memory printing the JSON report");
     printf("%s\n", s);
@@ -435,7 +439,9 @@ int report_cmd_report(int argc, char **argv) {
         fprintf(stderr, "minitrain: error: run database %s holds no runs yet\n", path);
         ret = MT_EXIT_USAGE;
     } else {
+        r.robustness = robust_report_json(db); /* the newest robustness evaluation, if any */
         ret = json ? print_json(&r) : print_text(&r);
+        if (!json) robust_report_print(db);
         fflush(stdout);
         if (svg && svg_loss_plot(db, &r.ettr, svg, eerr, sizeof(eerr)) != 0) {
             fprintf(stderr, "minitrain: error: report --svg: %s\n", eerr);
@@ -446,6 +452,7 @@ int report_cmd_report(int argc, char **argv) {
     }
     sqlite3_close(db);
     cJSON_Delete(r.events);
+    cJSON_Delete(r.robustness);
     free(r.name);
     free(r.status);
     free(r.git_commit);

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/check.h"
+#include "safety/robust.h"
 
 #define W 960
 #define H 540
@@ -122,10 +123,11 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const char *path, char *err
     const double pw = W - ML - MR, ph = H - MT - MB;
 #define X(t) (ML + ((t) - t0) / (t1 - t0) * pw)
 #define Y(v) (MT + (hi - (v)) / (hi - lo) * ph)
+    const int WT = W + robust_svg_width(db); /* the robustness panel, when evals exist */
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 "
                "%d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-               "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H, W, H, W, H);
+               "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", WT, H, WT, H, WT, H);
     /* downtime shading: failure -> first point after the detection */
     for (int i = 0; i < nf; i++) {
         double end = t1;
@@ -198,7 +200,9 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const char *path, char *err
             title);
     fprintf(f, "<text x=\"%d\" y=\"40\" font-size=\"11\" fill=\"#555\">lines: train loss (one "
             "colour per launch) · dots: val loss · red: failure (shaded until the next step) · "
-            "dashed green: relaunch</text>\n</svg>\n", ML);
+            "dashed green: relaunch</text>\n", ML);
+    robust_svg_panel(db, f, W, H); /* beside the loss plot: adversarial loss vs eps */
+    fprintf(f, "</svg>\n");
 #undef X
 #undef Y
     free(p);

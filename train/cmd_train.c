@@ -19,6 +19,10 @@
 
 /* sched/hooks.h — declared here, not included: train/ does not depend on sched/ headers. */
 int sched_attach_trainer(trainer *tr, char *err, size_t errlen);
+/* safety/robust.h — likewise, until this file moves to the cmd/ floor. */
+struct robust_wiring;
+struct robust_wiring *robust_attach_trainer(trainer *tr, char *err, size_t errlen);
+void robust_detach(struct robust_wiring *w);
 
 static void usage(void) {
     printf("usage: minitrain train [--config FILE] [--KEY VALUE ...]\n\n"
@@ -149,6 +153,14 @@ int train_cmd_train(int argc, char **argv) {
     }
     trainer_add_hook(&tr, "eval", c->eval_every, trainer_hook_eval, NULL);
     if (c->sample_tokens > 0) trainer_add_hook(&tr, "sample", c->sample_every, trainer_hook_sample, NULL);
+    /* Robustness (safety/robust.h): the robust_every evaluation hook and adv_train. */
+    struct robust_wiring *robust = robust_attach_trainer(&tr, err, sizeof(err));
+    if (!robust) {
+        if (ms.rank == 0) fprintf(stderr, "minitrain: error: %s\n", err);
+        trainer_free(&tr);
+        comm_finalize();
+        return MT_EXIT_USAGE;
+    }
     /* Checkpoints (train/checkpoint.h): --resume auto|no|STEP, then a save every ckpt_every
      * steps and at the end; the hook runs every step to advance an asynchronous save. */
     checkpointer *ckpt = checkpoint_create(&tr);
@@ -159,6 +171,7 @@ int train_cmd_train(int argc, char **argv) {
             rundb_run_end(tr.db, tr.run_id, "failed");
         }
         checkpoint_free(ckpt);
+        robust_detach(robust);
         trainer_free(&tr);
         comm_finalize();
         return MT_EXIT_USAGE;
@@ -175,6 +188,7 @@ int train_cmd_train(int argc, char **argv) {
         log_info("run '%s' is already at step %d of %d; nothing to do (raise --steps to train "
                  "further)", c->name, tr.step, end);
         checkpoint_free(ckpt);
+        robust_detach(robust);
         if (ms.rank == 0) {
             rundb_log_event(tr.db, tr.run_id, "end", 0, "nothing to do");
             rundb_run_end(tr.db, tr.run_id, "completed");
@@ -189,6 +203,7 @@ int train_cmd_train(int argc, char **argv) {
     int ckpt_rc = checkpoint_finish(ckpt, &tr); /* waits for a save in flight */
     if (rc == MT_EXIT_OK) rc = ckpt_rc;
     checkpoint_free(ckpt);
+    robust_detach(robust);
     double wall = timer_now() - t0;
     if (trainer_save_model(&tr, err, sizeof(err)) != 0) { /* only rank 0 writes, so fails */
         rundb_log_event(tr.db, tr.run_id, "error", 0, err);

@@ -208,6 +208,13 @@ void trainer_add_hook(trainer *tr, const char *name, int every, trainer_hook_fn 
     tr->n_hooks++;
 }
 
+void trainer_set_microbatch(trainer *tr, trainer_micro_fn fn, void *user) {
+    mtCheck(fn == NULL || tr->mesh->pp == 1,
+            "a microbatch function replaces the pass of a non-pipelined layout only (pp = 1)");
+    tr->micro_fn = fn;
+    tr->micro_user = user;
+}
+
 float trainer_eval(trainer *tr) {
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
@@ -560,12 +567,16 @@ int trainer_run(trainer *tr) {
             /* microbatch k of this DP rank = sequences of the global batch no other rank reads */
             uint64_t seq = (uint64_t)s * c->global_batch + ((uint64_t)k * dp + ms->dp_rank) * B;
             data_loader_get(&tr->train_dl, seq, B, inp, tgt);
-            loss_sum += gpt_forward(m, inp, tgt, B, T, dloss);
             int last = k == tr->grad_accum - 1;
             /* overlap buckets with the backward (not with EP: two reduction groups) */
             m->grads_ready = last && ms->ep == 1 ? on_grads_ready : NULL;
             m->grads_ready_user = tr;
-            gpt_backward(m);
+            if (tr->micro_fn) {
+                loss_sum += tr->micro_fn(tr, inp, tgt, B, T, seq, dloss, tr->micro_user);
+            } else {
+                loss_sum += gpt_forward(m, inp, tgt, B, T, dloss);
+                gpt_backward(m);
+            }
             m->grads_ready = NULL;
         }
         if (ms->ep > 1) reduce_grads_ep(tr);
