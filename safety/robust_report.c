@@ -93,15 +93,17 @@ void robust_print(const robust_result *r, const robust_opts *o, const char *run_
     printf("robustness of %s at step %d: %s\n", run_dir ? run_dir : "the model", step, d);
     printf("  %d validation sequences x %d tokens; mean token-embedding row norm %.4f (eps_rel is "
            "relative to it)\n", r->n_seqs, r->seq_len, r->embed_norm);
-    printf("  %-8s %-9s %-9s %-9s %-9s %-9s %-9s %-9s %-8s %s\n", "eps_rel", "eps_abs",
-           "clean NLL", "adv NLL", "clean ppl", "adv ppl", "clean acc", "adv acc", "success",
-           "ms");
+    const int hf = o->attack == ROBUST_HOTFLIP;
+    printf("  %-8s %-9s %-9s %-9s %-9s %-9s %-9s %-9s %-8s %s\n", hf ? "flips" : "eps_rel",
+           hf ? "beam" : "eps_abs", "clean NLL", "adv NLL", "clean ppl", "adv ppl", "clean acc",
+           "adv acc", "success", "ms");
     for (int i = 0; i < r->n_rows; i++) {
         const robust_row *w = &r->rows[i];
         char ca[16], aa[16], sr[16];
-        printf("  %-8.4g %-9.4g %-9.4f %-9.4f %-9.3f %-9.3f %-9s %-9s %-8s %.0f\n", w->eps_rel,
-               w->eps_abs, w->clean_loss, w->adv_loss, exp(w->clean_loss), exp(w->adv_loss),
-               pct(w->clean_acc, ca), pct(w->adv_acc, aa), pct(w->success_rate, sr), w->ms);
+        printf("  %-8.4g %-9.4g %-9.4f %-9.4f %-9.3f %-9.3f %-9s %-9s %-8s %.0f\n",
+               hf ? w->k : w->eps_rel, hf ? o->beam : w->eps_abs, w->clean_loss, w->adv_loss,
+               exp(w->clean_loss), exp(w->adv_loss), pct(w->clean_acc, ca), pct(w->adv_acc, aa),
+               pct(w->success_rate, sr), w->ms);
     }
     printf("  (NLL in nats/token; acc = next-token accuracy; success = positions whose argmax "
            "changed)\n");
