@@ -195,7 +195,4 @@ struct cJSON *robust_report_json(sqlite3 *db);
 int robust_svg_width(sqlite3 *db);
 void robust_svg_panel(sqlite3 *db, FILE *f, int x0, int h);
 
-/* `minitrain robust --run DIR ...` (argv[0] = "robust"). Returns the exit code. */
-int robust_cmd(int argc, char **argv);
-
 #endif /* MT_SAFETY_ROBUST_H */

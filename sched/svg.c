@@ -16,7 +16,6 @@
 #include <cjson/cJSON.h>
 
 #include "core/check.h"
-#include "safety/robust.h"
 
 #define W 960
 #define H 540
@@ -47,7 +46,8 @@ static double col_real(sqlite3_stmt *st, int i) {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
-int svg_loss_plot(sqlite3 *db, const ettr_report *e, const char *path, char *err, size_t errlen) {
+int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, const char *path,
+                  char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
     const char *sql =
         "SELECT m.run_id, COALESCE((SELECT MIN(time) FROM events v WHERE v.run_id = m.run_id AND"
@@ -123,7 +123,7 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const char *path, char *err
     const double pw = W - ML - MR, ph = H - MT - MB;
 #define X(t) (ML + ((t) - t0) / (t1 - t0) * pw)
 #define Y(v) (MT + (hi - (v)) / (hi - lo) * ph)
-    const int WT = W + robust_svg_width(db); /* the robustness panel, when evals exist */
+    const int WT = W + (beside && beside->width > 0 ? beside->width : 0);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 "
                "%d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -201,7 +201,7 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const char *path, char *err
     fprintf(f, "<text x=\"%d\" y=\"40\" font-size=\"11\" fill=\"#555\">lines: train loss (one "
             "colour per launch) · dots: val loss · red: failure (shaded until the next step) · "
             "dashed green: relaunch</text>\n", ML);
-    robust_svg_panel(db, f, W, H); /* beside the loss plot: adversarial loss vs eps */
+    if (beside && beside->width > 0) beside->draw(beside->user, f, W, H);
     fprintf(f, "</svg>\n");
 #undef X
 #undef Y
