@@ -53,7 +53,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     char err[512];
-    return ckpt_remove_tree(g_dir, err, sizeof err);
+    return fs_remove_tree(g_dir, err, sizeof err);
 }
 
 static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
@@ -124,7 +124,7 @@ static int64_t dir_bytes(const char *dir) {
 
 static char *slurp(const char *path, size_t *len) {
     char *out = NULL, err[256];
-    assert_int_equal(ckpt_read_file(path, 1 << 26, &out, len, err, sizeof err), 0);
+    assert_int_equal(fs_read_file(path, 1 << 26, &out, len, err, sizeof err), 0);
     return out;
 }
 

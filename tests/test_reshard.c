@@ -36,7 +36,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     char err[512];
-    return ckpt_remove_tree(g_dir, err, sizeof err);
+    return fs_remove_tree(g_dir, err, sizeof err);
 }
 
 /* The logical tensor's value at a global row-major index (distinct for every element). */

@@ -41,7 +41,7 @@ static int teardown(void **state) {
     (void)state;
     char err[512];
     if (getenv("MT_KEEP_TEST_FILES") != NULL) return 0; /* debugging: leave the files */
-    return ckpt_remove_tree(g_dir, err, sizeof err);
+    return fs_remove_tree(g_dir, err, sizeof err);
 }
 
 static void path_in(char *buf, size_t len, const char *name) {

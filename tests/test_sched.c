@@ -417,7 +417,7 @@ static void test_ettr_hand_made(void **state) {
     assert_int_equal(rc, 0);
     char *text = NULL;
     size_t len = 0;
-    assert_int_equal(ckpt_read_file(out_path, 1 << 20, &text, &len, err, sizeof(err)), 0);
+    assert_int_equal(fs_read_file(out_path, 1 << 20, &text, &len, err, sizeof(err)), 0);
     cJSON *j = cJSON_Parse(text);
     assert_non_null(j);
     assert_near(cJSON_GetObjectItem(j, "ettr")->valuedouble, useful / wall, eps);
@@ -428,7 +428,7 @@ static void test_ettr_hand_made(void **state) {
     assert_int_equal(cJSON_GetObjectItem(j, "steps")->valueint, 20); /* existing key kept */
     cJSON_Delete(j);
     free(text);
-    assert_int_equal(ckpt_read_file(svg, 1 << 20, &text, &len, err, sizeof(err)), 0);
+    assert_int_equal(fs_read_file(svg, 1 << 20, &text, &len, err, sizeof(err)), 0);
     assert_non_null(strstr(text, "<svg"));
     assert_non_null(strstr(text, ">crash</text>"));
     assert_non_null(strstr(text, "restart 1"));

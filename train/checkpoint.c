@@ -350,7 +350,7 @@ static void *writer_main(void *arg) {
 static int join(char *buf, size_t len, const char *dir, const char *name, char *err,
                 size_t errlen) {
     if (snprintf(buf, len, "%s/%s", dir, name) >= (int)len) {
-        ckpt_errf(err, errlen, "path too long: '%s/%s'", dir, name);
+        mt_errf(err, errlen, "path too long: '%s/%s'", dir, name);
         return -1;
     }
     return 0;
@@ -393,7 +393,7 @@ static void retain_tier(checkpointer *ck, int tier, ck_commit_result *r) {
     if (ckpt_list(ck->root[tier], &before, &nb, err, sizeof(err)) != 0) return;
     int64_t major = tier == 0 ? 0 : ck->major; /* memory keeps no "major" steps */
     if (ckpt_retain(ck->root[tier], ck->keep, major, NULL, retain_warn, r, err, sizeof(err)) != 0)
-        ckpt_errf(r->msg, sizeof(r->msg), "retention: %s", err);
+        mt_errf(r->msg, sizeof(r->msg), "retention: %s", err);
     if (ckpt_list(ck->root[tier], &after, &na, err, sizeof(err)) == 0) {
         for (int i = 0, j = 0; i < nb; i++) {
             while (j < na && after[j] < before[i]) j++;
@@ -419,11 +419,11 @@ static void commit_tier(checkpointer *ck, int tier) {
 static int copy_file(const char *src, const char *dst, char *err, size_t errlen) {
     int fd = open(src, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        ckpt_errf(err, errlen, "cannot open '%s': %s", src, strerror(errno));
+        mt_errf(err, errlen, "cannot open '%s': %s", src, strerror(errno));
         return -1;
     }
-    ckpt_afile a;
-    if (ckpt_afile_open(&a, dst, err, errlen) != 0) {
+    fs_afile a;
+    if (fs_afile_open(&a, dst, err, errlen) != 0) {
         close(fd);
         return -1;
     }
@@ -434,18 +434,18 @@ static int copy_file(const char *src, const char *dst, char *err, size_t errlen)
         ssize_t n = read(fd, buf, cap);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
-            ckpt_errf(err, errlen, "cannot read '%s': %s", src, strerror(errno));
-            ckpt_afile_abort(&a);
+            mt_errf(err, errlen, "cannot read '%s': %s", src, strerror(errno));
+            fs_afile_abort(&a);
             rc = -1;
             break;
         }
         if (n == 0) break;
-        if (ckpt_afile_write(&a, buf, (size_t)n, err, errlen) != 0) {
+        if (fs_afile_write(&a, buf, (size_t)n, err, errlen) != 0) {
             rc = -1;
             break;
         }
     }
-    if (rc == 0) rc = ckpt_afile_commit(&a, err, errlen);
+    if (rc == 0) rc = fs_afile_commit(&a, err, errlen);
     free(buf);
     close(fd);
     return rc;
@@ -456,9 +456,9 @@ static int same_manifest_files(const char *dir_a, const char *dir_b, char *err, 
     char path[CKPT_PATH_MAX];
     char *ta = NULL, *tb = NULL;
     if (join(path, sizeof(path), dir_a, CKPT_MANIFEST_NAME, err, errlen) != 0) return -1;
-    if (ckpt_read_file(path, (size_t)64 << 20, &ta, NULL, err, errlen) != 0) return -1;
+    if (fs_read_file(path, (size_t)64 << 20, &ta, NULL, err, errlen) != 0) return -1;
     if (join(path, sizeof(path), dir_b, CKPT_MANIFEST_NAME, err, errlen) != 0 ||
-        ckpt_read_file(path, (size_t)64 << 20, &tb, NULL, err, errlen) != 0) {
+        fs_read_file(path, (size_t)64 << 20, &tb, NULL, err, errlen) != 0) {
         free(ta);
         return -1;
     }
@@ -466,7 +466,7 @@ static int same_manifest_files(const char *dir_a, const char *dir_b, char *err, 
     int same = a && b &&
                cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "files"),
                              cJSON_GetObjectItemCaseSensitive(b, "files"), 1);
-    if (!same) ckpt_errf(err, errlen, "%s: copy differs from %s (sizes or CRC-32C)", dir_b, dir_a);
+    if (!same) mt_errf(err, errlen, "%s: copy differs from %s (sizes or CRC-32C)", dir_b, dir_a);
     cJSON_Delete(a);
     cJSON_Delete(b);
     free(ta);
@@ -484,7 +484,7 @@ static void copy_to_durable(checkpointer *ck) {
     if (ckpt_begin(ck->root[2], ck->step, tmp, sizeof(tmp), r->msg, sizeof(r->msg)) != 0) return;
     DIR *d = opendir(src);
     if (d == NULL) {
-        ckpt_errf(r->msg, sizeof(r->msg), "cannot open '%s': %s", src, strerror(errno));
+        mt_errf(r->msg, sizeof(r->msg), "cannot open '%s': %s", src, strerror(errno));
         return;
     }
     struct dirent *e;
@@ -501,7 +501,7 @@ static void copy_to_durable(checkpointer *ck) {
     ckpt_step_path(fin, sizeof(fin), ck->root[2], ck->step, "");
     if (same_manifest_files(src, fin, r->msg, sizeof(r->msg)) != 0) {
         char ignored[256];
-        ckpt_remove_tree(fin, ignored, sizeof(ignored));
+        fs_remove_tree(fin, ignored, sizeof(ignored));
         return;
     }
     r->ok = 1;
@@ -546,7 +546,7 @@ static void remove_tmp(checkpointer *ck, int tier) {
     char dir[CKPT_PATH_MAX], ignored[256];
     if (world_rank(ck) != 0 || !ck->on[tier]) return;
     if (ckpt_step_path(dir, sizeof(dir), ck->root[tier], ck->step, ".tmp") == 0)
-        ckpt_remove_tree(dir, ignored, sizeof(ignored)); /* best effort; begin removes stale ones */
+        fs_remove_tree(dir, ignored, sizeof(ignored)); /* best effort; begin removes stale ones */
 }
 
 /* A tier-1 failure of the save of ck->step, known on every rank. msg: this rank's message or
@@ -782,7 +782,7 @@ int checkpoint_finish(checkpointer *ck, trainer *tr) {
         snprintf(parent, sizeof(parent), "%s", ck->root[0]);
         char *slash = strrchr(parent, '/');
         if (slash) *slash = 0; /* .../<name>-<hash>/ckpt -> .../<name>-<hash> */
-        if (ckpt_remove_tree(parent, err, sizeof(err)) != 0) mt_warn("%s", err);
+        if (fs_remove_tree(parent, err, sizeof(err)) != 0) mt_warn("%s", err);
     }
     return ck->failed ? MT_EXIT_ERROR : MT_EXIT_OK;
 }

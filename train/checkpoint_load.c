@@ -31,15 +31,15 @@
 static cJSON *read_state(const char *step_dir, char *err, size_t errlen) {
     char path[CKPT_PATH_MAX], *text = NULL;
     snprintf(path, sizeof(path), "%s/%s", step_dir, CHECKPOINT_STATE_FILE);
-    if (ckpt_read_file(path, (size_t)16 << 20, &text, NULL, err, errlen) != 0) return NULL;
+    if (fs_read_file(path, (size_t)16 << 20, &text, NULL, err, errlen) != 0) return NULL;
     cJSON *o = cJSON_Parse(text);
     free(text);
     const cJSON *fmt = o ? cJSON_GetObjectItemCaseSensitive(o, "format") : NULL;
     const cJSON *ver = o ? cJSON_GetObjectItemCaseSensitive(o, "version") : NULL;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CHECKPOINT_STATE_FORMAT) != 0 ||
         !cJSON_IsNumber(ver) || ver->valuedouble != 1) {
-        ckpt_errf(err, errlen, "%s: not a minitrain trainer state (format '%s', version 1 "
-                  "expected)", path, CHECKPOINT_STATE_FORMAT);
+        mt_errf(err, errlen, "%s: not a minitrain trainer state (format '%s', version 1 "
+                "expected)", path, CHECKPOINT_STATE_FORMAT);
         cJSON_Delete(o);
         return NULL;
     }
@@ -52,8 +52,8 @@ static int get_int(const cJSON *o, const char *obj, const char *key, int *out, c
     const cJSON *parent = obj ? cJSON_GetObjectItemCaseSensitive(o, obj) : o;
     const cJSON *v = parent ? cJSON_GetObjectItemCaseSensitive(parent, key) : NULL;
     if (!cJSON_IsNumber(v)) {
-        ckpt_errf(err, errlen, "%s/%s: missing number %s%s%s", dir, CHECKPOINT_STATE_FILE,
-                  obj ? obj : "", obj ? "." : "", key);
+        mt_errf(err, errlen, "%s/%s: missing number %s%s%s", dir, CHECKPOINT_STATE_FILE,
+                obj ? obj : "", obj ? "." : "", key);
         return -1;
     }
     *out = (int)v->valuedouble;
@@ -133,8 +133,8 @@ int checkpoint_load_model(gpt_model *m, const char *step_dir, int *step_out, cha
     ckpt_fileset_close(&fs);
     int bad = rc == 0 ? gpt_first_nonfinite(m) : -1;
     if (bad >= 0) {
-        ckpt_errf(err, errlen, "%s: tensor '%s' holds non-finite values (NaN/Inf); refusing to "
-                  "load it", step_dir, m->tensors[bad].name);
+        mt_errf(err, errlen, "%s: tensor '%s' holds non-finite values (NaN/Inf); refusing to "
+                "load it", step_dir, m->tensors[bad].name);
         rc = -1;
     }
     if (rc != 0) {
@@ -197,12 +197,12 @@ static int choose(checkpointer *ck, int64_t want, int *tier, int64_t *step, char
     free(c);
     if (!found && want >= 0) {
         if (seen == 0)
-            ckpt_errf(err, errlen, "--resume %" PRId64 ": no committed checkpoint of step %" PRId64
-                      " under %s%s%s", want, want, ck->root[1], ck->on[0] ? " or tier 0 " : "",
-                      ck->on[0] ? ck->root[0] : "");
+            mt_errf(err, errlen, "--resume %" PRId64 ": no committed checkpoint of step %" PRId64
+                    " under %s%s%s", want, want, ck->root[1], ck->on[0] ? " or tier 0 " : "",
+                    ck->on[0] ? ck->root[0] : "");
         else
-            ckpt_errf(err, errlen, "--resume %" PRId64 ": checkpoint does not verify: %s", want,
-                      last);
+            mt_errf(err, errlen, "--resume %" PRId64 ": checkpoint does not verify: %s", want,
+                    last);
         return -1;
     }
     return found;
@@ -222,9 +222,9 @@ static int check_compatible(const trainer *tr, const gpt_config *saved, const ch
                   saved->moe_every ? saved->top_k : 0};
     for (int i = 0; i < 8; i++) {
         if (have[i] != was[i]) {
-            ckpt_errf(err, errlen, "cannot resume from %s: it holds a model with %s %d, this run "
-                      "has %s %d (the model shape must match; use --resume no or another "
-                      "run_dir)", dir, keys[i], was[i], keys[i], have[i]);
+            mt_errf(err, errlen, "cannot resume from %s: it holds a model with %s %d, this run "
+                    "has %s %d (the model shape must match; use --resume no or another "
+                    "run_dir)", dir, keys[i], was[i], keys[i], have[i]);
             return -1;
         }
     }
@@ -245,24 +245,24 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
         get_int(st, "optimizer", "t", &t, dir, err, errlen) != 0)
         goto out;
     if (step < 0 || step > tr->cfg.steps) {
-        ckpt_errf(err, errlen, "cannot resume from %s: its step %d is beyond this run's steps %d "
-                  "(raise --steps to train further)", dir, step, tr->cfg.steps);
+        mt_errf(err, errlen, "cannot resume from %s: its step %d is beyond this run's steps %d "
+                "(raise --steps to train further)", dir, step, tr->cfg.steps);
         goto out;
     }
     const cJSON *rng = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "rng"),
                                                         "sample");
     rng_state sample;
     if (!cJSON_IsArray(rng) || cJSON_GetArraySize(rng) != 4) {
-        ckpt_errf(err, errlen, "%s/%s: rng.sample must be 4 hex strings", dir,
-                  CHECKPOINT_STATE_FILE);
+        mt_errf(err, errlen, "%s/%s: rng.sample must be 4 hex strings", dir,
+                CHECKPOINT_STATE_FILE);
         goto out;
     }
     for (int i = 0; i < 4; i++) {
         const cJSON *h = cJSON_GetArrayItem(rng, i);
         char *end = NULL;
         if (!cJSON_IsString(h) || (sample.s[i] = strtoull(h->valuestring, &end, 16), *end != 0)) {
-            ckpt_errf(err, errlen, "%s/%s: rng.sample[%d] is not a hex string", dir,
-                      CHECKPOINT_STATE_FILE, i);
+            mt_errf(err, errlen, "%s/%s: rng.sample[%d] is not a hex string", dir,
+                    CHECKPOINT_STATE_FILE, i);
             goto out;
         }
     }
@@ -329,7 +329,7 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
         char msg[CK_MSG];
         if (rank == 0 && ckpt_list(ck->root[1], &steps, &n, msg, sizeof(msg)) == 0 && n > 0) {
             char w[CK_MSG + 200];
-            ckpt_errf(w, sizeof(w), "--resume no: starting from scratch although %s holds "
+            mt_errf(w, sizeof(w), "--resume no: starting from scratch although %s holds "
                      "checkpoints up to step %" PRId64 " (a later --resume auto may pick them)",
                      ck->root[1], steps[n - 1]);
             mt_warn("%s", w);
@@ -352,7 +352,7 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
     comm_broadcast_bytes(tr->mesh->world, pick, sizeof(pick), 0);
     double t_verified = timer_now();
     if (pick[0] < 0) {
-        if (rank != 0) ckpt_errf(err, errlen, "resume failed on rank 0 (see its message)");
+        if (rank != 0) mt_errf(err, errlen, "resume failed on rank 0 (see its message)");
         return -1;
     }
     if (pick[0] == 0) {
@@ -369,10 +369,10 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
         }
         comm_broadcast_bytes(tr->mesh->world, found, sizeof(found), 0);
         if (found[0] > 0) {
-            ckpt_errf(err, errlen, "--resume auto: %s holds %" PRId64 " checkpoint(s) up to step "
-                      "%" PRId64 " but none verifies (see the warnings above); refusing to start "
-                      "over and overwrite this run. Repair or remove them, or pass --resume no "
-                      "to start from step 0", ck->root[1], found[0], found[1]);
+            mt_errf(err, errlen, "--resume auto: %s holds %" PRId64 " checkpoint(s) up to step "
+                    "%" PRId64 " but none verifies (see the warnings above); refusing to start "
+                    "over and overwrite this run. Repair or remove them, or pass --resume no "
+                    "to start from step 0", ck->root[1], found[0], found[1]);
             return -1;
         }
         if (rank == 0) log_info("resume: no checkpoint to resume from yet; starting from step 0");

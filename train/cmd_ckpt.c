@@ -323,7 +323,7 @@ static int cmd_export(ckpt_args *a) {
     char tmp[CKPT_PATH_MAX];
     snprintf(tmp, sizeof(tmp), "%s", out);
     snprintf(outdir, sizeof(outdir), "%s", dirname(tmp)); /* dirname may modify its argument */
-    if (ckpt_mkdir_p(outdir, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (fs_mkdir_p(outdir, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
     /* HF layout: same names; Conv1D weights transposed (out, in) -> (in, out) */
     float *hf = mallocCheck(m.num_params * sizeof(float));
     st_tensor *t = callocCheck((size_t)m.n_tensors, sizeof(*t));

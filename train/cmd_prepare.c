@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/fs.h"
 #include "core/timer.h"
 #include "train/data.h"
 #include "train/tokenizer.h"
@@ -37,37 +38,6 @@ static void usage(FILE *out) {
             "                        0 < F <= 0.5 (default 0.1)\n"
             "  -h, --help            this help\n",
             PREP_MAX_VOCAB, PREP_DEFAULT_BPE_VOCAB);
-}
-
-/* mkdir -p; 0 ok, -1 (errno set) on failure or when a path component is not a directory */
-static int mkdir_p(const char *path) {
-    if (path[0] == '\0') {
-        errno = ENOENT;
-        return -1;
-    }
-    char *p = strdup(path);
-    mtCheck(p != NULL, "out of memory");
-    int rc = 0;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0')
-            continue;
-        char c = *s;
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            rc = -1;
-        *s = c;
-        if (rc != 0 || c == '\0')
-            break;
-    }
-    struct stat st;
-    if (rc == 0 && stat(p, &st) != 0)
-        rc = -1;
-    else if (rc == 0 && !S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        rc = -1;
-    }
-    free(p);
-    return rc;
 }
 
 static char *join(const char *dir, const char *name) {
@@ -196,7 +166,7 @@ int data_cmd_prepare(int argc, char **argv) {
     uint8_t *text = mallocCheck(nbytes);
     freadCheck(text, 1, nbytes, fin);
     fcloseCheck(fin);
-    if (mkdir_p(out) != 0)
+    if (fs_mkdir_p(out, NULL, 0) != 0)
         mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
 
     /* tokenizer */
