@@ -707,3 +707,37 @@ void st_close(st_file *f) {
     memset(f, 0, sizeof *f);
     f->fd = -1;
 }
+
+int st_shard_get(const st_file *f, const char *name, st_shard *s, char *err, size_t errlen) {
+    const st_info *t = st_find(f, name);
+    if (t == NULL) {
+        mt_errf(err, errlen, "%s: no tensor named '%s'", f->path, name ? name : "(null)");
+        return -1;
+    }
+    char key[1024];
+    if (snprintf(key, sizeof key, "shard:%s", name) >= (int)sizeof key) {
+        mt_errf(err, errlen, "%s: tensor name '%s' too long", f->path, name);
+        return -1;
+    }
+    const char *v = st_metadata(f, key);
+    if (v == NULL) {
+        memset(s, 0, sizeof *s);
+        s->ndim = t->ndim;
+        memcpy(s->global, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+        return 0;
+    }
+    char msg[512];
+    if (st_shard_parse(v, s, msg, sizeof msg) != 0) {
+        mt_errf(err, errlen, "%s: tensor '%s': %s", f->path, name, msg);
+        return -1;
+    }
+    int bad = s->ndim != t->ndim;
+    for (int d = 0; d < s->ndim && !bad; d++)
+        bad = s->offset[d] > s->global[d] || t->shape[d] > s->global[d] - s->offset[d];
+    if (bad) {
+        mt_errf(err, errlen, "%s: tensor '%s': shard '%s' does not fit (tensor has %d dims; need "
+                "offset + shape <= global)", f->path, name, v, t->ndim);
+        return -1;
+    }
+    return 1;
+}
