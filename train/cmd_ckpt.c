@@ -23,6 +23,7 @@
 #include "core/check.h"
 #include "train/checkpoint.h"
 #include "train/model.h"
+#include "train/model_ckpt.h"
 
 #define MAX_ROOTS 8
 
@@ -316,7 +317,7 @@ static int cmd_export(ckpt_args *a) {
     }
     gpt_model m;
     int step = 0;
-    if (checkpoint_load_model(&m, dir, &step, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (model_ckpt_load(&m, dir, &step, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
     char out[CKPT_PATH_MAX], outdir[CKPT_PATH_MAX];
     if (a->out) snprintf(out, sizeof(out), "%s", a->out);
     else snprintf(out, sizeof(out), "%.4000s/hf/model.safetensors", a->run);
