@@ -1,6 +1,6 @@
 /*
- * tests/test_ckpt.c — cmocka tests of CRC-32C (ckpt/crc32c.c) and the checkpoint directory commit
- * protocol (ckpt/ckpt.c, ckpt/fsutil.c).
+ * tests/test_ckpt_commit.c — cmocka tests of CRC-32C (ckpt/crc32c.c) and the checkpoint directory
+ * commit protocol: begin, commit, verify, list, latest, retention (ckpt/ckpt.c).
  *
  * Independent checks: CRC-32C against the published vectors of RFC 3720 (B.4) and against a
  * bit-at-a-time implementation written here from the definition; manifest.json is re-parsed here
@@ -27,20 +27,8 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 
-static char g_dir[256];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/test_ckpt_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char err[512];
-    if (getenv("MT_KEEP_TEST_FILES") != NULL) return 0; /* debugging: leave the files */
-    return fs_remove_tree(g_dir, err, sizeof err);
-}
+#define TU_PREFIX "test_ckpt_commit"
+#include "tests/testutil.h"
 
 /* CRC-32C straight from the definition: one bit at a time, reflected poly 0x82F63B78. */
 static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
@@ -118,7 +106,7 @@ static void test_crc_file(void **state) {
     unsigned char *buf = malloc(n);
     fill_random(buf, n, 3);
     char path[512], err[512];
-    snprintf(path, sizeof path, "%s/crcfile.bin", g_dir);
+    snprintf(path, sizeof path, "%s/crcfile.bin", tu_dir);
     assert_int_equal(fs_write_atomic(path, buf, n, err, sizeof err), 0);
     uint32_t crc;
     uint64_t bytes;
@@ -161,7 +149,7 @@ static void save_step(const char *root, int64_t step, float base) {
 }
 
 static void make_root(char *root, size_t len, const char *name) {
-    snprintf(root, len, "%s/%s", g_dir, name);
+    snprintf(root, len, "%s/%s", tu_dir, name);
 }
 
 static void step_file(char *buf, size_t len, const char *root, int64_t step, const char *file) {
@@ -581,5 +569,5 @@ int main(void) {
         cmocka_unit_test(test_retention_keeps_newest_verified),
         cmocka_unit_test(test_fs_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }
