@@ -2,11 +2,12 @@
  * ckpt/ckpt.h — checkpoint directories: CRC-32C, the commit protocol, verification, retention.
  *
  * The checkpoint library saves NAMED TENSORS (see ckpt/safetensors.h), never models: the trainer
- * decides which tensors go into which file. This header is the "directory" half:
+ * decides which tensors go into which file. This header is the "directory" half (files are written
+ * by core/fs.h; the asynchronous multi-rank writer and the tiers are ckpt/writer.h, ckpt/tiers.h):
  *
  *   ROOT/step_00000100.tmp/   a save in progress (never read by a loader)
  *   ROOT/step_00000100/       a committed step: the rename from .tmp is the commit point
- *       model_tp0_pp0.safetensors, optim_....safetensors, trainer_state.json, ...
+ *       model-tp00-pp00.safetensors, optim-....safetensors, trainer_state.json, ...
  *       manifest.json         name, size and CRC-32C of every other file; written LAST
  *   ROOT/latest               "step_00000100\n": a convenience pointer, updated after the rename
  *

@@ -35,9 +35,8 @@ struct checkpointer {
     int every, async;
     int writes_shard; /* this rank writes model/optim files (DP rank < ep of its (tp, pp) shard) */
     /* views into the writer's snapshot buffer: params | m | v (async), or m | v (sync: params
-     * are written live); NULL until allocated */
-    const float *snap_params;
-    float *snap_m, *snap_v;
+     * are written live, snap_p stays NULL); NULL until allocated */
+    float *snap_p, *snap_m, *snap_v;
     model_ckpt_file files[2]; /* model, optim: this rank's files of the save in flight */
     ckpt_file out[2];
     int n_files;
@@ -100,7 +99,7 @@ static void apply_failures(checkpointer *ck) {
 static void alloc_snapshot(checkpointer *ck) {
     size_t n = ck->tr->model.num_params;
     float *buf = ckpt_writer_buffer(ck->w, (ck->async ? 3 : 2) * n * sizeof(float));
-    ck->snap_params = ck->async ? buf : NULL;
+    ck->snap_p = ck->async ? buf : NULL;
     ck->snap_m = buf + (ck->async ? n : 0);
     ck->snap_v = ck->snap_m + n;
 }
@@ -251,11 +250,7 @@ static void par_copy(float *dst, const float *src, size_t n) {
  * writes them live) and the full-layout AdamW m, v of this rank's shard. */
 static void snapshot(checkpointer *ck, trainer *tr) {
     size_t n = tr->model.num_params;
-    if (ck->async) {
-        par_copy((float *)ck->snap_params, tr->model.params, n);
-    } else {
-        ck->snap_params = tr->model.params;
-    }
+    if (ck->async) par_copy(ck->snap_p, tr->model.params, n);
     if (!tr->cfg.zero && tr->opt.n == n && tr->opt.offset == 0) {
         /* unsharded AdamW state: what trainer_gather_optimizer_state copies, but on all cores,
          * since this copy is the stall */
@@ -271,7 +266,8 @@ static void describe_files(checkpointer *ck, int step) {
     for (int i = 0; i < 2; i++) model_ckpt_file_free(&ck->files[i]);
     ck->n_files = 0;
     if (!ck->writes_shard) return;
-    const float *ps[1] = {ck->snap_params}, *os[2] = {ck->snap_m, ck->snap_v};
+    const float *params = ck->async ? ck->snap_p : ck->tr->model.params;
+    const float *ps[1] = {params}, *os[2] = {ck->snap_m, ck->snap_v};
     const char *pp[1] = {""}, *op[2] = {"optim.m.", "optim.v."};
     char err[CKPT_MSG];
     if (model_ckpt_file_build(&ck->files[0], &ck->tr->model, "model", step, ps, pp, 1, err,
