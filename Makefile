@@ -1,14 +1,17 @@
 # minitrain — one C binary that trains a GPT with 4D parallelism.
 #
 #   make            build ./minitrain (CPU: OpenBLAS + OpenMP)
-#   make deps       install missing Debian packages (apt-get; needs root)
+#   make deps       install the Debian packages the binary needs (apt-get; needs root)
+#   make test-deps  deps + the packages only the tests need (cmocka, PyTorch, curl, wrk, redis,
+#                   node + npm)
 #   make demo       deps + build + prepare Shakespeare + train examples/shakespeare.ini + sample
-#   make test       deps + build + every test (unit, reference, end-to-end)
+#   make test       test-deps + build + every test (unit, reference, end-to-end, no-MPI, asan)
 #   make asan       build with AddressSanitizer/UBSan into build-asan/ and run the unit tests
+#   make nompi      build without MPI (MPICC=) into build-nompi/ and run the unit tests
 #   make GPU=1      add the CUDA backend (cuBLAS, NCCL) — see docs/
 #
 # Sources are found by wildcard: one file per concern under core/ parallel/ ckpt/ train/ safety/
-# gateway/ sched/; minitrain.c holds main() only. Every test is tests/test_*.c (cmocka) or
+# gateway/ sched/ cmd/ (one file per subcommand); minitrain.c holds main() and the subcommand table. Every test is tests/test_*.c (cmocka) or
 # tests/run_*.sh (end to end).
 
 CC ?= gcc
@@ -75,6 +78,29 @@ ifeq ($(call have_header,microhttpd.h),1)
 else
   $(info ✗ libmicrohttpd (libmicrohttpd-dev) — run: make deps)
 endif
+# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp, PII hash tokens are
+# HMAC-SHA256 (safety/pii.c): OpenSSL's libcrypto
+ifeq ($(call have_header,openssl/sha.h),1)
+  $(info ✓ OpenSSL libcrypto (API key hashes, PII keyed hashes))
+else
+  $(info ✗ OpenSSL libcrypto (libssl-dev) — run: make deps)
+endif
+# shared rate-limit buckets across gateway replicas live in Redis
+ifeq ($(call have_header,hiredis/hiredis.h),1)
+  $(info ✓ hiredis)
+else
+  $(info ✗ hiredis (libhiredis-dev) — run: make deps)
+endif
+ifneq ($(shell command -v redis-server 2>/dev/null),)
+  $(info ✓ redis-server (tests))
+else
+  $(info ✗ redis-server (redis-server, tests only) — run: make test-deps)
+endif
+ifneq ($(shell command -v npm 2>/dev/null),)
+  $(info ✓ Node.js + npm (tests: the openai client))
+else
+  $(info ✗ Node.js + npm (nodejs, npm; tests only) — run: make test-deps)
+endif
 ifeq ($(call have_header,cmocka.h),1)
   $(info ✓ cmocka (tests))
 else
@@ -102,18 +128,18 @@ ifeq ($(GPU),1)
   endif
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lpthread -lm
+LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcrypto -lhiredis -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
-MODULES = core parallel ckpt train safety gateway sched
+MODULES = core parallel ckpt train safety gateway sched cmd
 SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 OBJS = $(SRCS:%.c=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps demo test unit asan bench clean
+.PHONY: all deps test-deps demo test unit asan nompi bench clean
 all: $(BIN)
 
 # V=1 shows full command lines
@@ -137,16 +163,28 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	$(Q)$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS_ASAN) $(LDLIBS) -lcmocka
 
 # --- packages -----------------------------------------------------------------------------------
+# What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
+# most of a gigabyte that a newcomer running the demo should not wait for.
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
-           python3-numpy curl wrk
-deps:
-	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+           libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev
+DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server
+# Node.js and npm (tests drive serve with the `openai` npm package) are checked by command:
+# NodeSource's nodejs package provides npm without Debian's npm package being installed.
+DEB_TEST_CMDS = node:nodejs npm:npm
+# $(call install_missing,PACKAGES,WHAT[,COMMAND:PACKAGE ...]): apt-get install those not installed yet
+define install_missing
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for cp in $(3); do command -v $${cp%%:*} >/dev/null 2>&1 || missing="$$missing $${cp#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	else echo "✓ all Debian packages present"; fi
+	else echo "✓ all Debian packages present ($(2))"; fi
+endef
+deps:
+	$(call install_missing,$(DEB_PKGS),build and run)
+test-deps:
+	$(call install_missing,$(DEB_PKGS) $(DEB_TEST_PKGS),build and tests,$(DEB_TEST_CMDS))
 
 # --- user entry points --------------------------------------------------------------------------
 demo: deps
@@ -158,10 +196,12 @@ demo: deps
 unit: $(TEST_BINS)
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
 
-test: deps
+test: test-deps
 	$(MAKE) minitrain
 	$(MAKE) unit
 	@set -e; for s in tests/run_*.sh; do echo "== $$s"; bash $$s; done
+	@echo "== a build without MPI (make nompi): -Werror, single-process unit tests"
+	$(MAKE) nompi
 	@echo "== sanitizers (make asan): unit tests and the HTTP server under ASan/UBSan"
 	$(MAKE) asan
 	@echo "all tests passed"
@@ -175,8 +215,15 @@ asan:
 	$(MAKE) ASAN=1 BUILD=build-asan BIN=build-asan/minitrain build-asan/minitrain
 	MT=build-asan/minitrain bash tests/run_serve.sh
 
+# A machine image without MPI (a GPU node may have only NCCL) must build under -Werror and pass
+# the single-process tests: MPICC= turns the MPI backend off (parallel/comm.c's self backend).
+NOMPI_TESTS = $(TEST_SRCS:tests/%.c=build-nompi/tests/%)
+nompi:
+	$(MAKE) MPICC= BUILD=build-nompi BIN=build-nompi/minitrain build-nompi/minitrain $(NOMPI_TESTS)
+	@set -e; for t in $(NOMPI_TESTS); do echo "== $$t"; $$t; done
+
 clean:
-	rm -rf $(BUILD) build-asan minitrain
+	rm -rf $(BUILD) build-asan build-nompi minitrain
 
 -include $(OBJS:.o=.d) $(BUILD)/minitrain.d
 

@@ -162,6 +162,36 @@ int fs_afile_commit(fs_afile *a, char *err, size_t errlen) {
     return fs_fsync_dir(dir, err, errlen);
 }
 
+FILE *fs_stream_open(fs_afile *a, const char *path, char *err, size_t errlen) {
+    if (fs_afile_open(a, path, err, errlen) != 0) return NULL;
+    int fd = dup(a->fd);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (f == NULL) {
+        fail_errf(err, errlen, "cannot open a stream on '%s': %s", a->tmp, strerror(errno));
+        if (fd >= 0) close(fd);
+        fs_afile_abort(a);
+    }
+    return f;
+}
+
+int fs_stream_commit(fs_afile *a, FILE *f, char *err, size_t errlen) {
+    int flushed = fflush(f) == 0 && !ferror(f);
+    int e = errno;
+    if (fclose(f) != 0 && flushed) flushed = 0, e = errno;
+    if (!flushed) {
+        errno = e;
+        fail_errf(err, errlen, "write to '%s' failed: %s", a->path, strerror(e));
+        fs_afile_abort(a);
+        return -1;
+    }
+    return fs_afile_commit(a, err, errlen);
+}
+
+void fs_stream_abort(fs_afile *a, FILE *f) {
+    if (f) fclose(f);
+    fs_afile_abort(a);
+}
+
 int fs_write_atomic(const char *path, const void *buf, size_t n, char *err, size_t errlen) {
     fs_afile a;
     if (fs_afile_open(&a, path, err, errlen) != 0) return -1;

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define FS_PATH_MAX 4096
 
@@ -39,6 +40,13 @@ int fs_afile_write(fs_afile *a, const void *buf, size_t n, char *err, size_t err
 int fs_afile_commit(fs_afile *a, char *err, size_t errlen);
 /* Close and remove the partial file; safe to call twice or on a never-opened fs_afile. */
 void fs_afile_abort(fs_afile *a);
+
+/* The same, as a buffered stdio stream (for writers of many small pieces): fs_afile_open, then a
+ * FILE on a duplicate of its descriptor. fs_stream_commit flushes and closes the stream, then
+ * fs_afile_commit; fs_stream_abort drops both. Returns the stream, or NULL with err. */
+FILE *fs_stream_open(fs_afile *a, const char *path, char *err, size_t errlen);
+int fs_stream_commit(fs_afile *a, FILE *f, char *err, size_t errlen);
+void fs_stream_abort(fs_afile *a, FILE *f);
 
 /* Write buf[0..n) to path durably and atomically (an fs_afile in one call). */
 int fs_write_atomic(const char *path, const void *buf, size_t n, char *err, size_t errlen);

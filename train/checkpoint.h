@@ -89,8 +89,4 @@ const char *checkpoint_root(const checkpointer *ck, int tier);
 /* Free the checkpointer (after checkpoint_finish). NULL is a no-op. */
 void checkpoint_free(checkpointer *ck);
 
-/* `minitrain ckpt ls|verify|export --run DIR [--step N] [--out FILE]` (train/cmd_ckpt.c);
- * argv[0] is "ckpt". Returns the exit code (2 for bad input or a checkpoint that fails). */
-int checkpoint_cmd_ckpt(int argc, char **argv);
-
 #endif /* MT_CHECKPOINT_H */

@@ -100,10 +100,4 @@ void data_loader_get(const data_loader *dl, uint64_t seq_index, int count, int *
 /* Unmap and free. Safe on a zeroed or closed loader. */
 void data_loader_close(data_loader *dl);
 
-/* `minitrain prepare --input FILE --out DIR [--tokenizer byte|bpe] [--vocab-size N]
- * [--val-fraction F]` (train/cmd_prepare.c): tokenizes FILE, writes DIR/tokenizer.bin,
- * DIR/train_000.bin (first 1-F of the tokens) and DIR/val_000.bin (last F). argv[0] is
- * "prepare". Returns 0; bad input prints one line and exits 2 (mt_fail). */
-int data_cmd_prepare(int argc, char **argv);
-
 #endif /* MT_DATA_H */

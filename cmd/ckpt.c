@@ -1,12 +1,12 @@
 /*
- * train/cmd_ckpt.c — `minitrain ckpt ls|verify|export`: list, check and export the checkpoints
- * of a run (format: docs/formats.md, train/checkpoint.h).
+ * cmd/ckpt.c — `minitrain ckpt ls|verify|export`: list, check and export the checkpoints
+ * of a run (format: docs/formats.md, train/model_ckpt.h).
  *
  * Tier roots: tier 1 is always RUN_DIR/ckpt; tiers 0 (memory) and 2 (durable) are found in the
  * run.db catalog (a save records its directory there before writing). Nothing here trusts a
  * checkpoint: `verify` and `export` run ckpt_verify (sizes, CRC-32C, safetensors structure)
- * first. The command lives in train/ because export needs GPT-2 knowledge: Hugging Face's GPT-2
- * stores its linear layers as Conv1D, i.e. transposed to (in, out).
+ * first. Export needs GPT-2 knowledge (train/model.h): Hugging Face's GPT-2 stores its linear
+ * layers as Conv1D, i.e. transposed to (in, out).
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -18,10 +18,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
-#include "train/checkpoint.h"
 #include "train/model.h"
 #include "train/model_ckpt.h"
 
@@ -41,23 +42,26 @@ typedef struct {
     int n_roots;
 } ckpt_args;
 
-static void usage(const char *sub) {
-    if (sub == NULL || strcmp(sub, "ls") == 0)
-        printf("usage: minitrain ckpt ls --run DIR [--step N]\n"
-               "  list the checkpoints of a run in every tier (0 memory, 1 RUN_DIR/ckpt,\n"
-               "  2 durable) with state (committed, corrupt per the catalog, incomplete = a save\n"
-               "  that never committed) and size. Does not verify; see `ckpt verify`.\n");
-    if (sub == NULL || strcmp(sub, "verify") == 0)
-        printf("usage: minitrain ckpt verify --run DIR [--step N]\n"
-               "  check every committed checkpoint (or step N): manifest present, every file's\n"
-               "  size and CRC-32C, safetensors structure. Exit 0 when all pass, 2 otherwise\n"
-               "  (each failure names the file).\n");
-    if (sub == NULL || strcmp(sub, "export") == 0)
-        printf("usage: minitrain ckpt export --run DIR [--step N] [--out FILE]\n"
-               "  merge the shards of the newest verified checkpoint (or step N) into one\n"
-               "  safetensors file with Hugging Face GPT-2 names and layout (Conv1D weights\n"
-               "  transposed to (in, out)) plus config.json beside it (GPT2Config keys).\n"
-               "  Default FILE: DIR/hf/model.safetensors.\n");
+static const char *const SUB_SYNOPSIS[] = {
+    "usage: minitrain ckpt ls --run DIR [--step N]",
+    "usage: minitrain ckpt verify --run DIR [--step N]",
+    "usage: minitrain ckpt export --run DIR [--step N] [--out FILE]",
+};
+static const char *const SUB_ABOUT[] = {
+    "List the checkpoints of a run in every tier (0 memory, 1 RUN_DIR/ckpt, 2 durable) with\n"
+    "state (committed, corrupt per the catalog, incomplete = a save that never committed) and\n"
+    "size. Does not verify; see `ckpt verify`.",
+    "Check every committed checkpoint (or step N): manifest present, every file's size and\n"
+    "CRC-32C, safetensors structure. Exit 0 when all pass, 2 otherwise (each failure names the\n"
+    "file).",
+    "Merge the shards of the newest verified checkpoint (or step N) into one safetensors file\n"
+    "with Hugging Face GPT-2 names and layout (Conv1D weights transposed to (in, out)) plus\n"
+    "config.json beside it (GPT2Config keys).",
+};
+
+static void usage_all(void) {
+    printf("minitrain ckpt: list, verify and export the checkpoints of a run\n\n");
+    for (int k = 0; k < 3; k++) printf("%s\n  %s\n", SUB_SYNOPSIS[k], SUB_ABOUT[k]);
 }
 
 /* ---- arguments, roots, catalog --------------------------------------------------------------- */
@@ -72,30 +76,39 @@ static int own_tier0(const char *run, const char *root) {
     return a >= b && strcmp(root + a - b, want) == 0;
 }
 
-static void parse_args(ckpt_args *a, int argc, char **argv, int allow_out) {
+/* Parse `ckpt SUB` options (argv[0] = SUB, k its index in SUB_SYNOPSIS) into a. Returns
+ * ARGS_CONTINUE or an exit code (help printed, or a bad flag). */
+static int parse_args(ckpt_args *a, int argc, char **argv, int k) {
+    const char *sub = argv[0];
     memset(a, 0, sizeof(*a));
-    a->step = -1;
-    for (int i = 2; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--run") || !strcmp(k, "--step") || !strcmp(k, "--out")) {
-            if (i + 1 >= argc) mt_fail("%s needs a value", k);
-            const char *v = argv[++i];
-            if (!strcmp(k, "--run")) a->run = v;
-            else if (!strcmp(k, "--out") && allow_out) a->out = v;
-            else if (!strcmp(k, "--step")) {
-                char *end = NULL;
-                long long s = strtoll(v, &end, 10);
-                if (v[0] == 0 || *end != 0 || s < 0) mt_fail("--step needs a step number, got '%s'", v);
-                a->step = s;
-            } else mt_fail("unknown option '%s' for `minitrain ckpt %s`", k, argv[1]);
-        } else {
-            mt_fail("unknown option '%s' for `minitrain ckpt %s` (see --help)", k, argv[1]);
-        }
-    }
-    if (a->run == NULL) mt_fail("`minitrain ckpt %s` needs --run DIR", argv[1]);
+    long long step = -1;
+    args_opt opts[] = {
+        {"run", ARG_STRING, &a->run, 0, 0, "DIR", "run directory (holds ckpt/ and run.db)", ""},
+        {"step", ARG_I64, &step, 0, 9.2e18, "N", "only this step (default: every step; export: "
+         "the newest that\nverifies)", ""},
+        {"out", ARG_STRING, &a->out, 0, 0, "FILE", "the safetensors file to write (default "
+         "DIR/hf/model.safetensors)", ""},
+        {0},
+    };
+    if (k != 2) opts[2].name = NULL; /* --out belongs to export only */
+    char cmd[32];
+    snprintf(cmd, sizeof(cmd), "ckpt %s", sub);
+    const args_spec spec = {.cmd = cmd, .synopsis = SUB_SYNOPSIS[k], .about = SUB_ABOUT[k],
+                            .opts = opts};
+    int prc = args_parse(&spec, argc, argv, NULL);
+    if (prc != ARGS_CONTINUE) return prc;
+    a->step = step;
+    if (a->run == NULL) mt_fail("`minitrain ckpt %s` needs --run DIR", sub);
     struct stat st;
     if (stat(a->run, &st) != 0 || !S_ISDIR(st.st_mode))
         mt_fail("run directory '%s' does not exist", a->run);
+    return ARGS_CONTINUE;
+}
+
+/* The tier roots of a->run: tier 1 RUN_DIR/ckpt, then those of the run.db catalog (fastest
+ * first). Leaves a->db open (read-only) when there is a run.db. */
+static void find_roots(ckpt_args *a) {
+    struct stat st;
     a->roots[0].tier = 1;
     snprintf(a->roots[0].root, sizeof(a->roots[0].root), "%.4000s/ckpt", a->run);
     a->n_roots = 1;
@@ -182,7 +195,7 @@ static const char *human(int64_t b, char *buf, size_t len) {
 
 /* ---- ls ---------------------------------------------------------------------------------------- */
 
-static int cmd_ls(ckpt_args *a) {
+static int do_ls(ckpt_args *a) {
     printf("%-4s %-10s %-10s %10s  %s\n", "tier", "step", "state", "size", "path");
     int shown = 0;
     for (int r = 0; r < a->n_roots; r++) {
@@ -241,7 +254,7 @@ static int cmd_ls(ckpt_args *a) {
 
 /* ---- verify ------------------------------------------------------------------------------------ */
 
-static int cmd_verify(ckpt_args *a) {
+static int do_verify(ckpt_args *a) {
     int checked = 0, failed = 0;
     char msg[2048];
     for (int r = 0; r < a->n_roots; r++) {
@@ -287,7 +300,7 @@ static int is_conv1d(const char *name) {
            strstr(name, ".mlp.c_fc.weight") || strstr(name, ".mlp.c_proj.weight");
 }
 
-static int cmd_export(ckpt_args *a) {
+static int do_export(ckpt_args *a) {
     /* newest verified step (or step N) in the fastest tier holding it */
     char dir[CKPT_PATH_MAX] = "", msg[2048], last[2048] = "";
     int64_t best = -1;
@@ -392,23 +405,19 @@ static int cmd_export(ckpt_args *a) {
     return MT_EXIT_OK;
 }
 
-int checkpoint_cmd_ckpt(int argc, char **argv) {
+int cmd_ckpt(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("minitrain ckpt: list, verify and export the checkpoints of a run\n\n");
-        usage(NULL);
+        usage_all();
         return argc < 2 ? MT_EXIT_USAGE : MT_EXIT_OK;
     }
     const char *sub = argv[1];
-    if (strcmp(sub, "ls") && strcmp(sub, "verify") && strcmp(sub, "export"))
-        mt_fail("unknown ckpt command '%s' (ls, verify or export)", sub);
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(sub);
-            return MT_EXIT_OK;
-        }
+    int k = !strcmp(sub, "ls") ? 0 : !strcmp(sub, "verify") ? 1 : !strcmp(sub, "export") ? 2 : -1;
+    if (k < 0) mt_fail("unknown ckpt command '%s' (ls, verify or export)", sub);
     ckpt_args a;
-    parse_args(&a, argc, argv, strcmp(sub, "export") == 0);
-    int rc = !strcmp(sub, "ls") ? cmd_ls(&a) : !strcmp(sub, "verify") ? cmd_verify(&a) : cmd_export(&a);
+    int prc = parse_args(&a, argc - 1, argv + 1, k);
+    if (prc != ARGS_CONTINUE) return prc;
+    find_roots(&a);
+    int rc = k == 0 ? do_ls(&a) : k == 1 ? do_verify(&a) : do_export(&a);
     close_args(&a);
     return rc;
 }

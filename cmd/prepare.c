@@ -1,0 +1,269 @@
+/*
+ * cmd/prepare.c — `minitrain prepare`: text file -> tokenizer.bin + train/val token shards.
+ *
+ * The split is made on TOKENS (first 1-F for train, last F for val), not on bytes, so the two
+ * shards hold exactly the encoding of the whole text. Every output is written to NAME.tmp and
+ * renamed into place, so an interrupted run never leaves a half-written file under its final
+ * name. User errors (missing/empty input, bad flag values, unknown flags) are one line + exit 2.
+ * (The tokenizer and the shard format are train/tokenizer.h and train/data.h; this file wires them.)
+ */
+#include <errno.h>
+#include <glob.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cmd/args.h"
+#include "cmd/cmd.h"
+#include "core/check.h"
+#include "core/fs.h"
+#include "core/timer.h"
+#include "safety/pii.h"
+#include "train/data.h"
+#include "train/tokenizer.h"
+
+#define PREP_DEFAULT_BPE_VOCAB 1024
+#define PREP_MAX_VOCAB 65536
+
+static char *join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *s = mallocCheck(n);
+    snprintf(s, n, "%s/%s", dir, name);
+    return s;
+}
+
+/* Warn about shards from an earlier run that the loader would also pick up. */
+static void warn_stale(const char *dir, const char *split) {
+    char pat[4096];
+    snprintf(pat, sizeof(pat), "%s/%s_*.bin", dir, split);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0)
+        return;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *base = strrchr(g.gl_pathv[i], '/');
+        base = base ? base + 1 : g.gl_pathv[i];
+        char mine[32];
+        snprintf(mine, sizeof(mine), "%s_000.bin", split);
+        if (strcmp(base, mine) != 0)
+            mt_warn("prepare: '%s' is left from an earlier run; the loader will read it too "
+                    "(delete it if unwanted)",
+                    g.gl_pathv[i]);
+    }
+    globfree(&g);
+}
+
+/* `--scrub-pii` may stand without its mode: give it "mask" then (a copy of argv, *argv kept) */
+static char **default_scrub_mode(int *argc, char **argv) {
+    char **v = mallocCheck(((size_t)*argc * 2 + 1) * sizeof(char *));
+    int n = 0;
+    for (int i = 0; i < *argc; i++) {
+        v[n++] = argv[i];
+        if (!strcmp(argv[i], "--scrub-pii") && (i + 1 >= *argc || !strncmp(argv[i + 1], "--", 2)))
+            v[n++] = (char *)"mask";
+    }
+    v[n] = NULL;
+    *argc = n;
+    return v;
+}
+
+/* Scrub text[0..*n) in place of the original (freed) and write DIR/pii_report.json. */
+static uint8_t *scrub_text(uint8_t *text, size_t *n, const char *mode_s, const char *types_s,
+                           const char *keyfile, const char *out, pii_mode *mode,
+                           unsigned *types) {
+    if (pii_mode_parse(mode_s, mode) != 0)
+        mt_fail("prepare: --scrub-pii must be mask, hash or drop-line, not '%s'", mode_s);
+    char err[256];
+    *types = pii_types_parse(types_s, err, sizeof(err));
+    if (*types == 0)
+        mt_fail("prepare: --pii-types: %s", err);
+    uint8_t *key = NULL;
+    size_t keylen = 0;
+    if (*mode == PII_HASH && keyfile == NULL)
+        mt_fail("prepare: --scrub-pii hash needs --hash-key-file FILE (the HMAC key)");
+    if (*mode == PII_HASH && pii_key_load(keyfile, &key, &keylen, err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    pii_counts c;
+    size_t sn = 0;
+    double t0 = timer_now();
+    char *sc = pii_scrub_text((const char *)text, *n, *mode, *types, key, keylen, &c, &sn);
+    double dt = timer_now() - t0;
+    mtCheck(sc != NULL, "out of memory scrubbing the input");
+    if (key) {
+        memset(key, 0, keylen);
+        free(key);
+    }
+    free(text);
+    uint64_t total = 0;
+    for (int t = 0; t < PII_NTYPES; t++)
+        total += c.found[t];
+    char *js = pii_report_json(&c, *mode, *types, dt);
+    char *rp = join(out, "pii_report.json");
+    mtCheck(js != NULL, "out of memory");
+    if (fs_write_atomic(rp, js, strlen(js), err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    printf("prepare: scrub-pii  %s: %llu matches, %zu -> %zu bytes (%.0f MB/s), report -> %s\n",
+           pii_mode_name(*mode), (unsigned long long)total, *n, sn,
+           dt > 0 ? (double)*n / 1e6 / dt : 0.0, rp);
+    free(js);
+    free(rp);
+    if (sn == 0)
+        mt_fail("prepare: nothing is left of the input after --scrub-pii %s", mode_s);
+    *n = sn;
+    return (uint8_t *)sc;
+}
+
+int cmd_prepare(int argc, char **argv) {
+    char **argv0 = argv;
+    argv = default_scrub_mode(&argc, argv0);
+    const char *scrub = NULL, *pii_types = "all", *keyfile = NULL;
+    const char *input = NULL, *out = NULL, *kind = "byte";
+    long long vocab = -1;
+    double valf = 0.1;
+    char vocab_help[128];
+    snprintf(vocab_help, sizeof(vocab_help), "bpe: 257..%d (default %d); byte: 256 only",
+             PREP_MAX_VOCAB, PREP_DEFAULT_BPE_VOCAB);
+    const args_opt opts[] = {
+        {"input", ARG_STRING, &input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
+        {"out", ARG_STRING, &out, 0, 0, "DIR", "output directory (created if missing)", ""},
+        {"tokenizer", ARG_STRING, &kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
+         "bpe (byte-level BPE\ntrained on FILE)", ""},
+        {"vocab-size", ARG_I64, &vocab, -1e18, 1e18, "N", vocab_help, ""},
+        {"val-fraction", ARG_DOUBLE, &valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
+         "ones) kept for validation,\n0 < F <= 0.5", NULL},
+        {"scrub-pii", ARG_STRING, &scrub, 0, 0, "[MODE]", "scrub PII before tokenizing: mask "
+         "(the default when MODE is left\nout), hash or drop-line (see minitrain scrub --help); "
+         "the counts go\nto DIR/pii_report.json; a bpe tokenizer keeps each placeholder\nwhole "
+         "(one token)", ""},
+        {"pii-types", ARG_STRING, &pii_types, 0, 0, "LIST", "with --scrub-pii: all, or a comma "
+         "list (email,phone,card,...)", "all"},
+        {"hash-key-file", ARG_STRING, &keyfile, 0, 0, "FILE", "with --scrub-pii hash: the HMAC key",
+         ""},
+        {0},
+    };
+    const args_spec spec = {
+        .cmd = "prepare",
+        .synopsis = "usage: minitrain prepare --input FILE --out DIR [options]",
+        .about = "Tokenize a text file and write DIR/tokenizer.bin, DIR/train_000.bin, "
+                 "DIR/val_000.bin\n(llm.c token shards: 256 x int32 header, then uint16 tokens).",
+        .opts = opts,
+    };
+    int prc = args_parse(&spec, argc, argv, NULL);
+    free(argv);
+    argv = argv0;
+    if (prc != ARGS_CONTINUE) return prc;
+    if (scrub == NULL && (keyfile != NULL || strcmp(pii_types, "all") != 0))
+        mt_fail("prepare: --pii-types and --hash-key-file go with --scrub-pii");
+    if (input == NULL)
+        mt_fail("prepare: --input FILE is required (see minitrain prepare --help)");
+    if (out == NULL)
+        mt_fail("prepare: --out DIR is required (see minitrain prepare --help)");
+    int is_bpe = strcmp(kind, "bpe") == 0;
+    if (!is_bpe && strcmp(kind, "byte") != 0)
+        mt_fail("prepare: unknown --tokenizer '%s' (expected byte or bpe)", kind);
+    if (is_bpe) {
+        if (vocab < 0)
+            vocab = PREP_DEFAULT_BPE_VOCAB;
+        if (vocab < 257 || vocab > PREP_MAX_VOCAB)
+            mt_fail("prepare: --vocab-size %lld out of range for bpe (257..%d)", vocab,
+                    PREP_MAX_VOCAB);
+    } else if (vocab >= 0 && vocab != 256) {
+        mt_fail("prepare: --vocab-size %lld is invalid for the byte tokenizer (always 256; use "
+                "--tokenizer bpe for other sizes)",
+                vocab);
+    }
+    if (!(valf > 0.0 && valf <= 0.5))
+        mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", valf);
+
+    /* read the input */
+    struct stat st;
+    if (stat(input, &st) != 0)
+        mt_fail("prepare: cannot read input '%s': %s", input, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        mt_fail("prepare: input '%s' is not a regular file", input);
+    if (st.st_size == 0)
+        mt_fail("prepare: input '%s' is empty", input);
+    size_t nbytes = (size_t)st.st_size;
+    FILE *fin = fopenCheck(input, "rb");
+    uint8_t *text = mallocCheck(nbytes);
+    freadCheck(text, 1, nbytes, fin);
+    fcloseCheck(fin);
+    if (fs_mkdir_p(out, NULL, 0) != 0)
+        mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
+    pii_mode pmode = PII_MASK;
+    unsigned ptypes = 0;
+    size_t input_bytes = nbytes;
+    if (scrub)
+        text = scrub_text(text, &nbytes, scrub, pii_types, keyfile, out, &pmode, &ptypes);
+
+    /* tokenizer; after a scrub, BPE builds each placeholder (or "<TYPE:" of a hash token) as
+     * one token with its first merges */
+    tok_tokenizer tok;
+    double t0 = timer_now();
+    if (is_bpe) {
+        char atoms[PII_NTYPES][24];
+        const char *atomp[PII_NTYPES];
+        int natoms = 0;
+        for (int t = 0; scrub && pmode != PII_DROP_LINE && t < PII_NTYPES; t++) {
+            if (!(ptypes & (1u << t)))
+                continue;
+            const char *ph = pii_type_placeholder((pii_type)t);
+            snprintf(atoms[natoms], sizeof(atoms[natoms]), "%.*s", (int)strlen(ph) - 1, ph);
+            strcat(atoms[natoms], pmode == PII_HASH ? ":" : ">");
+            atomp[natoms] = atoms[natoms];
+            natoms++;
+        }
+        if (tok_train_bpe_atomic(&tok, text, nbytes, (int)vocab, atomp, natoms, 1) != 0)
+            mt_fail("prepare: --vocab-size %lld is too small to hold the PII placeholders as "
+                    "tokens (needs about %d more than 256)",
+                    vocab, 6 * natoms);
+    } else {
+        tok_init_byte(&tok);
+    }
+    double t_train = timer_now() - t0;
+    int V = tok_vocab_size(&tok);
+
+    /* encode and split */
+    t0 = timer_now();
+    uint32_t *ids = mallocCheck(nbytes * sizeof(uint32_t));
+    size_t ntok = tok_encode(&tok, text, nbytes, ids);
+    double t_enc = timer_now() - t0;
+    size_t nval = (size_t)((double)ntok * valf + 0.5);
+    if (nval < 2)
+        nval = 2;
+    if (ntok < nval + 2)
+        mt_fail("prepare: input '%s' gives only %zu tokens; need at least 4 (2 for train, 2 "
+                "for val)",
+                input, ntok);
+    size_t ntrain = ntok - nval;
+
+    /* write */
+    char err[1024];
+    char *tok_path = join(out, "tokenizer.bin"), *train_path = join(out, "train_000.bin"),
+         *val_path = join(out, "val_000.bin");
+    if (tok_save(&tok, tok_path, err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    if (data_write_shard(train_path, ids, ntrain, V, err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    if (data_write_shard(val_path, ids + ntrain, nval, V, err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    warn_stale(out, "train");
+    warn_stale(out, "val");
+
+    printf("prepare: input      %s (%zu bytes)\n", input, input_bytes);
+    printf("prepare: tokenizer  %s, vocab %d%s (%.2f s)\n", is_bpe ? "bpe" : "byte", V,
+           is_bpe && V < vocab ? " (stopped early: no pair repeats)" : "", t_train);
+    printf("prepare: tokens     %zu (%.3f bytes/token), encoded in %.2f s\n", ntok,
+           (double)nbytes / (double)ntok, t_enc);
+    printf("prepare: train      %zu tokens -> %s\n", ntrain, train_path);
+    printf("prepare: val        %zu tokens -> %s\n", nval, val_path);
+    printf("prepare: tokenizer  -> %s\n", tok_path);
+    free(tok_path);
+    free(train_path);
+    free(val_path);
+    free(ids);
+    free(text);
+    tok_free(&tok);
+    return MT_EXIT_OK;
+}
