@@ -1,5 +1,6 @@
 /*
- * tests/test_fs.c — cmocka tests of core/fs: atomic writes, copy, read, mkdir -p, remove tree.
+ * tests/test_fs.c — cmocka tests of core/fs: atomic writes (plain and as a stdio stream), copy,
+ * read, mkdir -p, remove tree.
  *
  * Independent checks: contents are read back here with stdio and compared byte for byte with
  * what was written; "no partial file left" is checked by listing the directory here; the tree
@@ -111,6 +112,38 @@ static void test_atomic_write_replace_and_abort(void **state) {
     assert_int_equal(fs_write_atomic("", "y", 1, err, sizeof err), -1);
 }
 
+static void test_stream(void **state) {
+    (void)state;
+    char dir[512], path[600], err[1024];
+    tu_path(dir, sizeof dir, "s");
+    assert_int_equal(fs_mkdir_p(dir, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    fs_afile a;
+    FILE *f = fs_stream_open(&a, path, err, sizeof err);
+    assert_non_null(f);
+    for (int i = 0; i < 1000; i++) fprintf(f, "line %d\n", i);
+    assert_false(exists(path)); /* nothing under the final name before the commit */
+    assert_int_equal(fs_stream_commit(&a, f, err, sizeof err), 0);
+    size_t n;
+    unsigned char *got = slurp(path, &n);
+    char want[16];
+    snprintf(want, sizeof want, "line %d\n", 999);
+    assert_true(n > strlen(want));
+    assert_memory_equal(got + n - strlen(want), want, strlen(want));
+    assert_memory_equal(got, "line 0\nline 1\n", 14);
+    free(got);
+    assert_int_equal(count_entries(dir), 1);
+    /* an aborted stream leaves the committed file alone and no partial file */
+    f = fs_stream_open(&a, path, err, sizeof err);
+    assert_non_null(f);
+    fputs("garbage", f);
+    fs_stream_abort(&a, f);
+    assert_int_equal(count_entries(dir), 1);
+    got = slurp(path, &n);
+    assert_memory_equal(got, "line 0\n", 7);
+    free(got);
+}
+
 static void test_copy_and_read(void **state) {
     (void)state;
     const size_t n = ((size_t)9 << 20) / 2; /* 4.5 MiB: crosses the 4 MiB copy chunks */
@@ -205,6 +238,7 @@ static void test_remove_tree(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_atomic_write_replace_and_abort),
+        cmocka_unit_test(test_stream),
         cmocka_unit_test(test_copy_and_read),
         cmocka_unit_test(test_mkdir_p),
         cmocka_unit_test(test_remove_tree),
