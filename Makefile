@@ -56,7 +56,7 @@ else
 endif
 
 define have_header
-$(shell echo '#include <$(1)>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+$(shell echo '#include <$(1)>' | $(CC) $(2) -E -x c - >/dev/null 2>&1 && echo 1)
 endef
 ifeq ($(call have_header,sqlite3.h),1)
   $(info ✓ SQLite)
@@ -78,6 +78,23 @@ ifeq ($(call have_header,microhttpd.h),1)
 else
   $(info ✗ libmicrohttpd (libmicrohttpd-dev) — run: make deps)
 endif
+ifeq ($(call have_header,curl/curl.h),1)
+  $(info ✓ libcurl (gateway upstreams))
+else
+  $(info ✗ libcurl (libcurl4-openssl-dev) — run: make deps)
+endif
+ifeq ($(call have_header,pcre2.h,-DPCRE2_CODE_UNIT_WIDTH=8),1)
+  $(info ✓ PCRE2 (gateway content rules))
+else
+  $(info ✗ PCRE2 (libpcre2-dev) — run: make deps)
+endif
+# the gateway's PII guard uses safety/pii.c when the tree has it (branch pii)
+ifneq ($(wildcard safety/pii.c),)
+  CFLAGS_BASE += -DMT_HAVE_PII
+  $(info ✓ safety/pii (gateway PII guard))
+else
+  $(info ✗ safety/pii.c not in this tree: the gateway's pii = mask is refused)
+endif
 # API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp, PII hash tokens are
 # HMAC-SHA256 (safety/pii.c): OpenSSL's libcrypto
 ifeq ($(call have_header,openssl/sha.h),1)
@@ -96,6 +113,11 @@ ifneq ($(shell command -v redis-server 2>/dev/null),)
 else
   $(info ✗ redis-server (redis-server, tests only) — run: make test-deps)
 endif
+ifneq ($(wildcard /usr/sbin/slurmctld),)
+  $(info ✓ Slurm + munge (tests: tests/run_slurm.sh's local cluster))
+else
+  $(info ✗ Slurm (slurm-wlm, munge; tests only) — run: make test-deps)
+endif
 ifneq ($(shell command -v npm 2>/dev/null),)
   $(info ✓ Node.js + npm (tests: the openai client))
 else
@@ -105,6 +127,14 @@ ifeq ($(call have_header,cmocka.h),1)
   $(info ✓ cmocka (tests))
 else
   $(info ✗ cmocka (libcmocka-dev, tests only) — run: make deps)
+endif
+# `minitrain plan --from-hwloc` reads the local node's topology (packages, NUMA, cores, GPUs)
+ifeq ($(call have_header,hwloc.h),1)
+  $(info ✓ hwloc (libhwloc-dev))
+  CFLAGS_BASE += -DMT_HAVE_HWLOC
+  LDLIBS += -lhwloc
+else
+  $(info ✗ hwloc (libhwloc-dev): plan --from-hwloc disabled — run: make deps)
 endif
 MPICC := $(shell command -v mpicc 2>/dev/null)
 ifneq ($(MPICC),)
@@ -128,7 +158,7 @@ ifeq ($(GPU),1)
   endif
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcrypto -lhiredis -lpthread -lm
+LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhiredis -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
@@ -166,8 +196,9 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
 # most of a gigabyte that a newcomer running the demo should not wait for.
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev
-DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server
+           libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev libhwloc-dev \
+           libcurl4-openssl-dev libpcre2-dev
+DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge
 # Node.js and npm (tests drive serve with the `openai` npm package) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.
 DEB_TEST_CMDS = node:nodejs npm:npm

@@ -23,23 +23,24 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/events.h"
 #include "core/fs.h"
 
 /* ---- reports ----------------------------------------------------------------------------------- */
 
+void ckpt_sink_log(const ckpt_sink *s, const char *kind, cJSON *d) {
+    if (s != NULL && s->event != NULL) s->event(s->user, kind, d);
+    else cJSON_Delete(d);
+}
+
 void ckpt_sink_event(const ckpt_sink *s, const char *kind, int64_t step, int tier,
                      const char *key, const char *text) {
     if (s == NULL || s->event == NULL) return;
-    cJSON *o = cJSON_CreateObject();
-    mtCheck(o != NULL, "out of memory");
-    cJSON_AddNumberToObject(o, "step", (double)step);
-    if (tier >= 0) cJSON_AddNumberToObject(o, "tier", tier);
-    if (key && text) cJSON_AddStringToObject(o, key, text);
-    char *detail = cJSON_PrintUnformatted(o);
-    mtCheck(detail != NULL, "out of memory");
-    s->event(s->user, kind, detail);
-    free(detail);
-    cJSON_Delete(o);
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_STEP, (double)step);
+    if (tier >= 0) ev_num(d, EVK_TIER, tier);
+    if (key && text) ev_str(d, key, text);
+    ckpt_sink_log(s, kind, d);
 }
 
 void ckpt_tiers_report(const ckpt_tiers *t, const ckpt_sink *sink, int tier, int64_t step,
@@ -231,7 +232,7 @@ int ckpt_tiers_choose(const ckpt_tiers *t, int64_t want, int *tier, int64_t *ste
         int64_t *steps = NULL;
         int m = 0;
         if (ckpt_list(t->root[k], &steps, &m, msg, sizeof(msg)) != 0) {
-            ckpt_sink_event(sink, "ckpt_skip", -1, k, "warning", msg);
+            ckpt_sink_event(sink, EV_CKPT_SKIP, -1, k, EVK_WARNING, msg);
             mt_warn("%s", msg);
             continue;
         }
@@ -253,7 +254,7 @@ int ckpt_tiers_choose(const ckpt_tiers *t, int64_t want, int *tier, int64_t *ste
         }
         snprintf(last, sizeof(last), "%s", msg);
         mt_warn("skipping checkpoint step %" PRId64 " in tier %d: %s", c[i].step, c[i].tier, msg);
-        ckpt_sink_event(sink, "ckpt_skip", c[i].step, c[i].tier, "warning", msg);
+        ckpt_sink_event(sink, EV_CKPT_SKIP, c[i].step, c[i].tier, EVK_WARNING, msg);
         ckpt_tiers_report(t, sink, c[i].tier, c[i].step, "corrupt", -1, NULL, NAN, NAN);
     }
     free(c);

@@ -14,14 +14,17 @@
  *
  * Reports: ckpt/ never opens the run database. Whatever it has to say goes through a ckpt_sink
  * the caller fills: a catalog row per (tier, step) state change ("writing", "committed",
- * "failed", "deleted", "corrupt") and run events ("ckpt_error", "ckpt_warning", "ckpt_skip",
- * "ckpt_wait", "checkpoint") with a JSON detail built here with cJSON (valid for any path).
+ * "failed", "deleted", "corrupt") and run events (core/events.h: EV_CKPT_ERROR,
+ * EV_CKPT_WARNING, EV_CKPT_SKIP, EV_CKPT_WAIT, EV_CHECKPOINT) whose detail is built here with
+ * ev_detail (valid JSON for any path or message).
  */
 #ifndef CKPT_TIERS_H
 #define CKPT_TIERS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cjson/cJSON.h>
 
 #include "ckpt/ckpt.h"
 
@@ -48,12 +51,16 @@ typedef struct {
 typedef struct {
     void *user;
     void (*catalog)(void *user, const ckpt_record *r);
-    /* a run event of this process: kind and a JSON object text (the detail) */
-    void (*event)(void *user, const char *kind, const char *detail_json);
+    /* a run event of this process: kind (EV_*) and its detail (ev_detail), which the callee
+     * owns (ev_log logs and frees it) */
+    void (*event)(void *user, const char *kind, cJSON *detail);
 } ckpt_sink;
 
-/* Report event `kind` with the detail {"step": step, "tier": tier, key: text}; tier < 0 and
- * key or text NULL leave those keys out. */
+/* Hand detail d (ev_detail) to the sink as event `kind`; freed when nobody takes it. */
+void ckpt_sink_log(const ckpt_sink *s, const char *kind, cJSON *d);
+
+/* Report event `kind` with the detail {EVK_STEP: step, EVK_TIER: tier, key: text}; tier < 0
+ * and key or text NULL leave those keys out. */
 void ckpt_sink_event(const ckpt_sink *s, const char *kind, int64_t step, int tier,
                      const char *key, const char *text);
 

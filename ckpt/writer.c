@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/events.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -83,22 +84,16 @@ static void ckpt_catalog(ckpt_writer *w, int tier, int64_t step, const char *sta
 
 /* The "checkpoint" event of a committed tier: where it is, how big, what it cost. */
 static void committed_event(ckpt_writer *w, int tier, const ckpt_tier_result *r, double stall) {
-    if (w->o.sink.event == NULL) return;
     char dir[CKPT_PATH_MAX];
     ckpt_step_path(dir, sizeof(dir), w->o.tiers.root[tier], w->step, "");
-    cJSON *o = cJSON_CreateObject();
-    mtCheck(o != NULL, "out of memory");
-    cJSON_AddNumberToObject(o, "step", (double)w->step);
-    cJSON_AddNumberToObject(o, "tier", tier);
-    cJSON_AddStringToObject(o, "path", dir);
-    cJSON_AddNumberToObject(o, "bytes", (double)r->bytes);
-    cJSON_AddNumberToObject(o, "snapshot_ms", stall);
-    cJSON_AddNumberToObject(o, "write_ms", w->write_ms);
-    char *detail = cJSON_PrintUnformatted(o);
-    mtCheck(detail != NULL, "out of memory");
-    w->o.sink.event(w->o.sink.user, "checkpoint", detail);
-    free(detail);
-    cJSON_Delete(o);
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_STEP, (double)w->step);
+    ev_num(d, EVK_TIER, tier);
+    ev_str(d, EVK_PATH, dir);
+    ev_num(d, EVK_BYTES, (double)r->bytes);
+    ev_num(d, EVK_SNAPSHOT_MS, stall);
+    ev_num(d, EVK_WRITE_MS, w->write_ms);
+    ckpt_sink_log(&w->o.sink, EV_CHECKPOINT, d);
 }
 
 /* ---- create / free ----------------------------------------------------------------------------- */
@@ -229,7 +224,7 @@ static void save_failed(ckpt_writer *w, const char *msg) {
 /* Every rank's writer finished (err1/err0: some rank failed in tier 1/0): rank 0 commits. */
 static void after_write(ckpt_writer *w, int err1, int err0) {
     for (int t = 0; t < 2; t++)
-        if (w->w_err[t]) ckpt_event(w, "ckpt_error", w->step, t, "error", w->w_msg[t]);
+        if (w->w_err[t]) ckpt_event(w, EV_CKPT_ERROR, w->step, t, EVK_ERROR, w->w_msg[t]);
     if (err0 && w->tier_ok[0]) {
         if (w->w_err[0]) mt_warn("tier-0 checkpoint of step %" PRId64 " not saved: %s", w->step,
                                  w->w_msg[0]);
@@ -260,10 +255,10 @@ static void after_commit(ckpt_writer *w, int err1) {
                              w->write_ms);
                 for (int i = 0; i < r->n_deleted; i++)
                     ckpt_catalog(w, t, r->deleted[i], "deleted", -1, NULL, NAN, NAN);
-                if (r->msg[0]) ckpt_event(w, "ckpt_warning", w->step, t, "warning", r->msg);
+                if (r->msg[0]) ckpt_event(w, EV_CKPT_WARNING, w->step, t, EVK_WARNING, r->msg);
                 committed_event(w, t, r, stall);
             } else {
-                ckpt_event(w, "ckpt_error", w->step, t, "error", r->msg);
+                ckpt_event(w, EV_CKPT_ERROR, w->step, t, EVK_ERROR, r->msg);
                 ckpt_catalog(w, t, w->step, "failed", -1, NULL, NAN, NAN);
                 if (t != 1) mt_warn("tier-%d (%s) checkpoint of step %" PRId64 " not committed: %s",
                                     t, TIER_NAME[t], w->step, r->msg);
@@ -319,9 +314,10 @@ int ckpt_writer_begin(ckpt_writer *w, int64_t step) {
         w->stats.total_wait_ms += waited;
         w->stats.total_stall_ms += waited;
         if (is_rank0(w)) {
-            char ms[32];
-            snprintf(ms, sizeof(ms), "%.1f", waited);
-            ckpt_event(w, "ckpt_wait", step, -1, "waited_ms", ms);
+            cJSON *d = ev_detail();
+            ev_num(d, EVK_STEP, (double)step);
+            ev_num(d, EVK_WAITED_MS, waited);
+            ckpt_sink_log(&w->o.sink, EV_CKPT_WAIT, d);
             log_info("checkpoint of step %" PRId64 " waited %.0f ms for the previous save to "
                      "finish", step, waited);
         }
@@ -346,11 +342,11 @@ int ckpt_writer_begin(ckpt_writer *w, int64_t step) {
     w->tier_ok[1] = ok[1];
     w->tier_ok[2] = w->o.tiers.on[2];
     if (is_rank0(w) && w->o.tiers.on[0] && !ok[0]) {
-        ckpt_event(w, "ckpt_error", step, 0, "error", msg[0]);
+        ckpt_event(w, EV_CKPT_ERROR, step, 0, EVK_ERROR, msg[0]);
         mt_warn("tier-0 checkpoint of step %" PRId64 " not saved: %s", step, msg[0]);
     }
     if (!ok[1]) {
-        if (is_rank0(w)) ckpt_event(w, "ckpt_error", step, 1, "error", msg[1]);
+        if (is_rank0(w)) ckpt_event(w, EV_CKPT_ERROR, step, 1, EVK_ERROR, msg[1]);
         save_failed(w, is_rank0(w) ? msg[1] : NULL);
         return -1;
     }

@@ -39,9 +39,20 @@ int cmd_run(int argc, char **argv);
 /* `minitrain simulate ...`: the Monte Carlo ETTR simulator (sched/simulate.h). */
 int cmd_simulate(int argc, char **argv);
 
+/* `minitrain plan (--topology F | --nodes N --gpus-per-node G | --from-hwloc | --from-slurm)
+ * --tp T --pp P --dp D [--ep E] [--exclude HOSTS] [--spares N] [--out FILE]`: topology-aware
+ * placement (sched/plan.h): the table of predicted communication time per step (planned vs
+ * Megatron's order vs naive) and the Open MPI rankfile. 2 for bad input. */
+int cmd_plan(int argc, char **argv);
+
 /* `minitrain serve --run DIR|FILE [options]`: the OpenAI-compatible HTTP server
  * (gateway/server.h), until SIGINT or SIGTERM. */
 int cmd_serve(int argc, char **argv);
+
+/* `minitrain gateway --config FILE | --port P --upstream NAME=URL ... --route MODEL=A,B ...`: the
+ * AI gateway (gateway/gw_proxy.h) until SIGINT or SIGTERM; `minitrain gateway keys ...` runs
+ * cmd_gateway_keys. 2 for a bad flag or configuration. */
+int cmd_gateway(int argc, char **argv);
 
 /* `minitrain gateway keys add|ls|revoke|disable|enable|audit --keys-db FILE [options]`: the key
  * manager of the gateway (gateway/gw_keys.h). argv[0] is "keys" (called by `minitrain gateway`

@@ -66,12 +66,16 @@ static void rec_catalog(void *user, const ckpt_record *r) {
     c->n_rows++;
 }
 
-static void rec_event(void *user, const char *kind, const char *detail) {
+static void rec_event(void *user, const char *kind, cJSON *detail) {
     recorder *c = user;
     assert_true(c->n_events < MAX_REC);
+    char *text = cJSON_PrintUnformatted(detail);
+    assert_non_null(text);
     snprintf(c->events[c->n_events].kind, sizeof c->events[0].kind, "%s", kind);
-    snprintf(c->events[c->n_events].detail, sizeof c->events[0].detail, "%s", detail);
+    snprintf(c->events[c->n_events].detail, sizeof c->events[0].detail, "%s", text);
     c->n_events++;
+    free(text);
+    cJSON_Delete(detail); /* the sink owns the detail */
 }
 
 /* The last row of (tier, step), or NULL. */
@@ -245,6 +249,14 @@ static void test_async_save_commit_report_retain(void **state) {
     assert_int_equal(save(&fx, 4), 0);
     assert_int_equal(save(&fx, 5), 0);
     assert_int_equal(count_events(&fx.rec, "ckpt_wait"), 1);
+    for (int i = 0; i < fx.rec.n_events; i++) {
+        if (strcmp(fx.rec.events[i].kind, "ckpt_wait") != 0) continue;
+        cJSON *o = cJSON_Parse(fx.rec.events[i].detail);
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "waited_ms");
+        assert_true(cJSON_IsNumber(ms) && ms->valuedouble >= 0);
+        assert_int_equal(cJSON_GetObjectItemCaseSensitive(o, "step")->valueint, 5);
+        cJSON_Delete(o);
+    }
     assert_string_equal(row_state(&fx.rec, 1, 4, NULL), "committed");
     /* the end of a completed run drops tier 0, reporting its steps deleted */
     char tier0_parent[CKPT_PATH_MAX];

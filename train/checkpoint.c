@@ -22,6 +22,7 @@
 
 #include "ckpt/ckpt.h"
 #include "ckpt/reshard.h"
+#include "core/events.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
@@ -66,10 +67,9 @@ static void sink_catalog(void *user, const ckpt_record *r) {
     rundb_log_checkpoint(ck->tr->db, ck->tr->run_id, &row);
 }
 
-static void sink_event(void *user, const char *kind, const char *detail_json) {
+static void sink_event(void *user, const char *kind, cJSON *detail) {
     checkpointer *ck = user;
-    if (ck->tr->db == NULL) return;
-    rundb_log_event(ck->tr->db, ck->tr->run_id, kind, world_rank(ck), detail_json);
+    ev_log(ck->tr->db, ck->tr->run_id, kind, world_rank(ck), detail); /* frees detail */
 }
 
 /* Log a run.db event with a JSON detail {"step":..,"tier":..,<key>:<text>} (any rank). */
@@ -421,7 +421,7 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
         char w[200];
         snprintf(w, sizeof(w), "global_batch was %d, now %d: the data order after step %d "
                  "differs from the original run", gb, tr->cfg.global_batch, step);
-        checkpoint_event(ck, "ckpt_warning", step, -1, "warning", w);
+        checkpoint_event(ck, EV_CKPT_WARNING, step, -1, EVK_WARNING, w);
         mt_warn("%s", w);
     }
     if (model_ckpt_state_int(st, "lr_schedule", "steps", &steps, dir, err, errlen) == 0 &&
@@ -429,7 +429,7 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
         char w[200];
         snprintf(w, sizeof(w), "steps was %d, now %d: the LR schedule is stretched from step %d",
                  steps, tr->cfg.steps, step);
-        checkpoint_event(ck, "ckpt_warning", step, -1, "warning", w);
+        checkpoint_event(ck, EV_CKPT_WARNING, step, -1, EVK_WARNING, w);
         mt_warn("%s", w);
     }
     err[0] = 0;
@@ -455,7 +455,7 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
                     "checkpoints up to step %" PRId64 " (a later --resume auto may pick them)",
                     tiers->root[1], steps[n - 1]);
             mt_warn("%s", w);
-            checkpoint_event(ck, "ckpt_warning", 0, 1, "warning", w);
+            checkpoint_event(ck, EV_CKPT_WARNING, 0, 1, EVK_WARNING, w);
         }
         free(steps);
         return 0;
@@ -509,16 +509,13 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
     if (load_into_trainer(ck, tr, dir, err, errlen) != 0) return -1;
     double ms = (timer_now() - t0) * 1e3, verify_ms = (t_verified - t0) * 1e3;
     if (rank == 0 && tr->db) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "step", tr->step);
-        cJSON_AddNumberToObject(o, "tier", tier);
-        cJSON_AddStringToObject(o, "path", dir);
-        cJSON_AddNumberToObject(o, "verify_ms", verify_ms);
-        cJSON_AddNumberToObject(o, "load_ms", ms - verify_ms);
-        char *s = cJSON_PrintUnformatted(o);
-        rundb_log_event(tr->db, tr->run_id, "resume", 0, s);
-        free(s);
-        cJSON_Delete(o);
+        cJSON *d = ev_detail();
+        ev_num(d, EVK_STEP, tr->step);
+        ev_num(d, EVK_TIER, tier);
+        ev_str(d, EVK_PATH, dir);
+        ev_num(d, EVK_VERIFY_MS, verify_ms);
+        ev_num(d, EVK_LOAD_MS, ms - verify_ms);
+        ev_log(tr->db, tr->run_id, EV_RESUME, 0, d);
     }
     log_info("resumed from step %d (tier %d, %s) in %.0f ms (verify %.0f, load %.0f)", tr->step,
              tier, dir, ms, verify_ms, ms - verify_ms);
