@@ -243,4 +243,25 @@ void gpt_decode_reset(gpt_decode_state *s);
 const float *gpt_decode_step(const gpt_model *m, gpt_decode_state *s, int token);
 void gpt_decode_free(gpt_decode_state *s);
 
+/* --- continuous batching (train/decode_batch.c) ------------------------------------------------
+ * One forward over the next tokens of several generations: each linear layer is one GEMM over
+ * every row of every generation, attention runs per row against its own state's cache. */
+typedef struct gpt_batch gpt_batch;
+
+/* Work buffers for up to max_rows rows (tokens) from up to max_seqs generations per step
+ * (1 <= max_seqs <= max_rows). Memory: about max_rows·(12·d_model + seq_len) + max_seqs·vocab
+ * floats. */
+gpt_batch *gpt_batch_create(const gpt_model *m, int max_rows, int max_seqs);
+void gpt_batch_free(gpt_batch *b);
+
+/* Feed generation s (0 <= s < n_seq) the n_tok[s] >= 1 tokens tokens[s][0..n_tok[s]) at
+ * positions st[s]->pos.., append their K,V to st[s]'s cache, leave the logits (V) after its last
+ * token in st[s]->logits and advance st[s]->pos by n_tok[s]. The states must be distinct and
+ * st[s]->pos + n_tok[s] <= seq_len; sum of n_tok <= max_rows. A prompt may be fed in chunks
+ * over several calls (chunked prefill). Per generation the result equals gpt_decode_step fed
+ * the same tokens one by one, up to float rounding of the GEMM (OpenBLAS picks kernels by row
+ * count). Unsharded models only (tp = pp = 1). */
+void gpt_decode_batch(const gpt_model *m, gpt_batch *b, gpt_decode_state *const *st,
+                      const int *const *tokens, const int *n_tok, int n_seq);
+
 #endif /* MT_MODEL_H */
