@@ -13,11 +13,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+
+#include "core/fs.h"
 
 struct rundb {
     sqlite3 *db;
@@ -63,40 +64,6 @@ char *rundb_path(const char *run_dir, char *out, size_t outlen) {
     return out;
 }
 
-/* mkdir -p: create every missing component of path. Returns 0 or -1 with errno set. */
-static int mkdir_p(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof(buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char saved = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-            buf[i] = saved;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
-static MT_PRINTF(3, 4) void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (err == NULL || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static sqlite3_stmt *prepare(sqlite3 *db, const char *sql) {
     sqlite3_stmt *st = NULL;
     sqliteCheck(sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL), db);
@@ -137,11 +104,11 @@ static int exec_retry(sqlite3 *db, const char *sql, int (*cb)(void *, int, char 
 rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
     int version = 0;
     if (run_dir == NULL || run_dir[0] == '\0') {
-        set_err(err, errlen, "run directory is empty");
+        mt_errf(err, errlen, "run directory is empty");
         return NULL;
     }
-    if (mkdir_p(run_dir) != 0) {
-        set_err(err, errlen, "cannot create run directory '%s': %s", run_dir, strerror(errno));
+    if (fs_mkdir_p(run_dir, NULL, 0) != 0) {
+        mt_errf(err, errlen, "cannot create run directory '%s': %s", run_dir, strerror(errno));
         return NULL;
     }
     char path[4200];
@@ -149,7 +116,7 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
-        set_err(err, errlen, "cannot open run database '%s': %s", path,
+        mt_errf(err, errlen, "cannot open run database '%s': %s", path,
                 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         sqlite3_close(db);
         return NULL;
@@ -185,7 +152,7 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
         }
     }
     if (rc != SQLITE_OK) {
-        set_err(err, errlen, "cannot initialise run database '%s': %s", path,
+        mt_errf(err, errlen, "cannot initialise run database '%s': %s", path,
                 msg ? msg : sqlite3_errmsg(db));
         sqlite3_free(msg);
         sqlite3_close(db);

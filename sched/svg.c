@@ -3,8 +3,8 @@
  *
  * Shape: read the points (metrics rows placed on the job's clock: run start event + wall_s) and
  * the supervisor's failure/launch events, compute the axes' ranges, then print the elements back
- * to front (shading, grid, curves, markers, labels). Nothing here is clever: a fixed 960x540 view,
- * "nice" tick steps of 1/2/5 x 10^k.
+ * to front (shading, grid, curves, markers, labels) into memory, and write the file atomically
+ * (core/fs.h). Nothing here is clever: a fixed 960x540 view, "nice" tick steps of 1/2/5 x 10^k.
  */
 #include "sched/svg.h"
 
@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/check.h"
+#include "core/fs.h"
 
 #define W 960
 #define H 540
@@ -114,12 +115,11 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, co
     double pad = 0.05 * (hi - lo);
     lo -= pad;
     hi += pad;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        free(p);
-        snprintf(err, errlen, "cannot write %s", path);
-        return -1;
-    }
+    /* the picture is printed into memory, then written atomically (core/fs.h) */
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *f = open_memstream(&text, &text_len);
+    mtCheck(f != NULL, "out of memory");
     const double pw = W - ML - MR, ph = H - MT - MB;
 #define X(t) (ML + ((t) - t0) / (t1 - t0) * pw)
 #define Y(v) (MT + (hi - (v)) / (hi - lo) * ph)
@@ -206,9 +206,8 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, co
 #undef X
 #undef Y
     free(p);
-    if (fclose(f) != 0) {
-        snprintf(err, errlen, "cannot write %s", path);
-        return -1;
-    }
-    return 0;
+    mtCheck(fclose(f) == 0, "out of memory");
+    int rc = fs_write_atomic(path, text, text_len, err, errlen);
+    free(text);
+    return rc;
 }

@@ -13,25 +13,13 @@
 #include "core/events.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "core/fs.h"
 #include "parallel/comm.h"
 #include "parallel/pp.h"
 #include "train/flops.h"
 #include "train/model_io.h"
 #include "train/ops.h"
 #include "train/sample.h"
-
-static int mkdir_p(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = 0;
-            mkdir(buf, 0755);
-            *p = '/';
-        }
-    }
-    return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : -1;
-}
 
 int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t errlen) {
     memset(tr, 0, sizeof(*tr));
@@ -154,7 +142,7 @@ int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t 
     rng_seed(&tr->sample_rng, (uint64_t)c->seed ^ 0x5A4D504CULL);
 
     /* run directory and database */
-    if (mkdir_p(c->run_dir) != 0) {
+    if (fs_mkdir_p(c->run_dir, NULL, 0) != 0) {
         snprintf(err, errlen, "cannot create run directory '%s': %s", c->run_dir, strerror(errno));
         return -1;
     }
