@@ -1,6 +1,6 @@
 /*
  * cmd/ckpt.c — `minitrain ckpt ls|verify|export`: list, check and export the checkpoints
- * of a run (format: docs/formats.md, train/checkpoint.h).
+ * of a run (format: docs/formats.md, train/model_ckpt.h).
  *
  * Tier roots: tier 1 is always RUN_DIR/ckpt; tiers 0 (memory) and 2 (durable) are found in the
  * run.db catalog (a save records its directory there before writing). Nothing here trusts a
@@ -23,8 +23,8 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
-#include "train/checkpoint.h"
 #include "train/model.h"
+#include "train/model_ckpt.h"
 
 #define MAX_ROOTS 8
 
@@ -330,14 +330,14 @@ static int do_export(ckpt_args *a) {
     }
     gpt_model m;
     int step = 0;
-    if (checkpoint_load_model(&m, dir, &step, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (model_ckpt_load(&m, dir, &step, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
     char out[CKPT_PATH_MAX], outdir[CKPT_PATH_MAX];
     if (a->out) snprintf(out, sizeof(out), "%s", a->out);
     else snprintf(out, sizeof(out), "%.4000s/hf/model.safetensors", a->run);
     char tmp[CKPT_PATH_MAX];
     snprintf(tmp, sizeof(tmp), "%s", out);
     snprintf(outdir, sizeof(outdir), "%s", dirname(tmp)); /* dirname may modify its argument */
-    if (ckpt_mkdir_p(outdir, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (fs_mkdir_p(outdir, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
     /* HF layout: same names; Conv1D weights transposed (out, in) -> (in, out) */
     float *hf = mallocCheck(m.num_params * sizeof(float));
     st_tensor *t = callocCheck((size_t)m.n_tensors, sizeof(*t));

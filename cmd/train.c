@@ -2,8 +2,9 @@
  * cmd/train.c — `minitrain train`: config + overrides → trainer, with its hooks wired.
  *
  * This is the one place that decides which hooks a training run has (eval, sample, checkpoints,
- * and sched/'s fault injection + heartbeats), so train/trainer.c stays free of those concerns and
- * train/ never includes sched/. Options: --config FILE, then any config key as --key value
+ * safety/'s robustness evaluation and adversarial-training microbatch, and sched/'s fault
+ * injection + heartbeats), so train/trainer.c stays free of those concerns and train/ never
+ * includes safety/ or sched/. Options: --config FILE, then any config key as --key value
  * (core/config.h's table; dashes = underscores), applied in command-line order on top of the file.
  */
 #include <libgen.h>
@@ -21,6 +22,7 @@
 #include "core/timer.h"
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
+#include "safety/robust.h"
 #include "sched/hooks.h"
 #include "sched/plan.h"
 #include "train/checkpoint.h"
@@ -79,12 +81,15 @@ typedef struct {
     trainer tr;
     int have_trainer; /* trainer_init ran: trainer_free releases whatever it made */
     checkpointer *ckpt;
+    robust_wiring *robust; /* safety/robust.h: the robustness hook and adversarial training */
     runlock lock;
 } train_proc;
 
 static void job_free(train_proc *j) {
     checkpoint_free(j->ckpt);
     j->ckpt = NULL;
+    if (j->robust) robust_detach(j->robust);
+    j->robust = NULL;
     if (j->have_trainer) trainer_free(&j->tr);
     if (j->have_mesh) mesh_free(&j->ms);
     j->have_trainer = j->have_mesh = 0;
@@ -198,6 +203,9 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
     log_setup(tr, ms);
     trainer_add_hook(tr, "eval", c->eval_every, trainer_hook_eval, NULL);
     if (c->sample_tokens > 0) trainer_add_hook(tr, "sample", c->sample_every, trainer_hook_sample, NULL);
+    /* Robustness (safety/robust.h): the robust_every evaluation hook and adv_train. */
+    j->robust = robust_attach_trainer(tr, err, sizeof(err));
+    if (!j->robust) return fail_run(j, MT_EXIT_USAGE, "", err);
     /* Checkpoints (train/checkpoint.h): --resume auto|no|STEP, then a save every ckpt_every
      * steps and at the end; the hook runs every step to advance an asynchronous save. */
     j->ckpt = checkpoint_create(tr);

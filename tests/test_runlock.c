@@ -20,20 +20,8 @@
 
 #include "core/runlock.h"
 
-static char g_tmp[256];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_tmp, sizeof(g_tmp), "/tmp/test_runlock_XXXXXX");
-    return mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define TU_PREFIX "test_runlock"
+#include "tests/testutil.h"
 
 /* In a child process: try to take dir's lock; exit 0 when taken, 1 when busy (message on the
  * pipe fd), 2 on error. */
@@ -61,7 +49,7 @@ static int try_in_child(const char *dir, char *msg, size_t len) {
 static void test_exclusive(void **state) {
     (void)state;
     char dir[320], msg[512], holder[256], want[64];
-    snprintf(dir, sizeof(dir), "%s/run", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/run", tu_dir);
     assert_int_equal(mkdir(dir, 0755), 0); /* an existing run directory keeps its lock file */
     runlock l;
     assert_int_equal(runlock_acquire(&l, dir, "run", msg, sizeof(msg)), 0);
@@ -82,7 +70,7 @@ static void test_exclusive(void **state) {
 static void test_released_by_death(void **state) {
     (void)state;
     char dir[320], msg[512];
-    snprintf(dir, sizeof(dir), "%s/death", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/death", tu_dir);
     int ready[2];
     assert_int_equal(pipe(ready), 0);
     pid_t holder = fork();
@@ -110,7 +98,7 @@ static void test_released_by_death(void **state) {
 static void test_no_trace(void **state) {
     (void)state;
     char dir[320], err[256], f[400];
-    snprintf(dir, sizeof(dir), "%s/fresh/nested", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/fresh/nested", tu_dir);
     runlock l;
     assert_int_equal(runlock_acquire(&l, dir, "train", err, sizeof(err)), 0);
     runlock_release(&l);
@@ -135,5 +123,5 @@ int main(void) {
         cmocka_unit_test(test_released_by_death),
         cmocka_unit_test(test_no_trace),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }
