@@ -3,16 +3,26 @@
  * back off, relaunch.
  *
  * Shape: one single-threaded polling loop (every SUP_POLL_MS) per attempt. Each poll reaps the
- * launch process (waitpid WNOHANG: exit or signal = crash, exit 3 = non-finite loss), reads the
- * heartbeat files (sched/heartbeat.h: progress, stragglers, which rank to blame), and fires the
- * --fault-mtbf kill when it is due. Polling rather than SIGCHLD keeps every decision in one place
- * and bounds detection latency by the poll period, small next to the heartbeat timeout.
+ * launch process (waitpid WNOHANG: exit or signal = crash, exit 3 = non-finite loss, exit 4 = I/O
+ * failure), reads the heartbeat files (sched/heartbeat.h: progress, stragglers, which rank to
+ * blame, and each rank's pid: a rank whose process is gone is a failure at once, without waiting
+ * for mpirun to notice), and fires the --fault-mtbf kill when it is due. Polling rather than
+ * SIGCHLD keeps every decision in one place and bounds detection latency by the poll period.
  *
  * Process hygiene: the launch runs in its own process group (setpgid in both parent and child,
  * so there is no race), and the supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): every
  * descendant that loses its parent (ranks of a dead mpirun) is re-parented to us, so a teardown
  * can signal the group AND every descendant found in /proc, then reap until none is left — no
- * orphan rank keeps running into the next attempt.
+ * orphan rank keeps running into the next attempt. After a failure the ranks get SIGKILL at once
+ * and a launcher above them (mpirun) its grace period to exit by itself. The other direction: the
+ * launch gets PR_SET_PDEATHSIG and every rank watches the supervisor's record in the heartbeat
+ * directory (sched/hooks.h), so a job never outlives a supervisor killed by SIGKILL. The run
+ * directory's lock (core/runlock.h) is held for the whole job and inherited by the launch.
+ *
+ * Status: the supervisor owns the job's (supervisor_end: completed | gave_up | usage_error |
+ * killed, with a reason) and ends the run rows its dead attempts left "running" (crashed | hung |
+ * killed | failed) once their processes are gone. The first failure of a restart window is
+ * relaunched at once; later ones back off exponentially.
  *
  * Time: decisions use the monotonic clock; run.db events carry unix time (rundb_now) so the ETTR
  * accounting can line them up with the trainer's events.

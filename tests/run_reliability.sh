@@ -230,5 +230,13 @@ if [ ${#MPI[@]} -gt 0 ]; then
     || bad "restart: detecting a killed rank under mpirun took '$det' s (from its fault event)"
 fi
 
+# --- simulate --from-run replays a run: its measured ETTR printed beside the simulated one ----------
+sim=$($MT simulate --from-run "$TMP/fast" --trials 50 2>&1 || true)
+rep_ettr=$(json_get "$TMP/fast" "'%.4f' % r['ettr']" 2>/dev/null || echo none)
+echo "$sim" | grep -q "replaying the run: job MTBF" && echo "$sim" | grep -q "measured: *ETTR $rep_ettr " \
+  && echo "$sim" | grep -q "at the run's interval:" \
+  && ok "simulate --from-run replays the run (measured ETTR $rep_ettr = report's)" \
+  || bad "simulate --from-run: $(echo "$sim" | head -3)"
+
 echo "run_reliability: $pass passed, $fail failed"
 [ $fail = 0 ]
