@@ -75,6 +75,11 @@ ifeq ($(call have_header,microhttpd.h),1)
 else
   $(info ✗ libmicrohttpd (libmicrohttpd-dev) — run: make deps)
 endif
+ifeq ($(shell printf '\043define PCRE2_CODE_UNIT_WIDTH 8\n\043include <pcre2.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1),1)
+  $(info ✓ PCRE2 (GPT-2 pre-tokenizer))
+else
+  $(info ✗ PCRE2 (libpcre2-dev) — run: make deps)
+endif
 ifeq ($(call have_header,cmocka.h),1)
   $(info ✓ cmocka (tests))
 else
@@ -102,7 +107,7 @@ ifeq ($(GPU),1)
   endif
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lpthread -lm
+LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lpcre2-8 -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
@@ -138,7 +143,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 
 # --- packages -----------------------------------------------------------------------------------
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
+           libmicrohttpd-dev libpcre2-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
            python3-numpy curl wrk
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
