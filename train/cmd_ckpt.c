@@ -22,6 +22,7 @@
 #include "ckpt/safetensors.h"
 #include "core/check.h"
 #include "train/checkpoint.h"
+#include "train/interop.h"
 #include "train/model.h"
 
 #define MAX_ROOTS 8
@@ -35,6 +36,8 @@ typedef struct {
     const char *run;
     int64_t step; /* -1 = not given */
     const char *out;
+    const char *format; /* export: hf (default) | llmc */
+    const char *dtype;  /* export --format llmc: fp32 (default) | bf16 */
     sqlite3 *db;  /* run.db read-only, or NULL */
     tier_root roots[MAX_ROOTS];
     int n_roots;
@@ -53,10 +56,19 @@ static void usage(const char *sub) {
                "  (each failure names the file).\n");
     if (sub == NULL || strcmp(sub, "export") == 0)
         printf("usage: minitrain ckpt export --run DIR [--step N] [--out FILE]\n"
+               "                             [--format hf|llmc] [--dtype fp32|bf16]\n"
                "  merge the shards of the newest verified checkpoint (or step N) into one\n"
                "  safetensors file with Hugging Face GPT-2 names and layout (Conv1D weights\n"
                "  transposed to (in, out)) plus config.json beside it (GPT2Config keys).\n"
-               "  Default FILE: DIR/hf/model.safetensors.\n");
+               "  Default FILE: DIR/hf/model.safetensors.\n"
+               "  --format llmc writes llm.c's model file instead (version 3 fp32, or 5 with\n"
+               "  --dtype bf16; vocabulary padded to a multiple of 128), which llm.c's trainers\n"
+               "  load with -e FILE. Default FILE: DIR/llmc/model.bin (model_bf16.bin).\n");
+    if (sub == NULL || strcmp(sub, "import") == 0)
+        printf("usage: minitrain ckpt import --from llmc FILE | --from hf DIR --out RUN_DIR\n"
+               "                             [--tokenizer FILE]\n"
+               "  llm.c or Hugging Face GPT-2 weights -> a run directory with a verified step-0\n"
+               "  checkpoint (see `minitrain ckpt import --help`).\n");
 }
 
 /* ---- arguments, roots, catalog --------------------------------------------------------------- */
@@ -76,11 +88,14 @@ static void parse_args(ckpt_args *a, int argc, char **argv, int allow_out) {
     a->step = -1;
     for (int i = 2; i < argc; i++) {
         const char *k = argv[i];
-        if (!strcmp(k, "--run") || !strcmp(k, "--step") || !strcmp(k, "--out")) {
+        if (!strcmp(k, "--run") || !strcmp(k, "--step") || !strcmp(k, "--out") ||
+            (allow_out && (!strcmp(k, "--format") || !strcmp(k, "--dtype")))) {
             if (i + 1 >= argc) mt_fail("%s needs a value", k);
             const char *v = argv[++i];
             if (!strcmp(k, "--run")) a->run = v;
             else if (!strcmp(k, "--out") && allow_out) a->out = v;
+            else if (!strcmp(k, "--format")) a->format = v;
+            else if (!strcmp(k, "--dtype")) a->dtype = v;
             else if (!strcmp(k, "--step")) {
                 char *end = NULL;
                 long long s = strtoll(v, &end, 10);
@@ -92,6 +107,12 @@ static void parse_args(ckpt_args *a, int argc, char **argv, int allow_out) {
         }
     }
     if (a->run == NULL) mt_fail("`minitrain ckpt %s` needs --run DIR", argv[1]);
+    if (a->format && strcmp(a->format, "hf") && strcmp(a->format, "llmc"))
+        mt_fail("--format '%s': expected hf or llmc", a->format);
+    if (a->dtype && (!a->format || strcmp(a->format, "llmc")))
+        mt_fail("--dtype applies to --format llmc only");
+    if (a->dtype && strcmp(a->dtype, "fp32") && strcmp(a->dtype, "bf16"))
+        mt_fail("--dtype '%s': expected fp32 or bf16", a->dtype);
     struct stat st;
     if (stat(a->run, &st) != 0 || !S_ISDIR(st.st_mode))
         mt_fail("run directory '%s' does not exist", a->run);
@@ -286,6 +307,24 @@ static int is_conv1d(const char *name) {
            strstr(name, ".mlp.c_fc.weight") || strstr(name, ".mlp.c_proj.weight");
 }
 
+/* --format llmc: llm.c's model file (train/interop.h). */
+static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *dir) {
+    int bf16 = a->dtype && !strcmp(a->dtype, "bf16");
+    char out[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], msg[2048], sb[64];
+    if (a->out) snprintf(out, sizeof(out), "%s", a->out);
+    else snprintf(out, sizeof(out), "%.4000s/llmc/model%s.bin", a->run, bf16 ? "_bf16" : "");
+    snprintf(tmp, sizeof(tmp), "%s", out);
+    if (ckpt_mkdir_p(dirname(tmp), msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (interop_llmc_write(m, out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, msg,
+                           sizeof(msg)) != 0)
+        mt_fail("writing %s: %s", out, msg);
+    printf("exported step %d from %s -> %s (llm.c model file, version %d %s, %s)\n", step, dir,
+           out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, bf16 ? "bf16" : "fp32",
+           human((int64_t)m->num_params * (bf16 ? 2 : 4), sb, sizeof(sb)));
+    gpt_free(m);
+    return MT_EXIT_OK;
+}
+
 static int cmd_export(ckpt_args *a) {
     /* newest verified step (or step N) in the fastest tier holding it */
     char dir[CKPT_PATH_MAX] = "", msg[2048], last[2048] = "";
@@ -317,6 +356,7 @@ static int cmd_export(ckpt_args *a) {
     gpt_model m;
     int step = 0;
     if (checkpoint_load_model(&m, dir, &step, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (a->format && !strcmp(a->format, "llmc")) return export_llmc(a, &m, step, dir);
     char out[CKPT_PATH_MAX], outdir[CKPT_PATH_MAX];
     if (a->out) snprintf(out, sizeof(out), "%s", a->out);
     else snprintf(out, sizeof(out), "%.4000s/hf/model.safetensors", a->run);
@@ -393,13 +433,14 @@ static int cmd_export(ckpt_args *a) {
 
 int checkpoint_cmd_ckpt(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("minitrain ckpt: list, verify and export the checkpoints of a run\n\n");
+        printf("minitrain ckpt: list, verify, export and import the checkpoints of a run\n\n");
         usage(NULL);
         return argc < 2 ? MT_EXIT_USAGE : MT_EXIT_OK;
     }
     const char *sub = argv[1];
+    if (!strcmp(sub, "import")) return interop_cmd_import(argc, argv); /* train/interop.h */
     if (strcmp(sub, "ls") && strcmp(sub, "verify") && strcmp(sub, "export"))
-        mt_fail("unknown ckpt command '%s' (ls, verify or export)", sub);
+        mt_fail("unknown ckpt command '%s' (ls, verify, export or import)", sub);
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(sub);

@@ -287,6 +287,16 @@ void gpt_place_into_full(const gpt_model *src, const float *src_params, gpt_mode
     }
 }
 
+void gpt_take_from_full(gpt_model *dst, const gpt_model *full) {
+    for (int i = 0; i < dst->n_tensors; i++) {
+        const gpt_tensor *t = &dst->tensors[i];
+        int j = find_tensor(full, t->name);
+        mtCheck(j >= 0, "a shard tensor is missing from the full model");
+        box_copy((float *)full->params + full->tensors[j].offset, t->g_shape,
+                 dst->params + t->offset, t->g_local, t->g_offset, t->g_ndim, 0);
+    }
+}
+
 /* Fill one tensor (or draw and discard its values when this rank does not hold it) so the random
  * stream advances exactly as for the whole, unsharded model. */
 static void init_tensor(gpt_model *m, rng_state *rng, const char *name, size_t gnumel,

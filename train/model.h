@@ -162,6 +162,11 @@ void gpt_reserve(gpt_model *m, size_t total);
  * config (tp = pp = 1). Calling it for every (tp, pp) shard assembles the whole model. */
 void gpt_place_into_full(const gpt_model *src, const float *src_params, gpt_model *full);
 
+/* The inverse: fill every tensor of dst (a shard, or an unsharded model) with its box of the
+ * same-named tensor of full (unsharded, same config apart from the layout). The pipeline's tied
+ * wte copy gets the embedding too. */
+void gpt_take_from_full(gpt_model *dst, const gpt_model *full);
+
 /* GPT-2 initialisation: weights ~ N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj)
  * ~ N(0, 0.02/sqrt(2·n_layer)), biases 0, LayerNorm weights 1. Deterministic for a seed. */
 void gpt_init_weights(gpt_model *m, uint64_t seed);
