@@ -118,7 +118,7 @@ LIB = $(BUILD)/libminitrain.a
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps demo test unit asan bench clean
+.PHONY: all deps demo test unit asan bench clean js-tiktoken
 all: $(BIN)
 
 # V=1 shows full command lines
@@ -145,13 +145,26 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
            libmicrohttpd-dev libpcre2-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
            python3-numpy curl wrk
+# Node.js + npm run the tokenizer tests' reference (js-tiktoken, below); a machine that already has
+# them from elsewhere (e.g. NodeSource's nodejs, which bundles npm) keeps its own.
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	{ command -v node && command -v npm; } >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	else echo "✓ all Debian packages present"; fi
+
+# js-tiktoken (npm registry, MIT licence): the independent reference of the GPT-2 tokenizer tests,
+# installed into $(BUILD)/node on first use (never committed; the GPT-2 ranks are written from it at
+# test time, see docs/interop.md).
+JS_TIKTOKEN_VERSION = 1.0.21
+JS_TIKTOKEN = $(BUILD)/node/node_modules/js-tiktoken/package.json
+$(JS_TIKTOKEN):
+	@mkdir -p $(BUILD)/node
+	cd $(BUILD)/node && npm install --no-audit --no-fund --loglevel=error js-tiktoken@$(JS_TIKTOKEN_VERSION)
+js-tiktoken: $(JS_TIKTOKEN)
 
 # --- user entry points --------------------------------------------------------------------------
 demo: deps

@@ -175,8 +175,12 @@ static int same_ids(const char *a, const char *b, const char *dir) {
         if (la != lb || (la && memcmp(pa, pb, la) != 0)) same_vocab = 0;
     }
     int ea = tok_eot(&ta), eb = tok_eot(&tb);
-    printf("same ids: %d/%d corpus files, %s decode table, eot %d vs %d\n", nf - bad, nf,
-           same_vocab ? "same" : "DIFFERENT", ea, eb);
+    if (tok_can_encode(&ta) && tok_can_encode(&tb))
+        printf("same ids: %d/%d corpus files, ", nf - bad, nf);
+    else
+        printf("decode only (corpus not encoded): ");
+    printf("%s decode table (%d ids), eot %d vs %d\n", same_vocab ? "same" : "DIFFERENT",
+           tok_vocab_size(&ta), ea, eb);
     tok_free(&ta);
     tok_free(&tb);
     return bad || !same_vocab || ea != eb ? 1 : 0;

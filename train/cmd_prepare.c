@@ -31,7 +31,13 @@ static void usage(FILE *out) {
             "  --input FILE          text to tokenize (any bytes)\n"
             "  --out DIR             output directory (created if missing)\n"
             "  --tokenizer KIND      byte (default: 256 ids, one per byte) or bpe (byte-level BPE\n"
-            "                        trained on FILE)\n"
+            "                        trained on FILE), or a tokenizer FILE to encode with: GPT-2's\n"
+            "                        as a tiktoken rank file, Hugging Face tokenizer.json or\n"
+            "                        vocab.json + merges.txt, or any minitrain tokenizer.bin\n"
+            "                        (docs/interop.md); DIR/tokenizer.bin is its minitrain copy\n"
+            "  --doc-separator TEXT  with a tokenizer that has <|endoftext|>: cut the input into\n"
+            "                        documents after each TEXT (escapes \\n \\t \\\\), each preceded by\n"
+            "                        <|endoftext|>; without it the input is one document\n"
             "  --vocab-size N        bpe: 257..%d (default %d); byte: 256 only\n"
             "  --val-fraction F      share of tokens (the last ones) kept for validation,\n"
             "                        0 < F <= 0.5 (default 0.1)\n"
@@ -115,8 +121,24 @@ static double parse_double(const char *flag, const char *v) {
     return x;
 }
 
+/* "\\n" "\\t" "\\\\" escapes of --doc-separator, in place; returns the length */
+static size_t unescape(char *s) {
+    size_t w = 0;
+    for (size_t r = 0; s[r]; r++) {
+        if (s[r] == '\\' && (s[r + 1] == 'n' || s[r + 1] == 't' || s[r + 1] == '\\')) {
+            r++;
+            s[w++] = s[r] == 'n' ? '\n' : s[r] == 't' ? '\t' : '\\';
+        } else {
+            s[w++] = s[r];
+        }
+    }
+    s[w] = 0;
+    return w;
+}
+
 int data_cmd_prepare(int argc, char **argv) {
     const char *input = NULL, *out = NULL, *kind = "byte";
+    char *docsep = NULL;
     long vocab = -1;
     double valf = 0.1;
     for (int i = 1; i < argc; i++) {
@@ -126,10 +148,10 @@ int data_cmd_prepare(int argc, char **argv) {
             return MT_EXIT_OK;
         }
         static const char *flags[] = {"--input", "--out", "--tokenizer", "--vocab-size",
-                                      "--val-fraction"};
+                                      "--val-fraction", "--doc-separator"};
         int f = -1;
         const char *val = NULL;
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 6; k++) {
             size_t L = strlen(flags[k]);
             if (strncmp(a, flags[k], L) == 0 && (a[L] == '\0' || a[L] == '=')) {
                 f = k;
@@ -157,6 +179,11 @@ int data_cmd_prepare(int argc, char **argv) {
         case 3:
             vocab = parse_long(flags[f], val);
             break;
+        case 5:
+            free(docsep);
+            docsep = strdup(val);
+            mtCheck(docsep != NULL, "out of memory");
+            break;
         default:
             valf = parse_double(flags[f], val);
             break;
@@ -167,9 +194,14 @@ int data_cmd_prepare(int argc, char **argv) {
     if (out == NULL)
         mt_fail("prepare: --out DIR is required (see minitrain prepare --help)");
     int is_bpe = strcmp(kind, "bpe") == 0;
-    if (!is_bpe && strcmp(kind, "byte") != 0)
-        mt_fail("prepare: unknown --tokenizer '%s' (expected byte or bpe)", kind);
-    if (is_bpe) {
+    int is_file = !is_bpe && strcmp(kind, "byte") != 0; /* a tokenizer file to encode with */
+    struct stat st;
+    if (is_file && stat(kind, &st) != 0)
+        mt_fail("prepare: --tokenizer '%s' is neither byte, bpe nor a tokenizer file", kind);
+    if (is_file) {
+        if (vocab >= 0)
+            mt_fail("prepare: --vocab-size is for --tokenizer bpe; a tokenizer file has its own");
+    } else if (is_bpe) {
         if (vocab < 0)
             vocab = PREP_DEFAULT_BPE_VOCAB;
         if (vocab < 257 || vocab > PREP_MAX_VOCAB)
@@ -184,7 +216,6 @@ int data_cmd_prepare(int argc, char **argv) {
         mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", valf);
 
     /* read the input */
-    struct stat st;
     if (stat(input, &st) != 0)
         mt_fail("prepare: cannot read input '%s': %s", input, strerror(errno));
     if (!S_ISREG(st.st_mode))
@@ -202,18 +233,29 @@ int data_cmd_prepare(int argc, char **argv) {
     /* tokenizer */
     tok_tokenizer tok;
     double t0 = timer_now();
-    if (is_bpe) {
+    char err[1024];
+    if (is_file) {
+        if (tok_load(&tok, kind, err, sizeof(err)) != 0) mt_fail("prepare: %s", err);
+        if (!tok_can_encode(&tok))
+            mt_fail("prepare: tokenizer '%s' is %s: it holds no merges, so it cannot encode (give "
+                    "a tiktoken rank file or Hugging Face tokenizer.json / vocab.json + merges.txt)",
+                    kind, tok_describe(&tok, err, sizeof(err)));
+    } else if (is_bpe) {
         mtCheck(tok_train_bpe(&tok, text, nbytes, (int)vocab, 1) == 0, "vocab range checked above");
     } else {
         tok_init_byte(&tok);
     }
+    size_t seplen = docsep ? unescape(docsep) : 0;
+    if (docsep && (seplen == 0 || tok_eot(&tok) < 0))
+        mt_fail("prepare: --doc-separator needs a non-empty TEXT and a tokenizer with "
+                "<|endoftext|> (GPT-2's)");
     double t_train = timer_now() - t0;
     int V = tok_vocab_size(&tok);
 
     /* encode and split */
     t0 = timer_now();
-    uint32_t *ids = mallocCheck(nbytes * sizeof(uint32_t));
-    size_t ntok = tok_encode(&tok, text, nbytes, ids);
+    size_t ntok;
+    uint32_t *ids = tok_encode_documents(&tok, text, nbytes, (const uint8_t *)docsep, seplen, &ntok);
     double t_enc = timer_now() - t0;
     size_t nval = (size_t)((double)ntok * valf + 0.5);
     if (nval < 2)
@@ -225,7 +267,6 @@ int data_cmd_prepare(int argc, char **argv) {
     size_t ntrain = ntok - nval;
 
     /* write */
-    char err[1024];
     char *tok_path = join(out, "tokenizer.bin"), *train_path = join(out, "train_000.bin"),
          *val_path = join(out, "val_000.bin");
     if (tok_save(&tok, tok_path, err, sizeof(err)) != 0)
@@ -238,7 +279,8 @@ int data_cmd_prepare(int argc, char **argv) {
     warn_stale(out, "val");
 
     printf("prepare: input      %s (%zu bytes)\n", input, nbytes);
-    printf("prepare: tokenizer  %s, vocab %d%s (%.2f s)\n", is_bpe ? "bpe" : "byte", V,
+    char desc[128];
+    printf("prepare: tokenizer  %s, vocab %d%s (%.2f s)\n", tok_describe(&tok, desc, sizeof(desc)), V,
            is_bpe && V < vocab ? " (stopped early: no pair repeats)" : "", t_train);
     printf("prepare: tokens     %zu (%.3f bytes/token), encoded in %.2f s\n", ntok,
            (double)nbytes / (double)ntok, t_enc);
@@ -250,6 +292,7 @@ int data_cmd_prepare(int argc, char **argv) {
     free(val_path);
     free(ids);
     free(text);
+    free(docsep);
     tok_free(&tok);
     return MT_EXIT_OK;
 }

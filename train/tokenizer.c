@@ -512,6 +512,37 @@ size_t tok_encode(const tok_tokenizer *t, const uint8_t *bytes, size_t n, uint32
     return cnt;
 }
 
+/* End of the document starting at start: just past the next separator, or n (the separator
+ * stays with the document before it, as llm.c keeps "\n\n"). */
+static size_t doc_end(const uint8_t *text, size_t n, size_t start, const uint8_t *sep,
+                      size_t seplen) {
+    if (seplen == 0) return n;
+    for (size_t i = start; i + seplen <= n; i++)
+        if (memcmp(text + i, sep, seplen) == 0) return i + seplen;
+    return n;
+}
+
+uint32_t *tok_encode_documents(const tok_tokenizer *t, const uint8_t *text, size_t n,
+                               const uint8_t *sep, size_t seplen, size_t *count) {
+    int eot = tok_eot(t);
+    size_t ndocs = 1;
+    for (size_t s = 0; eot >= 0 && s < n; ndocs++) s = doc_end(text, n, s, sep, seplen);
+    uint32_t *out = mallocCheck((n + ndocs + 1) * sizeof(uint32_t));
+    if (eot < 0) {
+        *count = tok_encode(t, text, n, out);
+        return out;
+    }
+    size_t w = 0, start = 0;
+    do {
+        size_t end = doc_end(text, n, start, sep, seplen);
+        out[w++] = (uint32_t)eot;
+        w += tok_encode(t, text + start, end - start, out + w);
+        start = end;
+    } while (start < n);
+    *count = w;
+    return out;
+}
+
 int tok_vocab_size(const tok_tokenizer *t) { return t->vocab_size; }
 
 int tok_can_encode(const tok_tokenizer *t) { return t->kind != TOK_KIND_DECODE; }
@@ -522,7 +553,7 @@ int tok_eot(const tok_tokenizer *t) {
 
 const char *tok_describe(const tok_tokenizer *t, char *buf, size_t len) {
     if (t->kind == TOK_KIND_BYTE) snprintf(buf, len, "byte");
-    else if (t->kind == TOK_KIND_BPE) snprintf(buf, len, "bpe (minitrain)");
+    else if (t->kind == TOK_KIND_BPE) snprintf(buf, len, "bpe");
     else if (t->kind == TOK_KIND_RANKED) snprintf(buf, len, "GPT-2 byte-level BPE (%s)", t->source);
     else snprintf(buf, len, "decode only (%s)", t->source);
     return buf;

@@ -117,6 +117,13 @@ size_t tok_next_chunk(const uint8_t *bytes, size_t n);
  * only for chunks over TOK_MAX_CHUNK bytes. TOK_KIND_DECODE: returns 0 (see tok_can_encode). */
 size_t tok_encode(const tok_tokenizer *t, const uint8_t *bytes, size_t n, uint32_t *out);
 
+/* Encode text[0..n) as documents: the text is cut after every occurrence of sep[0..seplen)
+ * (seplen 0: one document), and each document is encoded with <|endoftext|> before it — the
+ * token stream GPT-2's data pipelines and llm.c's dev/data scripts write. Without an end-of-text
+ * token it is tok_encode. Returns a malloc'd array (caller frees) of *count ids. */
+uint32_t *tok_encode_documents(const tok_tokenizer *t, const uint8_t *text, size_t n,
+                               const uint8_t *sep, size_t seplen, size_t *count);
+
 /* Bytes of one token (not NUL-terminated), *len set. NULL and *len = 0 for an id >= vocab. */
 const uint8_t *tok_token_bytes(const tok_tokenizer *t, uint32_t id, size_t *len);
 
