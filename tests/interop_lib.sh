@@ -46,7 +46,7 @@ interop_cleanup() {
 
 check() {
   local what=$1; shift
-  if "$@" >"$TMP/check.out" 2>&1; then ok "$what"; { grep -v '^ *$' "$TMP/check.out" || true; } | sed 's/^/       /' | tail -4
+  if "$@" >"$TMP/check.out" 2>&1; then ok "$what"; { grep -av '^ *$' "$TMP/check.out" || true; } | sed 's/^/       /' | tail -4
   else bad "$what"; sed 's/^/       /' "$TMP/check.out" | tail -12; fi
 }
 

@@ -14,6 +14,7 @@
 //   node tiktoken_ref.mjs llmc-shakespeare SHAKESPEARE OUT.ids
 //                                               llm.c's dev/data/tinyshakespeare.py token stream:
 //                                               <|endoftext|> before every "\n\n"-separated section
+//   node tiktoken_ref.mjs count TEXT           the number of ids of TEXT
 //   node tiktoken_ref.mjs classes OUT.bin       for every code point 0..0x10FFFF one byte: the
 //                                               class the GPT-2 regex sees in JavaScript
 //                                               (1 letter \p{L}, 2 number \p{N}, 3 space \s,
@@ -116,6 +117,8 @@ if (cmd === "ranks") {
   });
   fs.writeFileSync(a2, ids.join("\n") + "\n");
   console.log(`${ids.length} tokens -> ${a2}`);
+} else if (cmd === "count") {
+  console.log(enc.encode(a1, [], []).length);
 } else if (cmd === "classes") {
   const out = new Uint8Array(0x110000);
   const L = /^\p{L}$/u, N = /^\p{N}$/u, S = /^\s$/u, Cn = /^\p{Cn}$/u;
