@@ -1,14 +1,16 @@
 # minitrain — one C binary that trains a GPT with 4D parallelism.
 #
 #   make            build ./minitrain (CPU: OpenBLAS + OpenMP)
-#   make deps       install missing Debian packages (apt-get; needs root)
+#   make deps       install the Debian packages the binary needs (apt-get; needs root)
+#   make test-deps  deps + the packages only the tests need (cmocka, PyTorch, curl, wrk)
 #   make demo       deps + build + prepare Shakespeare + train examples/shakespeare.ini + sample
-#   make test       deps + build + every test (unit, reference, end-to-end)
+#   make test       test-deps + build + every test (unit, reference, end-to-end, no-MPI, asan)
 #   make asan       build with AddressSanitizer/UBSan into build-asan/ and run the unit tests
+#   make nompi      build without MPI (MPICC=) into build-nompi/ and run the unit tests
 #   make GPU=1      add the CUDA backend (cuBLAS, NCCL) — see docs/
 #
 # Sources are found by wildcard: one file per concern under core/ parallel/ ckpt/ train/ safety/
-# gateway/ sched/; minitrain.c holds main() only. Every test is tests/test_*.c (cmocka) or
+# gateway/ sched/ cmd/ (one file per subcommand); minitrain.c holds main() and the subcommand table. Every test is tests/test_*.c (cmocka) or
 # tests/run_*.sh (end to end).
 
 CC ?= gcc
@@ -111,14 +113,14 @@ LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lpcre2-8 -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
-MODULES = core parallel ckpt train safety gateway sched
+MODULES = core parallel ckpt train safety gateway sched cmd
 SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 OBJS = $(SRCS:%.c=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps demo test unit asan bench clean js-tiktoken
+.PHONY: all deps test-deps demo test unit asan nompi bench clean js-tiktoken
 all: $(BIN)
 
 # V=1 shows full command lines
@@ -142,19 +144,29 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	$(Q)$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS_ASAN) $(LDLIBS) -lcmocka
 
 # --- packages -----------------------------------------------------------------------------------
+# What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
+# most of a gigabyte that a newcomer running the demo should not wait for.
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev libpcre2-dev libcmocka-dev openmpi-bin libopenmpi-dev python3-torch \
-           python3-numpy curl wrk
-# Node.js + npm run the tokenizer tests' reference (js-tiktoken, below); a machine that already has
-# them from elsewhere (e.g. NodeSource's nodejs, which bundles npm) keeps its own.
-deps:
-	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	{ command -v node && command -v npm; } >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+           libmicrohttpd-dev libpcre2-dev openmpi-bin libopenmpi-dev
+DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk
+# $(call install_missing,PACKAGES): apt-get install those not installed yet
+define install_missing
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	else echo "✓ all Debian packages present"; fi
+	else echo "✓ all Debian packages present ($(2))"; fi
+endef
+deps:
+	$(call install_missing,$(DEB_PKGS),build and run)
+# Node.js + npm run the tokenizer tests' reference (js-tiktoken, below); a machine that already has
+# them from elsewhere (e.g. NodeSource's nodejs, which bundles npm) keeps its own.
+test-deps:
+	$(call install_missing,$(DEB_PKGS) $(DEB_TEST_PKGS),build and tests)
+	@{ command -v node && command -v npm; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; echo "installing: nodejs npm"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; }
 
 # js-tiktoken (npm registry, MIT licence): the independent reference of the GPT-2 tokenizer tests,
 # installed into $(BUILD)/node on first use (never committed; the GPT-2 ranks are written from it at
@@ -176,10 +188,12 @@ demo: deps
 unit: $(TEST_BINS)
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
 
-test: deps
+test: test-deps
 	$(MAKE) minitrain
 	$(MAKE) unit
 	@set -e; for s in tests/run_*.sh; do echo "== $$s"; bash $$s; done
+	@echo "== a build without MPI (make nompi): -Werror, single-process unit tests"
+	$(MAKE) nompi
 	@echo "== sanitizers (make asan): unit tests and the HTTP server under ASan/UBSan"
 	$(MAKE) asan
 	@echo "all tests passed"
@@ -193,8 +207,15 @@ asan:
 	$(MAKE) ASAN=1 BUILD=build-asan BIN=build-asan/minitrain build-asan/minitrain
 	MT=build-asan/minitrain bash tests/run_serve.sh
 
+# A machine image without MPI (a GPU node may have only NCCL) must build under -Werror and pass
+# the single-process tests: MPICC= turns the MPI backend off (parallel/comm.c's self backend).
+NOMPI_TESTS = $(TEST_SRCS:tests/%.c=build-nompi/tests/%)
+nompi:
+	$(MAKE) MPICC= BUILD=build-nompi BIN=build-nompi/minitrain build-nompi/minitrain $(NOMPI_TESTS)
+	@set -e; for t in $(NOMPI_TESTS); do echo "== $$t"; $$t; done
+
 clean:
-	rm -rf $(BUILD) build-asan minitrain
+	rm -rf $(BUILD) build-asan build-nompi minitrain
 
 -include $(OBJS:.o=.d) $(BUILD)/minitrain.d
 

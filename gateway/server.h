@@ -8,7 +8,7 @@
  *              fed by a bounded FIFO queue of jobs; a full queue is refused (the caller sends 503);
  *   metrics.c  counters, gauges and a latency histogram rendered as Prometheus text;
  *   server.c   libmicrohttpd glue: routing, API keys, body limits, streaming (SSE), disconnects.
- * cmd_serve.c holds the subcommand (flags, loading, signals).
+ * cmd/serve.c holds the subcommand (flags, loading, signals).
  *
  * Threading: libmicrohttpd runs one thread per connection; a connection thread parses the request,
  * submits a job and waits on it (or, when streaming, turns each generated token into one SSE
@@ -265,8 +265,5 @@ int gw_server_port(const gw_server *s);
 void gw_server_set_model(gw_server *s, const gpt_model *m, const tok_tokenizer *tok, int step);
 /* Stop generations, close every connection, join all threads and free s. */
 void gw_server_stop(gw_server *s);
-
-/* `minitrain serve` (gateway/cmd_serve.c). */
-int gw_cmd_serve(int argc, char **argv);
 
 #endif /* MT_GATEWAY_SERVER_H */

@@ -93,15 +93,12 @@ void comm_nccl_recv(comm_nccl *n, float *buf, size_t count, int peer) {
     sync(n);
 }
 
-/* `minitrain bench nccl`: all-reduce bus bandwidth over all ranks of the job (one GPU each),
- * as nccl-tests reports it: busbw = bytes · 2(n-1)/n / time. */
-int comm_nccl_cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    comm *world = comm_init_world(NULL, NULL);
+int comm_nccl_bench_all_reduce(comm *world, char *err, size_t errlen) {
     int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
-        mt_fail("bench nccl: no CUDA device visible");
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        snprintf(err, errlen, "no CUDA device visible");
+        return -1;
+    }
     cudaSetDevice(comm_rank(world) % ndev);
     comm_nccl *n = comm_nccl_create(world);
     for (size_t count = 1 << 16; count <= (size_t)1 << 26; count <<= 2) {
@@ -121,15 +118,6 @@ int comm_nccl_cmd_bench(int argc, char **argv) {
         cudaFree(buf);
     }
     comm_nccl_destroy(n);
-    comm_finalize();
-    return MT_EXIT_OK;
-}
-#else
-#include "core/check.h"
-/* CPU build: the NCCL backend is not compiled (make GPU=1 builds it). */
-int comm_nccl_cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    mt_fail("bench nccl needs a GPU build (make GPU=1)");
+    return 0;
 }
 #endif

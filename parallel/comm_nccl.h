@@ -32,7 +32,10 @@ void comm_nccl_broadcast(comm_nccl *n, float *buf, size_t count, int root);
 void comm_nccl_send(comm_nccl *n, const float *buf, size_t count, int peer);
 void comm_nccl_recv(comm_nccl *n, float *buf, size_t count, int peer);
 
-/* `minitrain bench nccl` (GPU build): all-reduce bandwidth over the job's ranks. */
-int comm_nccl_cmd_bench(int argc, char **argv);
+/* `minitrain bench nccl` (cmd/bench.c): all-reduce bus bandwidth over every rank of world (one GPU
+ * each, device = rank mod visible devices), as nccl-tests reports it: busbw = bytes · 2(n-1)/n /
+ * time, for 2^16..2^26 floats, printed by rank 0. Collective over world. Returns 0, or -1 with err
+ * when no CUDA device is visible. */
+int comm_nccl_bench_all_reduce(comm *world, char *err, size_t errlen);
 
 #endif /* MT_COMM_NCCL_H */

@@ -1,7 +1,7 @@
 /*
  * sched/hooks.h — the resilience hooks of a training run: fault injection and heartbeats.
  *
- * `minitrain train` calls sched_attach_trainer() once, after trainer_init and the checkpoint
+ * `minitrain train` (cmd/train.c) calls sched_attach_trainer() once, after trainer_init and the checkpoint
  * resume, before trainer_run. It registers two trainer hooks (every step, in this order):
  *   "fault"      fires the --fault specs due at this step on this rank (sched/fault.h);
  *   "heartbeat"  rewrites this rank's heartbeat record when MINITRAIN_HEARTBEAT_DIR is set
@@ -9,8 +9,8 @@
  * The fault hook runs first so a rank that is killed or hangs at step N never reports step N:
  * the supervisor blames the rank whose heartbeat is behind.
  *
- * train/ does not include sched/ (DESIGN.md: arrows point down); the train subcommand's wiring
- * declares this one function, the way minitrain.c declares the subcommands.
+ * train/ does not include sched/ (DESIGN.md: arrows point down): cmd/train.c, a floor above both,
+ * includes this header and registers the hooks.
  */
 #ifndef MT_SCHED_HOOKS_H
 #define MT_SCHED_HOOKS_H

@@ -1,5 +1,6 @@
 /*
- * sched/simulate.c — `minitrain simulate`: event-driven Monte Carlo of ETTR at cluster scale.
+ * sched/simulate.c — event-driven Monte Carlo of ETTR at cluster scale (`minitrain simulate`,
+ * cmd/simulate.c).
  *
  * The model is in sched/simulate.h. The simulation is a three-phase state machine (COMPUTE, SAVE,
  * RESTART) driven by two kinds of events: the end of the current phase and the next failure,
@@ -154,39 +155,7 @@ void sim_many(const sim_params *p, int n, uint64_t seed, sim_summary *out) {
     free(e);
 }
 
-/* ---- the command ----------------------------------------------------------------------------- */
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: minitrain simulate --gpus G --mtbf-gpu-hours H --ckpt-save-s C --restart-s R\n"
-            "                          [--interval auto|S] [--hours D] [--seed S] [--trials N]\n"
-            "                          [--from-run DIR] [--target-ettr X] [--preset NAME]\n\n"
-            "Monte Carlo of a training job that checkpoints every S compute seconds (each save\n"
-            "stalls training C s) and fails as a Poisson process with job MTBF M = H*3600/G s;\n"
-            "a failure loses the work since the last checkpoint and costs R s to restart.\n"
-            "Prints ETTR (mean ± std, p5/p95 over N trials), Young's interval sqrt(2*C*M) and the\n"
-            "ETTR there vs at the given interval, and the closed-form first-order model.\n\n"
-            "  --gpus G              GPUs in the job\n"
-            "  --mtbf-gpu-hours H    per-GPU mean time between failures, GPU-hours (inf = none)\n"
-            "  --ckpt-save-s C       seconds training is blocked per checkpoint\n"
-            "  --restart-s R         seconds from a failure to training again (detect, teardown,\n"
-            "                        relaunch, load)\n"
-            "  --interval auto|S     compute seconds between checkpoints (auto = Young/Daly)\n"
-            "  --hours D             wall hours simulated (default 720)\n"
-            "  --trials N            Monte Carlo trials (default 200)\n"
-            "  --seed S              RNG seed (default 1)\n"
-            "  --from-run DIR        take C and R as measured in DIR/run.db (minitrain report)\n"
-            "  --target-ettr X       also print the largest R that reaches ETTR X, per C\n"
-            "  --preset llama3|byterobust  published settings, with the assumptions printed\n");
-}
-
-static double parse_num(const char *flag, const char *v) {
-    char *end = NULL;
-    double x = strtod(v, &end);
-    if (end == v || *end != '\0' || isnan(x))
-        mt_fail("simulate: %s expects a number, got '%s'", flag, v);
-    return x;
-}
+/* ---- a study: what `minitrain simulate` prints -------------------------------------------------- */
 
 static void print_line(const char *label, const sim_params *p, int trials, uint64_t seed) {
     sim_summary s;
@@ -197,45 +166,12 @@ static void print_line(const char *label, const sim_params *p, int trials, uint6
            s.mean_failures);
 }
 
-int sim_cmd_simulate(int argc, char **argv) {
-    double gpus = NAN, mtbf_h = NAN, C = NAN, R = NAN, hours = NAN, target = NAN;
-    const char *interval = "auto", *from_run = NULL, *preset = NULL;
-    int trials = 200;
-    uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return MT_EXIT_OK;
-        }
-        if (strncmp(a, "--", 2) != 0) mt_fail("simulate: unexpected argument '%s' (see --help)", a);
-        char key[64];
-        const char *v;
-        const char *eq = strchr(a, '=');
-        if (eq) {
-            snprintf(key, sizeof(key), "%.*s", (int)(eq - a), a);
-            v = eq + 1;
-        } else {
-            snprintf(key, sizeof(key), "%s", a);
-            if (i + 1 >= argc) mt_fail("simulate: %s needs a value", a);
-            v = argv[++i];
-        }
-        if (!strcmp(key, "--gpus")) gpus = parse_num(key, v);
-        else if (!strcmp(key, "--mtbf-gpu-hours")) mtbf_h = parse_num(key, v);
-        else if (!strcmp(key, "--ckpt-save-s")) C = parse_num(key, v);
-        else if (!strcmp(key, "--restart-s")) R = parse_num(key, v);
-        else if (!strcmp(key, "--hours")) hours = parse_num(key, v);
-        else if (!strcmp(key, "--target-ettr")) target = parse_num(key, v);
-        else if (!strcmp(key, "--interval")) interval = v;
-        else if (!strcmp(key, "--from-run")) from_run = v;
-        else if (!strcmp(key, "--preset")) preset = v;
-        else if (!strcmp(key, "--trials")) trials = (int)parse_num(key, v);
-        else if (!strcmp(key, "--seed")) seed = (uint64_t)parse_num(key, v);
-        else {
-            fprintf(stderr, "minitrain: error: simulate: unknown flag '%s' (see --help)\n", key);
-            return MT_EXIT_USAGE;
-        }
-    }
+int sim_study_run(const sim_study *st) {
+    double gpus = st->gpus, mtbf_h = st->mtbf_gpu_hours, C = st->ckpt_save_s, R = st->restart_s,
+           hours = st->hours, target = st->target_ettr;
+    const char *from_run = st->from_run, *preset = st->preset;
+    int trials = st->trials;
+    uint64_t seed = st->seed;
     if (preset) {
         /* Published settings. Flags given explicitly win over the preset. */
         if (!strcmp(preset, "llama3")) {
@@ -304,15 +240,14 @@ int sim_cmd_simulate(int argc, char **argv) {
                 "--mtbf-gpu-hours", D / M, trials, M, D);
     double yd = sim_young_daly_interval(C, M);
     if (!(yd > 0) || yd > D) yd = D; /* never fails (or free checkpoints): one cycle */
-    double tau;
-    if (!strcmp(interval, "auto")) {
+    double tau = st->interval_s;
+    if (isnan(tau)) {
         if (C == 0 && isfinite(M))
             mt_fail("simulate: --interval auto needs --ckpt-save-s > 0 (free checkpoints make "
                     "the optimal interval 0); give --interval S");
         tau = yd;
-    } else {
-        tau = parse_num("--interval", interval);
-        if (!(tau > 0) || isinf(tau)) mt_fail("simulate: --interval must be > 0 or auto");
+    } else if (!(tau > 0) || isinf(tau)) {
+        mt_fail("simulate: --interval must be > 0 or auto");
     }
     printf("assumptions: %.0f GPUs, per-GPU MTBF %.0f GPU-hours -> job MTBF %.0f s (%.2f h); "
            "checkpoint stall C = %.2f s; restart R = %.1f s; horizon %.0f h; %d trials, seed %llu\n",
@@ -326,7 +261,7 @@ int sim_cmd_simulate(int argc, char **argv) {
     printf("Young/Daly interval sqrt(2*C*M) = %.0f s\n", yd);
     sim_params p = {M, C, R, yd, D};
     print_line("at Young/Daly:", &p, trials, seed);
-    if (strcmp(interval, "auto") != 0) {
+    if (!isnan(st->interval_s)) {
         p.interval_s = tau;
         print_line("at --interval:", &p, trials, seed);
     }

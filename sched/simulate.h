@@ -74,7 +74,26 @@ void sim_run(const sim_params *p, uint64_t seed, sim_result *out);
 /* n trials with seeds seed, seed+1, ...; fills out (percentiles by nearest rank). n >= 1. */
 void sim_many(const sim_params *p, int n, uint64_t seed, sim_summary *out);
 
-/* `minitrain simulate ...` (see --help). Returns the process exit code. */
-int sim_cmd_simulate(int argc, char **argv);
+/* The inputs of one study (`minitrain simulate`, cmd/simulate.c). NAN = not given. */
+typedef struct {
+    double gpus;           /* G */
+    double mtbf_gpu_hours; /* H, per GPU (INFINITY = no failures) */
+    double ckpt_save_s;    /* C */
+    double restart_s;      /* R */
+    double interval_s;     /* τ; NAN = auto (Young/Daly) */
+    double hours;          /* D / 3600; NAN = 720 */
+    double target_ettr;    /* also print the largest R reaching this ETTR, per C */
+    int trials;
+    uint64_t seed;
+    const char *from_run;  /* take C and R measured in this run directory's run.db, or NULL */
+    const char *preset;    /* "llama3" | "byterobust" (published settings; given values win) */
+} sim_study;
+
+/* Fill in the preset and the measured values, check every input, then print the assumptions,
+ * Young's interval, the Monte Carlo and first-order ETTR at it (and at interval_s when given)
+ * and, with target_ettr, the restart time that reaches the target for a range of C. Bad input
+ * (missing or out-of-range values, unknown preset, a run without the needed measurements) is a
+ * user error: one line, exit 2. Returns MT_EXIT_OK. */
+int sim_study_run(const sim_study *st);
 
 #endif /* MT_SCHED_SIMULATE_H */

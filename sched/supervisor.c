@@ -1,5 +1,6 @@
 /*
- * sched/supervisor.c — `minitrain run`: launch, watch, tear down, back off, relaunch.
+ * sched/supervisor.c — the restart loop of `minitrain run` (cmd/run.c): launch, watch, tear down,
+ * back off, relaunch.
  *
  * Shape: one single-threaded polling loop (every SUP_POLL_MS) per attempt. Each poll reaps the
  * launch process (waitpid WNOHANG: exit or signal = crash, exit 3 = non-finite loss), reads the
@@ -457,115 +458,50 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
     return 1;
 }
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: minitrain run [options] -- LAUNCH...\n\n"
-            "Supervise a training job: start LAUNCH in its own process group, watch its exit\n"
-            "status and per-rank heartbeats, and on a failure kill the group, back off and relaunch\n"
-            "it with `--resume auto` appended (and `--run-dir DIR` when LAUNCH has none).\n"
-            "Events go to RUN_DIR/run.db; `minitrain report --run DIR` shows ETTR and MTTR.\n\n"
-            "  --run-dir DIR            the job's run directory (default: LAUNCH's --run-dir)\n"
-            "  --max-restarts N         give up after more than N failures in the window (5)\n"
-            "  --restart-window S       the window, seconds (3600)\n"
-            "  --heartbeat-timeout S    no rank made progress for S s = hang (60)\n"
-            "  --backoff MIN:MAX        exponential backoff between relaunches, seconds (1:30)\n"
-            "  --grace S                SIGTERM -> SIGKILL grace period on teardown (5)\n"
-            "  --hostfile F             hosts (OpenMPI format); a host blamed for 2 failures is\n"
-            "                           cordoned: left out of RUN_DIR/hostfile.active, passed as\n"
-            "                           $MINITRAIN_HOSTFILE and in place of a LAUNCH word {hostfile}\n"
-            "  --evict-stragglers       treat a straggler as a failure (restart without it)\n"
-            "  --straggler-factor K     busy time above K x the median ... (2.0)\n"
-            "  --straggler-steps W      ... for W consecutive steps = straggler (10)\n"
-            "  --fault-mtbf S           kill a random rank at exponential intervals of mean S s\n"
-            "  --seed N                 seed of --fault-mtbf (1)\n\n"
-            "example:\n"
-            "  minitrain run --max-restarts 5 --heartbeat-timeout 30 -- \\\n"
-            "      mpirun -np 4 ./minitrain train --config examples/shakespeare.ini --tp 2\n");
+void sup_opts_default(sup_opts *o) {
+    memset(o, 0, sizeof(*o));
+    o->max_restarts = 5;
+    o->window_s = 3600;
+    o->hb_timeout_s = 60;
+    o->backoff_min = 1;
+    o->backoff_max = 30;
+    o->grace_s = 5;
+    o->straggler_k = 2.0;
+    o->straggler_w = 10;
+    o->seed = 1;
 }
 
-static double flag_num(const char *flag, const char *v, double lo) {
-    char *end = NULL;
-    double x = strtod(v, &end);
-    if (end == v || *end || !(x >= lo) || isinf(x))
-        mt_fail("run: %s expects a number >= %g, got '%s'", flag, lo, v);
-    return x;
+const char *sup_launch_run_dir(char **launch, int nlaunch) {
+    for (int k = 0; k < nlaunch; k++) {
+        const char *w = launch[k];
+        if ((!strcmp(w, "--run-dir") || !strcmp(w, "--run_dir")) && k + 1 < nlaunch)
+            return launch[k + 1];
+        if (!strncmp(w, "--run-dir=", 10) || !strncmp(w, "--run_dir=", 10)) return w + 10;
+    }
+    return NULL;
 }
 
-int sup_cmd_run(int argc, char **argv) {
+int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     sup s;
     memset(&s, 0, sizeof(s));
-    s.max_restarts = 5;
-    s.window_s = 3600;
-    s.hb_timeout_s = 60;
-    s.backoff_min = 1;
-    s.backoff_max = 30;
-    s.grace_s = 5;
-    s.straggler_k = 2.0;
-    s.straggler_w = 10;
-    s.seed = 1;
-    int i = 1;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--")) {
-            i++;
-            break;
-        }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return MT_EXIT_OK;
-        }
-        if (!strcmp(a, "--evict-stragglers")) {
-            s.evict_stragglers = 1;
-            continue;
-        }
-        static const char *const VALUED[] = {
-            "--max-restarts", "--restart-window",   "--heartbeat-timeout", "--backoff",
-            "--grace",        "--run-dir",          "--hostfile",          "--fault-mtbf",
-            "--seed",         "--straggler-factor", "--straggler-steps"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof(VALUED) / sizeof(VALUED[0]); k++) known |= !strcmp(a, VALUED[k]);
-        if (!known) {
-            fprintf(stderr, "minitrain: error: run: unknown flag '%s' (see --help; the launch "
-                    "command goes after --)\n", a);
-            return MT_EXIT_USAGE;
-        }
-        if (i + 1 >= argc) mt_fail("run: %s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--max-restarts")) s.max_restarts = (int)flag_num(a, v, 0);
-        else if (!strcmp(a, "--restart-window")) s.window_s = flag_num(a, v, 1);
-        else if (!strcmp(a, "--heartbeat-timeout")) s.hb_timeout_s = flag_num(a, v, 0.1);
-        else if (!strcmp(a, "--grace")) s.grace_s = flag_num(a, v, 0);
-        else if (!strcmp(a, "--run-dir")) s.run_dir = v;
-        else if (!strcmp(a, "--hostfile")) s.hostfile = v;
-        else if (!strcmp(a, "--fault-mtbf")) s.fault_mtbf_s = flag_num(a, v, 0.001);
-        else if (!strcmp(a, "--seed")) s.seed = (uint64_t)flag_num(a, v, 0);
-        else if (!strcmp(a, "--straggler-factor")) s.straggler_k = flag_num(a, v, 1.0);
-        else if (!strcmp(a, "--straggler-steps")) s.straggler_w = (int)flag_num(a, v, 1);
-        else if (!strcmp(a, "--backoff")) {
-            char *end = NULL;
-            s.backoff_min = strtod(v, &end);
-            if (end == v || *end != ':' || !(s.backoff_min >= 0))
-                mt_fail("run: --backoff expects MIN:MAX seconds (e.g. 1:30), got '%s'", v);
-            const char *m = end + 1;
-            s.backoff_max = strtod(m, &end);
-            if (end == m || *end || !(s.backoff_max >= s.backoff_min))
-                mt_fail("run: --backoff expects MIN:MAX with MAX >= MIN, got '%s'", v);
-        }
-    }
-    if (i >= argc) mt_fail("run: no launch command (usage: minitrain run [options] -- LAUNCH...)");
-    s.launch = argv + i;
-    s.nlaunch = argc - i;
-    if (s.nlaunch > SUP_MAX_ARGS) mt_fail("run: launch command has more than %d words", SUP_MAX_ARGS);
-    for (int k = 0; k < s.nlaunch && !s.run_dir; k++) {
-        const char *w = s.launch[k];
-        if ((!strcmp(w, "--run-dir") || !strcmp(w, "--run_dir")) && k + 1 < s.nlaunch)
-            s.run_dir = s.launch[k + 1];
-        else if (!strncmp(w, "--run-dir=", 10) || !strncmp(w, "--run_dir=", 10))
-            s.run_dir = w + 10;
-    }
-    if (!s.run_dir)
-        mt_fail("run: give --run-dir DIR (or pass --run-dir DIR to the train command in LAUNCH): "
-                "the supervisor keeps its events and heartbeats there");
+    s.max_restarts = o->max_restarts;
+    s.window_s = o->window_s;
+    s.hb_timeout_s = o->hb_timeout_s;
+    s.backoff_min = o->backoff_min;
+    s.backoff_max = o->backoff_max;
+    s.grace_s = o->grace_s;
+    s.fault_mtbf_s = o->fault_mtbf_s;
+    s.straggler_k = o->straggler_k;
+    s.straggler_w = o->straggler_w;
+    s.evict_stragglers = o->evict_stragglers;
+    s.seed = o->seed;
+    s.run_dir = o->run_dir;
+    s.hostfile = o->hostfile;
+    s.launch = launch_argv;
+    s.nlaunch = nlaunch;
+    if (nlaunch < 1) mt_fail("run: no launch command (usage: minitrain run [options] -- LAUNCH...)");
+    if (nlaunch > SUP_MAX_ARGS) mt_fail("run: launch command has more than %d words", SUP_MAX_ARGS);
+    if (!s.run_dir) mt_fail("run: no run directory");
     char err[1024];
     if (s.hostfile && sup_hosts_parse(s.hostfile, &s.hosts, err, sizeof(err)) != 0)
         mt_fail("run: %s", err);

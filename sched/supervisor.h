@@ -1,5 +1,5 @@
 /*
- * sched/supervisor.h — `minitrain run`: the restart loop around a training job.
+ * sched/supervisor.h — the restart loop around a training job (`minitrain run`, cmd/run.c).
  *
  *   minitrain run [--max-restarts N] [--heartbeat-timeout S] [--backoff MIN:MAX] [--run-dir DIR]
  *                 [--hostfile F] [--evict-stragglers] [--fault-mtbf S --seed N] -- LAUNCH...
@@ -14,6 +14,7 @@
 #define MT_SCHED_SUPERVISOR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sched/heartbeat.h"
 
@@ -52,9 +53,34 @@ int sup_blame(const hb_record *r, int n);
 /* Lower median of the busy_ms of records with state "run" (NAN when none). */
 double sup_median_busy(const hb_record *r, int n);
 
-/* `minitrain run` (see --help). Returns the process exit code: 0 when the job finished cleanly,
- * 1 when it gave up (restarts exhausted, usage error of the launch, no hosts left), 2 for bad
- * flags, 130 when interrupted. */
-int sup_cmd_run(int argc, char **argv);
+/* The supervisor's settings (the flags of `minitrain run`, cmd/run.c). */
+typedef struct {
+    int max_restarts;         /* give up after more than this many failures in window_s */
+    double window_s;          /* s */
+    double hb_timeout_s;      /* no rank made progress for this long = hang, s */
+    double backoff_min, backoff_max; /* exponential backoff between relaunches, s */
+    double grace_s;           /* SIGTERM -> SIGKILL on teardown, s */
+    double fault_mtbf_s;      /* > 0: kill a random rank at exponential intervals of this mean */
+    double straggler_k;       /* busy time above k x the median ... */
+    int straggler_w;          /* ... for w consecutive steps = straggler */
+    int evict_stragglers;     /* 1: a straggler is a failure (restart without it) */
+    uint64_t seed;            /* of fault_mtbf_s */
+    const char *run_dir;      /* the job's run directory (required) */
+    const char *hostfile;     /* OpenMPI hostfile, or NULL */
+} sup_opts;
+
+/* The defaults of `minitrain run`: 5 restarts in 3600 s, heartbeat timeout 60 s, backoff 1..30 s,
+ * grace 5 s, stragglers at 2x the median for 10 steps, seed 1, no faults, no hostfile. */
+void sup_opts_default(sup_opts *o);
+
+/* The run directory a launch command names (`--run-dir DIR`, `--run-dir=DIR`, or with an
+ * underscore), or NULL. */
+const char *sup_launch_run_dir(char **launch, int nlaunch);
+
+/* Run the restart loop around launch_argv[0..nlaunch-1] until the job finishes, the supervisor gives
+ * up, or SIGINT/SIGTERM/SIGHUP. Returns the process exit code: 0 when the job finished cleanly,
+ * 1 when it gave up (restarts exhausted, usage error of the launch, no hosts left), 128+signal
+ * when interrupted. A bad hostfile or run directory is a user error (one line, exit 2). */
+int sup_run(const sup_opts *o, char **launch_argv, int nlaunch);
 
 #endif /* MT_SCHED_SUPERVISOR_H */

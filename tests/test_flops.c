@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "cmd/cmd.h"
 #include "train/flops.h"
 
 /* N by summing (out, in) shapes of each matmul weight explicitly. */
@@ -133,14 +134,14 @@ static void test_gpu_table(void **state) {
 
 static void test_bench_flags(void **state) {
     (void)state;
-    char *bad[] = {"gemm", "--frobnicate", NULL};
-    assert_int_equal(flops_cmd_bench_gemm(2, bad), 2);
-    char *badnum[] = {"gemm", "--threads", "two", NULL};
-    assert_int_equal(flops_cmd_bench_gemm(3, badnum), 2);
-    char *missing[] = {"gemm", "--seconds", NULL};
-    assert_int_equal(flops_cmd_bench_gemm(2, missing), 2);
-    char *tiny[] = {"gemm", "--size", "8", NULL};
-    assert_int_equal(flops_cmd_bench_gemm(3, tiny), 2);
+    char *bad[] = {"bench", "gemm", "--frobnicate", NULL};
+    assert_int_equal(cmd_bench(3, bad), 2);
+    char *badnum[] = {"bench", "gemm", "--threads", "two", NULL};
+    assert_int_equal(cmd_bench(4, badnum), 2);
+    char *missing[] = {"bench", "gemm", "--seconds", NULL};
+    assert_int_equal(cmd_bench(3, missing), 2);
+    char *tiny[] = {"bench", "gemm", "--size", "8", NULL};
+    assert_int_equal(cmd_bench(4, tiny), 2);
     char msg[320];
     int mismatch = flops_blas_kernel_check(msg, sizeof(msg));
     assert_true(mismatch == 0 || strstr(msg, "OPENBLAS_CORETYPE=") != NULL);

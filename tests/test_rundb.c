@@ -1,5 +1,5 @@
 /*
- * tests/test_rundb.c — the run database (core/rundb) and `minitrain report` (sched/cmd_report).
+ * tests/test_rundb.c — the run database (core/rundb) and `minitrain report` (cmd/report.c).
  *
  * Writes go through the rundb API; every check reads back with raw SQLite queries or parses the
  * report's JSON, and compares with values this test computes on its own (its own median, its own
@@ -23,9 +23,9 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "cmd/cmd.h"
 #include "core/rundb.h"
 
-int report_cmd_report(int argc, char **argv); /* sched/cmd_report.c */
 
 static char g_tmp[256];
 
@@ -83,7 +83,7 @@ static int run_capture(int argc, char **argv, char *out, size_t outlen) {
     assert_true(saved >= 0 && fd >= 0);
     dup2(fd, STDOUT_FILENO);
     close(fd);
-    int rc = report_cmd_report(argc, argv);
+    int rc = cmd_report(argc, argv);
     fflush(stdout);
     dup2(saved, STDOUT_FILENO);
     close(saved);
@@ -299,9 +299,9 @@ static void test_report_errors(void **state) {
     snprintf(dir, sizeof(dir), "%s/nothing_here", g_tmp);
     assert_int_not_equal(run_report(dir, 1, out, sizeof(out)), 0);
     char *bad[] = {"report", "--bogus", NULL};
-    assert_int_equal(report_cmd_report(2, bad), 2);
+    assert_int_equal(cmd_report(2, bad), 2);
     char *norun[] = {"report", "--json", NULL};
-    assert_int_equal(report_cmd_report(2, norun), 2);
+    assert_int_equal(cmd_report(2, norun), 2);
     char *help[] = {"report", "--help", NULL};
     assert_int_equal(run_capture(2, help, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "usage: minitrain report"));

@@ -22,6 +22,7 @@
 
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
+#include "cmd/cmd.h"
 #include "core/rundb.h"
 #include "sched/ettr.h"
 #include "sched/fault.h"
@@ -29,7 +30,7 @@
 #include "sched/simulate.h"
 #include "sched/supervisor.h"
 
-int report_cmd_report(int argc, char **argv); /* sched/cmd_report.c */
+
 
 static char g_tmp[256];
 
@@ -410,7 +411,7 @@ static void test_ettr_hand_made(void **state) {
     char svg[400];
     snprintf(svg, sizeof(svg), "%s/plot.svg", g_tmp);
     char *argv[] = {"report", "--run", dir, "--json", "--svg", svg, NULL};
-    int rc = report_cmd_report(6, argv);
+    int rc = cmd_report(6, argv);
     fflush(stdout);
     dup2(saved, 1);
     close(saved);
@@ -541,9 +542,9 @@ static void test_sim_young_daly(void **state) {
     fflush(stdout);
     int saved = dup(1), devnull = open("/dev/null", O_WRONLY);
     dup2(devnull, 1);
-    int rc = sim_cmd_simulate(2, help);
+    int rc = cmd_simulate(2, help);
     char *bad[] = {"simulate", "--bogus", "1", NULL};
-    int rc2 = sim_cmd_simulate(3, bad);
+    int rc2 = cmd_simulate(3, bad);
     fflush(stdout);
     dup2(saved, 1);
     close(devnull);

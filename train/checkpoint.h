@@ -124,8 +124,4 @@ int checkpoint_load_model(gpt_model *m, const char *step_dir, int *step_out, cha
 int checkpoint_read_model_config(const char *step_dir, gpt_config *cfg, char **config_json,
                                  char *err, size_t errlen);
 
-/* `minitrain ckpt ls|verify|export --run DIR [--step N] [--out FILE]` (train/cmd_ckpt.c);
- * argv[0] is "ckpt". Returns the exit code (2 for bad input or a checkpoint that fails). */
-int checkpoint_cmd_ckpt(int argc, char **argv);
-
 #endif /* MT_CHECKPOINT_H */

@@ -61,11 +61,11 @@ int data_write_shard(const char *path, const uint32_t *tokens, size_t n, int voc
 
 /* Open the shards of a split. dir_or_pattern is
  *   - a directory DIR: reads DIR/<split>_*.bin (what `minitrain prepare` writes) or, when there
- *     are none, llm.c's names DIR/*_<split>.bin and DIR/*_<split>_*.bin
+ *     are none, llm.c's names DIR/<name>_<split>.bin and DIR/<name>_<split>_<n>.bin
  *     (tiny_shakespeare_train.bin, fineweb_train_000001.bin), or
- *   - a glob pattern (brace expansion allowed): if it contains "{split}" that is replaced by split; otherwise the LAST
- *     occurrence of "train" or "val" in its file-name part (after the last '/') is replaced by
- *     split (so llm.c's "dev/data/fineweb10B/fineweb_train_*.bin" also finds
+ *   - a glob pattern (brace expansion allowed): if it contains "{split}" that is replaced by
+ *     split; otherwise the LAST occurrence of "train" or "val" in its file-name part (after the
+ *     last '/') is replaced by split (so llm.c's "dev/data/fineweb10B/fineweb_train_*.bin" also finds
  *     fineweb_val_*.bin); with neither, the pattern is used as given for every split.
  * Each file is validated: shorter than the 1024-byte header ("truncated"), bad magic,
  * unsupported version, header count disagreeing with the size ("header says N tokens but file
@@ -101,11 +101,5 @@ void data_loader_get(const data_loader *dl, uint64_t seq_index, int count, int *
 
 /* Unmap and free. Safe on a zeroed or closed loader. */
 void data_loader_close(data_loader *dl);
-
-/* `minitrain prepare --input FILE --out DIR [--tokenizer byte|bpe] [--vocab-size N]
- * [--val-fraction F]` (train/cmd_prepare.c): tokenizes FILE, writes DIR/tokenizer.bin,
- * DIR/train_000.bin (first 1-F of the tokens) and DIR/val_000.bin (last F). argv[0] is
- * "prepare". Returns 0; bad input prints one line and exits 2 (mt_fail). */
-int data_cmd_prepare(int argc, char **argv);
 
 #endif /* MT_DATA_H */

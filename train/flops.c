@@ -303,63 +303,16 @@ double flops_gpu_peak_by_name(const char *name) {
     return -1;
 }
 
-/* ---- minitrain bench gemm --------------------------------------------------------------------- */
+/* ---- minitrain bench gemm (cmd/bench.c) ------------------------------------------------------ */
 
-static void bench_usage(FILE *f) {
-    fprintf(f, "usage: minitrain bench gemm [--threads N] [--seconds S] [--size N]\n"
-               "  Measure this machine's fp32 sgemm peak (the MFU denominator on CPUs) and print\n"
-               "  it beside the theoretical peak (cores x clock x FLOP/cycle).\n"
-               "  --threads N   OpenBLAS threads (default: all available)\n"
-               "  --seconds S   probe duration after a warm-up call (default 1.0, max 600)\n"
-               "  --size N      square matrix size, 64..16384 (default %d)\n",
-            FLOPS_PROBE_N);
-}
-
-/* Parse a flag's numeric value; 0 on success. */
-static int parse_num(const char *flag, const char *s, double lo, double hi, double *out) {
-    char *end = NULL;
-    double v = s ? strtod(s, &end) : NAN;
-    if (s == NULL || end == s || *end != '\0' || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "minitrain: error: bench gemm: %s needs a number in [%g, %g], got '%s'\n",
-                flag, lo, hi, s ? s : "(nothing)");
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-int flops_cmd_bench_gemm(int argc, char **argv) {
-    double threads = 0, seconds = 1.0, size = FLOPS_PROBE_N;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
-        int rc;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            bench_usage(stdout);
-            return MT_EXIT_OK;
-        } else if (strcmp(a, "--threads") == 0) {
-            rc = parse_num(a, v, 1, 4096, &threads);
-        } else if (strcmp(a, "--seconds") == 0) {
-            rc = parse_num(a, v, 0.001, 600, &seconds);
-        } else if (strcmp(a, "--size") == 0) {
-            rc = parse_num(a, v, 64, 16384, &size);
-        } else {
-            fprintf(stderr, "minitrain: error: bench gemm: unknown flag '%s' (see --help)\n", a);
-            return MT_EXIT_USAGE;
-        }
-        if (rc != 0) return MT_EXIT_USAGE;
-        i++;
-    }
-    if (floor(threads) != threads || floor(size) != size) {
-        fprintf(stderr, "minitrain: error: bench gemm: --threads and --size must be integers\n");
-        return MT_EXIT_USAGE;
-    }
+int flops_bench_gemm(int threads, double seconds, int size) {
     char warn[320];
     if (flops_blas_kernel_check(warn, sizeof(warn))) mt_warn("%s", warn);
-    int nthreads = threads > 0 ? (int)threads : openblas_get_num_threads();
-    double peak = flops_sgemm_probe_n(nthreads, seconds, (int)size);
+    int nthreads = threads > 0 ? threads : openblas_get_num_threads();
+    double peak = flops_sgemm_probe_n(nthreads, seconds, size);
+    if (peak < 0) return MT_EXIT_USAGE;
     printf("sgemm peak: %.1f GFLOP/s (n=%d, %d thread%s, best of %d calls over %.2f s)\n",
-           peak / 1e9, (int)size, nthreads, nthreads == 1 ? "" : "s", g_probe_calls, seconds);
+           peak / 1e9, size, nthreads, nthreads == 1 ? "" : "s", g_probe_calls, seconds);
     char desc[256];
     double th = flops_theoretical_peak(nthreads, desc, sizeof(desc));
     if (th > 0)

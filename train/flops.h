@@ -76,9 +76,11 @@ int flops_blas_kernel_check(char *msg, size_t msglen);
  * say so). Sources: NVIDIA H100/H200 and A100 datasheets (dense, i.e. without 2:4 sparsity). */
 double flops_gpu_peak_by_name(const char *device_name);
 
-/* `minitrain bench gemm [--threads N] [--seconds S] [--size N]`: print the measured sgemm peak in
- * GFLOP/s and the theoretical peak line. argv[0] is the subcommand name. Returns an exit code. */
-int flops_cmd_bench_gemm(int argc, char **argv);
+/* `minitrain bench gemm` (cmd/bench.c): warn when OpenBLAS runs kernels below the CPU's ISA, then
+ * print the measured sgemm peak of flops_sgemm_probe_n(threads, seconds, size) in GFLOP/s (threads
+ * <= 0: OpenBLAS's count) and the theoretical peak line. Returns MT_EXIT_OK, or MT_EXIT_USAGE when
+ * seconds or size are out of the probe's range. */
+int flops_bench_gemm(int threads, double seconds, int size);
 
 /* Debian's OpenBLAS 0.3.21 does not recognise some newer CPUs (e.g. Sapphire Rapids) and falls
  * back to SSE3 kernels, ~6x below peak. It picks kernels when the library loads, before main(),

@@ -1,7 +1,7 @@
 /*
  * train/interop_import.c — weights from anywhere (interop_load_weights, for `train --init-from`)
- * and `minitrain ckpt import`, which turns llm.c or Hugging Face weights into a minitrain run
- * directory.
+ * and the import behind `minitrain ckpt import` (cmd/ckpt.c), which turns llm.c or Hugging Face
+ * weights into a minitrain run directory.
  *
  * The import writes its step-0 checkpoint through the same checkpointer that training uses
  * (trainer_init_weights + checkpoint_save), so the directory is an ordinary run: `sample`,
@@ -114,18 +114,6 @@ int interop_load_weights(gpt_model *m, const char *path, char *what, size_t what
 
 /* ---- ckpt import ------------------------------------------------------------------------------ */
 
-static void import_usage(void) {
-    printf("usage: minitrain ckpt import --from llmc FILE --out RUN_DIR [--tokenizer FILE]\n"
-           "       minitrain ckpt import --from hf DIR --out RUN_DIR [--tokenizer FILE]\n"
-           "  turn GPT-2 weights from another ecosystem into a minitrain run directory: a verified\n"
-           "  step-0 checkpoint (RUN_DIR/ckpt/step_00000000, fresh optimizer state) and run.db, plus\n"
-           "  RUN_DIR/tokenizer.bin when --tokenizer is given (any tokenizer `prepare` reads).\n"
-           "  llmc: llm.c's model file (gpt2_124M.bin: version 3 fp32 or 5 bf16; the padded\n"
-           "        vocabulary is cut to the real one). hf: a directory with config.json and\n"
-           "        model.safetensors (GPT-2 names; Conv1D weights are transposed).\n"
-           "  Then: minitrain sample|serve --run RUN_DIR, minitrain train --init-from RUN_DIR ...\n");
-}
-
 /* Write the run directory. Returns 0 or -1 with err. */
 static int write_run(const gpt_model *w, const tok_tokenizer *tok, const char *out,
                      const char *source, const char *what, char *err, size_t errlen) {
@@ -174,72 +162,54 @@ static int write_run(const gpt_model *w, const tok_tokenizer *tok, const char *o
     return rc;
 }
 
-int interop_cmd_import(int argc, char **argv) {
-    const char *from = NULL, *src = NULL, *out = NULL, *tokpath = NULL;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            import_usage();
-            return MT_EXIT_OK;
-        }
-        if (!strcmp(a, "--from") || !strcmp(a, "--out") || !strcmp(a, "--tokenizer")) {
-            if (i + 1 >= argc) mt_fail("%s needs a value (see `minitrain ckpt import --help`)", a);
-            const char *v = argv[++i];
-            if (!strcmp(a, "--from")) from = v;
-            else if (!strcmp(a, "--out")) out = v;
-            else tokpath = v;
-        } else if (a[0] == '-' && a[1] == '-') {
-            mt_fail("unknown option '%s' for `minitrain ckpt import` (see --help)", a);
-        } else if (src) {
-            mt_fail("`minitrain ckpt import` takes one source; got '%s' and '%s'", src, a);
-        } else {
-            src = a;
-        }
+int interop_import(const char *kind, const char *src, const char *out, const char *tokpath,
+                   char *summary, size_t sumlen, char *err, size_t errlen) {
+    if (strcmp(kind, "llmc") && strcmp(kind, "hf")) {
+        snprintf(err, errlen, "--from '%s': expected llmc or hf", kind);
+        return -1;
     }
-    if (!from || (strcmp(from, "llmc") && strcmp(from, "hf")))
-        mt_fail("`minitrain ckpt import` needs --from llmc FILE or --from hf DIR");
-    if (!src) mt_fail("`minitrain ckpt import --from %s` needs the %s to import", from,
-                      strcmp(from, "llmc") ? "Hugging Face directory" : "llm.c model file");
-    if (!out) mt_fail("`minitrain ckpt import` needs --out RUN_DIR");
     char root[CKPT_PATH_MAX], msg[2048];
     snprintf(root, sizeof(root), "%.4000s/ckpt", out);
     int64_t *steps = NULL;
     int n = 0;
-    if (ckpt_list(root, &steps, &n, msg, sizeof(msg)) == 0 && n > 0)
-        mt_fail("'%s' already holds checkpoints; import into a new run directory", out);
+    if (ckpt_list(root, &steps, &n, msg, sizeof(msg)) == 0 && n > 0) {
+        free(steps);
+        snprintf(err, errlen, "'%s' already holds checkpoints; import into a new run directory", out);
+        return -1;
+    }
     free(steps);
     gpt_model m;
     int version = 0;
-    if (!strcmp(from, "llmc") ? interop_llmc_read(&m, src, &version, msg, sizeof(msg))
-                              : interop_hf_read(&m, src, msg, sizeof(msg)))
-        mt_fail("%s", msg);
+    if (!strcmp(kind, "llmc") ? interop_llmc_read(&m, src, &version, err, errlen)
+                              : interop_hf_read(&m, src, err, errlen))
+        return -1;
     tok_tokenizer tok;
     memset(&tok, 0, sizeof(tok));
-    if (tokpath) {
-        if (tok_load(&tok, tokpath, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
-        if (tok_vocab_size(&tok) > m.cfg.vocab_size)
-            mt_fail("tokenizer '%s' has %d ids but the model's vocabulary is %d", tokpath,
-                    tok_vocab_size(&tok), m.cfg.vocab_size);
+    int rc = 0;
+    if (tokpath && tok_load(&tok, tokpath, err, errlen) != 0) rc = -1;
+    if (rc == 0 && tokpath && tok_vocab_size(&tok) > m.cfg.vocab_size) {
+        snprintf(err, errlen, "tokenizer '%s' has %d ids but the model's vocabulary is %d", tokpath,
+                 tok_vocab_size(&tok), m.cfg.vocab_size);
+        rc = -1;
     }
     char what[128];
-    if (!strcmp(from, "llmc"))
+    if (!strcmp(kind, "llmc"))
         snprintf(what, sizeof(what), "llm.c model file, version %d (%s)", version,
                  version == INTEROP_LLMC_BF16 ? "bf16" : "fp32");
     else
         snprintf(what, sizeof(what), "Hugging Face GPT-2 safetensors");
-    if (write_run(&m, tokpath ? &tok : NULL, out, src, what, msg, sizeof(msg)) != 0)
-        mt_fail("%s", msg);
-    char tb[160] = "";
-    if (tokpath) {
-        char d[100];
-        snprintf(tb, sizeof(tb), " + tokenizer.bin (%s, vocab %d)", tok_describe(&tok, d, sizeof(d)),
-                 tok_vocab_size(&tok));
+    if (rc == 0) rc = write_run(&m, tokpath ? &tok : NULL, out, src, what, err, errlen);
+    if (rc == 0) {
+        char tb[160] = "", d[100];
+        if (tokpath)
+            snprintf(tb, sizeof(tb), " + tokenizer.bin (%s, vocab %d)",
+                     tok_describe(&tok, d, sizeof(d)), tok_vocab_size(&tok));
+        snprintf(summary, sumlen, "imported %s %.1000s: %d layers, %d heads, d_model %d, context %d, "
+                 "vocab %d, %.2fM parameters -> %.1000s/ckpt/step_00000000 (verified)%s", what, src,
+                 m.cfg.n_layer, m.cfg.n_head, m.cfg.d_model, m.cfg.seq_len, m.cfg.vocab_size,
+                 m.num_params / 1e6, out, tb);
     }
-    printf("imported %s %s: %d layers, %d heads, d_model %d, context %d, vocab %d, %.2fM "
-           "parameters -> %s/ckpt/step_00000000 (verified)%s\n", what, src, m.cfg.n_layer,
-           m.cfg.n_head, m.cfg.d_model, m.cfg.seq_len, m.cfg.vocab_size, m.num_params / 1e6, out,
-           tb);
     tok_free(&tok);
     gpt_free(&m);
-    return MT_EXIT_OK;
+    return rc;
 }

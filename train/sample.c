@@ -67,3 +67,35 @@ int sample_token(const float *logits, int V, const sample_params *p, rng_state *
     if (!work) free(c);
     return pick;
 }
+
+void sample_generate(const gpt_model *m, const uint32_t *prompt, size_t n, int max_tokens,
+                     int vocab_limit, const sample_params *p, rng_state *rng,
+                     void (*emit)(int token, void *user), void *user) {
+    int V = m->cfg.vocab_size, ctx = m->cfg.seq_len;
+    mtCheck(n >= 1 && (int)n < ctx, "sample_generate: the prompt must hold 1..seq_len-1 tokens");
+    if (vocab_limit <= 0 || vocab_limit > V) vocab_limit = V;
+    gpt_decode_state st;
+    gpt_decode_init(&st, m);
+    float *work = mallocCheck((size_t)2 * V * sizeof(float));
+    /* history of every token, so generation can go past the context: when the cache is full,
+     * the last ctx/2 tokens are fed again as a fresh context (a recompute, once per ctx/2). */
+    int *hist = mallocCheck((n + (size_t)(max_tokens > 0 ? max_tokens : 0) + 1) * sizeof(int));
+    size_t nh = 0;
+    const float *logits = NULL;
+    for (size_t i = 0; i < n; i++) logits = gpt_decode_step(m, &st, hist[nh++] = (int)prompt[i]);
+    for (int i = 0; i < max_tokens; i++) {
+        int t = sample_token(logits, vocab_limit, p, rng, work);
+        hist[nh++] = t;
+        emit(t, user);
+        if (i + 1 == max_tokens) break;
+        if (st.pos == ctx) {
+            gpt_decode_reset(&st);
+            size_t keep = (size_t)ctx / 2;
+            for (size_t j = nh - keep; j < nh - 1; j++) gpt_decode_step(m, &st, hist[j]);
+        }
+        logits = gpt_decode_step(m, &st, t);
+    }
+    free(hist);
+    free(work);
+    gpt_decode_free(&st);
+}

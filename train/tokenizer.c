@@ -14,7 +14,7 @@
  * (a merge only creates pairs of higher rank than itself, so rank order = GPT-2's order).
  * Chunks are at most TOK_MAX_CHUNK bytes, so encoding needs only stack scratch.
  */
-#include "train/tokenizer.h"
+#include "train/tokenizer_impl.h" /* (includes train/tokenizer.h) */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +23,6 @@
 
 #include "core/check.h"
 #include "core/timer.h"
-#include "train/tokenizer_impl.h"
 
 #define EMPTY_KEY UINT64_MAX
 #define NO_RANK UINT32_MAX

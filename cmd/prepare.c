@@ -1,18 +1,22 @@
 /*
- * train/cmd_prepare.c — `minitrain prepare`: text file -> tokenizer.bin + train/val token shards.
+ * cmd/prepare.c — `minitrain prepare`: text file -> tokenizer.bin + train/val token shards.
  *
  * The split is made on TOKENS (first 1-F for train, last F for val), not on bytes, so the two
  * shards hold exactly the encoding of the whole text. Every output is written to NAME.tmp and
  * renamed into place, so an interrupted run never leaves a half-written file under its final
  * name. User errors (missing/empty input, bad flag values, unknown flags) are one line + exit 2.
+ * (The tokenizer and the shard format are train/tokenizer.h and train/data.h; this file wires them.)
  */
 #include <errno.h>
 #include <glob.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "core/check.h"
 #include "core/timer.h"
 #include "train/data.h"
@@ -20,30 +24,6 @@
 
 #define PREP_DEFAULT_BPE_VOCAB 1024
 #define PREP_MAX_VOCAB 65536
-
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: minitrain prepare --input FILE --out DIR [options]\n"
-            "\n"
-            "Tokenize a text file and write DIR/tokenizer.bin, DIR/train_000.bin, DIR/val_000.bin\n"
-            "(llm.c token shards: 256 x int32 header, then uint16 tokens).\n"
-            "\n"
-            "  --input FILE          text to tokenize (any bytes)\n"
-            "  --out DIR             output directory (created if missing)\n"
-            "  --tokenizer KIND      byte (default: 256 ids, one per byte) or bpe (byte-level BPE\n"
-            "                        trained on FILE), or a tokenizer FILE to encode with: GPT-2's\n"
-            "                        as a tiktoken rank file, Hugging Face tokenizer.json or\n"
-            "                        vocab.json + merges.txt, or any minitrain tokenizer.bin\n"
-            "                        (docs/interop.md); DIR/tokenizer.bin is its minitrain copy\n"
-            "  --doc-separator TEXT  with a tokenizer that has <|endoftext|>: cut the input into\n"
-            "                        documents after each TEXT (escapes \\n \\t \\\\), each preceded by\n"
-            "                        <|endoftext|>; without it the input is one document\n"
-            "  --vocab-size N        bpe: 257..%d (default %d); byte: 256 only\n"
-            "  --val-fraction F      share of tokens (the last ones) kept for validation,\n"
-            "                        0 < F <= 0.5 (default 0.1)\n"
-            "  -h, --help            this help\n",
-            PREP_MAX_VOCAB, PREP_DEFAULT_BPE_VOCAB);
-}
 
 /* mkdir -p; 0 ok, -1 (errno set) on failure or when a path component is not a directory */
 static int mkdir_p(const char *path) {
@@ -103,24 +83,6 @@ static void warn_stale(const char *dir, const char *split) {
     globfree(&g);
 }
 
-static long parse_long(const char *flag, const char *v) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0')
-        mt_fail("prepare: %s expects an integer, got '%s'", flag, v);
-    return x;
-}
-
-static double parse_double(const char *flag, const char *v) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno != 0 || end == v || *end != '\0')
-        mt_fail("prepare: %s expects a number, got '%s'", flag, v);
-    return x;
-}
-
 /* "\\n" "\\t" "\\\\" escapes of --doc-separator, in place; returns the length */
 static size_t unescape(char *s) {
     size_t w = 0;
@@ -136,59 +98,37 @@ static size_t unescape(char *s) {
     return w;
 }
 
-int data_cmd_prepare(int argc, char **argv) {
-    const char *input = NULL, *out = NULL, *kind = "byte";
-    char *docsep = NULL;
-    long vocab = -1;
+int cmd_prepare(int argc, char **argv) {
+    const char *input = NULL, *out = NULL, *kind = "byte", *docsep_arg = NULL;
+    long long vocab = -1;
     double valf = 0.1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return MT_EXIT_OK;
-        }
-        static const char *flags[] = {"--input", "--out", "--tokenizer", "--vocab-size",
-                                      "--val-fraction", "--doc-separator"};
-        int f = -1;
-        const char *val = NULL;
-        for (int k = 0; k < 6; k++) {
-            size_t L = strlen(flags[k]);
-            if (strncmp(a, flags[k], L) == 0 && (a[L] == '\0' || a[L] == '=')) {
-                f = k;
-                if (a[L] == '=')
-                    val = a + L + 1;
-            }
-        }
-        if (f < 0)
-            mt_fail("prepare: unknown flag '%s' (see minitrain prepare --help)", a);
-        if (val == NULL) {
-            if (i + 1 >= argc)
-                mt_fail("prepare: %s needs a value", flags[f]);
-            val = argv[++i];
-        }
-        switch (f) {
-        case 0:
-            input = val;
-            break;
-        case 1:
-            out = val;
-            break;
-        case 2:
-            kind = val;
-            break;
-        case 3:
-            vocab = parse_long(flags[f], val);
-            break;
-        case 5:
-            free(docsep);
-            docsep = strdup(val);
-            mtCheck(docsep != NULL, "out of memory");
-            break;
-        default:
-            valf = parse_double(flags[f], val);
-            break;
-        }
-    }
+    char vocab_help[128];
+    snprintf(vocab_help, sizeof(vocab_help), "bpe: 257..%d (default %d); byte: 256 only",
+             PREP_MAX_VOCAB, PREP_DEFAULT_BPE_VOCAB);
+    const args_opt opts[] = {
+        {"input", ARG_STRING, &input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
+        {"out", ARG_STRING, &out, 0, 0, "DIR", "output directory (created if missing)", ""},
+        {"tokenizer", ARG_STRING, &kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
+         "bpe (byte-level BPE\ntrained on FILE), or a tokenizer FILE to encode with: GPT-2's as a\n"
+         "tiktoken rank file, Hugging Face tokenizer.json or vocab.json +\nmerges.txt, or any "
+         "minitrain tokenizer.bin (docs/interop.md);\nDIR/tokenizer.bin is its minitrain copy", ""},
+        {"doc-separator", ARG_STRING, &docsep_arg, 0, 0, "TEXT", "with a tokenizer that has "
+         "<|endoftext|>: cut the input into\ndocuments after each TEXT (escapes \\n \\t \\\\), "
+         "each preceded\nby <|endoftext|> (llm.c's dev/data scripts); default: one document", ""},
+        {"vocab-size", ARG_I64, &vocab, -1e18, 1e18, "N", vocab_help, ""},
+        {"val-fraction", ARG_DOUBLE, &valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
+         "ones) kept for validation,\n0 < F <= 0.5", NULL},
+        {0},
+    };
+    const args_spec spec = {
+        .cmd = "prepare",
+        .synopsis = "usage: minitrain prepare --input FILE --out DIR [options]",
+        .about = "Tokenize a text file and write DIR/tokenizer.bin, DIR/train_000.bin, "
+                 "DIR/val_000.bin\n(llm.c token shards: 256 x int32 header, then uint16 tokens).",
+        .opts = opts,
+    };
+    int prc = args_parse(&spec, argc, argv, NULL);
+    if (prc != ARGS_CONTINUE) return prc;
     if (input == NULL)
         mt_fail("prepare: --input FILE is required (see minitrain prepare --help)");
     if (out == NULL)
@@ -205,10 +145,10 @@ int data_cmd_prepare(int argc, char **argv) {
         if (vocab < 0)
             vocab = PREP_DEFAULT_BPE_VOCAB;
         if (vocab < 257 || vocab > PREP_MAX_VOCAB)
-            mt_fail("prepare: --vocab-size %ld out of range for bpe (257..%d)", vocab,
+            mt_fail("prepare: --vocab-size %lld out of range for bpe (257..%d)", vocab,
                     PREP_MAX_VOCAB);
     } else if (vocab >= 0 && vocab != 256) {
-        mt_fail("prepare: --vocab-size %ld is invalid for the byte tokenizer (always 256; use "
+        mt_fail("prepare: --vocab-size %lld is invalid for the byte tokenizer (always 256; use "
                 "--tokenizer bpe for other sizes)",
                 vocab);
     }
@@ -245,6 +185,7 @@ int data_cmd_prepare(int argc, char **argv) {
     } else {
         tok_init_byte(&tok);
     }
+    char *docsep = docsep_arg ? strdup(docsep_arg) : NULL;
     size_t seplen = docsep ? unescape(docsep) : 0;
     if (docsep && (seplen == 0 || tok_eot(&tok) < 0))
         mt_fail("prepare: --doc-separator needs a non-empty TEXT and a tokenizer with "

@@ -1,12 +1,13 @@
 /*
- * train/cmd_ckpt.c — `minitrain ckpt ls|verify|export`: list, check and export the checkpoints
- * of a run (format: docs/formats.md, train/checkpoint.h).
+ * cmd/ckpt.c — `minitrain ckpt ls|verify|export|import`: list, check, export and import the
+ * checkpoints of a run (format: docs/formats.md, train/checkpoint.h; llm.c and Hugging Face:
+ * train/interop.h, docs/interop.md).
  *
  * Tier roots: tier 1 is always RUN_DIR/ckpt; tiers 0 (memory) and 2 (durable) are found in the
  * run.db catalog (a save records its directory there before writing). Nothing here trusts a
  * checkpoint: `verify` and `export` run ckpt_verify (sizes, CRC-32C, safetensors structure)
- * first. The command lives in train/ because export needs GPT-2 knowledge: Hugging Face's GPT-2
- * stores its linear layers as Conv1D, i.e. transposed to (in, out).
+ * first. Export needs GPT-2 knowledge (train/model.h): Hugging Face's GPT-2 stores its linear
+ * layers as Conv1D, i.e. transposed to (in, out).
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -18,6 +19,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
@@ -36,39 +39,43 @@ typedef struct {
     const char *run;
     int64_t step; /* -1 = not given */
     const char *out;
-    const char *format; /* export: hf (default) | llmc */
-    const char *dtype;  /* export --format llmc: fp32 (default) | bf16 */
+    const char *format; /* export: hf | llmc */
+    const char *dtype;  /* export --format llmc: fp32 | bf16 */
     sqlite3 *db;  /* run.db read-only, or NULL */
     tier_root roots[MAX_ROOTS];
     int n_roots;
 } ckpt_args;
 
-static void usage(const char *sub) {
-    if (sub == NULL || strcmp(sub, "ls") == 0)
-        printf("usage: minitrain ckpt ls --run DIR [--step N]\n"
-               "  list the checkpoints of a run in every tier (0 memory, 1 RUN_DIR/ckpt,\n"
-               "  2 durable) with state (committed, corrupt per the catalog, incomplete = a save\n"
-               "  that never committed) and size. Does not verify; see `ckpt verify`.\n");
-    if (sub == NULL || strcmp(sub, "verify") == 0)
-        printf("usage: minitrain ckpt verify --run DIR [--step N]\n"
-               "  check every committed checkpoint (or step N): manifest present, every file's\n"
-               "  size and CRC-32C, safetensors structure. Exit 0 when all pass, 2 otherwise\n"
-               "  (each failure names the file).\n");
-    if (sub == NULL || strcmp(sub, "export") == 0)
-        printf("usage: minitrain ckpt export --run DIR [--step N] [--out FILE]\n"
-               "                             [--format hf|llmc] [--dtype fp32|bf16]\n"
-               "  merge the shards of the newest verified checkpoint (or step N) into one\n"
-               "  safetensors file with Hugging Face GPT-2 names and layout (Conv1D weights\n"
-               "  transposed to (in, out)) plus config.json beside it (GPT2Config keys).\n"
-               "  Default FILE: DIR/hf/model.safetensors.\n"
-               "  --format llmc writes llm.c's model file instead (version 3 fp32, or 5 with\n"
-               "  --dtype bf16; vocabulary padded to a multiple of 128), which llm.c's trainers\n"
-               "  load with -e FILE. Default FILE: DIR/llmc/model.bin (model_bf16.bin).\n");
-    if (sub == NULL || strcmp(sub, "import") == 0)
-        printf("usage: minitrain ckpt import --from llmc FILE | --from hf DIR --out RUN_DIR\n"
-               "                             [--tokenizer FILE]\n"
-               "  llm.c or Hugging Face GPT-2 weights -> a run directory with a verified step-0\n"
-               "  checkpoint (see `minitrain ckpt import --help`).\n");
+static const char *const SUB_SYNOPSIS[] = {
+    "usage: minitrain ckpt ls --run DIR [--step N]",
+    "usage: minitrain ckpt verify --run DIR [--step N]",
+    "usage: minitrain ckpt export --run DIR [--step N] [--out FILE] [--format hf|llmc]\n"
+    "                             [--dtype fp32|bf16]",
+    "usage: minitrain ckpt import --from llmc FILE --out RUN_DIR [--tokenizer FILE]\n"
+    "       minitrain ckpt import --from hf DIR --out RUN_DIR [--tokenizer FILE]",
+};
+static const char *const SUB_ABOUT[] = {
+    "List the checkpoints of a run in every tier (0 memory, 1 RUN_DIR/ckpt, 2 durable) with\n"
+    "state (committed, corrupt per the catalog, incomplete = a save that never committed) and\n"
+    "size. Does not verify; see `ckpt verify`.",
+    "Check every committed checkpoint (or step N): manifest present, every file's size and\n"
+    "CRC-32C, safetensors structure. Exit 0 when all pass, 2 otherwise (each failure names the\n"
+    "file).",
+    "Merge the shards of the newest verified checkpoint (or step N) into one safetensors file\n"
+    "with Hugging Face GPT-2 names and layout (Conv1D weights transposed to (in, out)) plus\n"
+    "config.json beside it (GPT2Config keys). --format llmc writes llm.c's model file instead\n"
+    "(version 3 fp32, or 5 with --dtype bf16; vocabulary padded to a multiple of 128), which\n"
+    "llm.c's trainers load to continue the run.",
+    "Turn GPT-2 weights from llm.c (gpt2_124M.bin: version 3 fp32 or 5 bf16; the padded\n"
+    "vocabulary is cut to the real one) or Hugging Face (config.json + model.safetensors;\n"
+    "Conv1D weights transposed) into a run directory: a verified step-0 checkpoint with fresh\n"
+    "optimizer state, run.db, and RUN_DIR/tokenizer.bin when --tokenizer is given (any\n"
+    "tokenizer `prepare` reads). Then: sample|serve --run RUN_DIR, train --init-from RUN_DIR.",
+};
+
+static void usage_all(void) {
+    printf("minitrain ckpt: list, verify, export and import the checkpoints of a run\n\n");
+    for (int k = 0; k < 4; k++) printf("%s\n  %s\n", SUB_SYNOPSIS[k], SUB_ABOUT[k]);
 }
 
 /* ---- arguments, roots, catalog --------------------------------------------------------------- */
@@ -83,30 +90,33 @@ static int own_tier0(const char *run, const char *root) {
     return a >= b && strcmp(root + a - b, want) == 0;
 }
 
-static void parse_args(ckpt_args *a, int argc, char **argv, int allow_out) {
+/* Parse `ckpt SUB` options (argv[0] = SUB, k its index in SUB_SYNOPSIS) into a. Returns
+ * ARGS_CONTINUE or an exit code (help printed, or a bad flag). */
+static int parse_args(ckpt_args *a, int argc, char **argv, int k) {
+    const char *sub = argv[0];
     memset(a, 0, sizeof(*a));
-    a->step = -1;
-    for (int i = 2; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--run") || !strcmp(k, "--step") || !strcmp(k, "--out") ||
-            (allow_out && (!strcmp(k, "--format") || !strcmp(k, "--dtype")))) {
-            if (i + 1 >= argc) mt_fail("%s needs a value", k);
-            const char *v = argv[++i];
-            if (!strcmp(k, "--run")) a->run = v;
-            else if (!strcmp(k, "--out") && allow_out) a->out = v;
-            else if (!strcmp(k, "--format")) a->format = v;
-            else if (!strcmp(k, "--dtype")) a->dtype = v;
-            else if (!strcmp(k, "--step")) {
-                char *end = NULL;
-                long long s = strtoll(v, &end, 10);
-                if (v[0] == 0 || *end != 0 || s < 0) mt_fail("--step needs a step number, got '%s'", v);
-                a->step = s;
-            } else mt_fail("unknown option '%s' for `minitrain ckpt %s`", k, argv[1]);
-        } else {
-            mt_fail("unknown option '%s' for `minitrain ckpt %s` (see --help)", k, argv[1]);
-        }
-    }
-    if (a->run == NULL) mt_fail("`minitrain ckpt %s` needs --run DIR", argv[1]);
+    long long step = -1;
+    args_opt opts[] = {
+        {"run", ARG_STRING, &a->run, 0, 0, "DIR", "run directory (holds ckpt/ and run.db)", ""},
+        {"step", ARG_I64, &step, 0, 9.2e18, "N", "only this step (default: every step; export: "
+         "the newest that\nverifies)", ""},
+        {"out", ARG_STRING, &a->out, 0, 0, "FILE", "the file to write (default "
+         "DIR/hf/model.safetensors, llmc:\nDIR/llmc/model.bin or model_bf16.bin)", ""},
+        {"format", ARG_STRING, &a->format, 0, 0, "FMT", "hf (Hugging Face safetensors + "
+         "config.json) or llmc (llm.c's\nmodel file)", "hf"},
+        {"dtype", ARG_STRING, &a->dtype, 0, 0, "T", "--format llmc: fp32 (version 3) or bf16 "
+         "(version 5, round to\nnearest even)", "fp32"},
+        {0},
+    };
+    if (k != 2) opts[2].name = NULL; /* --out, --format, --dtype belong to export only */
+    char cmd[32];
+    snprintf(cmd, sizeof(cmd), "ckpt %s", sub);
+    const args_spec spec = {.cmd = cmd, .synopsis = SUB_SYNOPSIS[k], .about = SUB_ABOUT[k],
+                            .opts = opts};
+    int prc = args_parse(&spec, argc, argv, NULL);
+    if (prc != ARGS_CONTINUE) return prc;
+    a->step = step;
+    if (a->run == NULL) mt_fail("`minitrain ckpt %s` needs --run DIR", sub);
     if (a->format && strcmp(a->format, "hf") && strcmp(a->format, "llmc"))
         mt_fail("--format '%s': expected hf or llmc", a->format);
     if (a->dtype && (!a->format || strcmp(a->format, "llmc")))
@@ -116,6 +126,13 @@ static void parse_args(ckpt_args *a, int argc, char **argv, int allow_out) {
     struct stat st;
     if (stat(a->run, &st) != 0 || !S_ISDIR(st.st_mode))
         mt_fail("run directory '%s' does not exist", a->run);
+    return ARGS_CONTINUE;
+}
+
+/* The tier roots of a->run: tier 1 RUN_DIR/ckpt, then those of the run.db catalog (fastest
+ * first). Leaves a->db open (read-only) when there is a run.db. */
+static void find_roots(ckpt_args *a) {
+    struct stat st;
     a->roots[0].tier = 1;
     snprintf(a->roots[0].root, sizeof(a->roots[0].root), "%.4000s/ckpt", a->run);
     a->n_roots = 1;
@@ -202,7 +219,7 @@ static const char *human(int64_t b, char *buf, size_t len) {
 
 /* ---- ls ---------------------------------------------------------------------------------------- */
 
-static int cmd_ls(ckpt_args *a) {
+static int do_ls(ckpt_args *a) {
     printf("%-4s %-10s %-10s %10s  %s\n", "tier", "step", "state", "size", "path");
     int shown = 0;
     for (int r = 0; r < a->n_roots; r++) {
@@ -261,7 +278,7 @@ static int cmd_ls(ckpt_args *a) {
 
 /* ---- verify ------------------------------------------------------------------------------------ */
 
-static int cmd_verify(ckpt_args *a) {
+static int do_verify(ckpt_args *a) {
     int checked = 0, failed = 0;
     char msg[2048];
     for (int r = 0; r < a->n_roots; r++) {
@@ -318,14 +335,56 @@ static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *d
     if (interop_llmc_write(m, out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, msg,
                            sizeof(msg)) != 0)
         mt_fail("writing %s: %s", out, msg);
+    struct stat st;
     printf("exported step %d from %s -> %s (llm.c model file, version %d %s, %s)\n", step, dir,
            out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, bf16 ? "bf16" : "fp32",
-           human((int64_t)m->num_params * (bf16 ? 2 : 4), sb, sizeof(sb)));
+           human(stat(out, &st) == 0 ? (int64_t)st.st_size : 0, sb, sizeof(sb)));
     gpt_free(m);
     return MT_EXIT_OK;
 }
 
-static int cmd_export(ckpt_args *a) {
+/* `ckpt import` (argv[0] = "import"): the source is the one word that is not an option. */
+static int do_import(int argc, char **argv) {
+    const char *from = NULL, *out = NULL, *tok = NULL, *src = NULL;
+    const args_opt opts[] = {
+        {"from", ARG_STRING, &from, 0, 0, "KIND", "llmc (an llm.c model file) or hf (a Hugging "
+         "Face directory\nor .safetensors file with config.json beside it)", ""},
+        {"out", ARG_STRING, &out, 0, 0, "RUN_DIR", "the run directory to create (must hold no "
+         "checkpoints)", ""},
+        {"tokenizer", ARG_STRING, &tok, 0, 0, "FILE", "tokenizer to store as RUN_DIR/tokenizer.bin "
+         "(tiktoken, Hugging\nFace, llm.c or minitrain)", ""},
+        {0},
+    };
+    const args_spec spec = {.cmd = "ckpt import", .synopsis = SUB_SYNOPSIS[3],
+                            .about = SUB_ABOUT[3], .opts = opts};
+    char **rest = callocCheck((size_t)argc + 1, sizeof(char *));
+    int n = 0;
+    for (int i = 0; i < argc; i++) { /* take the positional source out; the table parses the rest */
+        const char *w = argv[i];
+        int takes_value = !strcmp(w, "--from") || !strcmp(w, "--out") || !strcmp(w, "--tokenizer");
+        if (i > 0 && w[0] != '-' && !src) {
+            src = w;
+            continue;
+        }
+        rest[n++] = argv[i];
+        if (takes_value && i + 1 < argc) rest[n++] = argv[++i];
+    }
+    int prc = args_parse(&spec, n, rest, NULL);
+    free(rest);
+    if (prc != ARGS_CONTINUE) return prc;
+    if (!from) mt_fail("`minitrain ckpt import` needs --from llmc FILE or --from hf DIR");
+    if (!src)
+        mt_fail("`minitrain ckpt import --from %s` needs the %s to import", from,
+                strcmp(from, "hf") ? "llm.c model file" : "Hugging Face directory");
+    if (!out) mt_fail("`minitrain ckpt import` needs --out RUN_DIR");
+    char summary[2600], err[2048];
+    if (interop_import(from, src, out, tok, summary, sizeof(summary), err, sizeof(err)) != 0)
+        mt_fail("%s", err);
+    printf("%s\n", summary);
+    return MT_EXIT_OK;
+}
+
+static int do_export(ckpt_args *a) {
     /* newest verified step (or step N) in the fastest tier holding it */
     char dir[CKPT_PATH_MAX] = "", msg[2048], last[2048] = "";
     int64_t best = -1;
@@ -431,24 +490,20 @@ static int cmd_export(ckpt_args *a) {
     return MT_EXIT_OK;
 }
 
-int checkpoint_cmd_ckpt(int argc, char **argv) {
+int cmd_ckpt(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("minitrain ckpt: list, verify, export and import the checkpoints of a run\n\n");
-        usage(NULL);
+        usage_all();
         return argc < 2 ? MT_EXIT_USAGE : MT_EXIT_OK;
     }
     const char *sub = argv[1];
-    if (!strcmp(sub, "import")) return interop_cmd_import(argc, argv); /* train/interop.h */
-    if (strcmp(sub, "ls") && strcmp(sub, "verify") && strcmp(sub, "export"))
-        mt_fail("unknown ckpt command '%s' (ls, verify, export or import)", sub);
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(sub);
-            return MT_EXIT_OK;
-        }
+    if (!strcmp(sub, "import")) return do_import(argc - 1, argv + 1);
+    int k = !strcmp(sub, "ls") ? 0 : !strcmp(sub, "verify") ? 1 : !strcmp(sub, "export") ? 2 : -1;
+    if (k < 0) mt_fail("unknown ckpt command '%s' (ls, verify, export or import)", sub);
     ckpt_args a;
-    parse_args(&a, argc, argv, strcmp(sub, "export") == 0);
-    int rc = !strcmp(sub, "ls") ? cmd_ls(&a) : !strcmp(sub, "verify") ? cmd_verify(&a) : cmd_export(&a);
+    int prc = parse_args(&a, argc - 1, argv + 1, k);
+    if (prc != ARGS_CONTINUE) return prc;
+    find_roots(&a);
+    int rc = k == 0 ? do_ls(&a) : k == 1 ? do_verify(&a) : do_export(&a);
     close_args(&a);
     return rc;
 }

@@ -1,5 +1,5 @@
 /*
- * gateway/cmd_serve.c — `minitrain serve`: flags, loading the run, and the process lifecycle.
+ * cmd/serve.c — `minitrain serve`: flags, loading the run, and the process lifecycle.
  *
  * Order matters: the server listens BEFORE the model loads, so a health checker sees
  * 503 {"status":"loading"} and then 200 {"status":"ok"} instead of connection refused. SIGINT and
@@ -8,7 +8,6 @@
  * so AddressSanitizer's leak check at exit sees a clean process.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,59 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "core/check.h"
 #include "gateway/server.h"
 #include "train/model_io.h"
 #include "train/tokenizer.h"
-
-static void usage(void) {
-    printf("usage: minitrain serve --run DIR|FILE [options]\n\n"
-           "Serve a trained model over HTTP with the OpenAI completions API:\n"
-           "  POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).\n\n"
-           "  --run DIR|FILE       run directory (DIR/model.safetensors) or an exported model file\n"
-           "  --step N             serve the checkpoint of step N (default: the newest)\n"
-           "  --tokenizer FILE     tokenizer (default: tokenizer.bin next to the model)\n"
-           "  --host ADDR          bind address (default 127.0.0.1; 0.0.0.0 or :: for all)\n"
-           "  --port P             TCP port (default 8080; 0 = any free port, printed at start)\n"
-           "  --slots N            generations in parallel, one KV cache each (default 1)\n"
-           "  --queue N            requests that may wait for a slot; more get 503 (default 16)\n"
-           "  --threads N          OpenMP/BLAS threads per slot (default: cores / slots)\n"
-           "  --max-body BYTES     largest request body, e.g. 1048576 or 1M (default 1M); 413 above\n"
-           "  --timeout S          close connections idle or stalled for S seconds (default 30)\n"
-           "  --model-name NAME    the model id clients use (default: the run's directory name)\n"
-           "  --api-key-file FILE  require 'Authorization: Bearer KEY' (one key per line, #\n"
-           "                       comments); /health stays open\n"
-           "  --log-content        include prompts and completions in the access log (off:\n"
-           "                       only counts and timings are logged)\n"
-           "  --quiet              no access log\n\n"
-           "example:\n"
-           "  minitrain serve --run runs/shakespeare --port 8080\n"
-           "  curl -s localhost:8080/v1/completions -H 'Content-Type: application/json' \\\n"
-           "       -d '{\"model\":\"shakespeare\",\"prompt\":\"ROMEO:\",\"max_tokens\":64}'\n"
-           "See docs/serve.md.\n");
-}
-
-static long parse_int(const char *flag, const char *s, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end != 0 || errno) mt_fail("%s needs an integer, got '%s'", flag, s);
-    if (v < lo || v > hi) mt_fail("%s = %ld is out of range [%ld, %ld]", flag, v, lo, hi);
-    return v;
-}
-
-/* BYTES with an optional K or M suffix (KiB, MiB). */
-static size_t parse_bytes(const char *flag, const char *s) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s == 0 || *s == '-' || errno) mt_fail("%s needs a byte count, got '%s'", flag, s);
-    if (*end == 'k' || *end == 'K') v <<= 10, end++;
-    else if (*end == 'm' || *end == 'M') v <<= 20, end++;
-    if (*end != 0) mt_fail("%s needs a byte count like 1048576 or 1M, got '%s'", flag, s);
-    if (v < 64 || v > (1ull << 30)) mt_fail("%s = %s is out of range [64, 1G]", flag, s);
-    return (size_t)v;
-}
 
 /* Keys from FILE: one per line, surrounding blanks ignored, empty lines and # comments skipped. */
 static char **read_keys(const char *path, int *n_out) {
@@ -117,54 +69,56 @@ static void default_name(const char *run, char *out, size_t cap) {
     if (dot && dot != out && dot[12] == 0) *dot = 0;
 }
 
-int gw_cmd_serve(int argc, char **argv) {
+int cmd_serve(int argc, char **argv) {
     const char *run = NULL, *tok_path = NULL, *key_file = NULL, *name = NULL;
-    long step = -1;
+    long long step = -1;
     gw_server_opts o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
                         .max_body = 1 << 20, .timeout_s = 30};
-    int threads = 0;
-    static struct option opts[] = {{"run", required_argument, 0, 'r'},
-                                   {"step", required_argument, 0, 'S'},
-                                   {"tokenizer", required_argument, 0, 'T'},
-                                   {"host", required_argument, 0, 'H'},
-                                   {"port", required_argument, 0, 'p'},
-                                   {"slots", required_argument, 0, 's'},
-                                   {"queue", required_argument, 0, 'q'},
-                                   {"threads", required_argument, 0, 't'},
-                                   {"max-body", required_argument, 0, 'b'},
-                                   {"timeout", required_argument, 0, 'o'},
-                                   {"model-name", required_argument, 0, 'n'},
-                                   {"api-key-file", required_argument, 0, 'k'},
-                                   {"log-content", no_argument, 0, 'L'},
-                                   {"quiet", no_argument, 0, 'Q'},
-                                   {"help", no_argument, 0, 'h'},
-                                   {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r': run = optarg; break;
-        case 'S': step = parse_int("--step", optarg, 0, 2000000000); break;
-        case 'T': tok_path = optarg; break;
-        case 'H': o.host = optarg; break;
-        case 'p': o.port = (int)parse_int("--port", optarg, 0, 65535); break;
-        case 's': o.slots = (int)parse_int("--slots", optarg, 1, 256); break;
-        case 'q': o.queue = (int)parse_int("--queue", optarg, 0, 65536); break;
-        case 't': threads = (int)parse_int("--threads", optarg, 0, 1024); break;
-        case 'b': o.max_body = parse_bytes("--max-body", optarg); break;
-        case 'o': o.timeout_s = (unsigned)parse_int("--timeout", optarg, 1, 86400); break;
-        case 'n': name = optarg; break;
-        case 'k': key_file = optarg; break;
-        case 'L': o.log_content = 1; break;
-        case 'Q': o.quiet = 1; break;
-        case 'h': usage(); return MT_EXIT_OK;
-        default:
-            mt_fail("unknown or incomplete option '%s' (see `minitrain serve --help`)",
-                    argv[optind - 1]);
-        }
-    }
-    if (optind < argc) mt_fail("unexpected argument '%s'", argv[optind]);
+    int threads = 0, timeout_s = (int)o.timeout_s;
+    const args_opt opts[] = {
+        {"run", ARG_STRING, &run, 0, 0, "DIR|FILE", "run directory (DIR/model.safetensors) or an "
+         "exported model file", ""},
+        {"step", ARG_I64, &step, 0, 2000000000, "N", "serve the checkpoint of step N (default: the "
+         "newest)", ""},
+        {"tokenizer", ARG_STRING, &tok_path, 0, 0, "FILE", "tokenizer (default: tokenizer.bin next "
+         "to the model)", ""},
+        {"host", ARG_STRING, &o.host, 0, 0, "ADDR", "bind address (0.0.0.0 or :: for all)", NULL},
+        {"port", ARG_INT, &o.port, 0, 65535, "P", "TCP port (0 = any free port, printed at start)",
+         NULL},
+        {"slots", ARG_INT, &o.slots, 1, 256, "N", "generations in parallel, one KV cache each",
+         NULL},
+        {"queue", ARG_INT, &o.queue, 0, 65536, "N", "requests that may wait for a slot; more get "
+         "503", NULL},
+        {"threads", ARG_INT, &threads, 0, 1024, "N", "OpenMP/BLAS threads per slot (default: "
+         "cores / slots)", ""},
+        {"max-body", ARG_BYTES, &o.max_body, 64, 1 << 30, "BYTES", "largest request body, e.g. "
+         "1048576 or 1M; 413 above", NULL},
+        {"timeout", ARG_INT, &timeout_s, 1, 86400, "S", "close connections idle or stalled for S "
+         "seconds", NULL},
+        {"model-name", ARG_STRING, &name, 0, 0, "NAME", "the model id clients use (default: the "
+         "run's directory name)", ""},
+        {"api-key-file", ARG_STRING, &key_file, 0, 0, "FILE", "require 'Authorization: Bearer KEY' "
+         "(one key per line, #\ncomments); /health stays open", ""},
+        {"log-content", ARG_FLAG, &o.log_content, 0, 0, NULL, "include prompts and completions in "
+         "the access log (off:\nonly counts and timings are logged)", NULL},
+        {"quiet", ARG_FLAG, &o.quiet, 0, 0, NULL, "no access log", NULL},
+        {0},
+    };
+    const args_spec spec = {
+        .cmd = "serve",
+        .synopsis = "usage: minitrain serve --run DIR|FILE [options]",
+        .about = "Serve a trained model over HTTP with the OpenAI completions API:\n"
+                 "  POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).",
+        .opts = opts,
+        .epilog = "example:\n"
+                  "  minitrain serve --run runs/shakespeare --port 8080\n"
+                  "  curl -s localhost:8080/v1/completions -H 'Content-Type: application/json' \\\n"
+                  "       -d '{\"model\":\"shakespeare\",\"prompt\":\"ROMEO:\",\"max_tokens\":64}'\n"
+                  "See docs/serve.md.",
+    };
+    int prc = args_parse(&spec, argc, argv, NULL);
+    if (prc != ARGS_CONTINUE) return prc;
+    o.timeout_s = (unsigned)timeout_s;
     if (!run) mt_fail("--run DIR is required (a directory written by `minitrain train`, or a "
                       "model file)");
     struct stat sb;

@@ -1,74 +1,85 @@
 /*
- * train/cmd_train.c — `minitrain train`: config + overrides → trainer, with its hooks wired.
+ * cmd/train.c — `minitrain train`: config + overrides → trainer, with its hooks wired.
  *
- * This is the one place that decides which hooks a training run has (eval, sample; later
- * checkpoints and robustness), so train/trainer.c stays free of those concerns.
+ * This is the one place that decides which hooks a training run has (eval, sample, checkpoints,
+ * and sched/'s fault injection + heartbeats), so train/trainer.c stays free of those concerns and
+ * train/ never includes sched/. Options: --config FILE, then any config key as --key value
+ * (core/config.h's table; dashes = underscores), applied in command-line order on top of the file.
  */
 #include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cmd/args.h"
+#include "cmd/cmd.h"
 #include "core/check.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
+#include "sched/hooks.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
-/* sched/hooks.h — declared here, not included: train/ does not depend on sched/ headers. */
-int sched_attach_trainer(trainer *tr, char *err, size_t errlen);
+/* The config-key overrides in command-line order; applied after the config file is loaded. */
+#define MAX_OVERRIDES 512
+typedef struct {
+    char *key[MAX_OVERRIDES];
+    const char *val[MAX_OVERRIDES];
+    int n, overflow;
+} overrides;
 
-static void usage(void) {
-    printf("usage: minitrain train [--config FILE] [--KEY VALUE ...]\n\n"
-           "Train a GPT-2-style model. Keys come from the INI config file, then from the command\n"
-           "line (`--key value` or `--key=value`; dashes and underscores are the same).\n"
-           "The run directory (default runs/<config name>) receives run.db, model.safetensors\n"
-           "and tokenizer.bin.\n\n"
-           "example:\n  minitrain train --config examples/shakespeare.ini --steps 200\n\n");
+static void add_override(void *ctx, const char *key, const char *val) {
+    overrides *o = ctx;
+    if (o->n == MAX_OVERRIDES) {
+        o->overflow = 1;
+        return;
+    }
+    o->key[o->n] = strdup(key); /* key is the parser's buffer for --key=value: keep a copy */
+    mtCheck(o->key[o->n] != NULL, "out of memory");
+    o->val[o->n++] = val;
+}
+
+static void config_help(FILE *out) {
+    fflush(out);
     config_print_help();
 }
 
-int train_cmd_train(int argc, char **argv) {
+int cmd_train(int argc, char **argv) {
     const char *config_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return MT_EXIT_OK;
-        }
-        if (!strcmp(argv[i], "--config")) {
-            if (i + 1 >= argc) mt_fail("--config needs a file");
-            config_path = argv[++i];
-        } else if (!strncmp(argv[i], "--config=", 9)) {
-            config_path = argv[i] + 9;
-        }
-    }
+    overrides ov = {0};
+    const args_opt opts[] = {
+        {"config", ARG_STRING, &config_path, 0, 0, "FILE", "INI config file, read before the "
+         "--KEY VALUE overrides", ""},
+        {0},
+    };
+    const args_spec spec = {
+        .cmd = "train",
+        .synopsis = "usage: minitrain train [--config FILE] [--KEY VALUE ...]",
+        .about = "Train a GPT-2-style model. Keys come from the INI config file, then from the "
+                 "command\nline (`--key value` or `--key=value`; dashes and underscores are the "
+                 "same).\nThe run directory (default runs/<config name>) receives run.db, "
+                 "model.safetensors\nand tokenizer.bin.\n\nexample:\n  minitrain train --config "
+                 "examples/shakespeare.ini --steps 200",
+        .opts = opts,
+        .known = config_has_key,
+        .other = add_override,
+        .ctx = &ov,
+        .help_tail = config_help,
+    };
+    int prc = args_parse(&spec, argc, argv, NULL);
+    if (prc != ARGS_CONTINUE) return prc;
+    if (ov.overflow) mt_fail("more than %d config overrides on the command line", MAX_OVERRIDES);
     mt_config cfg;
     config_defaults(&cfg);
     char err[1024];
     if (config_path && config_load_ini(&cfg, config_path, err, sizeof(err)) != 0) mt_fail("%s", err);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--config")) {
-            i++;
-            continue;
-        }
-        if (!strncmp(a, "--config=", 9)) continue;
-        if (strncmp(a, "--", 2) != 0) mt_fail("unexpected argument '%s' (keys are given as --key value)", a);
-        char key[128];
-        const char *val;
-        const char *eq = strchr(a + 2, '=');
-        if (eq) {
-            snprintf(key, sizeof(key), "%.*s", (int)(eq - a - 2), a + 2);
-            val = eq + 1;
-        } else {
-            snprintf(key, sizeof(key), "%s", a + 2);
-            if (!config_has_key(key)) mt_fail("unknown option '--%s' (see `minitrain train --help`)", key);
-            if (i + 1 >= argc) mt_fail("option '--%s' needs a value", key);
-            val = argv[++i];
-        }
-        if (config_set(&cfg, key, val, err, sizeof(err)) != 0) mt_fail("%s", err);
+    for (int i = 0; i < ov.n; i++) {
+        int bad = config_set(&cfg, ov.key[i], ov.val[i], err, sizeof(err));
+        free(ov.key[i]);
+        if (bad) mt_fail("%s", err);
     }
     if (cfg.name[0] == 0) {
         if (config_path) {

@@ -1,8 +1,7 @@
 /*
- * sched/cmd_report.c — `minitrain report --run DIR [--json] [--svg FILE]`: the summary of a job
- * from its run database (DIR/run.db, see core/rundb.h), with its ETTR accounting (sched/ettr.h).
- * It lives in sched/ because ETTR needs the supervisor's events; the training figures below need
- * only core/.
+ * sched/report.c — the summary of a job from its run database (DIR/run.db, see core/rundb.h),
+ * with its ETTR accounting (sched/ettr.h) and loss plot (sched/svg.h); `minitrain report`
+ * (cmd/report.c) prints it. It lives in sched/ because ETTR needs the supervisor's events.
  *
  * A run directory is one job; each (re)start of the trainer adds a `runs` row. So the report is
  * shaped in two parts:
@@ -21,6 +20,8 @@
  * The database is opened read-only; a missing or foreign file is a user error (exit 2), reported
  * with its path. The JSON object is built with cJSON.
  */
+#include "sched/report.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,8 +37,6 @@
 #include "core/rundb.h"
 #include "sched/ettr.h"
 #include "sched/svg.h"
-
-int report_cmd_report(int argc, char **argv);
 
 /* A growable array of doubles (the non-NULL, finite values of one metrics column). */
 typedef struct {
@@ -69,17 +68,6 @@ static double dvec_median(dvec *a) {
     return (a->n % 2) ? a->v[h] : 0.5 * (a->v[h - 1] + a->v[h]);
 }
 
-/* Everything the report prints. NAN = not available. */
-typedef struct {
-    int64_t runs, run_id, world_size, metric_rows, steps, last_step;
-    char *name, *status, *git_commit, *config;
-    double started_at, ended_at, duration_s, job_start, wall_s;
-    double first_train_loss, final_train_loss, final_val_loss, best_val_loss;
-    double tokens_per_s, mfu, mfu_theoretical;
-    cJSON *events; /* {kind: count}, ordered by kind */
-    ettr_report ettr;
-} report;
-
 static char *col_strdup(sqlite3_stmt *st, int i) {
     const unsigned char *s = sqlite3_column_text(st, i);
     return s ? strdup((const char *)s) : NULL;
@@ -106,7 +94,7 @@ static int query_real(sqlite3 *db, const char *sql, int64_t bind, double *out) {
 }
 
 /* Fill r from the database. Returns SQLITE_OK, or an SQLite error code (message in db). */
-static int load_report(sqlite3 *db, report *r) {
+static int load_report(sqlite3 *db, report_summary *r) {
     sqlite3_stmt *st = NULL;
     int rc;
 
@@ -218,7 +206,7 @@ static void add_str(cJSON *o, const char *key, const char *s) {
         cJSON_AddNullToObject(o, key);
 }
 
-static int print_json(const report *r) {
+int report_print_json(const report_summary *r) {
     cJSON *o = cJSON_CreateObject();
     mtCheck(o != NULL, "out of memory building the JSON report");
     cJSON_AddNumberToObject(o, "runs", (double)r->runs);
@@ -296,7 +284,7 @@ static const char *fmt_num(double v, const char *fmt, double scale, char *buf, s
     return buf;
 }
 
-static int print_text(const report *r) {
+int report_print_text(const report_summary *r) {
     char a[64], b[64], c[64];
     printf("run:            %s (id %lld, latest of %lld run%s in this database)\n",
            r->name ? r->name : "(unnamed)", (long long)r->run_id, (long long)r->runs,
@@ -342,61 +330,18 @@ static int print_text(const report *r) {
     return MT_EXIT_OK;
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: minitrain report --run DIR [--json] [--svg FILE]\n"
-               "  Summarise the job recorded in DIR/run.db: run status and duration, steps,\n"
-               "  train/val losses, median tokens/s and MFU, events by kind, and ETTR with its\n"
-               "  breakdown, failures by kind, MTBF/MTTR and recomputed steps (docs/ettr.md).\n"
-               "  --run DIR   run directory (holds run.db)\n"
-               "  --json      print one JSON object instead of text\n"
-               "  --svg FILE  also draw loss vs wall time with failures and restarts marked\n");
-}
-
-int report_cmd_report(int argc, char **argv) {
-    const char *run_dir = NULL, *svg = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return MT_EXIT_OK;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--run") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "minitrain: error: report: --run needs a directory\n");
-                return MT_EXIT_USAGE;
-            }
-            run_dir = argv[++i];
-        } else if (strncmp(a, "--run=", 6) == 0) {
-            run_dir = a + 6;
-        } else if (strcmp(a, "--svg") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "minitrain: error: report: --svg needs a file name\n");
-                return MT_EXIT_USAGE;
-            }
-            svg = argv[++i];
-        } else {
-            fprintf(stderr, "minitrain: error: report: unknown flag '%s' (see --help)\n", a);
-            return MT_EXIT_USAGE;
-        }
-    }
-    if (run_dir == NULL || run_dir[0] == '\0') {
-        fprintf(stderr, "minitrain: error: report: --run DIR is required\n");
-        usage(stderr);
-        return MT_EXIT_USAGE;
-    }
-    char path[4200];
-    rundb_path(run_dir, path, sizeof(path));
+/* Open path read-only and check it holds the tables a report reads: a foreign or damaged file
+ * says which table is missing rather than failing mid-query. */
+static int open_db(const char *path, sqlite3 **out, char *err, size_t errlen) {
+    *out = NULL;
     struct stat sb;
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fprintf(stderr, "minitrain: error: no run database at %s\n", path);
-        return MT_EXIT_USAGE;
+        snprintf(err, errlen, "no run database at %s", path);
+        return -1;
     }
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
     if (rc == SQLITE_OK) sqlite3_busy_timeout(db, RUNDB_BUSY_TIMEOUT_MS);
-    /* A foreign or damaged file: say which table is missing rather than failing mid-query. */
     static const char *TABLES[] = {"runs", "metrics", "events"};
     for (size_t t = 0; rc == SQLITE_OK && t < sizeof(TABLES) / sizeof(TABLES[0]); t++) {
         sqlite3_stmt *st = NULL;
@@ -407,48 +352,58 @@ int report_cmd_report(int argc, char **argv) {
         rc = sqlite3_step(st);
         sqlite3_finalize(st);
         if (rc == SQLITE_DONE) {
-            fprintf(stderr, "minitrain: error: %s is not a minitrain run database (no table '%s')\n",
-                    path, TABLES[t]);
+            snprintf(err, errlen, "%s is not a minitrain run database (no table '%s')", path,
+                     TABLES[t]);
             sqlite3_close(db);
-            return MT_EXIT_USAGE;
+            return -1;
         }
         rc = (rc == SQLITE_ROW) ? SQLITE_OK : rc;
     }
-    report r = {.first_train_loss = NAN, .final_train_loss = NAN, .final_val_loss = NAN,
-                .best_val_loss = NAN, .started_at = NAN, .ended_at = NAN, .duration_s = NAN,
-                .job_start = NAN, .wall_s = NAN, .tokens_per_s = NAN, .mfu = NAN,
-                .mfu_theoretical = NAN};
-    r.events = cJSON_CreateObject();
-    mtCheck(r.events != NULL, "out of memory building the report");
-    if (rc == SQLITE_OK) rc = load_report(db, &r);
-    char eerr[512] = "";
-    int ettr_rc = (rc == SQLITE_OK && r.runs > 0) ? ettr_compute(db, &r.ettr, eerr, sizeof(eerr)) : 0;
-    int ret;
-    if (rc == SQLITE_OK && ettr_rc != 0) {
-        fprintf(stderr, "minitrain: error: ETTR accounting of %s: %s\n", path, eerr);
-        ret = MT_EXIT_USAGE;
-    } else if (rc != SQLITE_OK) {
-        fprintf(stderr, "minitrain: error: cannot read run database %s: %s\n", path,
-                db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-        ret = MT_EXIT_USAGE;
-    } else if (r.runs == 0) {
-        fprintf(stderr, "minitrain: error: run database %s holds no runs yet\n", path);
-        ret = MT_EXIT_USAGE;
-    } else {
-        ret = json ? print_json(&r) : print_text(&r);
-        fflush(stdout);
-        if (svg && svg_loss_plot(db, &r.ettr, svg, eerr, sizeof(eerr)) != 0) {
-            fprintf(stderr, "minitrain: error: report --svg: %s\n", eerr);
-            ret = MT_EXIT_USAGE;
-        } else if (svg && !json) {
-            printf("plot:           %s\n", svg);
-        }
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "cannot read run database %s: %s", path,
+                 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        sqlite3_close(db);
+        return -1;
     }
-    sqlite3_close(db);
-    cJSON_Delete(r.events);
-    free(r.name);
-    free(r.status);
-    free(r.git_commit);
-    free(r.config);
-    return ret;
+    *out = db;
+    return 0;
+}
+
+int report_load(const char *run_dir, report_summary *r, char *err, size_t errlen) {
+    *r = (report_summary){.first_train_loss = NAN, .final_train_loss = NAN,
+                          .final_val_loss = NAN, .best_val_loss = NAN, .started_at = NAN,
+                          .ended_at = NAN, .duration_s = NAN, .job_start = NAN, .wall_s = NAN,
+                          .tokens_per_s = NAN, .mfu = NAN, .mfu_theoretical = NAN};
+    rundb_path(run_dir, r->path, sizeof(r->path));
+    if (open_db(r->path, &r->db, err, errlen) != 0) return -1;
+    r->events = cJSON_CreateObject();
+    mtCheck(r->events != NULL, "out of memory building the report");
+    char eerr[512] = "";
+    int rc = load_report(r->db, r);
+    if (rc != SQLITE_OK)
+        snprintf(err, errlen, "cannot read run database %s: %s", r->path, sqlite3_errmsg(r->db));
+    else if (r->runs == 0)
+        snprintf(err, errlen, "run database %s holds no runs yet", r->path);
+    else if (ettr_compute(r->db, &r->ettr, eerr, sizeof(eerr)) != 0)
+        snprintf(err, errlen, "ETTR accounting of %s: %s", r->path, eerr);
+    else
+        return 0;
+    report_free(r);
+    return -1;
+}
+
+int report_svg(const report_summary *r, const char *path, char *err, size_t errlen) {
+    return svg_loss_plot(r->db, &r->ettr, path, err, errlen);
+}
+
+void report_free(report_summary *r) {
+    if (r->db) sqlite3_close(r->db);
+    cJSON_Delete(r->events);
+    free(r->name);
+    free(r->status);
+    free(r->git_commit);
+    free(r->config);
+    r->db = NULL;
+    r->events = NULL;
+    r->name = r->status = r->git_commit = r->config = NULL;
 }

@@ -1,0 +1,57 @@
+/*
+ * cmd/cmd.h — the subcommands of `minitrain`, one file each under cmd/.
+ *
+ * cmd/ is the top floor (DESIGN.md: core ← parallel, ckpt ← train ← safety, gateway, sched ← cmd
+ * ← minitrain.c): the only one that may include every module. A subcommand parses its options
+ * with the table parser (cmd/args.h), wires the modules together (e.g. cmd/train.c registers the
+ * trainer's hooks, sched's among them) and calls their public functions; the work itself lives in
+ * the modules.
+ *
+ * Every function takes the subcommand's own argv (argv[0] is its name, e.g. "train") and returns
+ * the process exit code: MT_EXIT_OK (0); MT_EXIT_USAGE (2) after one "minitrain: error: ..." line
+ * for bad input; other codes as documented by each command's --help. Some user errors deep in a
+ * command exit(2) directly through mt_fail (core/check.h).
+ */
+#ifndef MT_CMD_H
+#define MT_CMD_H
+
+/* `minitrain prepare --input FILE --out DIR [--tokenizer byte|bpe|FILE] [--vocab-size N]
+ * [--val-fraction F] [--doc-separator TEXT]`: tokenize FILE into DIR/tokenizer.bin,
+ * DIR/train_000.bin (the first 1-F of the tokens) and DIR/val_000.bin (the last F); a tokenizer
+ * FILE is any format tok_load reads (train/tokenizer.h, docs/interop.md). */
+int cmd_prepare(int argc, char **argv);
+
+/* `minitrain train [--config FILE] [--KEY VALUE ...]`: train from an INI config with any config
+ * key overridden on the command line (dashes = underscores). Registers the eval, sample,
+ * checkpoint and resilience (sched/hooks.h) hooks. Exit 3 on a non-finite loss. */
+int cmd_train(int argc, char **argv);
+
+/* `minitrain sample --run DIR [--prompt TEXT] [--max-tokens N] ...`: generate text (KV cache). */
+int cmd_sample(int argc, char **argv);
+
+/* `minitrain report --run DIR [--json] [--svg FILE]`: the summary of a job from its run.db,
+ * with its ETTR accounting. */
+int cmd_report(int argc, char **argv);
+
+/* `minitrain run [options] -- LAUNCH...`: the supervisor's restart loop (sched/supervisor.h).
+ * 0 when the job finished cleanly, 1 when it gave up, 2 for bad flags, 128+signal when stopped. */
+int cmd_run(int argc, char **argv);
+
+/* `minitrain simulate ...`: the Monte Carlo ETTR simulator (sched/simulate.h). */
+int cmd_simulate(int argc, char **argv);
+
+/* `minitrain serve --run DIR|FILE [options]`: the OpenAI-compatible HTTP server
+ * (gateway/server.h), until SIGINT or SIGTERM. */
+int cmd_serve(int argc, char **argv);
+
+/* `minitrain ckpt ls|verify|export --run DIR [--step N] [--out FILE] [--format hf|llmc]` and
+ * `minitrain ckpt import --from llmc|hf SRC --out RUN_DIR [--tokenizer FILE]`: list, check, export
+ * and import the checkpoints of a run (import: train/interop.h). 2 for bad input or a checkpoint
+ * that fails verification. */
+int cmd_ckpt(int argc, char **argv);
+
+/* `minitrain bench gemm|nccl [options]`: the sgemm peak (train/flops.h) or the NCCL all-reduce
+ * bus bandwidth (parallel/comm_nccl.h, GPU build). */
+int cmd_bench(int argc, char **argv);
+
+#endif /* MT_CMD_H */

@@ -1,0 +1,93 @@
+/*
+ * cmd/run.c — `minitrain run [options] -- LAUNCH...`: the flags of the supervisor, then its
+ * restart loop (sched/supervisor.h).
+ *
+ * Everything after `--` is the launch command, passed through untouched (its own --help
+ * included). The run directory is --run-dir, else the launch command's --run-dir.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/args.h"
+#include "cmd/cmd.h"
+#include "core/check.h"
+#include "sched/supervisor.h"
+
+/* --backoff MIN:MAX seconds, MAX >= MIN >= 0. */
+static int parse_backoff(const char *v, sup_opts *o) {
+    const char *colon = strchr(v, ':');
+    char min[64];
+    if (!colon || colon == v || (size_t)(colon - v) >= sizeof(min)) {
+        fprintf(stderr, "minitrain: error: --backoff expects MIN:MAX seconds (e.g. 1:30), got "
+                "'%s'\n", v);
+        return MT_EXIT_USAGE;
+    }
+    snprintf(min, sizeof(min), "%.*s", (int)(colon - v), v);
+    int rc = args_double("backoff MIN", min, 0, 1e9, &o->backoff_min);
+    if (rc == ARGS_CONTINUE) rc = args_double("backoff MAX", colon + 1, o->backoff_min, 1e9,
+                                              &o->backoff_max);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv) {
+    sup_opts o;
+    sup_opts_default(&o);
+    const char *backoff = NULL;
+    unsigned long long seed = o.seed;
+    const args_opt opts[] = {
+        {"run-dir", ARG_STRING, &o.run_dir, 0, 0, "DIR", "the job's run directory (default: "
+         "LAUNCH's --run-dir)", ""},
+        {"max-restarts", ARG_INT, &o.max_restarts, 0, 1e9, "N", "give up after more than N "
+         "failures in the window", NULL},
+        {"restart-window", ARG_DOUBLE, &o.window_s, 1, INFINITY, "S", "the window, seconds", NULL},
+        {"heartbeat-timeout", ARG_DOUBLE, &o.hb_timeout_s, 0.1, INFINITY, "S", "no rank made "
+         "progress for S s = hang", NULL},
+        {"backoff", ARG_STRING, &backoff, 0, 0, "MIN:MAX", "exponential backoff between "
+         "relaunches, seconds", "1:30"},
+        {"grace", ARG_DOUBLE, &o.grace_s, 0, INFINITY, "S", "SIGTERM -> SIGKILL grace period on "
+         "teardown", NULL},
+        {"hostfile", ARG_STRING, &o.hostfile, 0, 0, "F", "hosts (OpenMPI format); a host blamed "
+         "for 2 failures is\ncordoned: left out of RUN_DIR/hostfile.active, passed as\n"
+         "$MINITRAIN_HOSTFILE and in place of a LAUNCH word {hostfile}", ""},
+        {"evict-stragglers", ARG_FLAG, &o.evict_stragglers, 0, 0, NULL, "treat a straggler as a "
+         "failure (restart without it)", NULL},
+        {"straggler-factor", ARG_DOUBLE, &o.straggler_k, 1, INFINITY, "K", "busy time above K x "
+         "the median ...", NULL},
+        {"straggler-steps", ARG_INT, &o.straggler_w, 1, 1e9, "W", "... for W consecutive steps = "
+         "straggler", NULL},
+        {"fault-mtbf", ARG_DOUBLE, &o.fault_mtbf_s, 0.001, INFINITY, "S", "kill a random rank at "
+         "exponential intervals of mean S s", ""},
+        {"seed", ARG_U64, &seed, 0, 1.8e19, "N", "seed of --fault-mtbf", NULL},
+        {0},
+    };
+    const args_spec spec = {
+        .cmd = "run",
+        .synopsis = "usage: minitrain run [options] -- LAUNCH...",
+        .about = "Supervise a training job: start LAUNCH in its own process group, watch its exit\n"
+                 "status and per-rank heartbeats, and on a failure kill the group, back off and "
+                 "relaunch\nit with `--resume auto` appended (and `--run-dir DIR` when LAUNCH has "
+                 "none).\nEvents go to RUN_DIR/run.db; `minitrain report --run DIR` shows ETTR and "
+                 "MTTR.",
+        .opts = opts,
+        .epilog = "example:\n"
+                  "  minitrain run --max-restarts 5 --heartbeat-timeout 30 -- \\\n"
+                  "      mpirun -np 4 ./minitrain train --config examples/shakespeare.ini --tp 2",
+        .dashdash = 1,
+        .hint = "the launch command goes after --",
+    };
+    int first = argc;
+    int prc = args_parse(&spec, argc, argv, &first);
+    if (prc != ARGS_CONTINUE) return prc;
+    if (backoff && (prc = parse_backoff(backoff, &o)) != ARGS_CONTINUE) return prc;
+    o.seed = seed;
+    if (first >= argc) mt_fail("run: no launch command (usage: minitrain run [options] -- LAUNCH...)");
+    char **launch = argv + first;
+    int nlaunch = argc - first;
+    if (!o.run_dir) o.run_dir = sup_launch_run_dir(launch, nlaunch);
+    if (!o.run_dir)
+        mt_fail("run: give --run-dir DIR (or pass --run-dir DIR to the train command in LAUNCH): "
+                "the supervisor keeps its events and heartbeats there");
+    return sup_run(&o, launch, nlaunch);
+}
