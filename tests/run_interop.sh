@@ -177,8 +177,25 @@ PY
 $MT prepare --input "$TMP/small.txt" --out "$TMP/bytes" >/dev/null
 check "--init-from an llm.c file, at a shorter context (seq_len 16 of 32)" \
   $MT train "${TRAIN[@]}" --data "$TMP/bytes" --seq-len 16 --steps 2 --init-from "$R/gpt2.bin" --run-dir "$TMP/ft2"
+cp "$TMP/check.out" "$TMP/check.out.ft2"
 check "--init-from a Hugging Face directory" \
   $MT train "${TRAIN[@]}" --data "$TMP/bytes" --seq-len 32 --steps 2 --init-from "$R/hf" --run-dir "$TMP/ft3"
+if command -v mpirun >/dev/null; then  # each rank keeps its shard of the source (tp, pp)
+  MPI="mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none"
+  for lay in "--tp 2" "--pp 2"; do
+    # shellcheck disable=SC2086
+    OMP_NUM_THREADS=1 $MPI -np 2 $MT train "${TRAIN[@]}" --threads 1 --data "$TMP/bytes" --seq-len 16 --steps 2 \
+      --init-from "$R/gpt2.bin" --run-dir "$TMP/ft_${lay// /}" $lay >"$TMP/ft_${lay// /}.log" 2>&1 || true
+    check "--init-from under $lay: the same losses as one process" $PY - "$TMP/check.out.ft2" "$TMP/ft_${lay// /}.log" <<'PY'
+import re, sys
+l = [[float(x) for x in re.findall(r"\| loss ([0-9.]+)", open(p, errors="replace").read())]
+     for p in sys.argv[1:]]
+assert len(l[0]) == 2 and len(l[1]) == 2, l
+assert max(abs(a - b) for a, b in zip(*l)) < 2e-4, l  # fp32 summation order differs by layout
+print(f"one process {l[0]}, layout {l[1]}")
+PY
+  done
+fi
 expect_fail "--init-from with a context beyond the model's" \
   $MT train "${TRAIN[@]}" --data "$TMP/bytes" --seq-len 64 --steps 2 --init-from "$R/gpt2.bin" --run-dir "$TMP/ft4"
 expect_fail "--init-from something that is no model" \

@@ -70,8 +70,8 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     }
     tr->model.tp_comm = ms->tp_group;
     tr->model.ep_comm = ms->ep_group;
-    gpt_init_weights(&tr->model, (uint64_t)c->seed);
-    if (init) gpt_take_from_full(&tr->model, init); /* --init-from / ckpt import */
+    if (init) gpt_take_from_full(&tr->model, init); /* --init-from / ckpt import: every tensor */
+    else gpt_init_weights(&tr->model, (uint64_t)c->seed);
     tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
     if (activations)
         gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len,
@@ -85,7 +85,6 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
                c->eps, c->weight_decay);
     tr->opt.offset = c->zero ? tr->dp.shard_start : 0;
     rng_seed(&tr->sample_rng, (uint64_t)c->seed ^ 0x5A4D504CULL);
-
     return 0;
 }
 
@@ -117,7 +116,6 @@ static int init_run(trainer *tr, char *err, size_t errlen) {
             return -1;
         }
     }
-
     return 0;
 }
 
