@@ -145,7 +145,8 @@ static int load_init(trainer *tr, gpt_model *init, char *err, size_t errlen) {
         c->n_experts = f->n_experts;
         c->top_k = f->top_k;
     }
-    if (c->seq_len < f->seq_len) {
+    int source_ctx = f->seq_len;
+    if (c->seq_len < source_ctx) {
         interop_cut_context(init, &full, c->seq_len);
         gpt_free(&full);
     } else {
@@ -154,7 +155,7 @@ static int load_init(trainer *tr, gpt_model *init, char *err, size_t errlen) {
     if (tr->mesh->rank == 0)
         log_info("init_from %s: %s | model shape from it: %d layers, %d heads, d_model %d, vocab "
                  "%d; context %d of its %d positions; fresh optimizer state", c->init_from, what,
-                 c->n_layer, c->n_head, c->d_model, c->vocab_size, c->seq_len, f->seq_len);
+                 c->n_layer, c->n_head, c->d_model, c->vocab_size, c->seq_len, source_ctx);
     return 0;
 }
 
