@@ -2,7 +2,8 @@
 #
 #   make            build ./minitrain (CPU: OpenBLAS + OpenMP)
 #   make deps       install the Debian packages the binary needs (apt-get; needs root)
-#   make test-deps  deps + the packages only the tests need (cmocka, PyTorch, curl, wrk)
+#   make test-deps  deps + the packages only the tests need (cmocka, PyTorch, curl, wrk, redis,
+#                   node + npm)
 #   make demo       deps + build + prepare Shakespeare + train examples/shakespeare.ini + sample
 #   make test       test-deps + build + every test (unit, reference, end-to-end, no-MPI, asan)
 #   make asan       build with AddressSanitizer/UBSan into build-asan/ and run the unit tests
@@ -82,6 +83,28 @@ ifeq ($(shell printf '\043define PCRE2_CODE_UNIT_WIDTH 8\n\043include <pcre2.h>\
 else
   $(info ✗ PCRE2 (libpcre2-dev) — run: make deps)
 endif
+# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp: OpenSSL's libcrypto
+ifeq ($(call have_header,openssl/sha.h),1)
+  $(info ✓ OpenSSL libcrypto)
+else
+  $(info ✗ OpenSSL libcrypto (libssl-dev) — run: make deps)
+endif
+# shared rate-limit buckets across gateway replicas live in Redis
+ifeq ($(call have_header,hiredis/hiredis.h),1)
+  $(info ✓ hiredis)
+else
+  $(info ✗ hiredis (libhiredis-dev) — run: make deps)
+endif
+ifneq ($(shell command -v redis-server 2>/dev/null),)
+  $(info ✓ redis-server (tests))
+else
+  $(info ✗ redis-server (redis-server, tests only) — run: make test-deps)
+endif
+ifneq ($(shell command -v npm 2>/dev/null),)
+  $(info ✓ Node.js + npm (tests: the openai client))
+else
+  $(info ✗ Node.js + npm (nodejs, npm; tests only) — run: make test-deps)
+endif
 ifeq ($(call have_header,cmocka.h),1)
   $(info ✓ cmocka (tests))
 else
@@ -109,7 +132,7 @@ ifeq ($(GPU),1)
   endif
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lpcre2-8 -lpthread -lm
+LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcrypto -lhiredis -lpcre2-8 -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
@@ -147,11 +170,16 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
 # most of a gigabyte that a newcomer running the demo should not wait for.
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev libpcre2-dev openmpi-bin libopenmpi-dev
-DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk
-# $(call install_missing,PACKAGES): apt-get install those not installed yet
+           libmicrohttpd-dev libpcre2-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev
+DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server
+# Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
+# tokenizer tests' reference) are checked by command:
+# NodeSource's nodejs package provides npm without Debian's npm package being installed.
+DEB_TEST_CMDS = node:nodejs npm:npm
+# $(call install_missing,PACKAGES,WHAT[,COMMAND:PACKAGE ...]): apt-get install those not installed yet
 define install_missing
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for cp in $(3); do command -v $${cp%%:*} >/dev/null 2>&1 || missing="$$missing $${cp#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
@@ -160,13 +188,8 @@ define install_missing
 endef
 deps:
 	$(call install_missing,$(DEB_PKGS),build and run)
-# Node.js + npm run the tokenizer tests' reference (js-tiktoken, below); a machine that already has
-# them from elsewhere (e.g. NodeSource's nodejs, which bundles npm) keeps its own.
 test-deps:
-	$(call install_missing,$(DEB_PKGS) $(DEB_TEST_PKGS),build and tests)
-	@{ command -v node && command -v npm; } >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; echo "installing: nodejs npm"; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm; }
+	$(call install_missing,$(DEB_PKGS) $(DEB_TEST_PKGS),build and tests,$(DEB_TEST_CMDS))
 
 # js-tiktoken (npm registry, MIT licence): the independent reference of the GPT-2 tokenizer tests,
 # installed into $(BUILD)/node on first use (never committed; the GPT-2 ranks are written from it at

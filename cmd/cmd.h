@@ -44,6 +44,11 @@ int cmd_simulate(int argc, char **argv);
  * (gateway/server.h), until SIGINT or SIGTERM. */
 int cmd_serve(int argc, char **argv);
 
+/* `minitrain gateway keys add|ls|revoke|disable|enable|audit --keys-db FILE [options]`: the key
+ * manager of the gateway (gateway/gw_keys.h). argv[0] is "keys" (called by `minitrain gateway`
+ * with its argv from "keys" on). `add` prints the new key alone on its last stdout line. */
+int cmd_gateway_keys(int argc, char **argv);
+
 /* `minitrain ckpt ls|verify|export --run DIR [--step N] [--out FILE] [--format hf|llmc]` and
  * `minitrain ckpt import --from llmc|hf SRC --out RUN_DIR [--tokenizer FILE]`: list, check, export
  * and import the checkpoints of a run (import: train/interop.h). 2 for bad input or a checkpoint

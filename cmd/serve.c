@@ -75,6 +75,8 @@ int cmd_serve(int argc, char **argv) {
     gw_server_opts o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
                         .max_body = 1 << 20, .timeout_s = 30};
     int threads = 0, timeout_s = (int)o.timeout_s;
+    o.fault_rate = -1; /* not given: 0, or 1 when --fault-status is */
+    o.fault_seed = 1;
     const args_opt opts[] = {
         {"run", ARG_STRING, &run, 0, 0, "DIR|FILE", "run directory (DIR/model.safetensors) or an "
          "exported model file", ""},
@@ -102,23 +104,44 @@ int cmd_serve(int argc, char **argv) {
         {"log-content", ARG_FLAG, &o.log_content, 0, 0, NULL, "include prompts and completions in "
          "the access log (off:\nonly counts and timings are logged)", NULL},
         {"quiet", ARG_FLAG, &o.quiet, 0, 0, NULL, "no access log", NULL},
+        {"fault-rate", ARG_DOUBLE, &o.fault_rate, 0, 1, "P", "TEST ONLY: answer a fraction P of "
+         "generation requests\nwith --fault-status instead", "0"},
+        {"fault-status", ARG_INT, &o.fault_status, 400, 599, "CODE", "TEST ONLY: the status of those "
+         "faults; alone it means\n--fault-rate 1. 429 and 503 carry Retry-After", "500"},
+        {"fault-retry-after", ARG_INT, &o.fault_retry_after_s, 1, 86400, "S", "TEST ONLY: the "
+         "Retry-After of a 429/503 fault", "1"},
+        {"fault-empty", ARG_DOUBLE, &o.fault_empty, 0, 1, "P", "TEST ONLY: a fraction P get a 200 "
+         "with no choices or\nempty content and no finish_reason", NULL},
+        {"fault-latency", ARG_INT, &o.fault_latency_ms, 0, 600000, "MS", "TEST ONLY: wait MS "
+         "milliseconds before answering each\ngeneration request", NULL},
+        {"fault-seed", ARG_U64, &o.fault_seed, 0, 1e18, "N", "TEST ONLY: seed of the fault draws "
+         "(same seed, same faults)", NULL},
         {0},
     };
     const args_spec spec = {
         .cmd = "serve",
         .synopsis = "usage: minitrain serve --run DIR|FILE [options]",
         .about = "Serve a trained model over HTTP with the OpenAI completions API:\n"
-                 "  POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).",
+                 "  POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,\n"
+                 "  GET /metrics (Prometheus).",
         .opts = opts,
         .epilog = "example:\n"
                   "  minitrain serve --run runs/shakespeare --port 8080\n"
                   "  curl -s localhost:8080/v1/completions -H 'Content-Type: application/json' \\\n"
                   "       -d '{\"model\":\"shakespeare\",\"prompt\":\"ROMEO:\",\"max_tokens\":64}'\n"
+                  "The --fault-* options are for TESTS ONLY: they make the server misbehave on\n"
+                  "purpose (generation endpoints only; /health stays truthful) so that a gateway\n"
+                  "in front of it can be tested. Never use them in production.\n"
                   "See docs/serve.md.",
     };
     int prc = args_parse(&spec, argc, argv, NULL);
     if (prc != ARGS_CONTINUE) return prc;
     o.timeout_s = (unsigned)timeout_s;
+    if (o.fault_rate < 0) o.fault_rate = o.fault_status ? 1 : 0;
+    if (o.fault_rate > 0 || o.fault_empty > 0 || o.fault_latency_ms > 0)
+        mt_warn("serve: TEST-ONLY FAULT INJECTION ON: %.0f%% status %d, %.0f%% empty, +%d ms "
+                "(seed %llu)", 100 * o.fault_rate, o.fault_status ? o.fault_status : 500,
+                100 * o.fault_empty, o.fault_latency_ms, o.fault_seed);
     if (!run) mt_fail("--run DIR is required (a directory written by `minitrain train`, or a "
                       "model file)");
     struct stat sb;

@@ -297,13 +297,20 @@ static int parse_prompt(const cJSON *v, const gw_model_info *mi, gw_request *r, 
         return gw_fail(e, 400, BAD, "prompt", "invalid_type",
                        "'prompt' must be a string or an array of integer token ids");
     }
+    return 0;
+}
+
+int gw_prompt_fits(const gw_model_info *mi, gw_request *r, gw_error *e) {
+    const char *param = r->chat ? "messages" : "prompt";
     if (r->n_prompt == 0)
-        return gw_fail(e, 400, BAD, "prompt", "invalid_value", "'prompt' is empty");
+        return gw_fail(e, 400, BAD, param, "invalid_value", "'%s' is empty", param);
     if (r->n_prompt >= mi->ctx)
-        return gw_fail(e, 400, BAD, "prompt", "context_length_exceeded",
-                       "This model's maximum context length is %d tokens, however the prompt is "
+        return gw_fail(e, 400, BAD, param, "context_length_exceeded",
+                       "This model's maximum context length is %d tokens, however the %s is "
                        "%d tokens (it must leave room for at least one completion token)",
-                       mi->ctx, r->n_prompt);
+                       mi->ctx, r->chat ? "rendered conversation" : "prompt", r->n_prompt);
+    int room = mi->ctx - r->n_prompt;
+    if (r->max_tokens > room) r->max_tokens = room;
     return 0;
 }
 
@@ -357,15 +364,16 @@ static const char *const KNOWN[] = {"model", "prompt", "max_tokens", "temperatur
                                     "best_of", "echo", "logprobs", "suffix", "logit_bias",
                                     "presence_penalty", "frequency_penalty", "user"};
 
-static int parse_fields(const cJSON *root, const gw_model_info *mi, gw_request *r, gw_error *e) {
+const char *gw_unknown_field(const cJSON *root, const char *const *known, size_t n) {
     for (const cJSON *it = root->child; it; it = it->next) {
-        int known = 0;
-        for (size_t i = 0; i < sizeof(KNOWN) / sizeof(KNOWN[0]); i++)
-            known |= !strcmp(it->string, KNOWN[i]);
-        if (!known)
-            return gw_fail(e, 400, BAD, it->string, "unknown_parameter",
-                           "Unrecognized request argument supplied: %.64s", it->string);
+        int ok = 0;
+        for (size_t i = 0; i < n; i++) ok |= !strcmp(it->string, known[i]);
+        if (!ok) return it->string;
     }
+    return NULL;
+}
+
+int gw_parse_sampling(const cJSON *root, const gw_model_info *mi, gw_request *r, gw_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!is_null(v)) {
         if (!cJSON_IsString(v))
@@ -375,9 +383,8 @@ static int parse_fields(const cJSON *root, const gw_model_info *mi, gw_request *
                            "The model '%.64s' does not exist (this server serves '%s')",
                            v->valuestring, mi->model_name);
     }
-    static const char *const neutral[] = {"n", "best_of", "echo", "logprobs", "suffix",
-                                          "logit_bias", "presence_penalty", "frequency_penalty",
-                                          "user"};
+    static const char *const neutral[] = {"n", "logit_bias", "presence_penalty",
+                                          "frequency_penalty", "user"};
     for (size_t i = 0; i < sizeof(neutral) / sizeof(neutral[0]); i++)
         if (check_neutral(neutral[i], cJSON_GetObjectItemCaseSensitive(root, neutral[i]), e))
             return -1;
@@ -434,10 +441,21 @@ static int parse_fields(const cJSON *root, const gw_model_info *mi, gw_request *
                            "'stream_options' must be an object {\"include_usage\": bool}");
         r->include_usage = cJSON_IsTrue(u);
     }
-    if (parse_prompt(cJSON_GetObjectItemCaseSensitive(root, "prompt"), mi, r, e)) return -1;
-    int room = mi->ctx - r->n_prompt;
-    if (r->max_tokens > room) r->max_tokens = room;
     return 0;
+}
+
+static int parse_fields(const cJSON *root, const gw_model_info *mi, gw_request *r, gw_error *e) {
+    const char *unknown = gw_unknown_field(root, KNOWN, sizeof(KNOWN) / sizeof(KNOWN[0]));
+    if (unknown)
+        return gw_fail(e, 400, BAD, unknown, "unknown_parameter",
+                       "Unrecognized request argument supplied: %.64s", unknown);
+    static const char *const neutral[] = {"best_of", "echo", "logprobs", "suffix"};
+    for (size_t i = 0; i < sizeof(neutral) / sizeof(neutral[0]); i++)
+        if (check_neutral(neutral[i], cJSON_GetObjectItemCaseSensitive(root, neutral[i]), e))
+            return -1;
+    if (gw_parse_sampling(root, mi, r, e)) return -1;
+    if (parse_prompt(cJSON_GetObjectItemCaseSensitive(root, "prompt"), mi, r, e)) return -1;
+    return gw_prompt_fits(mi, r, e);
 }
 
 /* RFC 8259 is stricter than cJSON: no raw NUL anywhere and no unescaped control character
@@ -462,40 +480,50 @@ static int json_controls_ok(const char *body, size_t len) {
     return 1;
 }
 
-int gw_parse_completion(const char *body, size_t len, const gw_model_info *mi, gw_request *req,
-                        gw_error *err) {
-    memset(req, 0, sizeof(*req));
+/* gw_fail as a NULL pointer, for the cJSON-returning function below */
+#define FAIL_NULL(...) (gw_fail(__VA_ARGS__), (cJSON *)NULL)
+
+cJSON *gw_json_body(const char *body, size_t len, gw_error *err) {
     if (!gw_utf8_valid((const uint8_t *)body, len))
-        return gw_fail(err, 400, BAD, NULL, "invalid_utf8",
-                       "the request body is not valid UTF-8 (JSON text must be UTF-8, RFC 8259); "
-                       "send arbitrary bytes as a prompt of token ids");
+        return FAIL_NULL(err, 400, BAD, NULL, "invalid_utf8",
+                         "the request body is not valid UTF-8 (JSON text must be UTF-8, RFC "
+                         "8259); send arbitrary bytes as a prompt of token ids");
     if (has_nul_escape(body, len))
-        return gw_fail(err, 400, BAD, NULL, "invalid_value",
-                       "strings must not contain \\u0000 (NUL)");
+        return FAIL_NULL(err, 400, BAD, NULL, "invalid_value",
+                         "strings must not contain \\u0000 (NUL)");
     if (!json_controls_ok(body, len))
-        return gw_fail(err, 400, BAD, NULL, "invalid_json",
-                       "We could not parse the JSON body of your request (a raw NUL or an "
-                       "unescaped control character inside a string; escape it, e.g. \\n)");
+        return FAIL_NULL(err, 400, BAD, NULL, "invalid_json",
+                         "We could not parse the JSON body of your request (a raw NUL or an "
+                         "unescaped control character inside a string; escape it, e.g. \\n)");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (root != NULL) { /* nothing but whitespace may follow the value */
         for (const char *q = end; q && q < body + len; q++)
             if (*q != ' ' && *q != '\t' && *q != '\r' && *q != '\n') {
                 cJSON_Delete(root);
-                return gw_fail(err, 400, BAD, NULL, "invalid_json",
-                               "We could not parse the JSON body of your request (unexpected "
-                               "text after the JSON object)");
+                return FAIL_NULL(err, 400, BAD, NULL, "invalid_json",
+                                 "We could not parse the JSON body of your request (unexpected "
+                                 "text after the JSON object)");
             }
     }
     if (root == NULL)
-        return gw_fail(err, 400, BAD, NULL, "invalid_json",
-                       "We could not parse the JSON body of your request (expected a JSON object; "
-                       "note that JSON has no NaN or Infinity)");
-    int rc = 0;
-    if (!cJSON_IsObject(root))
-        rc = gw_fail(err, 400, BAD, NULL, "invalid_json", "the request body must be a JSON object");
-    else
-        rc = parse_fields(root, mi, req, err);
+        return FAIL_NULL(err, 400, BAD, NULL, "invalid_json",
+                         "We could not parse the JSON body of your request (expected a JSON "
+                         "object; note that JSON has no NaN or Infinity)");
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return FAIL_NULL(err, 400, BAD, NULL, "invalid_json",
+                         "the request body must be a JSON object");
+    }
+    return root;
+}
+
+int gw_parse_completion(const char *body, size_t len, const gw_model_info *mi, gw_request *req,
+                        gw_error *err) {
+    memset(req, 0, sizeof(*req));
+    cJSON *root = gw_json_body(body, len, err);
+    if (!root) return -1;
+    int rc = parse_fields(root, mi, req, err);
     cJSON_Delete(root);
     if (rc) gw_request_free(req);
     return rc;

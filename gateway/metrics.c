@@ -17,8 +17,8 @@
 const double gw_latency_bounds[GW_LAT_NBUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                                    0.5,   1.0,  2.5,   5.0,  10.0, 30.0};
 
-static const char *const EP_NAMES[GW_EP_COUNT] = {"completions", "models", "health", "metrics",
-                                                  "other"};
+static const char *const EP_NAMES[GW_EP_COUNT] = {"completions", "chat_completions", "models",
+                                                  "health", "metrics", "other"};
 
 const char *gw_endpoint_name(int endpoint) {
     return endpoint >= 0 && endpoint < GW_EP_COUNT ? EP_NAMES[endpoint] : "other";
@@ -68,6 +68,12 @@ void gw_metrics_queue_full(gw_metrics *m) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void gw_metrics_fault(gw_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->faults++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void family(gw_buf *b, const char *name, const char *type, const char *help) {
     gw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -93,6 +99,9 @@ void gw_metrics_render(gw_metrics *m, const gw_gauges *g, gw_buf *b) {
     family(b, "minitrain_queue_full_total", "counter",
            "Completion requests refused with 503 because the queue was full.");
     gw_buf_printf(b, "minitrain_queue_full_total %llu\n", (unsigned long long)m->queue_full);
+    family(b, "minitrain_faults_injected_total", "counter",
+           "Answers changed by the test-only --fault-* flags (errors, empty answers).");
+    gw_buf_printf(b, "minitrain_faults_injected_total %llu\n", (unsigned long long)m->faults);
     family(b, "minitrain_request_duration_seconds", "histogram",
            "End-to-end latency of successful completion requests (queueing included).");
     uint64_t cum = 0;

@@ -17,6 +17,12 @@
  *     callback with an error code. Each cancels the job, and the slot is free within one token.
  *   - Privacy: the access log carries counts and timings only; prompt and completion text appear
  *     in it only with --log-content. Error messages never quote the prompt.
+ *   - /v1/chat/completions shares everything with /v1/completions but the parser (the chat
+ *     template, api_chat.c) and the response shapes: a chat request is a completion request.
+ *   - The test-only --fault-* flags act after a request parsed cleanly (a bad request is still a
+ *     400: a gateway must never count the client's mistake against an upstream) and only on the
+ *     two generation endpoints (/health stays truthful, so a gateway's active health checks see
+ *     a healthy server that fails requests — the case passive outlier detection exists for).
  */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "gateway/server.h"
@@ -51,6 +57,10 @@ struct gw_server {
     pthread_mutex_t id_mu;
     rng_state id_rng;
     long started;
+    /* test-only faults (--fault-*): their own generator, so they repeat for a given seed */
+    pthread_mutex_t fault_mu;
+    rng_state fault_rng;
+    unsigned long n_empty;
 };
 
 /* Per-request state (MHD's con_cls), freed in on_completed. */
@@ -65,6 +75,7 @@ typedef struct {
     int status;      /* status queued, 0 if none (connection dropped) */
     int stream;
     gw_job *job;     /* our reference, or NULL */
+    char retry_after[16]; /* Retry-After of a 429/503 answer ("" = the default, 1 s) */
 } conn_ctx;
 
 /* State of one streamed response, owned by the MHD response (freed by stream_free). */
@@ -77,6 +88,8 @@ typedef struct {
     int next_tok;   /* tokens already turned into events */
     size_t emitted; /* raw bytes already sent */
     int phase;      /* see enum below */
+    int chat;       /* chat.completion.chunk events (else text_completion) */
+    int sent_role;  /* chat: the opening {"role":"assistant"} delta is out */
     gw_buf out;
     size_t out_off;
 } stream_state;
@@ -85,12 +98,17 @@ enum { PH_TOKENS, PH_USAGE, PH_DONE, PH_END, PH_ERROR };
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
-static void new_id(gw_server *s, char *out, size_t cap) {
+static void new_id(gw_server *s, int chat, char *out, size_t cap) {
     pthread_mutex_lock(&s->id_mu);
     uint64_t a = rng_u64(&s->id_rng), b = rng_u64(&s->id_rng);
     pthread_mutex_unlock(&s->id_mu);
-    snprintf(out, cap, "cmpl-%016llx%08llx", (unsigned long long)a,
+    snprintf(out, cap, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)a,
              (unsigned long long)(b & 0xffffffffu));
+}
+
+/* The two generation endpoints (POST, with a body). */
+static int is_generation(int endpoint) {
+    return endpoint == GW_EP_COMPLETIONS || endpoint == GW_EP_CHAT;
 }
 
 static uint64_t new_seed(gw_server *s) {
@@ -139,10 +157,11 @@ static enum MHD_Result reply_error(conn_ctx *cc, struct MHD_Connection *c, const
     gw_buf b = {0};
     gw_error_json(&b, e);
     const char *hn = NULL, *hv = NULL;
-    if (e->status == 503) hn = MHD_HTTP_HEADER_RETRY_AFTER, hv = "1";
+    if (e->status == 503 || e->status == 429)
+        hn = MHD_HTTP_HEADER_RETRY_AFTER, hv = cc->retry_after[0] ? cc->retry_after : "1";
     if (e->status == 401) hn = MHD_HTTP_HEADER_WWW_AUTHENTICATE, hv = "Bearer";
     if (e->status == 405)
-        hn = MHD_HTTP_HEADER_ALLOW, hv = cc->endpoint == GW_EP_COMPLETIONS ? "POST" : "GET, HEAD";
+        hn = MHD_HTTP_HEADER_ALLOW, hv = is_generation(cc->endpoint) ? "POST" : "GET, HEAD";
     return reply(cc, c, e->status, "application/json", &b, hn, hv);
 }
 
@@ -171,6 +190,7 @@ static int authorized(gw_server *s, struct MHD_Connection *c) {
 static int route(const char *url, const char **model_id) {
     *model_id = NULL;
     if (!strcmp(url, "/v1/completions")) return GW_EP_COMPLETIONS;
+    if (!strcmp(url, "/v1/chat/completions")) return GW_EP_CHAT;
     if (!strcmp(url, "/v1/models")) return GW_EP_MODELS;
     if (!strncmp(url, "/v1/models/", 11) && url[11]) {
         *model_id = url + 11;
@@ -238,8 +258,14 @@ static void stream_produce(stream_state *ss) {
     gw_job *j = ss->job;
     const char *model = s->o.model_name;
     if (ss->phase == PH_USAGE) {
-        gw_usage_sse(&ss->out, ss->id, ss->created, model, j->req.n_prompt, j->n_gen);
+        if (ss->chat) gw_chat_usage_sse(&ss->out, ss->id, ss->created, model, j->req.n_prompt, j->n_gen);
+        else gw_usage_sse(&ss->out, ss->id, ss->created, model, j->req.n_prompt, j->n_gen);
         ss->phase = PH_DONE;
+        return;
+    }
+    if (ss->chat && !ss->sent_role) { /* OpenAI opens a chat stream with the role alone */
+        gw_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 1, (const uint8_t *)"", 0, NULL);
+        ss->sent_role = 1;
         return;
     }
     if (ss->phase == PH_DONE) {
@@ -264,15 +290,27 @@ static void stream_produce(stream_state *ss) {
         if (safe < ss->emitted) safe = ss->emitted;
         safe -= gw_utf8_incomplete_tail(j->text + ss->emitted, safe - ss->emitted);
         if (safe > ss->emitted) {
-            gw_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
-                         safe - ss->emitted, NULL);
+            if (ss->chat)
+                gw_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, j->text + ss->emitted,
+                                  safe - ss->emitted, NULL);
+            else
+                gw_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
+                             safe - ss->emitted, NULL);
             ss->emitted = safe;
             return;
         }
     }
     if (done) { /* the rest (held-back bytes, if any) with the finish reason */
-        gw_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
-                     len - ss->emitted, finish == GW_FINISH_STOP ? "stop" : "length");
+        const char *fin = finish == GW_FINISH_STOP ? "stop" : "length";
+        if (!ss->chat) {
+            gw_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
+                         len - ss->emitted, fin);
+        } else { /* the text, then an empty delta with the finish reason, as OpenAI does */
+            if (len > ss->emitted)
+                gw_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, j->text + ss->emitted,
+                                  len - ss->emitted, NULL);
+            gw_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, NULL, 0, fin);
+        }
         ss->emitted = len;
         ss->phase = j->req.include_usage ? PH_USAGE : PH_DONE;
     }
@@ -304,7 +342,93 @@ static void stream_free(void *cls) {
     free(ss);
 }
 
-/* ---- POST /v1/completions --------------------------------------------------------------------- */
+/* ---- test-only faults (--fault-*) ------------------------------------------------------------ */
+
+enum { FAULT_NONE, FAULT_STATUS, FAULT_EMPTY };
+
+/* Draw this request's fault. Always two draws, so the sequence of outcomes for a seed does not
+ * depend on which faults are enabled. *variant alternates the two empty shapes. */
+static int fault_draw(gw_server *s, int *variant) {
+    if (s->o.fault_rate <= 0 && s->o.fault_empty <= 0) return FAULT_NONE;
+    pthread_mutex_lock(&s->fault_mu);
+    double u1 = rng_uniform(&s->fault_rng), u2 = rng_uniform(&s->fault_rng);
+    int f = u1 < s->o.fault_rate ? FAULT_STATUS : u2 < s->o.fault_empty ? FAULT_EMPTY : FAULT_NONE;
+    if (f == FAULT_EMPTY) *variant = (int)(s->n_empty++ % 2);
+    pthread_mutex_unlock(&s->fault_mu);
+    return f;
+}
+
+/* Sleep --fault-latency, watching the client. Returns 0, or -1 if the client left. */
+static int fault_sleep(gw_server *s, int fd) {
+    double until = gw_now() + s->o.fault_latency_ms / 1000.0;
+    for (double now = gw_now(); now < until; now = gw_now()) {
+        if (client_gone(fd)) return -1;
+        double left = until - now;
+        struct timespec ts = {0, (long)(1e9 * (left < 0.01 ? left : 0.01))};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* A 200 that carries nothing: choices [] (variant 0) or one choice with empty content and no
+ * finish_reason (variant 1); streamed, [DONE] alone or one such chunk then [DONE]. */
+static enum MHD_Result reply_empty(gw_server *s, conn_ctx *cc, struct MHD_Connection *c,
+                                   const gw_request *req, int variant) {
+    char id[40];
+    new_id(s, req->chat, id, sizeof(id));
+    long now = (long)time(NULL);
+    const char *model = s->o.model_name;
+    gw_buf b = {0};
+    if (req->stream) {
+        if (variant == 1) {
+            if (req->chat) gw_chat_chunk_sse(&b, id, now, model, 1, (const uint8_t *)"", 0, NULL);
+            else gw_chunk_sse(&b, id, now, model, (const uint8_t *)"", 0, NULL);
+        }
+        gw_buf_puts(&b, "data: [DONE]\n\n");
+        return reply(cc, c, 200, "text/event-stream", &b, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    }
+    if (variant == 1) {
+        if (req->chat) gw_chat_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
+        else gw_completion_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
+    } else {
+        gw_buf_puts(&b, "{\"id\":");
+        gw_buf_json_string(&b, (const uint8_t *)id, strlen(id));
+        gw_buf_printf(&b, ",\"object\":\"%s\",\"created\":%ld,\"model\":",
+                      req->chat ? "chat.completion" : "text_completion", now);
+        gw_buf_json_string(&b, (const uint8_t *)model, strlen(model));
+        gw_buf_printf(&b, ",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":0,"
+                          "\"total_tokens\":%d}}", req->n_prompt, req->n_prompt);
+    }
+    return reply_json(cc, c, 200, &b);
+}
+
+/* Apply --fault-* to a valid request: MHD_YES/NO if it was answered (or dropped), -1 if it goes
+ * on to be generated. */
+static int apply_faults(gw_server *s, conn_ctx *cc, struct MHD_Connection *c, gw_request *req) {
+    if (s->o.fault_latency_ms > 0 && fault_sleep(s, conn_fd(c)) != 0) {
+        gw_request_free(req);
+        return MHD_NO; /* the client left while we stalled */
+    }
+    int variant = 0;
+    int f = fault_draw(s, &variant);
+    if (f == FAULT_NONE) return -1;
+    gw_metrics_fault(&s->metrics);
+    enum MHD_Result q;
+    if (f == FAULT_STATUS) {
+        int st = s->o.fault_status;
+        gw_error e;
+        snprintf(cc->retry_after, sizeof(cc->retry_after), "%d", s->o.fault_retry_after_s);
+        gw_fail(&e, st, st == 429 ? "rate_limit_error" : st >= 500 ? "server_error" : "invalid_request_error",
+                NULL, "injected_fault", "injected fault: status %d (serve --fault-status, test only)", st);
+        q = reply_error(cc, c, &e);
+    } else {
+        q = reply_empty(s, cc, c, req, variant);
+    }
+    gw_request_free(req);
+    return q;
+}
+
+/* ---- POST /v1/completions and /v1/chat/completions ------------------------------------------- */
 
 static enum MHD_Result handle_completion(gw_server *s, conn_ctx *cc, struct MHD_Connection *c) {
     gw_error e;
@@ -313,9 +437,13 @@ static enum MHD_Result handle_completion(gw_server *s, conn_ctx *cc, struct MHD_
         return reply_error(cc, c, &e);
     }
     gw_request req;
-    if (gw_parse_completion(cc->body.p ? cc->body.p : "", cc->body.len, &s->mi, &req, &e))
-        return reply_error(cc, c, &e);
+    const char *body = cc->body.p ? cc->body.p : "";
+    int bad = cc->endpoint == GW_EP_CHAT ? gw_parse_chat(body, cc->body.len, &s->mi, &req, &e)
+                                         : gw_parse_completion(body, cc->body.len, &s->mi, &req, &e);
+    if (bad) return reply_error(cc, c, &e);
     gw_buf_free(&cc->body);
+    int fq = apply_faults(s, cc, c, &req);
+    if (fq >= 0) return (enum MHD_Result)fq;
     if (!req.has_seed) req.seed = new_seed(s);
     gw_job *j = gw_job_create(&req, s->max_token_bytes);
     if (gw_pool_submit(s->pool, j) != 0) {
@@ -328,6 +456,7 @@ static enum MHD_Result handle_completion(gw_server *s, conn_ctx *cc, struct MHD_
     }
     cc->job = j;
     cc->stream = j->req.stream;
+    int chat = j->req.chat;
     int fd = conn_fd(c);
     if (j->req.stream) {
         stream_state *ss = callocCheck(1, sizeof(stream_state));
@@ -335,7 +464,8 @@ static enum MHD_Result handle_completion(gw_server *s, conn_ctx *cc, struct MHD_
         ss->job = j;
         gw_job_retain(j);
         ss->fd = fd;
-        new_id(s, ss->id, sizeof(ss->id));
+        ss->chat = chat;
+        new_id(s, chat, ss->id, sizeof(ss->id));
         ss->created = (long)time(NULL);
         struct MHD_Response *r =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_cb, ss, stream_free);
@@ -364,10 +494,14 @@ static enum MHD_Result handle_completion(gw_server *s, conn_ctx *cc, struct MHD_
         return reply_error(cc, c, &e);
     }
     char id[40];
-    new_id(s, id, sizeof(id));
+    new_id(s, chat, id, sizeof(id));
     gw_buf b = {0};
-    gw_completion_json(&b, id, (long)time(NULL), s->o.model_name, j->text, len,
-                       finish == GW_FINISH_STOP ? "stop" : "length", j->req.n_prompt, n_gen);
+    const char *fin = finish == GW_FINISH_STOP ? "stop" : "length";
+    if (chat)
+        gw_chat_json(&b, id, (long)time(NULL), s->o.model_name, j->text, len, fin, j->req.n_prompt, n_gen);
+    else
+        gw_completion_json(&b, id, (long)time(NULL), s->o.model_name, j->text, len, fin,
+                           j->req.n_prompt, n_gen);
     return reply_json(cc, c, 200, &b);
 }
 
@@ -397,16 +531,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         if (cc->endpoint == GW_EP_OTHER) {
             gw_fail(&e, 404, "invalid_request_error", NULL, "unknown_url",
-                    "unknown path %.64s (endpoints: POST /v1/completions, GET /v1/models, "
-                    "GET /health, GET /metrics)", url);
+                    "unknown path %.64s (endpoints: POST /v1/completions, POST "
+                    "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics)", url);
             return reply_error(cc, c, &e);
         }
-        if (cc->endpoint == GW_EP_COMPLETIONS ? strcmp(method, "POST") != 0 : !is_get) {
+        if (is_generation(cc->endpoint) ? strcmp(method, "POST") != 0 : !is_get) {
             gw_fail(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
                     "method %.16s is not allowed on %s", method, url);
             return reply_error(cc, c, &e);
         }
-        if (cc->endpoint != GW_EP_COMPLETIONS) return handle_get(s, cc, c, model_id);
+        if (!is_generation(cc->endpoint)) return handle_get(s, cc, c, model_id);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
@@ -475,7 +609,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             gw_buf_free(&line);
         }
         gw_job_release(j);
-    } else if (!s->o.quiet && cc->endpoint == GW_EP_COMPLETIONS) {
+    } else if (!s->o.quiet && is_generation(cc->endpoint)) {
         fprintf(stderr, "minitrain: serve: %s %s %d ms=%.1f\n", cc->method, cc->path, status,
                 1e3 * (now - cc->t0));
     }
@@ -513,6 +647,10 @@ gw_server *gw_server_start(const gw_server_opts *o, char *err, size_t errlen) {
     gw_metrics_init(&s->metrics);
     pthread_mutex_init(&s->id_mu, NULL);
     rng_seed(&s->id_rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)s);
+    pthread_mutex_init(&s->fault_mu, NULL);
+    rng_seed(&s->fault_rng, o->fault_seed);
+    if (s->o.fault_status == 0) s->o.fault_status = 500;
+    if (s->o.fault_retry_after_s <= 0) s->o.fault_retry_after_s = 1;
     s->started = (long)time(NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
@@ -531,6 +669,7 @@ gw_server *gw_server_start(const gw_server_opts *o, char *err, size_t errlen) {
                  o->port);
         gw_metrics_destroy(&s->metrics);
         pthread_mutex_destroy(&s->id_mu);
+        pthread_mutex_destroy(&s->fault_mu);
         free(s);
         return NULL;
     }
@@ -567,5 +706,6 @@ void gw_server_stop(gw_server *s) {
     gw_pool_destroy(s->pool);
     gw_metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->id_mu);
+    pthread_mutex_destroy(&s->fault_mu);
     free(s);
 }
