@@ -83,9 +83,10 @@ ifeq ($(shell printf '\043define PCRE2_CODE_UNIT_WIDTH 8\n\043include <pcre2.h>\
 else
   $(info ✗ PCRE2 (libpcre2-dev) — run: make deps)
 endif
-# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp: OpenSSL's libcrypto
+# API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp, PII hash tokens are
+# HMAC-SHA256 (safety/pii.c): OpenSSL's libcrypto
 ifeq ($(call have_header,openssl/sha.h),1)
-  $(info ✓ OpenSSL libcrypto)
+  $(info ✓ OpenSSL libcrypto (API key hashes, PII keyed hashes))
 else
   $(info ✗ OpenSSL libcrypto (libssl-dev) — run: make deps)
 endif

@@ -27,6 +27,7 @@ static const subcommand COMMANDS[] = {
     {"run", cmd_run, "supervise a job: restart on crash/hang/NaN, heartbeats, faults"},
     {"simulate", cmd_simulate, "Monte Carlo ETTR at cluster scale (Young/Daly interval)"},
     {"serve", cmd_serve, "serve a trained run over HTTP (OpenAI completions API)"},
+    {"scrub", cmd_scrub, "remove PII and secrets from text (mask, keyed hash, drop-line)"},
     {"ckpt", cmd_ckpt, "list, verify and export checkpoints (ls|verify|export)"},
     {"bench", cmd_bench, "micro-benchmarks: `bench gemm` measures the sgemm peak"},
 };

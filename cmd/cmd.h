@@ -55,6 +55,11 @@ int cmd_gateway_keys(int argc, char **argv);
  * that fails verification. */
 int cmd_ckpt(int argc, char **argv);
 
+/* `minitrain scrub --input FILE --out FILE [--mode mask|hash|drop-line] [--types LIST]
+ * [--report FILE.json] [--hash-key-file FILE]`: PII and secrets out of a text file, streaming, in
+ * bounded memory (safety/pii.h). */
+int cmd_scrub(int argc, char **argv);
+
 /* `minitrain bench gemm|nccl [options]`: the sgemm peak (train/flops.h) or the NCCL all-reduce
  * bus bandwidth (parallel/comm_nccl.h, GPU build). */
 int cmd_bench(int argc, char **argv);

@@ -17,8 +17,10 @@
 
 #include "cmd/args.h"
 #include "cmd/cmd.h"
+#include "ckpt/ckpt.h"
 #include "core/check.h"
 #include "core/timer.h"
+#include "safety/pii.h"
 #include "train/data.h"
 #include "train/tokenizer.h"
 
@@ -98,7 +100,70 @@ static size_t unescape(char *s) {
     return w;
 }
 
+/* `--scrub-pii` may stand without its mode: give it "mask" then (a copy of argv, *argv kept) */
+static char **default_scrub_mode(int *argc, char **argv) {
+    char **v = mallocCheck(((size_t)*argc * 2 + 1) * sizeof(char *));
+    int n = 0;
+    for (int i = 0; i < *argc; i++) {
+        v[n++] = argv[i];
+        if (!strcmp(argv[i], "--scrub-pii") && (i + 1 >= *argc || !strncmp(argv[i + 1], "--", 2)))
+            v[n++] = (char *)"mask";
+    }
+    v[n] = NULL;
+    *argc = n;
+    return v;
+}
+
+/* Scrub text[0..*n) in place of the original (freed) and write DIR/pii_report.json. */
+static uint8_t *scrub_text(uint8_t *text, size_t *n, const char *mode_s, const char *types_s,
+                           const char *keyfile, const char *out, pii_mode *mode,
+                           unsigned *types) {
+    if (pii_mode_parse(mode_s, mode) != 0)
+        mt_fail("prepare: --scrub-pii must be mask, hash or drop-line, not '%s'", mode_s);
+    char err[256];
+    *types = pii_types_parse(types_s, err, sizeof(err));
+    if (*types == 0)
+        mt_fail("prepare: --pii-types: %s", err);
+    uint8_t *key = NULL;
+    size_t keylen = 0;
+    if (*mode == PII_HASH && keyfile == NULL)
+        mt_fail("prepare: --scrub-pii hash needs --hash-key-file FILE (the HMAC key)");
+    if (*mode == PII_HASH && pii_key_load(keyfile, &key, &keylen, err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    pii_counts c;
+    size_t sn = 0;
+    double t0 = timer_now();
+    char *sc = pii_scrub_text((const char *)text, *n, *mode, *types, key, keylen, &c, &sn);
+    double dt = timer_now() - t0;
+    mtCheck(sc != NULL, "out of memory scrubbing the input");
+    if (key) {
+        memset(key, 0, keylen);
+        free(key);
+    }
+    free(text);
+    uint64_t total = 0;
+    for (int t = 0; t < PII_NTYPES; t++)
+        total += c.found[t];
+    char *js = pii_report_json(&c, *mode, *types, dt);
+    char *rp = join(out, "pii_report.json");
+    mtCheck(js != NULL, "out of memory");
+    if (ckpt_write_file(rp, js, strlen(js), err, sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    printf("prepare: scrub-pii  %s: %llu matches, %zu -> %zu bytes (%.0f MB/s), report -> %s\n",
+           pii_mode_name(*mode), (unsigned long long)total, *n, sn,
+           dt > 0 ? (double)*n / 1e6 / dt : 0.0, rp);
+    free(js);
+    free(rp);
+    if (sn == 0)
+        mt_fail("prepare: nothing is left of the input after --scrub-pii %s", mode_s);
+    *n = sn;
+    return (uint8_t *)sc;
+}
+
 int cmd_prepare(int argc, char **argv) {
+    char **argv0 = argv;
+    argv = default_scrub_mode(&argc, argv0);
+    const char *scrub = NULL, *pii_types = "all", *keyfile = NULL;
     const char *input = NULL, *out = NULL, *kind = "byte", *docsep_arg = NULL;
     long long vocab = -1;
     double valf = 0.1;
@@ -118,6 +183,14 @@ int cmd_prepare(int argc, char **argv) {
         {"vocab-size", ARG_I64, &vocab, -1e18, 1e18, "N", vocab_help, ""},
         {"val-fraction", ARG_DOUBLE, &valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
          "ones) kept for validation,\n0 < F <= 0.5", NULL},
+        {"scrub-pii", ARG_STRING, &scrub, 0, 0, "[MODE]", "scrub PII before tokenizing: mask "
+         "(the default when MODE is left\nout), hash or drop-line (see minitrain scrub --help); "
+         "the counts go\nto DIR/pii_report.json; a bpe tokenizer keeps each placeholder\nwhole "
+         "(one token)", ""},
+        {"pii-types", ARG_STRING, &pii_types, 0, 0, "LIST", "with --scrub-pii: all, or a comma "
+         "list (email,phone,card,...)", "all"},
+        {"hash-key-file", ARG_STRING, &keyfile, 0, 0, "FILE", "with --scrub-pii hash: the HMAC key",
+         ""},
         {0},
     };
     const args_spec spec = {
@@ -128,7 +201,11 @@ int cmd_prepare(int argc, char **argv) {
         .opts = opts,
     };
     int prc = args_parse(&spec, argc, argv, NULL);
+    free(argv);
+    argv = argv0;
     if (prc != ARGS_CONTINUE) return prc;
+    if (scrub == NULL && (keyfile != NULL || strcmp(pii_types, "all") != 0))
+        mt_fail("prepare: --pii-types and --hash-key-file go with --scrub-pii");
     if (input == NULL)
         mt_fail("prepare: --input FILE is required (see minitrain prepare --help)");
     if (out == NULL)
@@ -169,8 +246,14 @@ int cmd_prepare(int argc, char **argv) {
     fcloseCheck(fin);
     if (mkdir_p(out) != 0)
         mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
+    pii_mode pmode = PII_MASK;
+    unsigned ptypes = 0;
+    size_t input_bytes = nbytes;
+    if (scrub)
+        text = scrub_text(text, &nbytes, scrub, pii_types, keyfile, out, &pmode, &ptypes);
 
-    /* tokenizer */
+    /* tokenizer; after a scrub, BPE builds each placeholder (or "<TYPE:" of a hash token) as
+     * one token with its first merges */
     tok_tokenizer tok;
     double t0 = timer_now();
     char err[1024];
@@ -181,17 +264,32 @@ int cmd_prepare(int argc, char **argv) {
                     "a tiktoken rank file or Hugging Face tokenizer.json / vocab.json + merges.txt)",
                     kind, tok_describe(&tok, err, sizeof(err)));
     } else if (is_bpe) {
-        mtCheck(tok_train_bpe(&tok, text, nbytes, (int)vocab, 1) == 0, "vocab range checked above");
+        char atoms[PII_NTYPES][24];
+        const char *atomp[PII_NTYPES];
+        int natoms = 0;
+        for (int t = 0; scrub && pmode != PII_DROP_LINE && t < PII_NTYPES; t++) {
+            if (!(ptypes & (1u << t)))
+                continue;
+            const char *ph = pii_type_placeholder((pii_type)t);
+            snprintf(atoms[natoms], sizeof(atoms[natoms]), "%.*s", (int)strlen(ph) - 1, ph);
+            strcat(atoms[natoms], pmode == PII_HASH ? ":" : ">");
+            atomp[natoms] = atoms[natoms];
+            natoms++;
+        }
+        if (tok_train_bpe_atomic(&tok, text, nbytes, (int)vocab, atomp, natoms, 1) != 0)
+            mt_fail("prepare: --vocab-size %lld is too small to hold the PII placeholders as "
+                    "tokens (needs about %d more than 256)",
+                    vocab, 6 * natoms);
     } else {
         tok_init_byte(&tok);
     }
+    double t_train = timer_now() - t0;
+    int V = tok_vocab_size(&tok);
     char *docsep = docsep_arg ? strdup(docsep_arg) : NULL;
     size_t seplen = docsep ? unescape(docsep) : 0;
     if (docsep && (seplen == 0 || tok_eot(&tok) < 0))
         mt_fail("prepare: --doc-separator needs a non-empty TEXT and a tokenizer with "
                 "<|endoftext|> (GPT-2's)");
-    double t_train = timer_now() - t0;
-    int V = tok_vocab_size(&tok);
 
     /* encode and split */
     t0 = timer_now();
@@ -219,7 +317,7 @@ int cmd_prepare(int argc, char **argv) {
     warn_stale(out, "train");
     warn_stale(out, "val");
 
-    printf("prepare: input      %s (%zu bytes)\n", input, nbytes);
+    printf("prepare: input      %s (%zu bytes)\n", input, input_bytes);
     char desc[128];
     printf("prepare: tokenizer  %s, vocab %d%s (%.2f s)\n", tok_describe(&tok, desc, sizeof(desc)), V,
            is_bpe && V < vocab ? " (stopped early: no pair repeats)" : "", t_train);

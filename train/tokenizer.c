@@ -118,18 +118,52 @@ static inline int byte_class(uint8_t c) {
     return CL_OTHER;
 }
 
+/* A placeholder such as the PII scrubber's (safety/pii.h: "<EMAIL>", "<CARD:1a2b3c4d>"), or any
+ * tag of that shape: '<', an upper-case letter, 1..15 more of [A-Z0-9_], optionally ':' and 8
+ * lower-case hex digits, '>'. Returns its length (<= 27), or 0. Such a tag is one chunk of its
+ * own, so merges never join it to its neighbours and a trained tokenizer can hold it whole. */
+static size_t placeholder_len(const uint8_t *p, size_t n) {
+    if (n < 4 || p[0] != '<' || !(p[1] >= 'A' && p[1] <= 'Z'))
+        return 0;
+    size_t i = 2;
+    while (i < n && i < 17 && ((p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9') ||
+                               p[i] == '_'))
+        i++;
+    if (i < 3)
+        return 0;
+    if (i < n && p[i] == ':') {
+        size_t h = i + 1;
+        while (h < n && h < i + 9 && ((p[h] >= '0' && p[h] <= '9') || (p[h] >= 'a' && p[h] <= 'f')))
+            h++;
+        if (h != i + 9)
+            return 0;
+        i = h;
+    }
+    return i < n && p[i] == '>' ? i + 1 : 0;
+}
+
+/* end of a run of class c from i (a run of "other" bytes stops before a placeholder) */
+static size_t class_run(const uint8_t *p, size_t i, size_t cap, size_t n, int c) {
+    for (; i < cap && byte_class(p[i]) == c; i++)
+        if (c == CL_OTHER && p[i] == '<' && placeholder_len(p + i, n - i))
+            break;
+    return i;
+}
+
 size_t tok_next_chunk(const uint8_t *p, size_t n) {
     if (n == 0)
         return 0;
     size_t cap = n < TOK_MAX_CHUNK ? n : TOK_MAX_CHUNK;
     int c0 = byte_class(p[0]);
-    size_t i;
-    if (p[0] == ' ' && cap > 1 && byte_class(p[1]) != CL_SPACE) {
-        /* a single space attaches to the word / number / punctuation run after it */
-        int c = byte_class(p[1]);
-        for (i = 2; i < cap && byte_class(p[i]) == c; i++) {
-        }
+    size_t i = placeholder_len(p, n);
+    if (i > 0)
         return i;
+    if (p[0] == ' ' && cap > 1 && byte_class(p[1]) != CL_SPACE) {
+        /* a single space attaches to the word / number / punctuation run after it (not to a
+         * placeholder: that stays alone) */
+        if (placeholder_len(p + 1, n - 1))
+            return 1;
+        return class_run(p, 2, cap, n, byte_class(p[1]));
     }
     if (c0 == CL_SPACE) {
         /* a whitespace run; if it ends in a space before a non-space, leave that space for the
@@ -143,9 +177,7 @@ size_t tok_next_chunk(const uint8_t *p, size_t n) {
             i--;
         return i;
     }
-    for (i = 1; i < cap && byte_class(p[i]) == c0; i++) {
-    }
-    return i;
+    return class_run(p, 1, cap, n, c0);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -297,9 +329,48 @@ static void word_pairs(pair_map *pm, const uint32_t *w, uint32_t L, int64_t weig
 }
 
 int tok_train_bpe(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_size, int verbose) {
+    return tok_train_bpe_atomic(t, text, n, vocab_size, NULL, 0, verbose);
+}
+
+/* The merges that build each atomic string left to right, sharing common prefixes: pairs
+ * (forced[2f], forced[2f+1]) become ids 256 + f. Returns the count, or -1 if a string is empty
+ * or longer than 64 bytes, or there are more than 4096 merges. */
+static int forced_merges(const char *const *atomic, int n_atomic, uint32_t *forced) {
+    int nf = 0;
+    for (int a = 0; a < n_atomic; a++) {
+        size_t L = strlen(atomic[a]);
+        if (L == 0 || L > 64)
+            return -1;
+        uint32_t cur = (uint8_t)atomic[a][0];
+        for (size_t j = 1; j < L; j++) {
+            uint32_t nxt = (uint8_t)atomic[a][j];
+            int f = 0;
+            while (f < nf && !(forced[2 * f] == cur && forced[2 * f + 1] == nxt))
+                f++;
+            if (f == nf) {
+                if (nf == 4096)
+                    return -1;
+                forced[2 * nf] = cur;
+                forced[2 * nf + 1] = nxt;
+                nf++;
+            }
+            cur = 256u + (uint32_t)f;
+        }
+    }
+    return nf;
+}
+
+int tok_train_bpe_atomic(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_size,
+                         const char *const *atomic, int n_atomic, int verbose) {
     memset(t, 0, sizeof(*t));
     if (vocab_size < 257 || vocab_size > TOK_MAX_VOCAB)
         return -1;
+    uint32_t *forced = mallocCheck(2 * 4096 * sizeof(uint32_t));
+    int nforced = forced_merges(atomic, n_atomic, forced);
+    if (nforced < 0 || 256 + nforced > vocab_size) {
+        free(forced);
+        return -1;
+    }
     double t0 = timer_now();
 
     size_t cap, nw;
@@ -340,8 +411,8 @@ int tok_train_bpe(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_siz
         word_pairs(&pm, pool + wstart[w], wlen[w], wcount[w]);
     }
     if (verbose)
-        fprintf(stderr, "tokenizer: %zu bytes, %zu unique chunks; learning %d merges\n", n, nw,
-                vocab_size - 256);
+        fprintf(stderr, "tokenizer: %zu bytes, %zu unique chunks; learning %d merges%s\n", n, nw,
+                vocab_size - 256, nforced ? " (the first ones build the atomic strings)" : "");
 
     int want = vocab_size - 256;
     t->merges = mallocCheck((size_t)want * 2 * sizeof(uint32_t));
@@ -350,7 +421,9 @@ int tok_train_bpe(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_siz
     for (m = 0; m < want; m++) {
         uint64_t best = EMPTY_KEY;
         int64_t best_count = 0;
-        for (size_t i = 0; i < pm.cap; i++) {
+        if (m < nforced) /* an atomic string's merges come first, whatever their counts */
+            best = pair_key(forced[2 * m], forced[2 * m + 1]), best_count = INT64_MAX;
+        for (size_t i = 0; i < pm.cap && m >= nforced; i++) {
             if (pm.keys[i] == EMPTY_KEY)
                 continue;
             int64_t c = pm.vals[i];
@@ -392,11 +465,13 @@ int tok_train_bpe(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_siz
         }
         if (verbose && ((m + 1) % every == 0 || m + 1 == want))
             fprintf(stderr, "tokenizer: merge %d/%d (vocab %d): (%u, %u) x %lld, %.1f s\n", m + 1,
-                    want, 257 + m, a, b, (long long)best_count, timer_now() - t0);
+                    want, 257 + m, a, b, m < nforced ? -1ll : (long long)best_count,
+                    timer_now() - t0);
     }
     if (m < want)
         mt_warn("tokenizer: no pair occurs twice after %d merges; vocab is %d, not %d", m, 256 + m,
                 vocab_size);
+    free(forced);
     free(active);
     pm_free(&pm);
     free(pool);

@@ -134,4 +134,11 @@ size_t tok_decode(const tok_tokenizer *t, const uint32_t *ids, size_t n, uint8_t
 /* Free everything and zero *t. Safe on a zeroed or freed tokenizer. */
 void tok_free(tok_tokenizer *t);
 
+/* tok_train_bpe, with each of atomic[0..n_atomic) (NUL-terminated, 1..64 bytes; e.g. the PII
+ * placeholders "<EMAIL>", or "<EMAIL:" for keyed-hash tokens) built by the first merges, so that
+ * it encodes as one token wherever it stands as one chunk (placeholders do: see tok_next_chunk
+ * and docs/tokenizer.md). Returns -1 also when vocab_size cannot hold those merges. */
+int tok_train_bpe_atomic(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_size,
+                         const char *const *atomic, int n_atomic, int verbose);
+
 #endif /* MT_TOKENIZER_H */

@@ -1,0 +1,251 @@
+/*
+ * cmd/scrub.c — `minitrain scrub`: remove PII and secrets from a text file, streaming.
+ *
+ * The wiring around safety/pii.h: options, the hash key file, progress on stderr (stdout may be
+ * the output), the output written to NAME.tmp and renamed into place (an interrupted scrub never
+ * leaves a half-scrubbed file under the final name), and the counts-only JSON report.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd/args.h"
+#include "cmd/cmd.h"
+#include "core/check.h"
+#include "core/timer.h"
+#include "ckpt/ckpt.h"
+#include "safety/pii.h"
+
+/* ~1 s progress line on stderr: a live line on a terminal, plain lines otherwise */
+static void progress(double t0, uint64_t done, uint64_t total, int final) {
+    double dt = timer_now() - t0;
+    double mbs = dt > 0 ? (double)done / 1e6 / dt : 0;
+    int tty = isatty(2);
+    if (total > 0)
+        fprintf(stderr, "%sscrub: %.1f / %.1f MB (%.0f%%), %.0f MB/s%s", tty ? "\r" : "",
+                (double)done / 1e6, (double)total / 1e6, 100.0 * (double)done / (double)total,
+                mbs, tty && !final ? "   " : "\n");
+    else
+        fprintf(stderr, "%sscrub: %.1f MB, %.0f MB/s%s", tty ? "\r" : "", (double)done / 1e6,
+                mbs, tty && !final ? "   " : "\n");
+    if (tty && final)
+        fprintf(stderr, "\n");
+    fflush(stderr);
+}
+
+static int file_write(void *ctx, const char *p, size_t n) {
+    return fwrite(p, 1, n, (FILE *)ctx) == n ? 0 : -1;
+}
+
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* The output: stdout ("-"), a non-regular file written in place (/dev/null, a FIFO), or a
+ * regular file written as NAME.tmp and renamed when complete. */
+typedef struct {
+    FILE *fp;
+    char *tmp;        /* NAME.tmp, or NULL */
+    const char *path; /* the final name */
+    int in_place;     /* opened as itself (not stdout, not a .tmp) */
+} out_file;
+
+static void out_open(out_file *o, const char *outp) {
+    static char obuf[1 << 20];
+    memset(o, 0, sizeof(*o));
+    o->path = outp;
+    o->fp = stdout;
+    struct stat st;
+    if (strcmp(outp, "-") && stat(outp, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode))
+            mt_fail("scrub: --out '%s' is a directory", outp);
+        o->in_place = 1; /* /dev/null, a FIFO: written as it is, never renamed over */
+        o->fp = fopen(outp, "wb");
+    } else if (strcmp(outp, "-")) {
+        size_t n = strlen(outp) + 5;
+        o->tmp = mallocCheck(n);
+        snprintf(o->tmp, n, "%s.tmp", outp);
+        o->fp = fopen(o->tmp, "wb");
+    }
+    if (o->fp == NULL)
+        mt_fail("scrub: cannot write '%s': %s", o->tmp ? o->tmp : outp, strerror(errno));
+    setvbuf(o->fp, obuf, _IOFBF, sizeof(obuf));
+}
+
+static void out_abort(out_file *o) {
+    if (o->tmp) {
+        fclose(o->fp);
+        unlink(o->tmp);
+    }
+}
+
+/* durable and under its final name (fsync + rename), or one error line */
+static void out_commit(out_file *o) {
+    if (o->in_place && fclose(o->fp) != 0)
+        mt_fail("scrub: cannot write '%s': %s", o->path, strerror(errno));
+    if (o->tmp && (fsync(fileno(o->fp)) != 0 || fclose(o->fp) != 0 || rename(o->tmp, o->path) != 0)) {
+        int e = errno;
+        unlink(o->tmp);
+        mt_fail("scrub: cannot write '%s': %s", o->path, strerror(e));
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+}
+
+/* Read `in` to its end into the scrubber, with a progress line about every second.
+ * Returns 0, 1 on a read error, 2 on a write error. */
+static int pump(pii_scrubber *s, FILE *in, uint64_t total, int quiet, double t0) {
+    size_t chunk = 1u << 20;
+    char *cbuf = mallocCheck(chunk);
+    double last = t0;
+    int rc = 0;
+    for (;;) {
+        size_t got = fread(cbuf, 1, chunk, in);
+        if (got > 0 && pii_scrubber_push(s, cbuf, got) != 0) {
+            rc = 2;
+            break;
+        }
+        if (got < chunk && (feof(in) || ferror(in))) {
+            rc = ferror(in) ? 1 : 0;
+            break;
+        }
+        if (!quiet && timer_now() - last > 1.0) {
+            last = timer_now();
+            progress(t0, pii_scrubber_counts(s)->bytes_in, total, 0);
+        }
+    }
+    free(cbuf);
+    return rc;
+}
+
+/* one line on stderr: size, speed, counts per type (never the matched text) */
+static void summary(const pii_counts *c, pii_mode mode, unsigned types, double secs,
+                    const char *report) {
+    uint64_t n = 0;
+    for (int t = 0; t < PII_NTYPES; t++)
+        n += c->found[t];
+    fprintf(stderr, "scrub: %.1f MB in %.2f s (%.0f MB/s), %llu matches (%s):",
+            (double)c->bytes_in / 1e6, secs, secs > 0 ? (double)c->bytes_in / 1e6 / secs : 0,
+            (unsigned long long)n, pii_mode_name(mode));
+    for (int t = 0; t < PII_NTYPES; t++)
+        if (types & (1u << t))
+            fprintf(stderr, " %s %llu", pii_type_name((pii_type)t),
+                    (unsigned long long)c->found[t]);
+    if (mode == PII_DROP_LINE)
+        fprintf(stderr, "; %llu lines dropped", (unsigned long long)c->lines_dropped);
+    if (c->long_lines_masked)
+        fprintf(stderr, "; %llu over-long lines masked instead",
+                (unsigned long long)c->long_lines_masked);
+    fprintf(stderr, "%s%s\n", report ? "; report " : "", report ? report : "");
+}
+
+int cmd_scrub(int argc, char **argv) {
+    const char *input = NULL, *outp = NULL, *mode_s = "mask", *types_s = "all", *report = NULL,
+               *keyfile = NULL;
+    int quiet = 0;
+    const args_opt opts[] = {
+        {"input", ARG_STRING, &input, 0, 0, "FILE", "text to scrub ('-' = stdin; any bytes)", ""},
+        {"out", ARG_STRING, &outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); a file is "
+         "written as FILE.tmp,\nthen renamed", ""},
+        {"mode", ARG_STRING, &mode_s, 0, 0, "M", "mask: <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>, "
+         "<IPV6>, <SSN>,\n<CNID>, <SECRET>; hash: <EMAIL:1a2b3c4d> (HMAC-SHA256 with\n"
+         "--hash-key-file: the same value gives the same token);\ndrop-line: remove every line "
+         "that holds a match", "mask"},
+        {"types", ARG_STRING, &types_s, 0, 0, "LIST", "all, or a comma list of: email, phone, "
+         "card, iban, ipv4,\nipv6 (ip = both), ssn, cnid (PRC resident ID), secret", "all"},
+        {"report", ARG_STRING, &report, 0, 0, "FILE", "write the counts per type as JSON (never "
+         "the matched text)", ""},
+        {"hash-key-file", ARG_STRING, &keyfile, 0, 0, "FILE", "the HMAC key for --mode hash (the "
+         "file's bytes, one trailing\nnewline removed; 16 random bytes or more)", ""},
+        {"quiet", ARG_FLAG, &quiet, 0, 0, NULL, "no progress or summary on stderr", ""},
+        {0},
+    };
+    const args_spec spec = {
+        .cmd = "scrub",
+        .synopsis = "usage: minitrain scrub --input FILE --out FILE [--mode mask|hash|drop-line]\n"
+                    "                       [--types all|email,phone,...] [--report FILE.json]\n"
+                    "                       [--hash-key-file FILE]",
+        .about = "Find personal data and secrets in a text file and replace them, streaming (any "
+                 "size,\nany bytes; about 6 MiB of memory whatever the input).",
+        .opts = opts,
+        .epilog = "What each recognizer accepts and rejects: docs/safety.md (PII scrubbing).",
+    };
+    int prc = args_parse(&spec, argc, argv, NULL);
+    if (prc != ARGS_CONTINUE)
+        return prc;
+    if (input == NULL || outp == NULL)
+        mt_fail("scrub: --input and --out are required (see minitrain scrub --help)");
+    pii_mode mode;
+    if (pii_mode_parse(mode_s, &mode) != 0)
+        mt_fail("scrub: --mode must be mask, hash or drop-line, not '%s'", mode_s);
+    char err[256];
+    unsigned types = pii_types_parse(types_s, err, sizeof(err));
+    if (types == 0)
+        mt_fail("scrub: --types: %s", err);
+    uint8_t *key = NULL;
+    size_t keylen = 0;
+    if (mode == PII_HASH) {
+        if (keyfile == NULL)
+            mt_fail("scrub: --mode hash needs --hash-key-file FILE (the HMAC key)");
+        if (pii_key_load(keyfile, &key, &keylen, err, sizeof(err)) != 0)
+            mt_fail("scrub: %s", err);
+        if (keylen < 16)
+            mt_warn("scrub: the hash key is %zu bytes; with fewer than 16 random bytes hashed "
+                    "phone numbers and IDs can be recovered by trying them all",
+                    keylen);
+    } else if (keyfile != NULL)
+        mt_warn("scrub: --hash-key-file is only used with --mode hash");
+    int from_stdin = !strcmp(input, "-");
+    if (strcmp(outp, "-") && !from_stdin && same_file(input, outp))
+        mt_fail("scrub: --out is the same file as --input");
+    FILE *in = from_stdin ? stdin : fopen(input, "rb");
+    if (in == NULL)
+        mt_fail("scrub: cannot open --input '%s': %s", input, strerror(errno));
+    uint64_t total = 0;
+    struct stat st;
+    if (!from_stdin && fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode))
+        total = (uint64_t)st.st_size;
+    out_file of;
+    out_open(&of, outp);
+
+    pii_scrubber *s = pii_scrubber_new(mode, types, key, keylen, file_write, of.fp);
+    mtCheck(s != NULL, "scrubber arguments were checked above");
+    double t0 = timer_now();
+    int rc = pump(s, in, total, quiet, t0);
+    if (rc == 0 && (pii_scrubber_finish(s) != 0 || fflush(of.fp) != 0))
+        rc = 2;
+    double secs = timer_now() - t0;
+    if (rc != 0) {
+        int e = errno;
+        out_abort(&of);
+        mt_fail("scrub: %s error on '%s': %s", rc == 1 ? "read" : "write",
+                rc == 1 ? input : of.tmp ? of.tmp : outp, strerror(e));
+    }
+    out_commit(&of);
+    if (!from_stdin)
+        fclose(in);
+    pii_counts c = *pii_scrubber_counts(s);
+    pii_scrubber_free(s);
+    if (key) {
+        memset(key, 0, keylen);
+        free(key);
+    }
+    if (report) {
+        char *js = pii_report_json(&c, mode, types, secs);
+        mtCheck(js != NULL, "out of memory");
+        if (ckpt_write_file(report, js, strlen(js), err, sizeof(err)) != 0)
+            mt_fail("scrub: --report: %s", err);
+        free(js);
+    }
+    if (!quiet) {
+        if (secs > 1.0)
+            progress(t0, c.bytes_in, total, 1);
+        summary(&c, mode, types, secs, report);
+    }
+    return MT_EXIT_OK;
+}
