@@ -101,6 +101,11 @@ ifneq ($(shell command -v redis-server 2>/dev/null),)
 else
   $(info ✗ redis-server (redis-server, tests only) — run: make test-deps)
 endif
+ifneq ($(wildcard /usr/sbin/slurmctld),)
+  $(info ✓ Slurm + munge (tests: tests/run_slurm.sh's local cluster))
+else
+  $(info ✗ Slurm (slurm-wlm, munge; tests only) — run: make test-deps)
+endif
 ifneq ($(shell command -v npm 2>/dev/null),)
   $(info ✓ Node.js + npm (tests: the openai client))
 else
@@ -110,6 +115,14 @@ ifeq ($(call have_header,cmocka.h),1)
   $(info ✓ cmocka (tests))
 else
   $(info ✗ cmocka (libcmocka-dev, tests only) — run: make deps)
+endif
+# `minitrain plan --from-hwloc` reads the local node's topology (packages, NUMA, cores, GPUs)
+ifeq ($(call have_header,hwloc.h),1)
+  $(info ✓ hwloc (libhwloc-dev))
+  CFLAGS_BASE += -DMT_HAVE_HWLOC
+  LDLIBS += -lhwloc
+else
+  $(info ✗ hwloc (libhwloc-dev): plan --from-hwloc disabled — run: make deps)
 endif
 MPICC := $(shell command -v mpicc 2>/dev/null)
 ifneq ($(MPICC),)
@@ -171,8 +184,9 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
 # most of a gigabyte that a newcomer running the demo should not wait for.
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev libpcre2-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev
-DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server
+           libmicrohttpd-dev libpcre2-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev \
+           libhwloc-dev
+DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge
 # Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
 # tokenizer tests' reference) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.

@@ -25,6 +25,7 @@ static const subcommand COMMANDS[] = {
     {"sample", cmd_sample, "generate text from a trained run (KV cache)"},
     {"report", cmd_report, "summarise a run from its run.db: ETTR, MTTR (--json, --svg)"},
     {"run", cmd_run, "supervise a job: restart on crash/hang/NaN, heartbeats, faults"},
+    {"plan", cmd_plan, "place ranks on a topology: rankfile + predicted comm time per step"},
     {"simulate", cmd_simulate, "Monte Carlo ETTR at cluster scale (Young/Daly interval)"},
     {"serve", cmd_serve, "serve a trained run over HTTP (OpenAI completions API)"},
     {"scrub", cmd_scrub, "remove PII and secrets from text (mask, keyed hash, drop-line)"},

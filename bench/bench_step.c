@@ -52,7 +52,9 @@ int main(int argc, char **argv) {
     rng_state r;
     rng_seed(&r, 3);
     for (int i = 0; i < B * T; i++) inp[i] = (int)(rng_u64(&r) % V), tgt[i] = (int)(rng_u64(&r) % V);
-    double fpt = flops_per_token(L, C, T, V, 1);
+    gpt_config fc = cfg;
+    fc.seq_len = T; /* the FLOPs of the T this bench trains at, not of the context wpe allows */
+    double fpt = flops_per_token(&fc);
     double tf = 0, tb = 0, to = 0, best = 1e30;
     for (int s = 0; s < steps + 1; s++) { /* step 0 is warm-up (page faults, thread start) */
         double t0 = timer_now();

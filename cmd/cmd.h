@@ -40,6 +40,12 @@ int cmd_run(int argc, char **argv);
 /* `minitrain simulate ...`: the Monte Carlo ETTR simulator (sched/simulate.h). */
 int cmd_simulate(int argc, char **argv);
 
+/* `minitrain plan (--topology F | --nodes N --gpus-per-node G | --from-hwloc | --from-slurm)
+ * --tp T --pp P --dp D [--ep E] [--exclude HOSTS] [--spares N] [--out FILE]`: topology-aware
+ * placement (sched/plan.h): the table of predicted communication time per step (planned vs
+ * Megatron's order vs naive) and the Open MPI rankfile. 2 for bad input. */
+int cmd_plan(int argc, char **argv);
+
 /* `minitrain serve --run DIR|FILE [options]`: the OpenAI-compatible HTTP server
  * (gateway/server.h), until SIGINT or SIGTERM. */
 int cmd_serve(int argc, char **argv);

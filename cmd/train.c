@@ -20,6 +20,7 @@
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
 #include "sched/hooks.h"
+#include "sched/plan.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -47,12 +48,34 @@ static void config_help(FILE *out) {
     config_print_help();
 }
 
+/* The layout of a rankfile written by `minitrain plan` (sched/plan.h): the plan placed rank r
+ * as the mesh's rank r, so the mesh must be built with the same degrees. A config or override
+ * that set a degree to something else is refused rather than silently replaced. */
+static void take_rankfile_layout(mt_config *cfg, const char *path) {
+    char err[512];
+    int tp, pp, dp, ep, world;
+    if (plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, err, sizeof(err)) != 0)
+        mt_fail("%s", err);
+    const struct { const char *name; int *cur, want, def; } d[] = {
+        {"tp", &cfg->tp, tp, 1}, {"pp", &cfg->pp, pp, 1}, {"dp", &cfg->dp, dp, 0},
+        {"ep", &cfg->ep, ep, 1}};
+    for (int i = 0; i < 4; i++) {
+        if (*d[i].cur != d[i].def && *d[i].cur != d[i].want)
+            mt_fail("--rankfile %s was planned for %s %d, the config says %s %d", path,
+                    d[i].name, d[i].want, d[i].name, *d[i].cur);
+        *d[i].cur = d[i].want;
+    }
+}
+
 int cmd_train(int argc, char **argv) {
-    const char *config_path = NULL;
+    const char *config_path = NULL, *rankfile = NULL;
     overrides ov = {0};
     const args_opt opts[] = {
         {"config", ARG_STRING, &config_path, 0, 0, "FILE", "INI config file, read before the "
          "--KEY VALUE overrides", ""},
+        {"rankfile", ARG_STRING, &rankfile, 0, 0, "FILE", "take tp/pp/dp/ep from a rankfile of "
+         "`minitrain plan` (its rank\norder is the mesh's; a config that disagrees is an "
+         "error)", ""},
         {0},
     };
     const args_spec spec = {
@@ -81,6 +104,7 @@ int cmd_train(int argc, char **argv) {
         free(ov.key[i]);
         if (bad) mt_fail("%s", err);
     }
+    if (rankfile) take_rankfile_layout(&cfg, rankfile);
     if (cfg.name[0] == 0) {
         if (config_path) {
             char tmp[512];
@@ -166,7 +190,7 @@ int cmd_train(int argc, char **argv) {
     if (checkpoint_resume(ckpt, &tr, err, sizeof(err)) < 0) {
         if (ms.rank == 0) {
             fprintf(stderr, "minitrain: error: %s\n", err);
-            rundb_log_event(tr.db, tr.run_id, "error", 0, err);
+            trainer_log_error(&tr, err);
             rundb_run_end(tr.db, tr.run_id, "failed");
         }
         checkpoint_free(ckpt);
@@ -187,7 +211,7 @@ int cmd_train(int argc, char **argv) {
                  "further)", c->name, tr.step, end);
         checkpoint_free(ckpt);
         if (ms.rank == 0) {
-            rundb_log_event(tr.db, tr.run_id, "end", 0, "nothing to do");
+            trainer_log_end(&tr, "completed", "already at the last step: nothing to do");
             rundb_run_end(tr.db, tr.run_id, "completed");
         }
         trainer_free(&tr);
@@ -202,14 +226,14 @@ int cmd_train(int argc, char **argv) {
     checkpoint_free(ckpt);
     double wall = timer_now() - t0;
     if (trainer_save_model(&tr, err, sizeof(err)) != 0) { /* only rank 0 writes, so fails */
-        rundb_log_event(tr.db, tr.run_id, "error", 0, err);
+        trainer_log_error(&tr, err);
         rundb_run_end(tr.db, tr.run_id, "failed");
         trainer_free(&tr);
         mt_fail("saving the model: %s", err);
     }
     const char *status = rc != MT_EXIT_OK ? "failed" : (tr.step < c->steps ? "stopped" : "completed");
     if (ms.rank == 0) {
-        rundb_log_event(tr.db, tr.run_id, "end", 0, status);
+        trainer_log_end(&tr, status, NULL);
         rundb_run_end(tr.db, tr.run_id, status);
     }
     char dbuf[32];

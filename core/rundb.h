@@ -16,7 +16,8 @@
  *           mfu_theoretical REAL (fraction of theoretical peak), step_ms REAL,
  *           wall_s REAL (seconds since that run's start))
  *           — no primary key: a step recomputed after a restart is logged again.
- *   events(run_id INT, time REAL (unix s), kind TEXT, rank INT, detail TEXT)
+ *   events(run_id INT, time REAL (unix s), kind TEXT, rank INT, detail TEXT (a JSON object))
+ *           — kinds and detail keys: core/events.h, which also builds every detail
  *   checkpoints(run_id INT, step INT, tier INT (0 memory, 1 run dir, 2 durable),
  *               path TEXT UNIQUE (the committed directory ROOT/step_N), bytes INT,
  *               checksum TEXT ("crc32c:<hex>" of the step's manifest.json),
@@ -89,8 +90,9 @@ void rundb_run_end(rundb *db, int64_t run_id, const char *status);
 /* Append one metrics row (NAN fields -> NULL). Cheap: a reused prepared statement. */
 void rundb_log_metric(rundb *db, int64_t run_id, const rundb_metric *m);
 
-/* Append one events row with time = now. kind must be non-NULL (e.g. "start", "checkpoint",
- * "fault", "restart"); detail may be NULL. rank = the logging rank (0 in single-process runs). */
+/* Append one events row with time = now. kind must be non-NULL; detail may be NULL. rank = the
+ * logging rank (0 in single-process runs). Writers use ev_log (core/events.h), which builds the
+ * detail as JSON; this is the raw insert beneath it. */
 void rundb_log_event(rundb *db, int64_t run_id, const char *kind, int rank, const char *detail);
 
 /* One row of the checkpoints table (train/checkpoint.c writes it). bytes < 0, checksum NULL and

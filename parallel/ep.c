@@ -19,11 +19,16 @@
 #define IDX(p, r, e, s) ((((size_t)(r) * (p)->E) + (e)) * (p)->k + (s))
 
 void ep_plan_init(ep_plan *p, comm *c, int E, int k, int per_rank) {
+    ep_plan_init_as(p, c ? comm_size(c) : 1, c ? comm_rank(c) : 0, E, k, per_rank);
+    p->c = c;
+}
+
+void ep_plan_init_as(ep_plan *p, int ep, int rank, int E, int k, int per_rank) {
     memset(p, 0, sizeof(*p));
     p->per_rank = per_rank;
-    p->c = c;
-    p->ep = c ? comm_size(c) : 1;
-    p->rank = c ? comm_rank(c) : 0;
+    p->ep = ep;
+    p->rank = rank;
+    mtCheck(ep >= 1 && rank >= 0 && rank < ep, "EP rank outside its group");
     mtCheck(E >= 1 && k >= 1 && E % p->ep == 0, "experts must be a multiple of the EP size");
     p->E = E;
     p->k = k;
@@ -39,6 +44,7 @@ void ep_plan_init(ep_plan *p, comm *c, int E, int k, int per_rank) {
     p->recv_rows = callocCheck((size_t)p->ep, sizeof(size_t));
     p->rank_capacity = callocCheck((size_t)p->ep, sizeof(int));
     p->rank_used = callocCheck((size_t)p->ep, sizeof(int));
+    p->rank_rows = callocCheck((size_t)p->ep, sizeof(int));
     p->sc = callocCheck(4 * (size_t)p->ep, sizeof(size_t));
     p->sd = p->sc + p->ep;
     p->rc = p->sd + p->ep;
@@ -57,6 +63,7 @@ void ep_plan_free(ep_plan *p) {
     free(p->recv_rows);
     free(p->rank_capacity);
     free(p->rank_used);
+    free(p->rank_rows);
     free(p->sc);
     free(p->gather);
     memset(p, 0, sizeof(*p));
@@ -68,6 +75,8 @@ int ep_capacity(float capacity_factor, int n_group, int k, int E) {
     int cap = (int)ceil(x - 1e-6 * x);
     return cap < 1 ? 1 : cap;
 }
+
+static void solve(ep_plan *p, float capacity_factor);
 
 void ep_plan_build(ep_plan *p, const int *local_count, int n_local, float capacity_factor,
                    const double *extra, double *extra_sum, int n_extra) {
@@ -87,11 +96,10 @@ void ep_plan_build(ep_plan *p, const int *local_count, int n_local, float capaci
     }
     if (ep > 1) comm_all_gather(p->c, mine, p->gather, W);
 
-    p->n_group = 0;
     for (int r = 0; r < ep; r++) {
         const float *g = p->gather + (size_t)r * W;
         for (int i = 0; i < E * k; i++) p->count[(size_t)r * E * k + i] = (int)g[i];
-        p->n_group += (int)g[E * k];
+        p->rank_rows[r] = (int)g[E * k];
     }
     for (int j = 0; j < n_extra; j++) {
         double sum = 0.0;
@@ -101,14 +109,27 @@ void ep_plan_build(ep_plan *p, const int *local_count, int n_local, float capaci
         }
         extra_sum[j] = sum;
     }
+    solve(p, capacity_factor);
+}
+
+void ep_plan_solve(ep_plan *p, const int *counts, const int *rank_rows, float capacity_factor) {
+    memcpy(p->count, counts, (size_t)p->ep * p->E * p->k * sizeof(int));
+    memcpy(p->rank_rows, rank_rows, (size_t)p->ep * sizeof(int));
+    solve(p, capacity_factor);
+}
+
+/* Steps 2 and 3 of ep_plan_build, from p->count and p->rank_rows of the whole group. */
+static void solve(ep_plan *p, float capacity_factor) {
+    const int E = p->E, k = p->k, ep = p->ep, me = p->rank;
+    p->n_group = 0;
+    for (int r = 0; r < ep; r++) p->n_group += p->rank_rows[r];
 
     /* 2. capacity, applied per expert in the order (slot, source rank, local position) over
      * the group — or, with per_rank, to each source rank's rows on their own (slot, position) */
     p->capacity = ep_capacity(capacity_factor, p->n_group, k, E);
     if (p->per_rank) {
         for (int r = 0; r < ep; r++)
-            p->rank_capacity[r] =
-                ep_capacity(capacity_factor, (int)p->gather[(size_t)r * W + E * k], k, E);
+            p->rank_capacity[r] = ep_capacity(capacity_factor, p->rank_rows[r], k, E);
         p->capacity = p->rank_capacity[me];
     }
     p->dropped_local = p->dropped_group = 0;

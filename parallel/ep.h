@@ -58,6 +58,7 @@ typedef struct {
     int *expert_rows;   /* (E) kept rows per expert */
     int *rank_capacity; /* (ep) per_rank: each source rank's capacity */
     int *rank_used;     /* (ep) scratch */
+    int *rank_rows;     /* (ep) rows (tokens) of each rank: their sum is n_group */
     int *assigned;      /* (E) rows routed to each expert over the group, before capacity */
     int *send_offset;   /* (E, k) this rank: send-buffer row of its first kept row to (e, s) */
     size_t *send_rows;  /* (ep) rows this rank sends to each peer */
@@ -77,6 +78,9 @@ typedef struct {
  * rank's row count, priority (slot, position) among its rows): then what a rank keeps depends on
  * its own rows only, as if it ran alone. */
 void ep_plan_init(ep_plan *p, comm *c, int E, int k, int per_rank);
+/* The same plan as rank `rank` of a group of `ep` ranks holds, without a communicator (for
+ * tests and what-if tools: fill it with ep_plan_solve; ep_dispatch/combine need ep_plan_init). */
+void ep_plan_init_as(ep_plan *p, int ep, int rank, int E, int k, int per_rank);
 void ep_plan_free(ep_plan *p);
 
 /* Collective over the group. local_count (E, k): this rank's rows per (expert, slot); n_local:
@@ -88,6 +92,11 @@ void ep_plan_free(ep_plan *p);
  * identical on every rank except send_offset/send_rows/recv_rows/dropped_local. */
 void ep_plan_build(ep_plan *p, const int *local_count, int n_local, float capacity_factor,
                    const double *extra, double *extra_sum, int n_extra);
+
+/* What ep_plan_build computes once every rank's counts are known, without communication:
+ * counts (ep, E, k) rows routed by each rank to (expert, slot), rank_rows (ep) each rank's rows
+ * (n_local). Fills the same fields as ep_plan_build, as seen by rank p->rank. */
+void ep_plan_solve(ep_plan *p, const int *counts, const int *rank_rows, float capacity_factor);
 
 /* Capacity for n_group rows: ceil(capacity_factor · n_group · k / E), at least 1; 0 when
  * capacity_factor is 0 (dropless). capacity_factor is an fp32 config value (1.1f is

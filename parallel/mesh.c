@@ -37,26 +37,48 @@ int mesh_check(int world_size, int tp, int pp, int *dp, int ep, char *err, size_
     return 0;
 }
 
+void mesh_coords(int rank, int tp, int pp, int dp, int ep, int *tp_rank, int *dp_rank,
+                 int *pp_rank, int *ep_rank) {
+    (void)pp;
+    *tp_rank = rank % tp;
+    *dp_rank = (rank / tp) % dp;
+    *pp_rank = rank / (tp * dp);
+    *ep_rank = *dp_rank % ep;
+}
+
+void mesh_split_key(int rank, int tp, int pp, int dp, int ep, mesh_group g, int *color,
+                    int *key) {
+    int t, d, p, e;
+    mesh_coords(rank, tp, pp, dp, ep, &t, &d, &p, &e);
+    int ep_block = d / ep; /* which replica of the expert set */
+    int ends = p == 0 || p == pp - 1;
+    /* colors: a unique id of the coordinates the group shares; key orders ranks in the group */
+    switch (g) {
+    case MESH_TP: *color = d + dp * p, *key = t; break;
+    case MESH_DP: *color = t + tp * p, *key = d; break;
+    case MESH_PP: *color = t + tp * d, *key = p; break;
+    case MESH_EP: *color = (t + tp * p) * dp + ep_block, *key = e; break;
+    case MESH_EDP: *color = (t + tp * p) * ep + e, *key = ep_block; break;
+    case MESH_EMBED: *color = ends ? t + tp * d : tp * dp + rank, *key = p; break;
+    default: mtCheck(0, "mesh_split_key: unknown group");
+    }
+}
+
 void mesh_init(mesh *m, comm *world, int tp, int pp, int dp, int ep) {
     memset(m, 0, sizeof(*m));
     m->world = world;
     m->world_size = comm_size(world);
     m->rank = comm_rank(world);
     m->tp = tp, m->pp = pp, m->dp = dp, m->ep = ep;
-    m->tp_rank = m->rank % tp;
-    m->dp_rank = (m->rank / tp) % dp;
-    m->pp_rank = m->rank / (tp * dp);
-    m->ep_rank = m->dp_rank % ep;
-    /* colors: a unique id of the coordinates the group shares; key orders ranks in the group */
-    m->tp_group = comm_split(world, m->dp_rank + dp * m->pp_rank, m->tp_rank, "tp");
-    m->dp_group = comm_split(world, m->tp_rank + tp * m->pp_rank, m->dp_rank, "dp");
-    m->pp_group = comm_split(world, m->tp_rank + tp * m->dp_rank, m->pp_rank, "pp");
-    int ep_block = m->dp_rank / ep; /* which replica of the expert set */
-    m->ep_group = comm_split(world, (m->tp_rank + tp * m->pp_rank) * dp + ep_block, m->ep_rank, "ep");
-    m->edp_group = comm_split(world, (m->tp_rank + tp * m->pp_rank) * ep + m->ep_rank, ep_block, "edp");
-    int ends = m->pp_rank == 0 || m->pp_rank == pp - 1;
-    m->embed_group = comm_split(world, ends ? m->tp_rank + tp * m->dp_rank : tp * dp + m->rank,
-                                m->pp_rank, "embed");
+    mesh_coords(m->rank, tp, pp, dp, ep, &m->tp_rank, &m->dp_rank, &m->pp_rank, &m->ep_rank);
+    static const char *const NAME[MESH_NGROUPS] = {"tp", "dp", "pp", "ep", "edp", "embed"};
+    comm **group[MESH_NGROUPS] = {&m->tp_group, &m->dp_group,  &m->pp_group,
+                                  &m->ep_group, &m->edp_group, &m->embed_group};
+    for (int g = 0; g < MESH_NGROUPS; g++) { /* the same order on every rank: collective */
+        int color, key;
+        mesh_split_key(m->rank, tp, pp, dp, ep, (mesh_group)g, &color, &key);
+        *group[g] = comm_split(world, color, key, NAME[g]);
+    }
 }
 
 /* Format "[a,b,c]" of the world ranks that share this rank's group along one dimension. */

@@ -34,6 +34,27 @@ typedef struct {
  * function (no communication), so every rank reaches the same verdict. */
 int mesh_check(int world_size, int tp, int pp, int *dp, int ep, char *err, size_t errlen);
 
+/* The groups of the mesh, in the order mesh_init creates them. */
+typedef enum { MESH_TP, MESH_DP, MESH_PP, MESH_EP, MESH_EDP, MESH_EMBED, MESH_NGROUPS } mesh_group;
+
+/* Coordinates of world rank `rank` in the layout (tp, pp, dp, ep): tp_rank = rank % tp,
+ * dp_rank = (rank / tp) % dp, pp_rank = rank / (tp·dp), ep_rank = dp_rank % ep. Pure. */
+void mesh_coords(int rank, int tp, int pp, int dp, int ep, int *tp_rank, int *dp_rank,
+                 int *pp_rank, int *ep_rank);
+
+/* The comm_split arguments of world rank `rank` for group g: the ranks with equal *color form
+ * one group, ordered by *key. Pure — mesh_init splits with exactly these, so a test can derive
+ * every group of a layout without MPI:
+ *   TP    same (dp_rank, pp_rank), by tp_rank;   DP same (tp_rank, pp_rank), by dp_rank;
+ *   PP    same (tp_rank, dp_rank), by pp_rank;
+ *   EP    same (tp_rank, pp_rank) and dp_rank / ep (ep consecutive dp ranks), by ep_rank;
+ *   EDP   same (tp_rank, pp_rank) and ep_rank (the dp/ep replicas of one expert shard), by
+ *         dp_rank / ep;
+ *   EMBED first and last pipeline stage of one (tp_rank, dp_rank) pipeline, by pp_rank; every
+ *         other rank alone. */
+void mesh_split_key(int rank, int tp, int pp, int dp, int ep, mesh_group g, int *color,
+                    int *key);
+
 /* Build the mesh over `world` (collective: every rank calls it with the same degrees, already
  * checked by mesh_check). */
 void mesh_init(mesh *m, comm *world, int tp, int pp, int dp, int ep);

@@ -47,7 +47,7 @@ void pp_run(comm *pp, pp_schedule schedule, int M, const pp_stage_fns *f, double
             send_backward(&p, f->backward(f->user, i, dout));
         }
     } else {
-        int warm = p.P - p.s - 1 < M ? p.P - p.s - 1 : M, rem = M - warm;
+        int warm = pp_warmup_forwards(PP_1F1B, p.P, p.s, M), rem = M - warm;
         int fi = 0, bi = 0;
         for (int i = 0; i < warm; i++, fi++) { /* warm-up forwards */
             recv_forward(&p, fi);
@@ -73,6 +73,11 @@ void pp_run(comm *pp, pp_schedule schedule, int M, const pp_stage_fns *f, double
     }
     if (idle_s) *idle_s = comm_seconds() - c0;
     free(p.grad_in);
+}
+
+int pp_warmup_forwards(pp_schedule schedule, int P, int stage, int M) {
+    if (schedule == PP_GPIPE) return M;
+    return P - stage - 1 < M ? P - stage - 1 : M;
 }
 
 int pp_slots_needed(pp_schedule schedule, int P, int stage, int M) {

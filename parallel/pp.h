@@ -42,6 +42,10 @@ typedef struct {
  * idle_s (may be NULL) receives the seconds spent waiting in point-to-point calls. */
 void pp_run(comm *pp, pp_schedule schedule, int M, const pp_stage_fns *fns, double *idle_s);
 
+/* Forwards stage `stage` of P runs before its first backward (the warm-up): min(P - stage - 1, M)
+ * for 1F1B (the last stage starts its backwards at once), M for GPipe. pp_run uses it. */
+int pp_warmup_forwards(pp_schedule schedule, int P, int stage, int M);
+
 /* Activation slots stage `stage` of P needs for M microbatches: min(M, P - stage) for 1F1B,
  * M for GPipe. Microbatch i uses slot i % slots. */
 int pp_slots_needed(pp_schedule schedule, int P, int stage, int M);

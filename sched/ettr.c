@@ -23,7 +23,9 @@
 #include <cjson/cJSON.h>
 
 #include "core/check.h"
+#include "core/events.h"
 #include "core/rundb.h"
+#include "sched/fault.h"
 
 typedef struct {
     long long id;
@@ -102,36 +104,8 @@ static int has_table(sqlite3 *db, const char *name) {
     return found;
 }
 
-/* Name of the first column of `table` among cands, or NULL. */
-static const char *pick_column(sqlite3 *db, const char *table, const char *const *cands, int n) {
-    char sql[128];
-    snprintf(sql, sizeof(sql), "PRAGMA table_info(%s)", table);
-    sqlite3_stmt *st = NULL;
-    const char *found = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
-    while (!found && sqlite3_step(st) == SQLITE_ROW) {
-        const char *col = (const char *)sqlite3_column_text(st, 1);
-        for (int i = 0; col && i < n; i++)
-            if (!strcmp(col, cands[i])) found = cands[i];
-    }
-    sqlite3_finalize(st);
-    return found;
-}
-
-static int is_ckpt_save_kind(const char *k) {
-    return !strcmp(k, "checkpoint") || !strcmp(k, "ckpt_save") || !strcmp(k, "ckpt");
-}
-
-static int is_ckpt_load_kind(const char *k) {
-    return !strcmp(k, "resume") || !strcmp(k, "ckpt_load") || !strcmp(k, "checkpoint_load");
-}
-
-/* The stall of one checkpoint-save event in seconds, NAN when it carries none. */
-static double save_stall_s(const char *detail) {
-    double ms = detail_num(detail, "stall_ms");
-    if (isnan(ms)) ms = detail_num(detail, "snapshot_ms");
-    return ms / 1e3;
-}
+/* The stall of one checkpoint event in seconds, NAN when it carries none. */
+static double save_stall_s(const char *detail) { return detail_num(detail, EVK_SNAPSHOT_MS) / 1e3; }
 
 static void add_kind(ettr_report *r, const char *kind) {
     const char *k = kind[0] ? kind : "unknown";
@@ -187,7 +161,7 @@ static int load(sqlite3 *db, job_data *j, char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(
         db, "SELECT id, started_at, ended_at, (SELECT MIN(time) FROM events e WHERE e.run_id = r.id"
-            " AND e.kind = 'start') FROM runs r ORDER BY started_at, id", -1, &st, NULL);
+            " AND e.kind = '" EV_START "') FROM runs r ORDER BY started_at, id", -1, &st, NULL);
     if (rc != SQLITE_OK) goto sql_error;
     int cap = 16;
     j->runs = mallocCheck((size_t)cap * sizeof(run_row));
@@ -264,21 +238,17 @@ sql_error:
     return -1;
 }
 
-/* Checkpoint stalls from the `checkpoints` table (train/checkpoint.c: one row per tier and step,
- * each carrying the same snapshot_ms, so one value per (run, step)). Returns the number of saves
- * with a stall (sum in *sum_s), or -1 when there is no such table or column. */
+/* Checkpoint stalls from the `checkpoints` table (core/rundb.h: one row per tier and step, each
+ * carrying the same snapshot_ms, so one value per (run, step)). Returns the number of saves with
+ * a stall (sum in *sum_s), or -1 when there is no such table. */
 static int table_stalls(sqlite3 *db, double *sum_s) {
-    static const char *const COLS[] = {"stall_ms", "snapshot_ms"};
     *sum_s = 0;
     if (!has_table(db, "checkpoints")) return -1;
-    const char *col = pick_column(db, "checkpoints", COLS, 2);
-    if (!col) return -1;
-    char sql[200];
-    snprintf(sql, sizeof(sql), "SELECT MAX(%s) FROM checkpoints WHERE %s IS NOT NULL"
-             " GROUP BY run_id, step", col, col);
     sqlite3_stmt *st = NULL;
     int n = 0;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+    if (sqlite3_prepare_v2(db, "SELECT MAX(snapshot_ms) FROM checkpoints WHERE snapshot_ms IS NOT"
+                               " NULL GROUP BY run_id, step", -1, &st, NULL) != SQLITE_OK)
+        return -1;
     while (sqlite3_step(st) == SQLITE_ROW) {
         *sum_s += sqlite3_column_double(st, 0) / 1e3;
         n++;
@@ -287,32 +257,27 @@ static int table_stalls(sqlite3 *db, double *sum_s) {
     return n;
 }
 
-/* Checkpoint stalls from events: one "checkpoint" event per committed tier carries the save's
- * snapshot_ms, so take one per (run, step); "ckpt_wait" events add the time a save waited for the
- * previous one (waited_ms, a number or a numeric string). Returns the number of saves. */
+/* Checkpoint stalls from events: one EV_CHECKPOINT event per committed tier carries the save's
+ * snapshot_ms, so take one per (run, step); EV_CKPT_WAIT events add the time a save waited for
+ * the previous one (waited_ms). Returns the number of saves. */
 static int event_stalls(const job_data *j, double *sum_s) {
     *sum_s = 0;
     int n = 0;
     for (long long i = 0; i < j->nev; i++) {
         const event_row *e = &j->ev[i];
-        if (!strcmp(e->kind, "ckpt_wait")) {
-            double ms = detail_num(e->detail, "waited_ms");
-            if (isnan(ms)) {
-                char txt[32];
-                detail_str(e->detail, "waited_ms", txt, sizeof(txt));
-                if (txt[0]) ms = atof(txt);
-            }
+        if (!strcmp(e->kind, EV_CKPT_WAIT)) {
+            double ms = detail_num(e->detail, EVK_WAITED_MS);
             if (isfinite(ms)) *sum_s += ms / 1e3;
             continue;
         }
-        if (!is_ckpt_save_kind(e->kind)) continue;
+        if (strcmp(e->kind, EV_CHECKPOINT) != 0) continue;
         double s = save_stall_s(e->detail);
         if (!isfinite(s)) continue;
-        double step = detail_num(e->detail, "step");
+        double step = detail_num(e->detail, EVK_STEP);
         int dup = 0; /* the same save reported for another tier */
         for (long long k = i - 1; k >= 0 && !dup; k--)
-            dup = j->ev[k].run_id == e->run_id && is_ckpt_save_kind(j->ev[k].kind) &&
-                  detail_num(j->ev[k].detail, "step") == step && isfinite(step);
+            dup = j->ev[k].run_id == e->run_id && !strcmp(j->ev[k].kind, EV_CHECKPOINT) &&
+                  detail_num(j->ev[k].detail, EVK_STEP) == step && isfinite(step);
         if (dup) continue;
         *sum_s += s;
         n++;
@@ -343,10 +308,10 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
         event_row *e = &j.ev[i];
         if (!isfinite(e->time)) continue;
         t1 = fmax(t1, e->time);
-        if (e->run_id == 0 && (!strcmp(e->kind, "supervisor_start") || !strcmp(e->kind, "launch")))
+        if (e->run_id == 0 && (!strcmp(e->kind, EV_SUPERVISOR_START) || !strcmp(e->kind, EV_LAUNCH)))
             t0 = fmin(t0, e->time);
-        if (e->run_id == 0 && !strcmp(e->kind, "launch")) nlaunch++;
-        if (e->run_id == 0 && !strcmp(e->kind, "supervisor_end")) sup_end = e->time;
+        if (e->run_id == 0 && !strcmp(e->kind, EV_LAUNCH)) nlaunch++;
+        if (e->run_id == 0 && !strcmp(e->kind, EV_SUPERVISOR_END)) sup_end = e->time;
     }
     for (long long i = 0; i < j.nsteps; i++) t1 = fmax(t1, j.steps[i].end);
     if (isfinite(sup_end)) t1 = sup_end;
@@ -364,7 +329,7 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
     if (nlaunch > 0) {
         int k = 0;
         for (long long i = 0; i < j.nev; i++)
-            if (j.ev[i].run_id == 0 && !strcmp(j.ev[i].kind, "launch")) at[k++].launch = j.ev[i].time;
+            if (j.ev[i].run_id == 0 && !strcmp(j.ev[i].kind, EV_LAUNCH)) at[k++].launch = j.ev[i].time;
     } else {
         for (int i = 0; i < j.nruns; i++) at[i].launch = j.runs[i].started_at;
     }
@@ -409,8 +374,8 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
     if (nstall > 0) r->ckpt_stall_mean_s = stall_sum / nstall;
     double *load_s = callocCheck((size_t)na, sizeof(double));
     for (long long i = 0; i < j.nev; i++) {
-        if (!is_ckpt_load_kind(j.ev[i].kind)) continue;
-        double ms = detail_num(j.ev[i].detail, "load_ms");
+        if (strcmp(j.ev[i].kind, EV_RESUME) != 0) continue;
+        double ms = detail_num(j.ev[i].detail, EVK_LOAD_MS);
         int ri = run_index(&j, j.ev[i].run_id);
         if (ri >= 0 && isfinite(ms)) load_s[j.runs[ri].attempt] += ms / 1e3;
     }
@@ -427,18 +392,21 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
         for (long long i = 0; i < j.nev; i++) {
             const event_row *e = &j.ev[i];
             if (e->time < lo || e->time >= hi) continue;
-            if (e->run_id == 0 && !strcmp(e->kind, "failure") && !fail) fail = e;
-            if (e->run_id == 0 && !strcmp(e->kind, "teardown") && fail && !tdown) tdown = e;
+            if (e->run_id == 0 && !strcmp(e->kind, EV_FAILURE) && !fail) fail = e;
+            if (e->run_id == 0 && !strcmp(e->kind, EV_TEARDOWN) && fail && !tdown) tdown = e;
             if (fail) continue;
-            int mine = e->run_id == 0 ? !strcmp(e->kind, "mtbf_kill")
+            int mine = e->run_id == 0 ? !strcmp(e->kind, EV_MTBF_KILL)
                                       : (run_index(&j, e->run_id) >= 0 &&
                                          j.runs[run_index(&j, e->run_id)].attempt == k);
             if (!mine) continue;
             char fk[32];
-            detail_str(e->detail, "kind", fk, sizeof(fk));
-            int is_fault = (!strcmp(e->kind, "fault") &&
-                            (!strcmp(fk, "kill") || !strcmp(fk, "hang") || !strcmp(fk, "exit"))) ||
-                           !strcmp(e->kind, "nonfinite") || !strcmp(e->kind, "mtbf_kill");
+            detail_str(e->detail, EVK_KIND, fk, sizeof(fk));
+            /* the faults that end or stop the process are the moment of failure */
+            int is_fault = (!strcmp(e->kind, EV_FAULT) &&
+                            (!strcmp(fk, fault_kind_name(FAULT_KILL)) ||
+                             !strcmp(fk, fault_kind_name(FAULT_HANG)) ||
+                             !strcmp(fk, fault_kind_name(FAULT_EXIT)))) ||
+                           !strcmp(e->kind, EV_NONFINITE) || !strcmp(e->kind, EV_MTBF_KILL);
             if (is_fault) t_fault = fmin(t_fault, e->time);
         }
         double attempt_end = isfinite(hi) ? hi : t1;
@@ -447,12 +415,12 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
         double t_f = NAN;
         if (fail) {
             double t_d = fail->time;
-            double est = detail_num(fail->detail, "failed_at");
+            double est = detail_num(fail->detail, EVK_FAILED_AT);
             t_f = isfinite(t_fault) ? t_fault : (isfinite(est) && est <= t_d ? est : t_d);
             if (t_f > t_d) t_f = t_d;
             r->failures++;
             char fk[32];
-            detail_str(fail->detail, "kind", fk, sizeof(fk));
+            detail_str(fail->detail, EVK_KIND, fk, sizeof(fk));
             add_kind(r, fk);
             if (a->has_steps && t_f > a->last_end) r->recompute_s += t_f - a->last_end;
             if (!a->has_steps) init_end = t_f;

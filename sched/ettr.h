@@ -23,13 +23,12 @@
  *   other         the rest: evaluation, sampling, logging, the final save, anything unaccounted.
  * Where the supervisor left no record (a job restarted by hand), gaps between runs land in "other".
  *
- * Event kinds read (see docs/ettr.md for the full list and who writes them):
- *   trainer:    start (time base for metrics.wall_s), fault (detail {"kind": ...}), nonfinite,
- *               checkpoint / ckpt_save (detail "stall_ms" or "snapshot_ms"), resume / ckpt_load
- *               (detail "load_ms"); also the `checkpoints` table when present (column stall_ms or
- *               snapshot_ms);
- *   supervisor: supervisor_start, launch, failure (detail "kind", "failed_at"), teardown, backoff,
- *               recovered, supervisor_end.
+ * Event kinds read (the EV_* / EVK_* names of core/events.h, which says who writes each):
+ *   trainer:    start (time base for metrics.wall_s), fault (detail "kind"), nonfinite,
+ *               checkpoint (detail "snapshot_ms", one per tier), ckpt_wait ("waited_ms"), resume
+ *               ("load_ms"); the `checkpoints` table's snapshot_ms when no event carries a stall;
+ *   supervisor: supervisor_start, launch, mtbf_kill, failure (detail "kind", "failed_at"),
+ *               teardown, supervisor_end.
  */
 #ifndef MT_SCHED_ETTR_H
 #define MT_SCHED_ETTR_H

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/events.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
@@ -45,16 +46,27 @@ static void sleep_s(double s) {
     }
 }
 
-/* Record, log and announce fault i; returns after the record is durable. */
-static void mark_fired(trainer *tr, int i, int step, const char *extra) {
+/* Log a "fault" event {kind, step, spec, tier, file} (core/events.h): spec NULL, tier < 0 and file
+ * NULL are left out. */
+static void log_fault(trainer *tr, fault_kind kind, int step, const char *spec, int tier,
+                      const char *file) {
+    cJSON *d = ev_detail();
+    ev_str(d, EVK_KIND, fault_kind_name(kind));
+    ev_num(d, EVK_STEP, step);
+    if (spec) ev_str(d, EVK_SPEC, spec);
+    if (tier >= 0) ev_num(d, EVK_TIER, tier);
+    if (file) ev_str(d, EVK_FILE, file);
+    ev_log(tr->db, tr->run_id, EV_FAULT, S.rank, d);
+}
+
+/* Record, log and announce fault i; returns after the record is durable. tier, file: the copy a
+ * corrupt-ckpt fault damaged (else -1, NULL). */
+static void mark_fired(trainer *tr, int i, int step, int tier, const char *file) {
     S.fired[i] = 1;
     if (fault_record_fired(tr->cfg.run_dir, &S.f[i], S.rank, step) != 0)
         mt_warn("fault '%s': cannot append to %s/%s; it may fire again after a restart",
                 S.f[i].spec, tr->cfg.run_dir, FAULT_RECORD_FILE);
-    char detail[2048];
-    snprintf(detail, sizeof(detail), "{\"kind\":\"%s\",\"step\":%d,\"spec\":\"%s\"%s%s}",
-             fault_kind_name(S.f[i].kind), step, S.f[i].spec, extra ? "," : "", extra ? extra : "");
-    rundb_log_event(tr->db, tr->run_id, "fault", S.rank, detail);
+    log_fault(tr, S.f[i].kind, step, S.f[i].spec, tier, file);
     fprintf(stderr, "minitrain: rank %d: injecting fault '%s' at step %d\n", S.rank, S.f[i].spec,
             step);
     fflush(stderr);
@@ -85,16 +97,8 @@ static void corrupt(trainer *tr, int i, int final) {
             mt_warn("fault '%s': %s", S.f[i].spec, msg);
             continue;
         }
-        char extra[600];
-        snprintf(extra, sizeof(extra), "\"tier\":%d,\"file\":\"%.400s\"", t, which);
-        if (!S.fired[i]) {
-            mark_fired(tr, i, step, extra);
-        } else {
-            char detail[1200];
-            snprintf(detail, sizeof(detail), "{\"kind\":\"corrupt-ckpt\",\"step\":%d,%s}", step,
-                     extra);
-            rundb_log_event(tr->db, tr->run_id, "fault", S.rank, detail);
-        }
+        if (!S.fired[i]) mark_fired(tr, i, step, t, which);
+        else log_fault(tr, FAULT_CORRUPT_CKPT, step, NULL, t, which);
     }
     if (final && pending && !S.fired[i])
         mt_warn("fault '%s': checkpoint step %d was never committed (is it a multiple of "
@@ -105,10 +109,8 @@ static void corrupt(trainer *tr, int i, int final) {
             fprintf(stderr, "minitrain: rank %d: fault '%s': every copy of step %d damaged; "
                     "killing this rank\n", S.rank, S.f[i].spec, step);
             fflush(stderr);
-            char detail[300]; /* the moment of failure, for the ETTR accounting */
-            snprintf(detail, sizeof(detail), "{\"kind\":\"kill\",\"step\":%d,\"spec\":\"%s\"}",
-                     tr->step, S.f[i].spec);
-            rundb_log_event(tr->db, tr->run_id, "fault", S.rank, detail);
+            /* the moment of failure, for the ETTR accounting */
+            log_fault(tr, FAULT_KILL, tr->step, S.f[i].spec, -1, NULL);
             kill(getpid(), SIGKILL);
         }
     }
@@ -123,7 +125,7 @@ void sched_fault_hook(trainer *tr, int step, int final, void *user) {
             /* fired in an earlier process: that "node" was replaced by the restart */
             if (step < f->step || (S.fired[i] && !S.active[i])) continue;
             if (!S.active[i]) {
-                mark_fired(tr, i, step, NULL);
+                mark_fired(tr, i, step, -1, NULL);
                 S.active[i] = 1;
             }
             sleep_s((f->factor - 1.0) * tr->last_step_s); /* acts for the rest of this process */
@@ -140,20 +142,20 @@ void sched_fault_hook(trainer *tr, int step, int final, void *user) {
         switch (f->kind) {
         case FAULT_KILL:
             if (step != f->step) break;
-            mark_fired(tr, i, step, NULL);
+            mark_fired(tr, i, step, -1, NULL);
             kill(getpid(), SIGKILL);
             break;
         case FAULT_HANG:
             if (step != f->step) break;
-            mark_fired(tr, i, step, NULL);
+            mark_fired(tr, i, step, -1, NULL);
             for (;;) pause(); /* no more steps, no more heartbeats */
         case FAULT_EXIT:
             if (step != f->step) break;
-            mark_fired(tr, i, step, NULL);
+            mark_fired(tr, i, step, -1, NULL);
             _exit(f->code); /* like a crash: no cleanup, no MPI_Finalize */
         case FAULT_NAN:
             if (step != f->step - 1 || final) break;
-            mark_fired(tr, i, step + 1, NULL);
+            mark_fired(tr, i, step + 1, -1, NULL);
             poison(tr);
             break;
         default:
@@ -194,7 +196,7 @@ int sched_attach_trainer(trainer *tr, char *err, size_t errlen) {
     for (int i = 0; i < S.n; i++) /* a nan due at the first step of this process: poison now */
         if (S.f[i].kind == FAULT_NAN && !S.fired[i] && fault_applies(&S.f[i], S.rank) &&
             S.f[i].step == tr->step + 1) {
-            mark_fired(tr, i, S.f[i].step, NULL);
+            mark_fired(tr, i, S.f[i].step, -1, NULL);
             poison(tr);
         }
     if (S.n > 0) trainer_add_hook(tr, "fault", 1, sched_fault_hook, NULL);

@@ -39,8 +39,10 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "core/rundb.h"
+#include "core/events.h"
 #include "core/timer.h"
 #include "sched/ettr.h"
+#include "sched/slurm.h"
 
 #define SUP_POLL_MS 50
 #define SUP_MAX_ARGS 512
@@ -175,14 +177,14 @@ static MT_PRINTF(1, 2) void say(const char *fmt, ...) {
     fflush(stderr);
 }
 
-static void event(sup *s, const char *kind, int rank, const char *fmt, ...) MT_PRINTF(4, 5);
-static void event(sup *s, const char *kind, int rank, const char *fmt, ...) {
-    char detail[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof(detail), fmt, ap);
-    va_end(ap);
-    rundb_log_event(s->db, 0, kind, rank, detail);
+/* Log a supervisor event (run_id 0; core/events.h) and free its detail d. */
+static void event(sup *s, const char *kind, int rank, cJSON *d) { ev_log(s->db, 0, kind, rank, d); }
+
+/* A detail {"attempt": attempt} to add to. */
+static cJSON *attempt_detail(int attempt) {
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_ATTEMPT, attempt);
+    return d;
 }
 
 static void sleep_ms(int ms) {
@@ -326,10 +328,11 @@ static pid_t launch(sup *s, int attempt) {
         size_t L = strlen(cmd);
         snprintf(cmd + L, sizeof(cmd) - L, "%s%s", i ? " " : "", argv[i]);
     }
-    for (char *c = cmd; *c; c++)
-        if (*c == '"' || *c == '\\') *c = '\'';
-    event(s, "launch", -1, "{\"attempt\":%d,\"pid\":%d,\"resume\":%s,\"cmd\":\"%s\"}", attempt,
-          (int)pid, attempt > 1 ? "true" : "false", cmd);
+    cJSON *d = attempt_detail(attempt);
+    ev_num(d, EVK_PID, (double)pid);
+    ev_bool(d, EVK_RESUME, attempt > 1);
+    ev_strv(d, EVK_ARGV, argv, n); /* what execvp ran, word for word */
+    event(s, EV_LAUNCH, -1, d);
     say("attempt %d: launched pid %d: %s", attempt, (int)pid, cmd);
     return pid;
 }
@@ -340,6 +343,17 @@ typedef struct {
     double failed_at; /* unix s, best estimate of when it broke */
     char why[256];
 } failure;
+
+/* The supervisor's call-in to Slurm (sched/slurm.h): drain a cordoned host in Slurm too, with
+ * the failure as the reason, and record it (event "slurm_drain", ok 0/1) in run.db. */
+static void slurm_cordon(sup *s, int host, const failure *f) {
+    char why[300], err[512];
+    snprintf(why, sizeof(why), "%s of rank %d blamed twice (%s)", f->kind, f->rank, f->why);
+    int ok = slurm_drain(s->hosts.name[host], why, err, sizeof(err)) == 0;
+    event(s, "slurm_drain", f->rank, "{\"host\":\"%s\",\"ok\":%d}", s->hosts.name[host], ok);
+    if (ok) say("drained %s in Slurm (reason \"minitrain: %s\")", s->hosts.name[host], why);
+    else mt_warn("run: could not drain %s in Slurm: %s", s->hosts.name[host], err);
+}
 
 /* Watch one attempt until it ends. Returns 0 for a clean finish, 1 for a failure (f filled),
  * 2 for a usage error of the launch (exit 2: restarting cannot help), -1 interrupted. */
@@ -366,7 +380,8 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
         if (p == child) {
             if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
             if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
-            f->kind = (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_NONFINITE) ? "nonfinite" : "crash";
+            f->kind = (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_NONFINITE) ? EV_FAILURE_NONFINITE
+                                                                              : EV_FAILURE_CRASH;
             f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
             f->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
             f->failed_at = isfinite(killed_at) ? killed_at : rundb_now();
@@ -391,8 +406,10 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
                 last_progress_unix = hb[i].time;
                 if (!recovered && !strcmp(hb[i].state, "run")) {
                     recovered = 1;
-                    event(s, "recovered", r, "{\"attempt\":%d,\"step\":%d,\"seconds\":%.3f}",
-                          attempt, hb[i].step, hb[i].time - last_fail_unix);
+                    cJSON *d = attempt_detail(attempt);
+                    ev_num(d, EVK_STEP, hb[i].step);
+                    ev_num(d, EVK_SECONDS, hb[i].time - last_fail_unix);
+                    event(s, EV_RECOVERED, r, d);
                     say("attempt %d: training again at step %d, %.1f s after the failure", attempt,
                         hb[i].step, hb[i].time - last_fail_unix);
                 }
@@ -402,16 +419,18 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
                     slow_count[r] = hb[i].busy_ms > s->straggler_k * med ? slow_count[r] + 1 : 0;
                     if (slow_count[r] >= s->straggler_w && !reported[r]) {
                         reported[r] = 1;
-                        event(s, "straggler", r,
-                              "{\"attempt\":%d,\"step\":%d,\"busy_ms\":%.3f,\"median_ms\":%.3f,"
-                              "\"ratio\":%.3f,\"steps\":%d}",
-                              attempt, hb[i].step, hb[i].busy_ms, med, hb[i].busy_ms / med,
-                              slow_count[r]);
+                        cJSON *d = attempt_detail(attempt);
+                        ev_num(d, EVK_STEP, hb[i].step);
+                        ev_num(d, EVK_BUSY_MS, hb[i].busy_ms);
+                        ev_num(d, EVK_MEDIAN_MS, med);
+                        ev_num(d, EVK_RATIO, hb[i].busy_ms / med);
+                        ev_num(d, EVK_STEPS, slow_count[r]);
+                        event(s, EV_STRAGGLER, r, d);
                         say("attempt %d: rank %d is a straggler (%.1f ms busy per step vs median "
                             "%.1f ms for %d steps)%s", attempt, r, hb[i].busy_ms, med,
                             slow_count[r], s->evict_stragglers ? ": evicting" : "");
                         if (s->evict_stragglers) {
-                            f->kind = "straggler";
+                            f->kind = EV_FAILURE_STRAGGLER;
                             f->rank = r;
                             f->step = hb[i].step;
                             f->failed_at = rundb_now();
@@ -424,7 +443,7 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
             }
         }
         if (timer_now() - last_progress > s->hb_timeout_s) {
-            f->kind = "hang";
+            f->kind = EV_FAILURE_HANG;
             f->rank = sup_blame(hb, n);
             f->failed_at = n > 0 ? last_progress_unix : rundb_now() - s->hb_timeout_s;
             snprintf(f->why, sizeof(f->why), "no heartbeat progress for %.1f s%s", s->hb_timeout_s,
@@ -443,8 +462,10 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
                 int i = live[rng_u64(&s->rng) % (uint64_t)nl];
                 killed_rank = hb[i].rank;
                 killed_at = rundb_now();
-                event(s, "mtbf_kill", hb[i].rank, "{\"attempt\":%d,\"pid\":%d,\"step\":%d}",
-                      attempt, hb[i].pid, hb[i].step);
+                cJSON *d = attempt_detail(attempt);
+                ev_num(d, EVK_PID, hb[i].pid);
+                ev_num(d, EVK_STEP, hb[i].step);
+                event(s, EV_MTBF_KILL, hb[i].rank, d);
                 say("attempt %d: --fault-mtbf: killing rank %d (pid %d) at step %d", attempt,
                     hb[i].rank, hb[i].pid, hb[i].step);
                 kill(hb[i].pid, SIGKILL);
@@ -503,6 +524,13 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     if (nlaunch > SUP_MAX_ARGS) mt_fail("run: launch command has more than %d words", SUP_MAX_ARGS);
     if (!s.run_dir) mt_fail("run: no run directory");
     char err[1024];
+    static char slurm_hostfile[4200]; /* sched/slurm.h: the hosts of the Slurm allocation */
+    if (!s.hostfile && slurm_in_allocation()) {
+        mkdir(s.run_dir, 0755);
+        snprintf(slurm_hostfile, sizeof(slurm_hostfile), "%s/hostfile.slurm", s.run_dir);
+        if (slurm_write_hostfile(slurm_hostfile, err, sizeof(err)) < 0) mt_fail("run: %s", err);
+        s.hostfile = slurm_hostfile;
+    }
     if (s.hostfile && sup_hosts_parse(s.hostfile, &s.hosts, err, sizeof(err)) != 0)
         mt_fail("run: %s", err);
     s.db = rundb_open(s.run_dir, err, sizeof(err));
@@ -519,13 +547,18 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
-    event(&s, "supervisor_start", -1,
-          "{\"max_restarts\":%d,\"window_s\":%g,\"heartbeat_timeout_s\":%g,\"backoff\":[%g,%g],"
-          "\"fault_mtbf_s\":%g,\"pid\":%d}",
-          s.max_restarts, s.window_s, s.hb_timeout_s, s.backoff_min, s.backoff_max,
-          s.fault_mtbf_s, (int)getpid());
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_MAX_RESTARTS, s.max_restarts);
+    ev_num(d, EVK_WINDOW_S, s.window_s);
+    ev_num(d, EVK_HEARTBEAT_TIMEOUT_S, s.hb_timeout_s);
+    double backoff[2] = {s.backoff_min, s.backoff_max};
+    cJSON *range = cJSON_CreateDoubleArray(backoff, 2);
+    mtCheck(range != NULL && cJSON_AddItemToObject(d, EVK_BACKOFF, range), "out of memory");
+    ev_num(d, EVK_FAULT_MTBF_S, s.fault_mtbf_s);
+    ev_num(d, EVK_PID, (double)getpid());
+    event(&s, EV_SUPERVISOR_START, -1, d);
     int rc = MT_EXIT_ERROR;
-    const char *status = "gave_up";
+    const char *status = EV_SUP_GAVE_UP;
     double last_fail_unix = NAN;
     for (int attempt = 1;; attempt++) {
         if (s.hostfile && sup_hosts_write(&s.hosts, s.active_hostfile) != 0)
@@ -540,7 +573,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         if (w == 0) {
             teardown(&s, child); /* stragglers of a clean exit, if any */
             rc = MT_EXIT_OK;
-            status = "completed";
+            status = EV_SUP_COMPLETED;
             say("attempt %d: job finished cleanly", attempt);
             break;
         }
@@ -548,32 +581,40 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             say("interrupted (signal %d): stopping the job", (int)g_stop);
             teardown(&s, child);
             rc = 128 + (int)g_stop;
-            status = "stopped";
+            status = EV_SUP_STOPPED;
             break;
         }
         if (w == 2) {
             teardown(&s, child);
             fprintf(stderr, "minitrain: error: run: the launch failed with a usage error (exit 2) "
                     "on attempt %d; restarting cannot fix that (see its message above)\n", attempt);
-            status = "usage_error";
+            status = EV_SUP_USAGE_ERROR;
             break;
         }
         /* a failure */
         double t_det = rundb_now();
         last_fail_unix = f.failed_at;
         int host = s.hostfile ? sup_host_of_rank(&s.hosts, f.rank) : -1;
-        event(&s, "failure", f.rank,
-              "{\"kind\":\"%s\",\"attempt\":%d,\"exit_code\":%d,\"signal\":%d,\"step\":%d,"
-              "\"failed_at\":%.6f,\"detected_at\":%.6f,\"host\":\"%s\",\"why\":\"%s\"}",
-              f.kind, attempt, f.code, f.sig, f.step, f.failed_at, t_det,
-              host >= 0 ? s.hosts.name[host] : "", f.why);
+        d = ev_detail();
+        ev_str(d, EVK_KIND, f.kind);
+        ev_num(d, EVK_ATTEMPT, attempt);
+        ev_num(d, EVK_EXIT_CODE, f.code);
+        ev_num(d, EVK_SIGNAL, f.sig);
+        ev_num(d, EVK_STEP, f.step);
+        ev_num(d, EVK_FAILED_AT, f.failed_at);
+        ev_num(d, EVK_DETECTED_AT, t_det);
+        ev_str(d, EVK_HOST, host >= 0 ? s.hosts.name[host] : "");
+        ev_str(d, EVK_WHY, f.why);
+        event(&s, EV_FAILURE, f.rank, d);
         char blame[160] = "";
         if (f.rank >= 0)
             snprintf(blame, sizeof(blame), "; blamed on rank %d%s%s", f.rank,
                      host >= 0 ? " on host " : "", host >= 0 ? s.hosts.name[host] : "");
         say("attempt %d failed: %s — %s%s", attempt, f.kind, f.why, blame);
         double td = teardown(&s, child);
-        event(&s, "teardown", -1, "{\"attempt\":%d,\"seconds\":%.3f}", attempt, td);
+        d = attempt_detail(attempt);
+        ev_num(d, EVK_SECONDS, td);
+        event(&s, EV_TEARDOWN, -1, d);
         double now = timer_now();
         if (s.nfail < (int)(sizeof(s.fail_times) / sizeof(s.fail_times[0])))
             s.fail_times[s.nfail++] = now;
@@ -584,21 +625,29 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             snprintf(msg, sizeof(msg), "giving up: %d failure%s within %.0f s exceeds "
                      "--max-restarts %d (last: %s, %s)", in_window, in_window == 1 ? "" : "s",
                      s.window_s, s.max_restarts, f.kind, f.why);
-            event(&s, "give_up", -1, "{\"failures_in_window\":%d,\"max_restarts\":%d}", in_window,
-                  s.max_restarts);
+            d = ev_detail();
+            ev_num(d, EVK_FAILURES_IN_WINDOW, in_window);
+            ev_num(d, EVK_MAX_RESTARTS, s.max_restarts);
+            event(&s, EV_GIVE_UP, -1, d);
             fprintf(stderr, "minitrain: error: run: %s\n", msg);
             break;
         }
         if (host >= 0 && ++s.hosts.blamed[host] >= 2 && !s.hosts.cordoned[host]) {
             s.hosts.cordoned[host] = 1;
-            event(&s, "cordon", f.rank, "{\"host\":\"%s\",\"failures\":%d,\"slots_left\":%d}",
-                  s.hosts.name[host], s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
+            d = ev_detail();
+            ev_str(d, EVK_HOST, s.hosts.name[host]);
+            ev_num(d, EVK_FAILURES, s.hosts.blamed[host]);
+            ev_num(d, EVK_SLOTS_LEFT, sup_hosts_slots(&s.hosts));
+            event(&s, EV_CORDON, f.rank, d);
             say("cordoning host %s (blamed for %d failures); %d slots left", s.hosts.name[host],
                 s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
+            if (slurm_in_allocation()) slurm_cordon(&s, host, &f);
             if (sup_hosts_slots(&s.hosts) == 0) {
                 fprintf(stderr, "minitrain: error: run: giving up: every host in %s is cordoned\n",
                         s.hostfile);
-                event(&s, "give_up", -1, "{\"reason\":\"no hosts left\"}");
+                d = ev_detail();
+                ev_str(d, EVK_REASON, "no hosts left");
+                event(&s, EV_GIVE_UP, -1, d);
                 break;
             }
         }
@@ -607,14 +656,19 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             s.max_restarts);
         double t_b = timer_now();
         while (timer_now() - t_b < b && !g_stop) sleep_ms(20);
-        event(&s, "backoff", -1, "{\"attempt\":%d,\"seconds\":%.3f}", attempt, timer_now() - t_b);
+        d = attempt_detail(attempt);
+        ev_num(d, EVK_SECONDS, timer_now() - t_b);
+        event(&s, EV_BACKOFF, -1, d);
         if (g_stop) {
             rc = 128 + (int)g_stop;
-            status = "stopped";
+            status = EV_SUP_STOPPED;
             break;
         }
     }
-    event(&s, "supervisor_end", -1, "{\"exit\":%d,\"status\":\"%s\"}", rc, status);
+    d = ev_detail();
+    ev_num(d, EVK_EXIT, rc);
+    ev_str(d, EVK_STATUS, status);
+    event(&s, EV_SUPERVISOR_END, -1, d);
     rundb_close(s.db);
     ettr_report er;
     if (ettr_compute_dir(s.run_dir, &er, err, sizeof(err)) == 0 && er.wall_s > 0) {

@@ -1,27 +1,40 @@
 /*
  * tests/test_flops.c — FLOPs per token, MFU, the sgemm probe, the peaks (train/flops).
  *
- * flops_per_token is checked against two independent counts of N for GPT-2 124M:
+ * flops_per_token is checked against independent counts of N:
  *   (1) the weight shapes of every matmul summed one by one (integers, no formula reuse);
  *   (2) GPT-2 small's published total parameter count, 124,439,808 (Radford et al. 2019 /
  *       Hugging Face "gpt2"; llm.c prints it as num_parameters), minus the parameters that are not
- *       matmul weights (position embedding, biases, LayerNorm), with the tied head counted once.
+ *       matmul weights (position embedding, biases, LayerNorm), with the tied head counted once;
+ *   (3) the tensor table of a model gpt_build really builds, dense and mixture-of-experts: every
+ *       2-D/3-D weight except the position embedding, expert weights scaled by top_k / E (a token
+ *       runs top_k of the E experts), the tied wte counted as the LM head.
+ * The per-rank core share that caps the theoretical peak is checked on layouts worked by hand.
  * The probe and the theoretical peak are machine-dependent: only sanity (positive, finite, or -1
  * with a reason) and self-consistency of the reported assumptions are asserted — timings belong in
  * bench/, not in tests.
  */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <math.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "cmd/cmd.h"
 #include "train/flops.h"
+#include "train/model.h"
+
+static gpt_config dense(int L, int d, int T, int V) {
+    gpt_config c = {.n_layer = L, .n_head = 1, .d_model = d, .seq_len = T, .vocab_size = V};
+    return c;
+}
 
 /* N by summing (out, in) shapes of each matmul weight explicitly. */
 static int64_t matmul_params_by_shapes(int64_t L, int64_t d, int64_t V) {
@@ -42,8 +55,10 @@ static void test_gpt2_124m_by_shapes(void **state) {
     const int64_t L = 12, d = 768, T = 1024, V = 50257;
     int64_t n = matmul_params_by_shapes(L, d, V);
     int64_t want = 6 * n + 12 * L * d * T; /* exact in int64, exact in double (< 2^53) */
-    assert_true(flops_per_token(12, 768, 1024, 50257, 1) == (double)want);
-    assert_true(flops_per_token(12, 768, 1024, 50257, 0) == (double)want); /* head counted alike */
+    gpt_config c = dense(12, 768, 1024, 50257);
+    assert_true(flops_per_token(&c) == (double)want);
+    c.n_head = 12; /* heads split d, they do not change the FLOPs */
+    assert_true(flops_per_token(&c) == (double)want);
 }
 
 static void test_gpt2_124m_from_published_total(void **state) {
@@ -57,8 +72,8 @@ static void test_gpt2_124m_from_published_total(void **state) {
     /* total = wte(V·d) + wpe + L·(matmuls + biases + LN) + ln_f; the head reuses wte, so
      * N (matmuls incl. head) = total - wpe - L·(biases + LN) - ln_f. */
     int64_t n = total - wpe - L * (biases_per_layer + ln_per_layer) - ln_f;
-    assert_true(flops_per_token((int)L, (int)d, (int)T, (int)V, 1) ==
-                (double)(6 * n + 12 * L * d * T));
+    gpt_config c = dense((int)L, (int)d, (int)T, (int)V);
+    assert_true(flops_per_token(&c) == (double)(6 * n + 12 * L * d * T));
 }
 
 /* A small, lopsided config: any swap of (L, d, T, V) or a missing term changes the result. */
@@ -66,22 +81,115 @@ static void test_small_config_and_n_variant(void **state) {
     (void)state;
     const int64_t L = 3, d = 40, T = 17, V = 301;
     int64_t n = matmul_params_by_shapes(L, d, V);
-    assert_true(flops_per_token(3, 40, 17, 301, 1) == (double)(6 * n + 12 * L * d * T));
+    gpt_config c = dense(3, 40, 17, 301);
+    assert_true(flops_per_token(&c) == (double)(6 * n + 12 * L * d * T));
     assert_true(flops_per_token_n((double)n, 3, 40, 17) == (double)(6 * n + 12 * L * d * T));
     /* bad input */
-    assert_true(flops_per_token(0, 40, 17, 301, 1) == -1);
-    assert_true(flops_per_token(3, 40, 17, 0, 1) == -1);
-    assert_true(flops_per_token(3, -1, 17, 301, 1) == -1);
+    c = dense(0, 40, 17, 301);
+    assert_true(flops_per_token(&c) == -1);
+    c = dense(3, 40, 17, 0);
+    assert_true(flops_per_token(&c) == -1);
+    c = dense(3, -1, 17, 301);
+    assert_true(flops_per_token(&c) == -1);
+    c = dense(3, 40, 17, 301);
+    c.moe_every = 1; /* MoE without experts */
+    assert_true(flops_per_token(&c) == -1);
     assert_true(flops_per_token_n(0, 3, 40, 17) == -1);
+}
+
+/* N from the tensors of a built model: every matmul weight (2-D, or 3-D for stacked experts)
+ * except the position embedding (a lookup); the tied wte stands for the LM head; an expert tensor
+ * (E, ., .) counts top_k / E of its elements, the experts one token runs. Biases and LayerNorms
+ * are 1-D (2-D per expert: (E, H)) and not matmuls. */
+static double n_from_built_model(const gpt_config *cfg) {
+    gpt_model m;
+    char err[256];
+    assert_int_equal(gpt_build(&m, cfg, err, sizeof(err)), 0);
+    double n = 0;
+    for (int i = 0; i < m.n_tensors; i++) {
+        const gpt_tensor *t = &m.tensors[i];
+        if (strcmp(t->name, "wpe.weight") == 0) continue;
+        if (t->expert) {
+            if (t->ndim == 3) n += (double)t->numel * cfg->top_k / cfg->n_experts;
+        } else if (t->ndim == 2) {
+            n += (double)t->numel;
+        }
+    }
+    gpt_free(&m);
+    return n;
+}
+
+static void test_dense_against_built_model(void **state) {
+    (void)state;
+    gpt_config c = dense(3, 48, 20, 257);
+    c.n_head = 4;
+    double n = n_from_built_model(&c);
+    assert_true(flops_per_token(&c) == 6 * n + 12.0 * 3 * 48 * 20);
+}
+
+/* MoE: 4 layers, every 2nd a mixture of 4 experts with top-2 routing. By hand, per MoE layer:
+ * attention 4d², router E·d, 2 active experts × (fc 4d·d + proj d·4d); dense layers 12d²; head
+ * V·d. The built model's tensor table must agree, and both fix the FLOPs. */
+static void test_moe_active_params(void **state) {
+    (void)state;
+    const int64_t L = 4, d = 32, T = 16, V = 97, E = 4, K = 2, H = 4 * d;
+    gpt_config c = dense((int)L, (int)d, (int)T, (int)V);
+    c.n_head = 2;
+    c.moe_every = 2;
+    c.n_experts = (int)E;
+    c.top_k = (int)K;
+    c.capacity_factor = 1.25f;
+    int64_t moe_layer = 4 * d * d + E * d + K * (H * d + d * H);
+    int64_t by_hand = 2 * 12 * d * d + 2 * moe_layer + V * d;
+    assert_true(n_from_built_model(&c) == (double)by_hand);
+    assert_true(flops_per_token(&c) == (double)(6 * by_hand + 12 * L * d * T));
+    /* fewer FLOPs than the same model with every expert active, more than a dense one */
+    gpt_config all = c;
+    all.top_k = (int)E;
+    assert_true(flops_per_token(&all) > flops_per_token(&c));
+    assert_true(flops_per_token(&c) > flops_per_token(&(gpt_config){.n_layer = 4, .n_head = 2,
+                                     .d_model = 32, .seq_len = 16, .vocab_size = 97}));
 }
 
 static void test_mfu(void **state) {
     (void)state;
     /* 1e9 FLOP/token × 50 tokens/s on a 200 GFLOP/s peak = 25%. */
-    assert_true(fabs(flops_mfu(1e9, 50, 200e9) - 0.25) < 1e-15);
-    assert_true(isnan(flops_mfu(1e9, 50, -1))); /* unknown peak stays unknown */
-    assert_true(isnan(flops_mfu(1e9, 50, 0)));
-    assert_true(isnan(flops_mfu(1e9, NAN, 200e9)));
+    assert_true(fabs(flops_mfu(1e9, 50, 200e9, 1) - 0.25) < 1e-15);
+    /* a job of 8 ranks at 25 GFLOP/s each has the same 200 GFLOP/s peak */
+    assert_true(fabs(flops_mfu(1e9, 50, 25e9, 8) - 0.25) < 1e-15);
+    assert_true(isnan(flops_mfu(1e9, 50, -1, 1))); /* unknown peak stays unknown */
+    assert_true(isnan(flops_mfu(1e9, 50, 0, 1)));
+    assert_true(isnan(flops_mfu(1e9, 50, 200e9, 0)));
+    assert_true(isnan(flops_mfu(1e9, NAN, 200e9, 1)));
+}
+
+/* The cores one rank counts: worked by hand for the layouts docs/mfu.md names. */
+static void test_rank_cores(void **state) {
+    (void)state;
+    /* 8 ranks x 1 thread on 2 unbound cores: the job has 2 cores, 0.25 per rank */
+    assert_true(flops_rank_cores(1, 2, 2, 8) == 0.25);
+    /* 2 ranks bound to one core each (mpirun's default for np <= 2) */
+    assert_true(flops_rank_cores(1, 1, 2, 2) == 1.0);
+    /* one process, 2 threads, 2 cores; and one thread on 2 cores */
+    assert_true(flops_rank_cores(2, 2, 2, 1) == 2.0);
+    assert_true(flops_rank_cores(1, 2, 2, 1) == 1.0);
+    /* 4 ranks x 8 threads on a 64-core node bound to its 32-core sockets: 8 each */
+    assert_true(flops_rank_cores(8, 32, 64, 4) == 8.0);
+    assert_true(flops_rank_cores(0, 32, 64, 4) == 16.0); /* no thread limit: the fair share */
+    assert_true(flops_rank_cores(1, 2, 2, 0) == 1.0);    /* local_ranks < 1 counts as 1 */
+    assert_true(flops_rank_cores(1, 0, 2, 1) == 0);
+    /* the theoretical peak scales with that share: 8 ranks count 1/8 of one process's peak */
+    char d1[256], d8[256];
+    double p1 = flops_theoretical_peak_rank(0, 1, d1, sizeof(d1));
+    double p8 = flops_theoretical_peak_rank(0, 8, d8, sizeof(d8));
+    if (p1 > 0) {
+        assert_non_null(strstr(d8, "8 ranks share"));
+        assert_true(p8 <= p1 * (1 + 1e-12)); /* never more than one process alone gets */
+        cpu_set_t set; /* unbound (this process may use every CPU online): exactly 1/8 */
+        if (sched_getaffinity(0, sizeof(set), &set) == 0 &&
+            CPU_COUNT(&set) == sysconf(_SC_NPROCESSORS_ONLN))
+            assert_true(fabs(p8 - p1 / 8) <= 1e-9 * p1);
+    }
 }
 
 static void test_sgemm_probe_sane(void **state) {
@@ -152,7 +260,10 @@ int main(void) {
         cmocka_unit_test(test_gpt2_124m_by_shapes),
         cmocka_unit_test(test_gpt2_124m_from_published_total),
         cmocka_unit_test(test_small_config_and_n_variant),
+        cmocka_unit_test(test_dense_against_built_model),
+        cmocka_unit_test(test_moe_active_params),
         cmocka_unit_test(test_mfu),
+        cmocka_unit_test(test_rank_cores),
         cmocka_unit_test(test_sgemm_probe_sane),
         cmocka_unit_test(test_theoretical_peak),
         cmocka_unit_test(test_gpu_table),

@@ -356,7 +356,7 @@ static void build_faulted_job(sqlite3 *db) {
                  " VALUES(2, %d, %g, 500, %g, 100)", k, 5.0 - 0.1 * k, 0.6 * (k - 5));
     exec_sql(db, "INSERT INTO metrics(run_id, step, val_loss, wall_s) VALUES(2, 20, 3.1, 9.1)");
     ev(db, 2, 15.0, "checkpoint", "{\"step\":10,\"tier\":1,\"snapshot_ms\":70}");
-    ev(db, 2, 15.1, "ckpt_wait", "{\"step\":10,\"waited_ms\":\"30.0\"}");
+    ev(db, 2, 15.1, "ckpt_wait", "{\"step\":10,\"waited_ms\":30.0}");
     ev(db, 0, 21.5, "supervisor_end", "{\"exit\":0}");
 }
 

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "ckpt/safetensors.h"
+#include "core/events.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
@@ -63,15 +64,11 @@ const char *checkpoint_root(const checkpointer *ck, int tier) {
 void checkpoint_event(checkpointer *ck, const char *kind, int step, int tier, const char *key,
                       const char *text) {
     if (ck->tr->db == NULL) return;
-    cJSON *o = cJSON_CreateObject();
-    mtCheck(o != NULL, "out of memory");
-    cJSON_AddNumberToObject(o, "step", step);
-    if (tier >= 0) cJSON_AddNumberToObject(o, "tier", tier);
-    if (key && text) cJSON_AddStringToObject(o, key, text);
-    char *s = cJSON_PrintUnformatted(o);
-    rundb_log_event(ck->tr->db, ck->tr->run_id, kind, world_rank(ck), s);
-    free(s);
-    cJSON_Delete(o);
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_STEP, step);
+    if (tier >= 0) ev_num(d, EVK_TIER, tier);
+    if (key && text) ev_str(d, key, text);
+    ev_log(ck->tr->db, ck->tr->run_id, kind, world_rank(ck), d);
 }
 
 void checkpoint_catalog(checkpointer *ck, int tier, int64_t step, const char *state,
@@ -571,7 +568,7 @@ static void save_failed(checkpointer *ck, const char *msg) {
 
 static void after_write(checkpointer *ck, int err1, int err0) {
     for (int t = 0; t < 2; t++)
-        if (ck->w_err[t]) checkpoint_event(ck, "ckpt_error", ck->step, t, "error", ck->w_msg[t]);
+        if (ck->w_err[t]) checkpoint_event(ck, EV_CKPT_ERROR, ck->step, t, EVK_ERROR, ck->w_msg[t]);
     if (err0 && ck->tier_ok[0]) {
         if (ck->w_err[0]) mt_warn("tier-0 checkpoint of step %d not saved: %s", ck->step,
                                   ck->w_msg[0]);
@@ -601,21 +598,19 @@ static void after_commit(checkpointer *ck, int err1) {
                                    ck->write_ms);
                 for (int i = 0; i < r->n_deleted; i++)
                     checkpoint_catalog(ck, t, r->deleted[i], "deleted", -1, NULL, NAN, NAN);
-                if (r->msg[0]) checkpoint_event(ck, "ckpt_warning", ck->step, t, "warning", r->msg);
-                char detail[CKPT_PATH_MAX + 200], dir[CKPT_PATH_MAX];
+                if (r->msg[0]) checkpoint_event(ck, EV_CKPT_WARNING, ck->step, t, EVK_WARNING, r->msg);
+                char dir[CKPT_PATH_MAX];
                 ckpt_step_path(dir, sizeof(dir), ck->root[t], ck->step, "");
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddNumberToObject(o, "step", ck->step);
-                cJSON_AddNumberToObject(o, "tier", t);
-                cJSON_AddStringToObject(o, "path", dir);
-                cJSON_AddNumberToObject(o, "bytes", (double)r->bytes);
-                cJSON_AddNumberToObject(o, "snapshot_ms", stall);
-                cJSON_AddNumberToObject(o, "write_ms", ck->write_ms);
-                if (cJSON_PrintPreallocated(o, detail, sizeof(detail), 0) && ck->tr->db)
-                    rundb_log_event(ck->tr->db, ck->tr->run_id, "checkpoint", 0, detail);
-                cJSON_Delete(o);
+                cJSON *d = ev_detail();
+                ev_num(d, EVK_STEP, ck->step);
+                ev_num(d, EVK_TIER, t);
+                ev_str(d, EVK_PATH, dir);
+                ev_num(d, EVK_BYTES, (double)r->bytes);
+                ev_num(d, EVK_SNAPSHOT_MS, stall);
+                ev_num(d, EVK_WRITE_MS, ck->write_ms);
+                ev_log(ck->tr->db, ck->tr->run_id, EV_CHECKPOINT, 0, d);
             } else {
-                checkpoint_event(ck, "ckpt_error", ck->step, t, "error", r->msg);
+                checkpoint_event(ck, EV_CKPT_ERROR, ck->step, t, EVK_ERROR, r->msg);
                 checkpoint_catalog(ck, t, ck->step, "failed", -1, NULL, NAN, NAN);
                 if (t != 1) mt_warn("tier-%d (%s) checkpoint of step %d not committed: %s", t,
                                     TIER_NAME[t], ck->step, r->msg);
@@ -686,9 +681,10 @@ void checkpoint_save(checkpointer *ck, trainer *tr) {
         ck->stats.total_wait_ms += w;
         ck->stats.total_stall_ms += w;
         if (world_rank(ck) == 0) {
-            char ms[32];
-            snprintf(ms, sizeof(ms), "%.1f", w);
-            checkpoint_event(ck, "ckpt_wait", tr->step, -1, "waited_ms", ms);
+            cJSON *d = ev_detail();
+            ev_num(d, EVK_STEP, tr->step);
+            ev_num(d, EVK_WAITED_MS, w);
+            ev_log(tr->db, tr->run_id, EV_CKPT_WAIT, 0, d);
             log_info("checkpoint of step %d waited %.0f ms for the previous save to finish",
                      tr->step, w);
         }
@@ -714,11 +710,11 @@ void checkpoint_save(checkpointer *ck, trainer *tr) {
     ck->tier_ok[1] = ok[1];
     ck->tier_ok[2] = ck->on[2];
     if (world_rank(ck) == 0 && ck->on[0] && !ok[0]) {
-        checkpoint_event(ck, "ckpt_error", ck->step, 0, "error", msg[0]);
+        checkpoint_event(ck, EV_CKPT_ERROR, ck->step, 0, EVK_ERROR, msg[0]);
         mt_warn("tier-0 checkpoint of step %d not saved: %s", ck->step, msg[0]);
     }
     if (!ok[1]) {
-        if (world_rank(ck) == 0) checkpoint_event(ck, "ckpt_error", ck->step, 1, "error", msg[1]);
+        if (world_rank(ck) == 0) checkpoint_event(ck, EV_CKPT_ERROR, ck->step, 1, EVK_ERROR, msg[1]);
         save_failed(ck, world_rank(ck) == 0 ? msg[1] : NULL);
         return;
     }

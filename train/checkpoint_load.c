@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "ckpt/reshard.h"
+#include "core/events.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
@@ -169,7 +170,7 @@ static int choose(checkpointer *ck, int64_t want, int *tier, int64_t *step, char
         int64_t *steps = NULL;
         int k = 0;
         if (ckpt_list(ck->root[t], &steps, &k, msg, sizeof(msg)) != 0) {
-            checkpoint_event(ck, "ckpt_skip", -1, t, "warning", msg);
+            checkpoint_event(ck, EV_CKPT_SKIP, -1, t, EVK_WARNING, msg);
             mt_warn("%s", msg);
             continue;
         }
@@ -191,7 +192,7 @@ static int choose(checkpointer *ck, int64_t want, int *tier, int64_t *step, char
         }
         snprintf(last, sizeof(last), "%s", msg);
         mt_warn("skipping checkpoint step %" PRId64 " in tier %d: %s", c[i].step, c[i].tier, msg);
-        checkpoint_event(ck, "ckpt_skip", (int)c[i].step, c[i].tier, "warning", msg);
+        checkpoint_event(ck, EV_CKPT_SKIP, (int)c[i].step, c[i].tier, EVK_WARNING, msg);
         checkpoint_catalog(ck, c[i].tier, c[i].step, "corrupt", -1, NULL, NAN, NAN);
     }
     free(c);
@@ -300,7 +301,7 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
         char w[200];
         snprintf(w, sizeof(w), "global_batch was %d, now %d: the data order after step %d "
                  "differs from the original run", gb, tr->cfg.global_batch, step);
-        checkpoint_event(ck, "ckpt_warning", step, -1, "warning", w);
+        checkpoint_event(ck, EV_CKPT_WARNING, step, -1, EVK_WARNING, w);
         mt_warn("%s", w);
     }
     if (get_int(st, "lr_schedule", "steps", &steps, dir, err, errlen) == 0 &&
@@ -308,7 +309,7 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
         char w[200];
         snprintf(w, sizeof(w), "steps was %d, now %d: the LR schedule is stretched from step %d",
                  steps, tr->cfg.steps, step);
-        checkpoint_event(ck, "ckpt_warning", step, -1, "warning", w);
+        checkpoint_event(ck, EV_CKPT_WARNING, step, -1, EVK_WARNING, w);
         mt_warn("%s", w);
     }
     err[0] = 0;
@@ -333,7 +334,7 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
                      "checkpoints up to step %" PRId64 " (a later --resume auto may pick them)",
                      ck->root[1], steps[n - 1]);
             mt_warn("%s", w);
-            checkpoint_event(ck, "ckpt_warning", 0, 1, "warning", w);
+            checkpoint_event(ck, EV_CKPT_WARNING, 0, 1, EVK_WARNING, w);
         }
         free(steps);
         return 0;
@@ -384,16 +385,13 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
     if (load_into_trainer(ck, tr, dir, err, errlen) != 0) return -1;
     double ms = (timer_now() - t0) * 1e3, verify_ms = (t_verified - t0) * 1e3;
     if (rank == 0 && tr->db) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "step", tr->step);
-        cJSON_AddNumberToObject(o, "tier", tier);
-        cJSON_AddStringToObject(o, "path", dir);
-        cJSON_AddNumberToObject(o, "verify_ms", verify_ms);
-        cJSON_AddNumberToObject(o, "load_ms", ms - verify_ms);
-        char *s = cJSON_PrintUnformatted(o);
-        rundb_log_event(tr->db, tr->run_id, "resume", 0, s);
-        free(s);
-        cJSON_Delete(o);
+        cJSON *d = ev_detail();
+        ev_num(d, EVK_STEP, tr->step);
+        ev_num(d, EVK_TIER, tier);
+        ev_str(d, EVK_PATH, dir);
+        ev_num(d, EVK_VERIFY_MS, verify_ms);
+        ev_num(d, EVK_LOAD_MS, ms - verify_ms);
+        ev_log(tr->db, tr->run_id, EV_RESUME, 0, d);
     }
     log_info("resumed from step %d (tier %d, %s) in %.0f ms (verify %.0f, load %.0f)", tr->step,
              tier, dir, ms, verify_ms, ms - verify_ms);

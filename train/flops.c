@@ -36,21 +36,28 @@ double flops_per_token_n(double n_matmul_params, int n_layer, int d_model, int s
     return 6.0 * n_matmul_params + 12.0 * L * d * T;
 }
 
-double flops_per_token(int n_layer, int d_model, int seq_len, int vocab_size, int tied) {
-    (void)tied; /* the head is a matmul either way; see flops.h */
-    if (n_layer < 1 || d_model < 1 || seq_len < 1 || vocab_size < 1) return -1;
-    double d = d_model;
-    double per_layer = 3 * d * d /* qkv */ + d * d /* attn proj */ + 4 * d * d /* fc */ +
-                       4 * d * d /* fc proj */;
-    double n = n_layer * per_layer + (double)vocab_size * d; /* + LM head (V, d) */
-    return flops_per_token_n(n, n_layer, d_model, seq_len);
+double flops_per_token(const gpt_config *c) {
+    if (c->n_layer < 1 || c->d_model < 1 || c->seq_len < 1 || c->vocab_size < 1) return -1;
+    if (c->moe_every > 0 && (c->n_experts < 1 || c->top_k < 1)) return -1;
+    double d = c->d_model;
+    double attn = 3 * d * d /* qkv */ + d * d /* attn proj */;
+    double mlp = 4 * d * d /* fc */ + 4 * d * d /* fc proj */;
+    /* a MoE MLP: the router and the top_k experts a token is routed to (hidden H = 4d) */
+    moe_config mc = {.C = c->d_model, .H = 4 * c->d_model, .E = c->n_experts, .top_k = c->top_k};
+    double n = (double)c->vocab_size * d; /* LM head (V, d) */
+    for (int l = 0; l < c->n_layer; l++) {
+        int moe = c->moe_every > 0 && (l + 1) % c->moe_every == 0;
+        n += attn + (moe ? moe_active_matmul_params(&mc) : mlp);
+    }
+    return flops_per_token_n(n, c->n_layer, c->d_model, c->seq_len);
 }
 
-double flops_mfu(double flops_per_token, double tokens_per_s, double peak_flops) {
-    if (!(peak_flops > 0) || !isfinite(peak_flops) || !isfinite(flops_per_token) ||
-        !isfinite(tokens_per_s))
+double flops_mfu(double flops_per_token, double tokens_per_s, double peak_per_rank,
+                 int world_size) {
+    if (!(peak_per_rank > 0) || !isfinite(peak_per_rank) || world_size < 1 ||
+        !isfinite(flops_per_token) || !isfinite(tokens_per_s))
         return NAN;
-    return flops_per_token * tokens_per_s / peak_flops;
+    return flops_per_token * tokens_per_s / (peak_per_rank * world_size);
 }
 
 /* ---- measured peak: sgemm probe --------------------------------------------------------------- */
@@ -172,6 +179,63 @@ static void read_cpuinfo(cpuinfo *ci) {
     ci->physical_cores = npairs;
 }
 
+/* Number of CPUs in a kernel cpu list ("0-3,8,10-11"), or -1 when it does not parse. */
+static int cpulist_count(const char *s) {
+    int n = 0;
+    while (*s && *s != '\n') {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || a < 0) return -1;
+        if (*end == '-') {
+            s = end + 1;
+            b = strtol(s, &end, 10);
+            if (end == s || b < a) return -1;
+        }
+        n += (int)(b - a + 1);
+        s = end;
+        if (*s == ',') s++;
+    }
+    return n > 0 ? n : -1;
+}
+
+/* CPUs of this process's cpuset cgroup (v2 cpuset.cpus.effective, v1 cpuset.effective_cpus):
+ * the CPUs the whole job may use on this node, whatever each rank's binding. -1 if unknown. */
+static int cgroup_cpus(void) {
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (f == NULL) return -1;
+    char line[1024], path[1200], v2[1024] = "", v1[1024] = "";
+    int found_v2 = 0, found_v1 = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strncmp(line, "0::", 3) == 0) found_v2 = snprintf(v2, sizeof(v2), "%s", line + 3) >= 0;
+        char *c = strstr(line, ":cpuset:");
+        if (c != NULL) found_v1 = snprintf(v1, sizeof(v1), "%s", c + 8) >= 0;
+    }
+    fclose(f);
+    const char *try[2][2] = {{found_v1 ? v1 : NULL, "/sys/fs/cgroup/cpuset%s/cpuset.effective_cpus"},
+                             {found_v2 ? v2 : NULL, "/sys/fs/cgroup%s/cpuset.cpus.effective"}};
+    for (int i = 0; i < 2; i++) {
+        if (try[i][0] == NULL) continue;
+        snprintf(path, sizeof(path), try[i][1], strcmp(try[i][0], "/") ? try[i][0] : "");
+        FILE *g = fopen(path, "r");
+        if (g == NULL) continue;
+        char list[4096];
+        int n = fgets(list, sizeof(list), g) != NULL ? cpulist_count(list) : -1;
+        fclose(g);
+        if (n > 0) return n;
+    }
+    return -1;
+}
+
+double flops_rank_cores(int threads, int affinity_cpus, int node_cpus, int local_ranks) {
+    if (affinity_cpus < 1 || node_cpus < 1) return 0;
+    if (local_ranks < 1) local_ranks = 1;
+    double cores = (double)node_cpus / local_ranks;
+    if (affinity_cpus < cores) cores = affinity_cpus;
+    if (threads > 0 && threads < cores) cores = threads;
+    return cores;
+}
+
 static int has_flag(const cpuinfo *ci, const char *flag) {
     char pat[64];
     snprintf(pat, sizeof(pat), " %s ", flag);
@@ -179,6 +243,10 @@ static int has_flag(const cpuinfo *ci, const char *flag) {
 }
 
 double flops_theoretical_peak(int threads, char *desc, size_t desclen) {
+    return flops_theoretical_peak_rank(threads, 1, desc, desclen);
+}
+
+double flops_theoretical_peak_rank(int threads, int local_ranks, char *desc, size_t desclen) {
 #if defined(__x86_64__) || defined(__i386__)
     cpuinfo ci;
     read_cpuinfo(&ci);
@@ -224,28 +292,37 @@ double flops_theoretical_peak(int threads, char *desc, size_t desclen) {
                                "so the clock cannot be determined");
         return -1;
     }
-    /* Cores. */
+    /* Cores: this process's CPUs, the node's (the job's cpuset) shared by its local ranks. */
     int avail = 0;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0) avail = CPU_COUNT(&set);
     if (avail < 1) avail = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (avail < 1) {
+    int node = cgroup_cpus();
+    if (node < 1) node = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (avail < 1 || node < 1) {
         setdesc(desc, desclen, "unknown: cannot count the CPUs available to this process");
         return -1;
     }
-    int cores = (threads > 0 && threads < avail) ? threads : avail;
+    if (node < avail) node = avail;
     const char *smt = "";
-    if (ci.physical_cores > 0 && cores > ci.physical_cores) {
-        cores = ci.physical_cores;
+    if (ci.physical_cores > 0 && node > ci.physical_cores) {
+        node = ci.physical_cores;
+        if (avail > node) avail = node;
         smt = "; SMT siblings share FMA units: physical cores counted";
     }
+    double cores = flops_rank_cores(threads, avail, node, local_ranks);
+    char share[96] = "";
+    if (local_ranks > 1)
+        snprintf(share, sizeof(share), "; %d ranks share this node's %d core%s", local_ranks, node,
+                 node == 1 ? "" : "s");
     double peak = cores * ghz * 1e9 * fpc;
     if (desc != NULL && desclen > 0)
-        snprintf(desc, desclen, "%d core%s x %.2f GHz x %d FLOP/cycle (%s; clock from %s%s)",
-                 cores, cores == 1 ? "" : "s", ghz, fpc, isa, clk, smt);
+        snprintf(desc, desclen, "%g core%s x %.2f GHz x %d FLOP/cycle (%s; clock from %s%s%s)",
+                 cores, cores == 1 ? "" : "s", ghz, fpc, isa, clk, smt, share);
     return peak;
 #else
     (void)threads;
+    (void)local_ranks;
     setdesc(desc, desclen, "unknown: the FLOP/cycle table covers x86 (SSE/AVX/AVX-512) only");
     return -1;
 #endif

@@ -1,44 +1,59 @@
 /*
- * train/flops.h — FLOPs per token, peak FLOP/s (measured and theoretical) and MFU.
+ * train/flops.h — FLOPs per token, peak FLOP/s (measured and theoretical) and MFU: the one place
+ * both sides of the MFU fraction are defined (the trainer and bench/ only call these).
  *
  * MFU = flops_per_token × tokens/s ÷ peak FLOP/s (DESIGN.md "Numbers that define good").
  * The numerator is the model's FLOPs (what the math needs, not what the kernels happen to do);
  * the denominator is, on CPUs, both a measured sgemm peak (the best this machine's BLAS reaches on
  * a large square matmul) and a theoretical peak (cores × clock × FLOP/cycle of the ISA); on GPUs a
- * table by device name. docs/mfu.md explains every choice and its sources.
+ * table by device name. For a job, the denominator is the per-rank peak × world size.
+ * docs/mfu.md explains every choice and its sources.
  */
 #ifndef MT_FLOPS_H
 #define MT_FLOPS_H
 
 #include <stddef.h>
 
-/* Training FLOPs per token of a dense GPT-2-style model (forward + backward), following PaLM
- * (Chowdhery et al. 2022, appendix B) and Kaplan et al. 2020 (section 2.1, the "6N" rule):
+#include "train/model.h"
+
+/* Training FLOPs per token of the WHOLE model cfg describes (forward + backward; its tp/pp/ep
+ * split changes who does the work, not how much), following PaLM (Chowdhery et al. 2022,
+ * appendix B) and Kaplan et al. 2020 (section 2.1, the "6N" rule):
  *
  *     flops = 6·N + 12·L·d·T
  *
  *   N   = matmul parameters one token touches:
- *         per layer 12·d² (qkv 3d², attention out-proj d², fc 4d², fc-proj 4d²), times L,
- *         plus the LM head V·d. The head is counted even when tied to the token embedding
- *         (tied != 0): tying shares the storage, but the head is still a (T,d)×(d,V) matmul.
+ *         dense layer: 12·d² (qkv 3d², attention out-proj d², fc 4d², fc-proj 4d²);
+ *         MoE layer (cfg->moe_every > 0 and (l + 1) % moe_every == 0): 4·d² of attention, the
+ *         router E·d, and only the top_k ACTIVE experts' fc and fc-proj, top_k·2·H·d with
+ *         H = 4·d (train/moe.h moe_active_matmul_params; a dropped assignment is still counted);
+ *         plus the LM head V·d. The head is counted although it is tied to the token embedding:
+ *         tying shares the storage, but the head is still a (T,d)×(d,V) matmul.
  *         Excluded: embedding lookups (token, position: a gather, no FLOPs), biases, LayerNorm,
- *         GELU, softmax — not matmuls, O(d) per token.
+ *         GELU, softmax, top-k routing — not matmuls, O(d) per token.
  *   6·N = 2 FLOPs per multiply-add × (1 forward + 2 backward: input and weight gradients).
  *   12·L·d·T = attention scores QKᵀ and the weighted sum A·V: 2·T·d FLOPs each per token per
  *         layer forward, ×3 for forward + backward, over the FULL T×T matrix — no halving for the
  *         causal mask (PaLM's convention; a causal-aware count would be 6·L·d·T).
+ *   T   = cfg->seq_len (the trainer trains full windows of seq_len tokens; bench/ sets the T it
+ *         runs).
  * Units: FLOPs per token (a training token, i.e. one position of one sequence).
- * Returns -1 when any argument is < 1 (vocab_size, n_layer, d_model, seq_len). */
-double flops_per_token(int n_layer, int d_model, int seq_len, int vocab_size, int tied);
+ * Returns -1 when n_layer, d_model, seq_len or vocab_size is < 1, or a MoE config has
+ * n_experts or top_k < 1. */
+double flops_per_token(const gpt_config *cfg);
 
 /* The same formula from an explicit N (matmul parameters a token touches): 6·N + 12·L·d·T.
- * For a mixture-of-experts model N counts only the top-k ACTIVE experts' weights (plus router).
  * Returns -1 when n_matmul_params <= 0 or any int argument is < 1. */
 double flops_per_token_n(double n_matmul_params, int n_layer, int d_model, int seq_len);
 
-/* MFU as a fraction: flops_per_token × tokens_per_s ÷ peak_flops. NAN when peak_flops <= 0 or an
- * input is not finite (an unknown peak must show as unknown, never as 0 or a silent -1). */
-double flops_mfu(double flops_per_token, double tokens_per_s, double peak_flops);
+/* MFU as a fraction of the job's peak:
+ *     flops_per_token × tokens_per_s ÷ (peak_per_rank × world_size)
+ * tokens_per_s is the job's (global batch tokens per step ÷ step time), so the numerator is the
+ * FLOP/s of the whole job, and every rank — whatever its tp/pp/dp/ep coordinate — adds one
+ * per-rank peak to the denominator. NAN when peak_per_rank <= 0, world_size < 1 or an input is
+ * not finite (an unknown peak must show as unknown, never as 0 or a silent -1). */
+double flops_mfu(double flops_per_token, double tokens_per_s, double peak_per_rank,
+                 int world_size);
 
 /* Measured CPU peak: a square n×n sgemm (C = A·B, 2·n³ FLOPs) with `threads` OpenBLAS threads
  * (<= 0: leave the library's count), one warm-up call, then repeated for about `seconds`
@@ -50,9 +65,21 @@ double flops_sgemm_probe(int threads, double seconds);
 /* flops_sgemm_probe with an explicit size n (64..16384; else -1). */
 double flops_sgemm_probe_n(int threads, double seconds, int n);
 
-/* Theoretical CPU peak fp32 FLOP/s = cores × GHz × FLOP/cycle/core.
- *   cores: min(threads, CPUs this process may run on, physical cores) — SMT siblings share the FMA
- *          units; threads <= 0 means all available.
+/* The cores one rank may count towards its theoretical peak (a fraction when ranks share cores):
+ *     min(threads, affinity_cpus, node_cpus / local_ranks)
+ *   threads:       the rank's compute threads (<= 0: no limit from threads);
+ *   affinity_cpus: CPUs this process may run on (sched_getaffinity; mpirun binding shrinks it);
+ *   node_cpus:     CPUs the job may use on this node (its cpuset), shared by
+ *   local_ranks:   the ranks of the job on this node (< 1 counts as 1).
+ * So 8 ranks of 1 thread on 2 cores get 0.25 core each (the job counts 2 cores, not 8), and 2
+ * ranks bound to one core each get 1. Returns 0 when affinity_cpus or node_cpus < 1. */
+double flops_rank_cores(int threads, int affinity_cpus, int node_cpus, int local_ranks);
+
+/* Theoretical CPU peak fp32 FLOP/s of one rank = cores × GHz × FLOP/cycle/core.
+ *   cores: flops_rank_cores(threads, CPUs this process may run on, CPUs of the node's cpuset
+ *          (cgroup v2 cpuset.cpus.effective or v1 cpuset.effective_cpus, else CPUs online),
+ *          local_ranks), each CPU count first capped by the physical cores — SMT siblings share
+ *          the FMA units.
  *   FLOP/cycle/core (fp32, from the ISA via __builtin_cpu_supports AND /proc/cpuinfo flags):
  *          AVX-512F 64 (2 FMA units × 16 lanes × 2, two units assumed: some parts have one),
  *          AVX2+FMA 32 (2 × 8 × 2), AVX 16 (one 8-wide add + one 8-wide mul), SSE 8 (4 + 4).
@@ -61,6 +88,9 @@ double flops_sgemm_probe_n(int threads, double seconds, int n);
  * Writes the assumptions into desc, e.g. "2 cores x 2.10 GHz x 64 FLOP/cycle (AVX-512, 2 FMA units
  * assumed; clock from /proc/cpuinfo cpu MHz)". Returns -1 when it cannot be determined, and then
  * desc says why (never empty when desclen > 0). */
+double flops_theoretical_peak_rank(int threads, int local_ranks, char *desc, size_t desclen);
+
+/* flops_theoretical_peak_rank for a process alone on its node (local_ranks = 1). */
 double flops_theoretical_peak(int threads, char *desc, size_t desclen);
 
 /* OpenBLAS (DYNAMIC_ARCH) picks its kernels from CPUID when it loads; releases older than the CPU

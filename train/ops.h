@@ -1,10 +1,12 @@
 /*
  * train/ops.h — the kernels of a GPT-2 forward and backward pass, one backend-neutral interface.
  *
- * The CPU backend (train/ops_cpu.c) runs every matmul through OpenBLAS sgemm — attention's QKᵀ
- * and PV included — and element-wise work with OpenMP. A CUDA backend (cuBLAS + kernels, built
- * with `make GPU=1`) implements the same functions on device pointers. The model (train/model.c)
- * calls only these.
+ * One backend exists: the CPU one (train/ops_cpu.c) runs every matmul through OpenBLAS sgemm —
+ * attention's QKᵀ and PV included — and element-wise work with OpenMP, on host pointers. There is
+ * no CUDA backend yet: `make GPU=1` adds only the NCCL communicator (parallel/comm_nccl.c), and
+ * training runs these CPU kernels in every build. A CUDA backend (cuBLAS + kernels, DESIGN.md)
+ * would implement these same functions on device pointers. The model (train/model.c) calls only
+ * these.
  *
  * Conventions (as in llm.c):
  *   - fp32, row-major, contiguous unless a stride is given. N = number of rows = B*T.

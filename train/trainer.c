@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/events.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
@@ -98,7 +99,12 @@ static int init_run(trainer *tr, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot create run directory '%s': %s", c->run_dir, strerror(errno));
         return -1;
     }
-    config_to_json(c, tr->config_json, sizeof(tr->config_json));
+    if (config_to_json(c, tr->config_json, sizeof(tr->config_json)) >= sizeof(tr->config_json)) {
+        /* a truncated text would be invalid JSON in runs.config and the start event */
+        snprintf(err, errlen, "the run's config does not fit in %zu bytes of JSON (very long or "
+                 "heavily escaped paths?)", sizeof(tr->config_json));
+        return -1;
+    }
     if (ms->rank == 0) {
         tr->db = rundb_open(c->run_dir, msg, sizeof(msg));
         if (!tr->db) {
@@ -284,22 +290,15 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     if (init_run(tr, err, errlen) != 0) return -1;
 
     /* accounting */
-    tr->flops_per_token = flops_per_token(c->n_layer, c->d_model, c->seq_len, c->vocab_size, 1);
-    if (c->moe_every > 0) { /* count only the parameters a token touches: top_k experts */
-        double d = c->d_model, n_active = (double)c->vocab_size * d;
-        moe_config mc = gpt_moe_config(&tr->model);
-        for (int l = 0; l < c->n_layer; l++)
-            n_active += (c->moe_every > 0 && (l + 1) % c->moe_every == 0)
-                            ? 4 * d * d + moe_active_matmul_params(&mc)
-                            : 12 * d * d;
-        tr->flops_per_token = flops_per_token_n(n_active, c->n_layer, c->d_model, c->seq_len);
-    }
+    tr->flops_per_token = flops_per_token(&tr->model.cfg); /* whole model; MoE: active experts */
     comm_barrier(ms->world); /* all ranks probe at once: the peak each gets while sharing */
     tr->peak_measured = flops_sgemm_probe(threads, 0.5);
     double pk = tr->peak_measured;
     comm_all_reduce_f64(ms->world, &pk, 1, COMM_AVG);
     tr->peak_measured = pk; /* per rank, averaged */
-    tr->peak_theoretical = flops_theoretical_peak(threads, tr->peak_desc, sizeof(tr->peak_desc));
+    /* per rank: the ranks on this node share its cores (train/flops.h flops_rank_cores) */
+    tr->peak_theoretical = flops_theoretical_peak_rank(threads, local_ranks, tr->peak_desc,
+                                                       sizeof(tr->peak_desc));
     tr->threads = threads;
     tr->last_val_loss = NAN;
     return 0;
@@ -454,9 +453,10 @@ void trainer_hook_eval(trainer *tr, int step, int final, void *user) {
                         .mfu_theoretical = NAN, .step_ms = NAN,
                         .wall_s = timer_now() - tr->t_start};
     rundb_log_metric(tr->db, tr->run_id, &row);
-    char detail[64];
-    snprintf(detail, sizeof(detail), "{\"step\":%d,\"val_loss\":%.6f}", step, v);
-    rundb_log_event(tr->db, tr->run_id, "eval", 0, detail);
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_STEP, step);
+    ev_num(d, EVK_VAL_LOSS, v);
+    ev_log(tr->db, tr->run_id, EV_EVAL, 0, d);
 }
 
 void trainer_hook_sample(trainer *tr, int step, int final, void *user) {
@@ -635,11 +635,15 @@ static void log_moe_stats(trainer *tr) {
     comm_all_reduce_f64(ms->pp_group, mx, 3, COMM_MAX);
     if (ms->rank != 0) return;
     double denom = (double)tr->grad_accum * ms->dp;
-    char detail[256];
-    snprintf(detail, sizeof(detail), "{\"step\":%d,\"aux_loss\":%.6g,\"z_loss\":%.6g,"
-             "\"dropped\":%.0f,\"tokens_min\":%.0f,\"tokens_max\":%.0f,\"tokens_cv\":%.4f}",
-             tr->step, v[0] / denom, v[1] / denom, v[2], -mx[1], mx[0], mx[2]);
-    rundb_log_event(tr->db, tr->run_id, "moe", 0, detail);
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_STEP, tr->step);
+    ev_num(d, EVK_AUX_LOSS, v[0] / denom);
+    ev_num(d, EVK_Z_LOSS, v[1] / denom);
+    ev_num(d, EVK_DROPPED, v[2]);
+    ev_num(d, EVK_TOKENS_MIN, -mx[1]);
+    ev_num(d, EVK_TOKENS_MAX, mx[0]);
+    ev_num(d, EVK_TOKENS_CV, mx[2]);
+    ev_log(tr->db, tr->run_id, EV_MOE, 0, d);
     tr->last_aux_loss = v[0] / denom;
 }
 
@@ -681,7 +685,7 @@ int trainer_run(trainer *tr) {
     float dloss = 1.0f / ((float)c->global_batch * T);
     char buf[64];
     tr->t_start = timer_now();
-    if (ms->rank == 0) rundb_log_event(tr->db, tr->run_id, "start", 0, tr->config_json);
+    if (ms->rank == 0) rundb_log_event(tr->db, tr->run_id, EV_START, 0, tr->config_json);
     double t_loop = timer_now();
     int steps_here = 0;
     int tp_check = getenv("MINITRAIN_TP_CHECK") != NULL;
@@ -725,10 +729,13 @@ int trainer_run(trainer *tr) {
         float loss = (float)(lsum / (tr->grad_accum * dp));
         double norm = global_grad_norm(tr);
         if (!isfinite(loss) || !isfinite(norm)) {
-            char detail[128];
-            snprintf(detail, sizeof(detail), "{\"step\":%d,\"loss\":\"%g\",\"grad_norm\":\"%g\"}",
-                     s + 1, loss, norm);
-            if (ms->rank == 0) rundb_log_event(tr->db, tr->run_id, "nonfinite", 0, detail);
+            if (ms->rank == 0) {
+                cJSON *d = ev_detail();
+                ev_num(d, EVK_STEP, s + 1);
+                ev_num(d, EVK_LOSS, loss); /* "nan" / "inf" when not finite */
+                ev_num(d, EVK_GRAD_NORM, norm);
+                ev_log(tr->db, tr->run_id, EV_NONFINITE, 0, d);
+            }
             log_info("step %d: loss %g, grad norm %g is not finite; stopping (exit %d)", s + 1,
                      loss, norm, MT_EXIT_NONFINITE);
             rc = MT_EXIT_NONFINITE;
@@ -743,10 +750,9 @@ int trainer_run(trainer *tr) {
         steps_here++;
         double step_s = t1 - t0;
         double tps = tokens_per_step / step_s;
-        double achieved = tps * tr->flops_per_token; /* FLOP/s of the whole job */
-        double mfu = achieved / (tr->peak_measured * ms->world_size);
-        double mfu_th = tr->peak_theoretical > 0
-                            ? achieved / (tr->peak_theoretical * ms->world_size) : NAN;
+        /* of the job: its FLOP/s over (per-rank peak x world size), docs/mfu.md */
+        double mfu = flops_mfu(tr->flops_per_token, tps, tr->peak_measured, ms->world_size);
+        double mfu_th = flops_mfu(tr->flops_per_token, tps, tr->peak_theoretical, ms->world_size);
         tr->last_loss = loss;
         tr->last_lr = lr;
         tr->last_norm = norm;
@@ -764,10 +770,11 @@ int trainer_run(trainer *tr) {
         if (c->moe_every > 0) log_moe_stats(tr);
         if (ms->pp > 1 && ms->tp_rank == 0 && ms->dp_rank == 0 &&
             (tr->step % c->log_every == 0 || tr->step == end)) {
-            char detail[128];
-            snprintf(detail, sizeof(detail), "{\"step\":%d,\"stage\":%d,\"idle_share\":%.4f}",
-                     tr->step, ms->pp_rank, tr->last_idle_s / step_s);
-            rundb_log_event(tr->db, tr->run_id, "pp_idle", ms->rank, detail);
+            cJSON *d = ev_detail();
+            ev_num(d, EVK_STEP, tr->step);
+            ev_num(d, EVK_STAGE, ms->pp_rank);
+            ev_num(d, EVK_IDLE_SHARE, tr->last_idle_s / step_s);
+            ev_log(tr->db, tr->run_id, EV_PP_IDLE, ms->rank, d);
         }
         double eta = (t1 - t_loop) / steps_here * (end - tr->step);
         if (tr->step % c->log_every == 0 || tr->step == end || steps_here == 1) {
@@ -825,6 +832,21 @@ int trainer_save_model(trainer *tr, char *err, size_t errlen) {
     if (tok_vocab_size(&tr->tok) == 0) return 0; /* trained on ids without a tokenizer */
     snprintf(path, sizeof(path), "%s/tokenizer.bin", tr->cfg.run_dir);
     return tok_save(&tr->tok, path, err, errlen);
+}
+
+void trainer_log_end(trainer *tr, const char *status, const char *message) {
+    cJSON *d = ev_detail();
+    ev_str(d, EVK_STATUS, status);
+    ev_num(d, EVK_STEP, tr->step);
+    if (message) ev_str(d, EVK_MESSAGE, message);
+    ev_log(tr->db, tr->run_id, EV_END, 0, d);
+}
+
+void trainer_log_error(trainer *tr, const char *error) {
+    cJSON *d = ev_detail();
+    ev_str(d, EVK_ERROR, error);
+    ev_num(d, EVK_STEP, tr->step);
+    ev_log(tr->db, tr->run_id, EV_ERROR, 0, d);
 }
 
 void trainer_free(trainer *tr) {

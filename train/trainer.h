@@ -117,6 +117,12 @@ void trainer_hook_sample(trainer *tr, int step, int final, void *user);
  * Returns 0 or -1 with err. */
 int trainer_save_model(trainer *tr, char *err, size_t errlen);
 
+/* run.db events of the run's outcome (core/events.h; no-op without a database): "end"
+ * {status, step, message (omitted when NULL)} and "error" {error, step}. status is the run's
+ * status (completed|failed|stopped). */
+void trainer_log_end(trainer *tr, const char *status, const char *message);
+void trainer_log_error(trainer *tr, const char *error);
+
 void trainer_free(trainer *tr);
 
 #endif /* MT_TRAINER_H */

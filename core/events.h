@@ -1,0 +1,167 @@
+/*
+ * core/events.h — the run.db event vocabulary: every event kind, every detail key, and the one
+ * way to build a detail (cJSON), so a detail is valid JSON whatever path or message it carries.
+ *
+ * Why one table: the writers (the supervisor, the trainer, the checkpointer, the fault hooks) and
+ * the readers (sched/ettr.c, `minitrain report`, the tests) must agree on names that no compiler
+ * checks when they are string literals scattered over ten files. Each kind below says who logs it
+ * (run_id 0 = the supervisor, else the trainer's `runs` row; rank -1 = not a rank) and the keys of
+ * its detail, a JSON object. A detail is never built with printf: a run directory holding a quote,
+ * a backslash or a tab would make it invalid JSON (cJSON escapes them), and a number that is not
+ * finite (a NaN loss) is written as the string "nan" / "inf" / "-inf" (JSON has no such numbers).
+ *
+ * Use:
+ *     cJSON *d = ev_detail();
+ *     ev_num(d, EVK_STEP, step);
+ *     ev_str(d, EVK_PATH, dir);
+ *     ev_log(db, run_id, EV_CHECKPOINT, rank, d);   // logs, then frees d
+ *
+ * Strings are stored byte for byte; run.db readers decode TEXT as UTF-8, so a path that is not
+ * UTF-8 is the one thing a detail cannot carry faithfully (it is stored, but is not valid text).
+ */
+#ifndef MT_EVENTS_H
+#define MT_EVENTS_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/rundb.h"
+
+/* ---- event kinds: name, who logs it as (run_id, rank), and the keys of its detail ------------ */
+/* the supervisor, sched/supervisor.c (run_id 0) */
+#define EV_SUPERVISOR_START "supervisor_start" /* (0, -1) max_restarts, window_s,
+                                                  heartbeat_timeout_s, backoff [min, max] s,
+                                                  fault_mtbf_s, pid */
+#define EV_LAUNCH "launch"                     /* (0, -1) attempt, pid, resume (bool), argv:
+                                                  the exact exec vector, an array of strings */
+#define EV_RECOVERED "recovered"               /* (0, first rank training again) attempt, step,
+                                                  seconds (failure -> training again) */
+#define EV_STRAGGLER "straggler"               /* (0, slow rank) attempt, step, busy_ms,
+                                                  median_ms, ratio, steps */
+#define EV_MTBF_KILL "mtbf_kill"               /* (0, killed rank) attempt, pid, step */
+#define EV_FAILURE "failure"                   /* (0, blamed rank or -1) kind (EV_FAILURE_*),
+                                                  attempt, exit_code, signal, step, failed_at,
+                                                  detected_at (unix s), host, why */
+#define EV_TEARDOWN "teardown"                 /* (0, -1) attempt, seconds */
+#define EV_GIVE_UP "give_up"                   /* (0, -1) failures_in_window, max_restarts, or
+                                                  reason */
+#define EV_CORDON "cordon"                     /* (0, blamed rank) host, failures, slots_left */
+#define EV_BACKOFF "backoff"                   /* (0, -1) attempt, seconds */
+#define EV_SUPERVISOR_END "supervisor_end"     /* (0, -1) exit, status (EV_SUP_*) */
+/* the trainer, train/trainer.c and train/cmd_train.c (world rank 0 unless said) */
+#define EV_START "start"         /* (run, 0) the run's config: one key per config key. Its time is
+                                    the time base of metrics.wall_s */
+#define EV_EVAL "eval"           /* (run, 0) step, val_loss */
+#define EV_MOE "moe"             /* (run, 0) step, aux_loss, z_loss, dropped, tokens_min,
+                                    tokens_max, tokens_cv */
+#define EV_NONFINITE "nonfinite" /* (run, 0) step, loss, grad_norm (strings when not finite) */
+#define EV_PP_IDLE "pp_idle"     /* (run, stage's first rank) step, stage, idle_share */
+#define EV_END "end"             /* (run, 0) status (completed|failed|stopped), step, message */
+#define EV_ERROR "error"         /* (run, 0) error (the message), step */
+/* the checkpointer, train/checkpoint.c and train/checkpoint_load.c */
+#define EV_CHECKPOINT "checkpoint"     /* (run, 0) one per committed tier: step, tier, path, bytes,
+                                          snapshot_ms (the training stall), write_ms */
+#define EV_CKPT_ERROR "ckpt_error"     /* (run, rank) step, tier, error */
+#define EV_CKPT_WARNING "ckpt_warning" /* (run, rank) step, tier (absent: not tier-specific),
+                                          warning */
+#define EV_CKPT_WAIT "ckpt_wait"       /* (run, 0) step, waited_ms (a save waited for the last) */
+#define EV_CKPT_SKIP "ckpt_skip"       /* (run, 0) step (-1: a whole tier), tier, warning: a
+                                          checkpoint resume passed over (it did not verify) */
+#define EV_RESUME "resume"             /* (run, 0) step, tier, path, verify_ms, load_ms */
+/* fault injection, sched/hooks.c (the rank it fires on) */
+#define EV_FAULT "fault" /* (run, rank) kind (sched/fault.h names), step, spec; corrupt-ckpt adds
+                            tier, file. Logged BEFORE the fault acts: the moment of failure */
+
+/* Values of the failure event's "kind" (what the supervisor saw). */
+#define EV_FAILURE_CRASH "crash"         /* the launch exited non-zero or was killed */
+#define EV_FAILURE_NONFINITE "nonfinite" /* exit MT_EXIT_NONFINITE: the loss was not finite */
+#define EV_FAILURE_HANG "hang"           /* no heartbeat progress for the timeout */
+#define EV_FAILURE_STRAGGLER "straggler" /* evicted straggler (--evict-stragglers) */
+
+/* Values of supervisor_end's "status". */
+#define EV_SUP_COMPLETED "completed"
+#define EV_SUP_STOPPED "stopped"
+#define EV_SUP_USAGE_ERROR "usage_error"
+#define EV_SUP_GAVE_UP "gave_up"
+
+/* ---- detail keys (alphabetical; units in the name or here) ---------------------------------- */
+#define EVK_ARGV "argv"               /* array of strings */
+#define EVK_ATTEMPT "attempt"         /* 1, 2, ...: the supervisor's launch number */
+#define EVK_AUX_LOSS "aux_loss"       /* MoE balancing loss, mean per (EP group, microbatch) */
+#define EVK_BACKOFF "backoff"         /* [min, max] seconds */
+#define EVK_BUSY_MS "busy_ms"         /* a rank's compute time in its last step (ms) */
+#define EVK_BYTES "bytes"             /* size of a committed checkpoint */
+#define EVK_DETECTED_AT "detected_at" /* unix seconds */
+#define EVK_DROPPED "dropped"         /* MoE (token, slot) assignments dropped */
+#define EVK_ERROR "error"             /* a message */
+#define EVK_EXIT "exit"               /* the supervisor's exit status */
+#define EVK_EXIT_CODE "exit_code"     /* the launch's exit status, -1 when signalled */
+#define EVK_FAILED_AT "failed_at"     /* unix seconds, best estimate */
+#define EVK_FAILURES "failures"       /* failures blamed on a host */
+#define EVK_FAILURES_IN_WINDOW "failures_in_window" /* failures within --restart-window */
+#define EVK_FAULT_MTBF_S "fault_mtbf_s" /* mean seconds between --fault-mtbf kills (0 = off) */
+#define EVK_FILE "file"               /* a path */
+#define EVK_GRAD_NORM "grad_norm"     /* global gradient norm */
+#define EVK_HEARTBEAT_TIMEOUT_S "heartbeat_timeout_s" /* no progress for this long = hang */
+#define EVK_HOST "host"               /* host name from --hostfile ("" = none) */
+#define EVK_IDLE_SHARE "idle_share"   /* fraction of the step a pipeline stage waited */
+#define EVK_KIND "kind"               /* failure: EV_FAILURE_*; fault: sched/fault.h names */
+#define EVK_LOAD_MS "load_ms"         /* reading a checkpoint into the trainer (after verify) */
+#define EVK_LOSS "loss"               /* training loss (mean over the global batch) */
+#define EVK_MAX_RESTARTS "max_restarts" /* --max-restarts */
+#define EVK_MEDIAN_MS "median_ms"     /* median busy_ms over the ranks */
+#define EVK_MESSAGE "message"         /* a message for a person */
+#define EVK_PATH "path"               /* a checkpoint directory */
+#define EVK_PID "pid"                 /* process id */
+#define EVK_RATIO "ratio"             /* busy_ms / median_ms */
+#define EVK_REASON "reason"           /* why the supervisor gave up, in words */
+#define EVK_RESUME "resume"           /* bool: the launch resumes (--resume auto) */
+#define EVK_SECONDS "seconds"         /* duration of the phase the kind names */
+#define EVK_SIGNAL "signal"           /* 0 = none */
+#define EVK_SLOTS_LEFT "slots_left"   /* slots on hosts not cordoned */
+#define EVK_SNAPSHOT_MS "snapshot_ms" /* the training stall of a save */
+#define EVK_SPEC "spec"               /* a fault spec as given */
+#define EVK_STAGE "stage"             /* pipeline stage (pp rank) */
+#define EVK_STATUS "status"           /* how a run or the supervisor ended */
+#define EVK_STEP "step"               /* optimizer step (after it), or the checkpoint's step */
+#define EVK_STEPS "steps"             /* consecutive slow steps */
+#define EVK_TIER "tier"               /* 0 memory, 1 run dir, 2 durable */
+#define EVK_TOKENS_CV "tokens_cv"     /* coefficient of variation of tokens per expert */
+#define EVK_TOKENS_MAX "tokens_max"   /* most (token, slot) assignments an expert got */
+#define EVK_TOKENS_MIN "tokens_min"   /* fewest (token, slot) assignments an expert got */
+#define EVK_VAL_LOSS "val_loss"       /* validation loss */
+#define EVK_VERIFY_MS "verify_ms"     /* checksumming a checkpoint before loading it */
+#define EVK_WAITED_MS "waited_ms"     /* a save waited this long for the previous one */
+#define EVK_WARNING "warning"         /* a message */
+#define EVK_WHY "why"                 /* a message */
+#define EVK_WINDOW_S "window_s"       /* --restart-window */
+#define EVK_WRITE_MS "write_ms"       /* background write + commit of a save */
+#define EVK_Z_LOSS "z_loss"           /* MoE router z-loss, mean like aux_loss */
+
+/* ---- building and logging a detail ------------------------------------------------------- */
+
+/* A new, empty detail object. Exits (mtCheck) when out of memory. */
+cJSON *ev_detail(void);
+
+/* Add key: a number. A value that is not finite becomes the string "nan", "inf" or "-inf". */
+void ev_num(cJSON *d, const char *key, double v);
+
+/* Add key: a string, any bytes (cJSON escapes quotes, backslashes, control characters). NULL is
+ * stored as JSON null. */
+void ev_str(cJSON *d, const char *key, const char *s);
+
+/* Add key: true or false. */
+void ev_bool(cJSON *d, const char *key, int b);
+
+/* Add key: an array of the n strings v[0..n-1] (an exec vector, byte for byte). */
+void ev_strv(cJSON *d, const char *key, char *const *v, int n);
+
+/* The detail as compact JSON text (malloc'd, caller frees), or NULL for d == NULL. */
+char *ev_text(const cJSON *d);
+
+/* Append one events row (kind, rank, detail as compact JSON; time = now) and free d. db NULL
+ * (a process without a run database) only frees d. kind is one of the EV_* kinds above. */
+void ev_log(rundb *db, int64_t run_id, const char *kind, int rank, cJSON *d);
+
+#endif /* MT_EVENTS_H */

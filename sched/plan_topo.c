@@ -1,0 +1,413 @@
+/*
+ * sched/plan_topo.c — where the planner's topology comes from: flags (a uniform cluster), a
+ * topology file (INI through inih; the format is in docs/placement.md), hwloc (the local node) or
+ * Slurm (the nodes of the current allocation, and its switch tree when a topology plugin is
+ * configured).
+ *
+ * Leaves are kept as indices; files and Slurm name them, so names are mapped to indices as they
+ * are met (a linear search: there are few leaves, and it runs once per node).
+ */
+#include "sched/plan.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef MT_HAVE_HWLOC
+#include <hwloc.h>
+#endif
+
+#include "core/check.h"
+
+void plan_topo_init(plan_topo *t) {
+    memset(t, 0, sizeof(*t));
+    t->scaleup_gbs = 450;
+    t->intranode_gbs = 64;
+    t->nic_gbs = 50;
+    t->oversub = 2;
+}
+
+void plan_topo_free(plan_topo *t) {
+    free(t->nodes);
+    memset(t, 0, sizeof(*t));
+}
+
+int plan_topo_add(plan_topo *t, const char *name, int gpus, int domain, int rails, int leaf) {
+    if (t->n_nodes == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->nodes = realloc(t->nodes, sizeof(plan_node) * (size_t)t->cap);
+        mtCheck(t->nodes != NULL, "out of memory growing the topology");
+    }
+    plan_node *n = &t->nodes[t->n_nodes];
+    memset(n, 0, sizeof(*n));
+    snprintf(n->name, sizeof(n->name), "%s", name);
+    n->gpus = gpus;
+    n->domain = domain;
+    n->rails = rails;
+    n->leaf = leaf;
+    if (leaf + 1 > t->n_leaves) t->n_leaves = leaf + 1;
+    return t->n_nodes++;
+}
+
+void plan_topo_uniform(plan_topo *t, int n_nodes, int gpus, int nodes_per_leaf) {
+    char name[PLAN_NAME_MAX];
+    for (int i = 0; i < n_nodes; i++) {
+        snprintf(name, sizeof(name), "node%d", i);
+        plan_topo_add(t, name, gpus, gpus, gpus < 64 ? gpus : 64,
+                      nodes_per_leaf > 0 ? i / nodes_per_leaf : 0);
+    }
+}
+
+int plan_topo_exclude(plan_topo *t, const char *list, char *err, size_t errlen) {
+    char *copy = strdup(list), *save = NULL;
+    mtCheck(copy != NULL, "out of memory");
+    for (char *h = strtok_r(copy, ", ", &save); h; h = strtok_r(NULL, ", ", &save)) {
+        int found = 0;
+        for (int i = 0; i < t->n_nodes; i++)
+            if (!strcmp(t->nodes[i].name, h)) t->nodes[i].excluded = found = 1;
+        if (!found) {
+            snprintf(err, errlen, "--exclude: no host '%s' in the topology", h);
+            free(copy);
+            return -1;
+        }
+    }
+    free(copy);
+    return 0;
+}
+
+/* ---- the topology file ----------------------------------------------------------------------- */
+
+typedef struct {
+    plan_topo *t;
+    char err[256];
+    /* the section being read: [node NAME] or [nodes PREFIX] */
+    char section[128];
+    int kind; /* 0 none/fabric, 1 node, 2 nodes */
+    int gpus, domain, rails, count, first, per_leaf;
+    char leaf[PLAN_NAME_MAX];
+    char (*leaf_names)[PLAN_NAME_MAX];
+    int n_leaf_names, leaf_cap;
+} topo_reader;
+
+static int leaf_index(topo_reader *r, const char *name) {
+    for (int i = 0; i < r->n_leaf_names; i++)
+        if (!strcmp(r->leaf_names[i], name)) return i;
+    if (r->n_leaf_names == r->leaf_cap) {
+        r->leaf_cap = r->leaf_cap ? 2 * r->leaf_cap : 16;
+        r->leaf_names = realloc(r->leaf_names, sizeof(*r->leaf_names) * (size_t)r->leaf_cap);
+        mtCheck(r->leaf_names != NULL, "out of memory");
+    }
+    snprintf(r->leaf_names[r->n_leaf_names], PLAN_NAME_MAX, "%s", name);
+    return r->n_leaf_names++;
+}
+
+/* Add the nodes of the section just finished. Returns 0 or -1 with r->err. */
+static int flush_section(topo_reader *r) {
+    if (r->kind == 0) return 0;
+    const char *what = r->section;
+    if (r->gpus < 1 || r->gpus > 4096) {
+        snprintf(r->err, sizeof(r->err), "[%s]: gpus must be in [1, 4096]", what);
+        return -1;
+    }
+    int domain = r->domain ? r->domain : r->gpus;
+    int rails = r->rails ? r->rails : (r->gpus < 64 ? r->gpus : 64);
+    if (domain < 1 || r->gpus % domain != 0) {
+        snprintf(r->err, sizeof(r->err), "[%s]: domain (%d) must divide gpus (%d)", what, domain,
+                 r->gpus);
+        return -1;
+    }
+    if (rails < 1 || rails > 64 || rails > r->gpus) {
+        snprintf(r->err, sizeof(r->err), "[%s]: rails must be in [1, min(64, gpus)], got %d",
+                 what, rails);
+        return -1;
+    }
+    const char *name = strchr(r->section, ' ') + 1;
+    if (r->kind == 1) {
+        plan_topo_add(r->t, name, r->gpus, domain, rails, leaf_index(r, r->leaf[0] ? r->leaf
+                                                                                   : "default"));
+    } else {
+        if (r->count < 1) {
+            snprintf(r->err, sizeof(r->err), "[%s]: count must be >= 1", what);
+            return -1;
+        }
+        for (int i = 0; i < r->count; i++) {
+            char nm[PLAN_NAME_MAX], lf[PLAN_NAME_MAX + 32];
+            snprintf(nm, sizeof(nm), "%s%d", name, r->first + i);
+            if (r->per_leaf > 0)
+                snprintf(lf, sizeof(lf), "%s:leaf%d", name, i / r->per_leaf);
+            else
+                snprintf(lf, sizeof(lf), "%s", r->leaf[0] ? r->leaf : "default");
+            plan_topo_add(r->t, nm, r->gpus, domain, rails, leaf_index(r, lf));
+        }
+    }
+    r->kind = 0;
+    return 0;
+}
+
+static int parse_num(topo_reader *r, const char *key, const char *v, double lo, double hi,
+                     double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    while (*end && isspace((unsigned char)*end)) end++;
+    if (end == v || *end || errno || !(x >= lo && x <= hi)) {
+        snprintf(r->err, sizeof(r->err), "[%s] %s: expected a number in [%g, %g], got '%s'",
+                 r->section, key, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int on_topo_key(void *user, const char *section, const char *key, const char *value) {
+    topo_reader *r = user;
+    if (strcmp(section, r->section) != 0) {
+        if (flush_section(r) != 0) return 0;
+        snprintf(r->section, sizeof(r->section), "%s", section);
+        r->kind = !strncmp(section, "node ", 5) && section[5] ? 1
+                  : !strncmp(section, "nodes ", 6) && section[6] ? 2 : 0;
+        if (r->kind == 0 && strcmp(section, "fabric") != 0) {
+            snprintf(r->err, sizeof(r->err), "unknown section [%s] (expected [fabric], "
+                     "[node NAME] or [nodes PREFIX])", section);
+            return 0;
+        }
+        r->gpus = r->domain = r->rails = r->count = r->first = r->per_leaf = 0;
+        r->leaf[0] = 0;
+    }
+    double x;
+    if (r->kind == 0) {
+        double *dst = !strcmp(key, "scaleup_gbs") ? &r->t->scaleup_gbs
+                      : !strcmp(key, "intranode_gbs") ? &r->t->intranode_gbs
+                      : !strcmp(key, "nic_gbs") ? &r->t->nic_gbs
+                      : !strcmp(key, "oversubscription") ? &r->t->oversub : NULL;
+        if (!dst) {
+            snprintf(r->err, sizeof(r->err), "[fabric]: unknown key '%s' (scaleup_gbs, "
+                     "intranode_gbs, nic_gbs, oversubscription)", key);
+            return 0;
+        }
+        return parse_num(r, key, value, dst == &r->t->oversub ? 1 : 1e-6, 1e9, dst) == 0;
+    }
+    if (!strcmp(key, "leaf")) {
+        snprintf(r->leaf, sizeof(r->leaf), "%s", value);
+        return 1;
+    }
+    int *dst = !strcmp(key, "gpus") ? &r->gpus : !strcmp(key, "domain") ? &r->domain
+               : !strcmp(key, "rails") ? &r->rails
+               : r->kind == 2 && !strcmp(key, "count") ? &r->count
+               : r->kind == 2 && !strcmp(key, "first") ? &r->first
+               : r->kind == 2 && !strcmp(key, "nodes_per_leaf") ? &r->per_leaf : NULL;
+    if (!dst) {
+        snprintf(r->err, sizeof(r->err), "[%s]: unknown key '%s' (gpus, domain, rails, leaf%s)",
+                 section, key, r->kind == 2 ? ", count, first, nodes_per_leaf" : "");
+        return 0;
+    }
+    if (parse_num(r, key, value, 0, 1e7, &x) != 0 || x != (int)x) {
+        if (!r->err[0])
+            snprintf(r->err, sizeof(r->err), "[%s] %s: expected an integer, got '%s'", section,
+                     key, value);
+        return 0;
+    }
+    *dst = (int)x;
+    return 1;
+}
+
+int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen) {
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        snprintf(err, errlen, "cannot read topology %s: %s", path, strerror(errno));
+        return -1;
+    }
+    topo_reader r = {.t = t};
+    int rc = ini_parse_file(fp, on_topo_key, &r);
+    fclose(fp);
+    if (rc == 0 && flush_section(&r) != 0) rc = -2;
+    free(r.leaf_names);
+    if (rc != 0) {
+        if (rc > 0)
+            snprintf(err, errlen, "%s:%d: %s", path, rc, r.err[0] ? r.err : "syntax error");
+        else
+            snprintf(err, errlen, "%s: %s", path, r.err[0] ? r.err : "cannot parse");
+        return -1;
+    }
+    if (t->n_nodes == 0) {
+        snprintf(err, errlen, "%s: no [node NAME] or [nodes PREFIX] section", path);
+        return -1;
+    }
+    for (int i = 0; i < t->n_nodes; i++)
+        for (int j = i + 1; j < t->n_nodes; j++)
+            if (!strcmp(t->nodes[i].name, t->nodes[j].name)) {
+                snprintf(err, errlen, "%s: host %s is listed twice", path, t->nodes[i].name);
+                return -1;
+            }
+    return 0;
+}
+
+/* ---- hwloc ------------------------------------------------------------------------------------ */
+
+int plan_topo_from_hwloc(plan_topo *t, char *err, size_t errlen) {
+#ifdef MT_HAVE_HWLOC
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0) {
+        snprintf(err, errlen, "hwloc: cannot initialise a topology");
+        return -1;
+    }
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(topo) != 0) {
+        hwloc_topology_destroy(topo);
+        snprintf(err, errlen, "hwloc: cannot load this machine's topology");
+        return -1;
+    }
+    int gpus = 0, nics = 0;
+    for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(topo, o)) != NULL;) {
+        if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC ||
+            (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU && o->name &&
+             (!strncmp(o->name, "nvml", 4) || !strncmp(o->name, "rsmi", 4))))
+            gpus++;
+        if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) nics++;
+    }
+    int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    int packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+    int numa = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+    hwloc_topology_destroy(topo);
+    int slots = gpus > 0 ? gpus : (cores > 0 ? cores : 1);
+    /* GPUs: one NVLink domain assumed (hwloc does not see NVSwitch); CPU slots: a package shares
+     * its memory, so one domain per package when the cores divide evenly */
+    int domain = gpus > 0 ? gpus : (packages > 0 && slots % packages == 0 ? slots / packages
+                                                                            : slots);
+    int rails = nics > 0 ? (nics < slots ? nics : slots) : 1;
+    if (rails > 64) rails = 64;
+    char host[PLAN_NAME_MAX] = "localhost";
+    gethostname(host, sizeof(host) - 1);
+    plan_topo_add(t, host, slots, domain, rails, 0);
+    fprintf(stderr, "plan: hwloc: %s: %d %s, %d package(s), %d NUMA node(s), %d RDMA NIC(s)\n",
+            host, slots, gpus > 0 ? "GPU(s)" : "cores (no GPU seen: CPU slots)", packages, numa,
+            nics);
+    (void)err;
+    (void)errlen;
+    return 0;
+#else
+    (void)t;
+    snprintf(err, errlen, "--from-hwloc: minitrain was built without libhwloc (apt-get install "
+             "libhwloc-dev, then make)");
+    return -1;
+#endif
+}
+
+/* ---- Slurm ------------------------------------------------------------------------------------ */
+
+/* A hostlist expression is passed to a shell: accept only hostname characters and brackets. */
+static int hostlist_ok(const char *s) {
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("[]-,._", *s)) return 0;
+    return 1;
+}
+
+/* Expand a Slurm hostlist ("n[1-3],gpu7") through `scontrol show hostnames`; calls fn per host. */
+static int expand_hostlist(const char *list, void (*fn)(void *, const char *), void *ctx) {
+    if (!hostlist_ok(list)) return -1;
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "scontrol show hostnames '%s' 2>/dev/null", list);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    char line[256];
+    int n = 0;
+    while (fgets(line, sizeof(line), p)) {
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[0]) {
+            fn(ctx, line);
+            n++;
+        }
+    }
+    return pclose(p) == 0 && n > 0 ? n : -1;
+}
+
+/* Slots of the i-th node from SLURM_JOB_CPUS_PER_NODE's "4(x3),2" run-length form. */
+static int cpus_of_node(const char *spec, int i) {
+    int seen = 0;
+    while (spec && *spec) {
+        char *end;
+        long v = strtol(spec, &end, 10), rep = 1;
+        if (end == spec) return -1;
+        if (!strncmp(end, "(x", 2)) {
+            rep = strtol(end + 2, &end, 10);
+            if (*end == ')') end++;
+        }
+        if (i < seen + rep) return (int)v;
+        seen += (int)rep;
+        spec = *end == ',' ? end + 1 : end;
+    }
+    return -1;
+}
+
+typedef struct {
+    plan_topo *t;
+    int idx, leaf;
+    const char *cpus;
+    int fixed;
+    int bad;
+} slurm_ctx;
+
+static void add_slurm_node(void *vctx, const char *host) {
+    slurm_ctx *c = vctx;
+    int slots = c->fixed > 0 ? c->fixed : cpus_of_node(c->cpus, c->idx);
+    if (slots < 1) {
+        c->bad = 1;
+        slots = 1;
+    }
+    plan_topo_add(c->t, host, slots, slots, slots < 64 ? slots : 64, 0);
+    c->idx++;
+}
+
+static void set_leaf(void *vctx, const char *host) {
+    slurm_ctx *c = vctx;
+    for (int i = 0; i < c->t->n_nodes; i++)
+        if (!strcmp(c->t->nodes[i].name, host)) c->t->nodes[i].leaf = c->leaf;
+}
+
+/* Leaves from `scontrol show topology`: each Level=0 switch's Nodes=... becomes one leaf. */
+static void slurm_leaves(plan_topo *t) {
+    FILE *p = popen("scontrol show topology 2>/dev/null", "r");
+    if (!p) return;
+    char line[4096];
+    slurm_ctx c = {.t = t};
+    int leaves = 0;
+    while (fgets(line, sizeof(line), p)) {
+        const char *lv = strstr(line, "Level=0"), *nodes = strstr(line, "Nodes=");
+        if (!lv || !nodes) continue;
+        char list[4096];
+        snprintf(list, sizeof(list), "%s", nodes + 6);
+        list[strcspn(list, " \r\n")] = 0;
+        c.leaf = leaves;
+        if (expand_hostlist(list, set_leaf, &c) > 0) leaves++;
+    }
+    pclose(p);
+    if (leaves > 0) t->n_leaves = leaves;
+}
+
+int plan_topo_from_slurm(plan_topo *t, char *err, size_t errlen) {
+    const char *list = getenv("SLURM_JOB_NODELIST");
+    if (!list) list = getenv("SLURM_NODELIST");
+    if (!list || !*list) {
+        snprintf(err, errlen, "--from-slurm: not inside a Slurm allocation (SLURM_JOB_NODELIST "
+                 "is unset; run under salloc or sbatch)");
+        return -1;
+    }
+    slurm_ctx c = {.t = t, .cpus = getenv("SLURM_JOB_CPUS_PER_NODE")};
+    const char *g = getenv("SLURM_GPUS_ON_NODE"), *tpn = getenv("SLURM_NTASKS_PER_NODE");
+    c.fixed = g && atoi(g) > 0 ? atoi(g) : tpn && atoi(tpn) > 0 ? atoi(tpn) : 0;
+    if (expand_hostlist(list, add_slurm_node, &c) < 0) {
+        snprintf(err, errlen, "--from-slurm: cannot expand SLURM_JOB_NODELIST '%s' with "
+                 "`scontrol show hostnames` (is scontrol on PATH?)", list);
+        return -1;
+    }
+    if (c.bad) {
+        snprintf(err, errlen, "--from-slurm: cannot tell the slots per node (set "
+                 "SLURM_NTASKS_PER_NODE, or request GPUs)");
+        return -1;
+    }
+    t->n_leaves = 1;
+    slurm_leaves(t);
+    return 0;
+}
