@@ -56,7 +56,7 @@ else
 endif
 
 define have_header
-$(shell echo '#include <$(1)>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+$(shell echo '#include <$(1)>' | $(CC) $(2) -E -x c - >/dev/null 2>&1 && echo 1)
 endef
 ifeq ($(call have_header,sqlite3.h),1)
   $(info ✓ SQLite)
@@ -78,10 +78,22 @@ ifeq ($(call have_header,microhttpd.h),1)
 else
   $(info ✗ libmicrohttpd (libmicrohttpd-dev) — run: make deps)
 endif
-ifeq ($(shell printf '\043define PCRE2_CODE_UNIT_WIDTH 8\n\043include <pcre2.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1),1)
-  $(info ✓ PCRE2 (GPT-2 pre-tokenizer))
+ifeq ($(call have_header,curl/curl.h),1)
+  $(info ✓ libcurl (gateway upstreams))
+else
+  $(info ✗ libcurl (libcurl4-openssl-dev) — run: make deps)
+endif
+ifeq ($(call have_header,pcre2.h,-DPCRE2_CODE_UNIT_WIDTH=8),1)
+  $(info ✓ PCRE2 (gateway content rules, GPT-2 pre-tokenizer))
 else
   $(info ✗ PCRE2 (libpcre2-dev) — run: make deps)
+endif
+# the gateway's PII guard uses safety/pii.c when the tree has it (branch pii)
+ifneq ($(wildcard safety/pii.c),)
+  CFLAGS_BASE += -DMT_HAVE_PII
+  $(info ✓ safety/pii (gateway PII guard))
+else
+  $(info ✗ safety/pii.c not in this tree: the gateway's pii = mask is refused)
 endif
 # API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp, PII hash tokens are
 # HMAC-SHA256 (safety/pii.c): OpenSSL's libcrypto
@@ -146,7 +158,7 @@ ifeq ($(GPU),1)
   endif
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcrypto -lhiredis -lpcre2-8 -lpthread -lm
+LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhiredis -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
@@ -184,8 +196,8 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 # What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
 # most of a gigabyte that a newcomer running the demo should not wait for.
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
-           libmicrohttpd-dev libpcre2-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev \
-           libhwloc-dev
+           libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev libhwloc-dev \
+           libcurl4-openssl-dev libpcre2-dev
 DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge
 # Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
 # tokenizer tests' reference) are checked by command:

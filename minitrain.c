@@ -28,6 +28,7 @@ static const subcommand COMMANDS[] = {
     {"plan", cmd_plan, "place ranks on a topology: rankfile + predicted comm time per step"},
     {"simulate", cmd_simulate, "Monte Carlo ETTR at cluster scale (Young/Daly interval)"},
     {"serve", cmd_serve, "serve a trained run over HTTP (OpenAI completions API)"},
+    {"gateway", cmd_gateway, "AI gateway in front of servers: fallback, ejection, keys, limits"},
     {"scrub", cmd_scrub, "remove PII and secrets from text (mask, keyed hash, drop-line)"},
     {"ckpt", cmd_ckpt, "list, verify and export checkpoints (ls|verify|export)"},
     {"bench", cmd_bench, "micro-benchmarks: `bench gemm` measures the sgemm peak"},

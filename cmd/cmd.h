@@ -50,6 +50,11 @@ int cmd_plan(int argc, char **argv);
  * (gateway/server.h), until SIGINT or SIGTERM. */
 int cmd_serve(int argc, char **argv);
 
+/* `minitrain gateway --config FILE | --port P --upstream NAME=URL ... --route MODEL=A,B ...`: the
+ * AI gateway (gateway/gw_proxy.h) until SIGINT or SIGTERM; `minitrain gateway keys ...` runs
+ * cmd_gateway_keys. 2 for a bad flag or configuration. */
+int cmd_gateway(int argc, char **argv);
+
 /* `minitrain gateway keys add|ls|revoke|disable|enable|audit --keys-db FILE [options]`: the key
  * manager of the gateway (gateway/gw_keys.h). argv[0] is "keys" (called by `minitrain gateway`
  * with its argv from "keys" on). `add` prints the new key alone on its last stdout line. */

@@ -47,6 +47,8 @@
 #define EV_GIVE_UP "give_up"                   /* (0, -1) failures_in_window, max_restarts, or
                                                   reason */
 #define EV_CORDON "cordon"                     /* (0, blamed rank) host, failures, slots_left */
+#define EV_SLURM_DRAIN "slurm_drain"           /* (0, blamed rank) host, ok (bool: scontrol drained it),
+                                               * why (the reason given to Slurm) */
 #define EV_BACKOFF "backoff"                   /* (0, -1) attempt, seconds */
 #define EV_SUPERVISOR_END "supervisor_end"     /* (0, -1) exit, status (EV_SUP_*) */
 /* the trainer, train/trainer.c and train/cmd_train.c (world rank 0 unless said) */
@@ -112,6 +114,7 @@
 #define EVK_MAX_RESTARTS "max_restarts" /* --max-restarts */
 #define EVK_MEDIAN_MS "median_ms"     /* median busy_ms over the ranks */
 #define EVK_MESSAGE "message"         /* a message for a person */
+#define EVK_OK "ok"                   /* bool: the action succeeded */
 #define EVK_PATH "path"               /* a checkpoint directory */
 #define EVK_PID "pid"                 /* process id */
 #define EVK_RATIO "ratio"             /* busy_ms / median_ms */

@@ -345,12 +345,16 @@ typedef struct {
 } failure;
 
 /* The supervisor's call-in to Slurm (sched/slurm.h): drain a cordoned host in Slurm too, with
- * the failure as the reason, and record it (event "slurm_drain", ok 0/1) in run.db. */
+ * the failure as the reason, and record it (event EV_SLURM_DRAIN) in run.db. */
 static void slurm_cordon(sup *s, int host, const failure *f) {
     char why[300], err[512];
     snprintf(why, sizeof(why), "%s of rank %d blamed twice (%s)", f->kind, f->rank, f->why);
     int ok = slurm_drain(s->hosts.name[host], why, err, sizeof(err)) == 0;
-    event(s, "slurm_drain", f->rank, "{\"host\":\"%s\",\"ok\":%d}", s->hosts.name[host], ok);
+    cJSON *d = ev_detail();
+    ev_str(d, EVK_HOST, s->hosts.name[host]);
+    ev_bool(d, EVK_OK, ok);
+    ev_str(d, EVK_WHY, why);
+    event(s, EV_SLURM_DRAIN, f->rank, d);
     if (ok) say("drained %s in Slurm (reason \"minitrain: %s\")", s->hosts.name[host], why);
     else mt_warn("run: could not drain %s in Slurm: %s", s->hosts.name[host], err);
 }

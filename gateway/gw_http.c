@@ -1,0 +1,764 @@
+/*
+ * gateway/gw_http.c — the gateway's HTTP side (libmicrohttpd), its active health thread and its
+ * lifecycle.
+ *
+ * Why it is shaped so:
+ *   - Like `serve` (gateway/server.c), MHD runs one thread per connection, and that thread runs
+ *     the whole exchange, upstream transfers included (gw_route.c): blocking code, bounded by
+ *     MHD's connection limit, with no hand-off between threads on the hot path.
+ *   - Everything decidable from the headers is decided on MHD's first call, before the body is
+ *     read: the path (404), authentication (401, gw_keys_check), role (403), method (405) and a
+ *     Content-Length over max_body (413). The body is then parsed once (cJSON); the model, the
+ *     key's model list, the max_tokens cap and the prompt guards are checked before the rate
+ *     limiter reserves anything, so a refused request costs the key nothing.
+ *   - The reservation is settled with the upstream's reported usage when the answer went out
+ *     complete, and released in every other case (error, upstream failure, client gone) — in the
+ *     request-completed callback, which MHD calls exactly once per request whatever happened.
+ *   - /health needs no key (load balancers probe it); /metrics and /v1/models need a key of any
+ *     role, inference needs user or admin, /admin/keys is gw_keys.c's (it enforces admin).
+ *   - Privacy: the access log holds ids, counts, statuses and timings — never a prompt, a
+ *     completion or a key (only the key's public id).
+ */
+#include "gateway/gw_impl.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { EP_HEALTH, EP_METRICS, EP_MODELS, EP_COMPLETIONS, EP_CHAT, EP_ADMIN, EP_OTHER };
+
+/* Per-request state (MHD's con_cls). */
+typedef struct {
+    int ep;
+    char method[8];
+    char path[160];
+    char model_id[128]; /* GET /v1/models/ID */
+    gw_buf body;
+    int too_large;
+    size_t discarded;
+    double t0;
+    int status;         /* the status queued, 0 = none yet */
+    gw_key_info key;
+    int have_key;
+    gw_exchange x;
+    int have_x;
+    gw_admission adm;
+    int have_res;       /* a reservation to settle or release */
+    long reserved;      /* its tokens */
+    atomic_int refs;    /* the request + (when streaming) the response */
+    char req_id[48];
+} conn;
+
+static void conn_unref(conn *cc) {
+    if (atomic_fetch_sub(&cc->refs, 1) != 1) return;
+    if (cc->have_x) gw_exchange_free(&cc->x);
+    gw_buf_free(&cc->body);
+    free(cc);
+}
+
+/* ---- replies ----------------------------------------------------------------------------------- */
+
+static void ratelimit_headers(conn *cc, struct MHD_Response *r) {
+    if (!cc->have_key) return;
+    char v[32];
+    if (cc->adm.limit_requests > 0) {
+        snprintf(v, sizeof(v), "%ld", cc->adm.limit_requests);
+        MHD_add_response_header(r, "x-ratelimit-limit-requests", v);
+        snprintf(v, sizeof(v), "%ld", cc->adm.remaining_requests);
+        MHD_add_response_header(r, "x-ratelimit-remaining-requests", v);
+    }
+    if (cc->adm.limit_tokens > 0) {
+        snprintf(v, sizeof(v), "%ld", cc->adm.limit_tokens);
+        MHD_add_response_header(r, "x-ratelimit-limit-tokens", v);
+        snprintf(v, sizeof(v), "%ld", cc->adm.remaining_tokens);
+        MHD_add_response_header(r, "x-ratelimit-remaining-tokens", v);
+    }
+}
+
+/* Queue body (ownership taken). retry_after: "" or NULL = none. */
+static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, const char *ctype,
+                             gw_buf *body, const char *retry_after) {
+    struct MHD_Response *r;
+    if (body->len == 0) {
+        gw_buf_free(body);
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    } else {
+        r = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
+        memset(body, 0, sizeof(*body));
+    }
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, "x-request-id", cc->req_id);
+    if (retry_after && *retry_after) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER,
+                                                             retry_after);
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 405)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
+                                cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT ? "POST"
+                                                                              : "GET, HEAD");
+    ratelimit_headers(cc, r);
+    enum MHD_Result q = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (q == MHD_YES) cc->status = status;
+    return q;
+}
+
+static enum MHD_Result reply_json(conn *cc, struct MHD_Connection *c, int status, gw_buf *b,
+                                  const char *retry_after) {
+    return reply(cc, c, status, "application/json", b, retry_after);
+}
+
+static enum MHD_Result fail(conn *cc, struct MHD_Connection *c, int status, const char *type,
+                            const char *param, const char *code, const char *retry_after,
+                            const char *fmt, ...) MT_PRINTF(8, 9);
+static enum MHD_Result fail(conn *cc, struct MHD_Connection *c, int status, const char *type,
+                            const char *param, const char *code, const char *retry_after,
+                            const char *fmt, ...) {
+    gw_error e;
+    memset(&e, 0, sizeof(e));
+    e.status = status;
+    e.type = type;
+    e.code = code;
+    if (param) snprintf(e.param, sizeof(e.param), "%s", param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof(e.message), fmt, ap);
+    va_end(ap);
+    gw_buf b = {0};
+    gw_error_json(&b, &e);
+    return reply_json(cc, c, status, &b, retry_after);
+}
+
+/* ---- helpers ------------------------------------------------------------------------------------ */
+
+static int route_of(const char *url, char *model_id, size_t cap) {
+    model_id[0] = 0;
+    if (!strcmp(url, "/health")) return EP_HEALTH;
+    if (!strcmp(url, "/metrics")) return EP_METRICS;
+    if (!strcmp(url, "/v1/models")) return EP_MODELS;
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) {
+        snprintf(model_id, cap, "%s", url + 11);
+        return EP_MODELS;
+    }
+    if (!strcmp(url, "/v1/completions")) return EP_COMPLETIONS;
+    if (!strcmp(url, "/v1/chat/completions")) return EP_CHAT;
+    if (!strncmp(url, "/admin/", 7)) return EP_ADMIN; /* gw_admin_handle knows its paths */
+    return EP_OTHER;
+}
+
+static int find_route(gw_gateway *g, const char *name) {
+    for (int r = 0; r < g->cfg.n_routes; r++)
+        if (!strcmp(g->cfg.routes[r].name, name)) return r;
+    return -1;
+}
+
+/* the client's X-Request-Id when it is tame, else a fresh one */
+static void request_id(gw_gateway *g, struct MHD_Connection *c, char *out, size_t cap) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = h ? strlen(h) : 0;
+    int ok = n > 0 && n < 41;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = isalnum((unsigned char)h[i]) || h[i] == '-' || h[i] == '_' || h[i] == '.';
+    if (ok) {
+        snprintf(out, cap, "%s", h);
+        return;
+    }
+    pthread_mutex_lock(&g->rng_mu);
+    uint64_t v = rng_u64(&g->rng);
+    pthread_mutex_unlock(&g->rng_mu);
+    snprintf(out, cap, "gw-%016llx", (unsigned long long)v);
+}
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* ---- GET endpoints ------------------------------------------------------------------------------- */
+
+static int healthy_routes(gw_gateway *g) {
+    int n = 0;
+    for (int r = 0; r < g->cfg.n_routes; r++) n += gw_route_available(g, r) > 0;
+    return n;
+}
+
+static enum MHD_Result handle_get(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
+    gw_buf b = {0};
+    if (cc->ep == EP_HEALTH) {
+        int n = healthy_routes(g);
+        gw_buf_printf(&b, "{\"status\":\"%s\",\"models\":{", n ? "ok" : "unavailable");
+        for (int r = 0; r < g->cfg.n_routes; r++) {
+            gw_buf_printf(&b, "%s", r ? "," : "");
+            gw_buf_json_string(&b, (const uint8_t *)g->cfg.routes[r].name,
+                               strlen(g->cfg.routes[r].name));
+            gw_buf_printf(&b, ":%d", gw_route_available(g, r));
+        }
+        gw_buf_puts(&b, "}}");
+        return reply_json(cc, c, n ? 200 : 503, &b, n ? NULL : "1");
+    }
+    if (cc->ep == EP_METRICS) {
+        gw_mx_render(g, &b);
+        return reply(cc, c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL);
+    }
+    /* /v1/models: the public names this key may call */
+    int one = cc->model_id[0] != 0, found = 0;
+    if (!one) gw_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    for (int r = 0; r < g->cfg.n_routes; r++) {
+        const char *name = g->cfg.routes[r].name;
+        if (cc->have_key && !gw_key_allows_model(&cc->key, name)) continue;
+        if (one && strcmp(name, cc->model_id)) continue;
+        if (found++) gw_buf_puts(&b, ",");
+        gw_buf_puts(&b, "{\"id\":");
+        gw_buf_json_string(&b, (const uint8_t *)name, strlen(name));
+        gw_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\"}",
+                      g->started);
+    }
+    if (one && !found) {
+        gw_buf_free(&b);
+        return fail(cc, c, 404, "invalid_request_error", "model", "model_not_found", NULL,
+                    "The model '%.64s' does not exist", cc->model_id);
+    }
+    if (!one) gw_buf_puts(&b, "]}");
+    return reply_json(cc, c, 200, &b, NULL);
+}
+
+/* ---- POST /v1/completions and /v1/chat/completions ------------------------------------------------- */
+
+/* bytes of prompt text: what a request reserves for its prompt (exact for byte-level tokenizers,
+ * an over-estimate for BPE; the settle after the answer charges the real usage) */
+static long prompt_size(const cJSON *req, int chat) {
+    long n = 0;
+    const cJSON *it;
+    if (!chat) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(req, "prompt");
+        if (cJSON_IsString(p)) return (long)strlen(p->valuestring);
+        cJSON_ArrayForEach(it, p) {
+            if (cJSON_IsString(it)) n += (long)strlen(it->valuestring);
+            else if (cJSON_IsNumber(it)) n++;
+            else if (cJSON_IsArray(it)) n += cJSON_GetArraySize(it);
+        }
+        return n;
+    }
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(req, "messages")) {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (cJSON_IsString(content)) n += (long)strlen(content->valuestring) + 16;
+        cJSON_ArrayForEach(it, content) {
+            const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "text");
+            if (cJSON_IsString(t)) n += (long)strlen(t->valuestring);
+        }
+    }
+    return n;
+}
+
+/* max_tokens under the gateway's cap and the key's, whichever is smaller: *max_tokens is what
+ * the request reserves. Returns 1 when it answered the request (400; *answered = MHD's result). */
+static int cap_max_tokens(gw_gateway *g, conn *cc, struct MHD_Connection *c, cJSON *req, int chat,
+                          long *max_tokens, enum MHD_Result *answered) {
+    const char *mt_name = "max_tokens";
+    cJSON *mt = cJSON_GetObjectItemCaseSensitive(req, "max_tokens");
+    if (!mt && chat) {
+        mt = cJSON_GetObjectItemCaseSensitive(req, "max_completion_tokens");
+        if (mt) mt_name = "max_completion_tokens";
+    }
+    long cap = g->cfg.pol.max_tokens;
+    if (cc->have_key && cc->key.max_tokens > 0 && (cap == 0 || cc->key.max_tokens < cap))
+        cap = cc->key.max_tokens;
+    *max_tokens = g->cfg.pol.default_max_tokens;
+    if (mt && !cJSON_IsNull(mt)) {
+        if (!cJSON_IsNumber(mt) || mt->valuedouble < 1 || mt->valuedouble != floor(mt->valuedouble)) {
+            *answered = fail(cc, c, 400, "invalid_request_error", mt_name, "invalid_value", NULL,
+                             "'%s' must be an integer >= 1", mt_name);
+            return 1;
+        }
+        *max_tokens = (long)mt->valuedouble;
+        if (cap > 0 && *max_tokens > cap) {
+            *answered = fail(cc, c, 400, "invalid_request_error", mt_name, "max_tokens_too_large",
+                             NULL, "'%s' = %ld is over this %s's cap of %ld", mt_name, *max_tokens,
+                             cap == g->cfg.pol.max_tokens ? "gateway" : "key", cap);
+            return 1;
+        }
+    } else if (cap > 0) { /* no max_tokens under a cap: send one, so the cap holds upstream */
+        if (*max_tokens > cap) *max_tokens = cap;
+        cJSON_AddNumberToObject(req, "max_tokens", (double)*max_tokens);
+    }
+    return 0;
+}
+
+static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connection *c);
+
+static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
+    int chat = cc->ep == EP_CHAT;
+    cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
+    gw_buf_free(&cc->body);
+    if (!cJSON_IsObject(req)) {
+        cJSON_Delete(req);
+        return fail(cc, c, 400, "invalid_request_error", NULL, "invalid_json", NULL,
+                    "the request body is not a JSON object");
+    }
+    gw_exchange *x = &cc->x;
+    memset(x, 0, sizeof(*x));
+    x->req = req;
+    cc->have_x = 1;
+    x->g = g;
+    x->chat = chat;
+    x->t0 = cc->t0;
+    x->client_fd = conn_fd(c);
+    x->route = -1;
+    snprintf(x->req_id, sizeof(x->req_id), "%s", cc->req_id);
+    if (cc->have_key) snprintf(x->key_id, sizeof(x->key_id), "%s", cc->key.id);
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(req, "model");
+    if (!cJSON_IsString(model))
+        return fail(cc, c, 400, "invalid_request_error", "model", "missing_model", NULL,
+                    "'model' (a string) is required");
+    x->route = find_route(g, model->valuestring);
+    if (x->route < 0 || (cc->have_key && !gw_key_allows_model(&cc->key, model->valuestring))) {
+        int known = x->route >= 0;
+        x->route = -1;
+        if (known)
+            return fail(cc, c, 403, "permission_error", "model", "model_not_allowed", NULL,
+                        "this key may not use model '%.64s'", model->valuestring);
+        return fail(cc, c, 404, "invalid_request_error", "model", "model_not_found", NULL,
+                    "The model '%.64s' does not exist (GET /v1/models lists them)",
+                    model->valuestring);
+    }
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(req, "stream");
+    x->stream = cJSON_IsTrue(st);
+    const cJSON *inc = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(req, "stream_options"), "include_usage");
+    x->client_usage = cJSON_IsTrue(inc);
+    long max_tokens;
+    enum MHD_Result answered;
+    if (cap_max_tokens(g, cc, c, req, chat, &max_tokens, &answered)) return answered;
+    int changed;
+    const char *rule;
+    if (gw_guard_prompt(g->rules, req, chat, &changed, &rule)) {
+        pthread_mutex_lock(&g->mx.mu);
+        g->mx.blocked_prompts++;
+        pthread_mutex_unlock(&g->mx.mu);
+        gw_log(g, "req=%s prompt refused by content rule '%s'", cc->req_id, rule);
+        return fail(cc, c, 400, "invalid_request_error", NULL, "content_policy_violation", NULL,
+                    "the request was refused by the gateway's content policy (rule '%s')", rule);
+    }
+    if (g->lim && cc->have_key) {
+        long tokens = prompt_size(req, chat) + max_tokens;
+        int lr = gw_limiter_reserve(g->lim, &cc->key, tokens, &cc->adm);
+        if (lr == GW_LIMIT_TOO_LARGE)
+            return fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
+                        NULL, "this request reserves %ld tokens (prompt + max_tokens), more than "
+                        "the key's limit of %ld tokens per minute", tokens, cc->adm.limit_tokens);
+        if (lr == GW_LIMIT_UNAVAILABLE && !cc->adm.admitted)
+            return fail(cc, c, 503, "server_error", NULL, "rate_limiter_unavailable", "1",
+                        "the rate limiter is unavailable (Redis down, redis_fail = closed); "
+                        "retry later");
+        if (!cc->adm.admitted) {
+            gw_mx_rate_limited(&g->mx, cc->key.id);
+            char ra[32];
+            snprintf(ra, sizeof(ra), "%d", (int)ceil(cc->adm.retry_after_s > 0
+                                                        ? cc->adm.retry_after_s : 1));
+            return fail(cc, c, 429, "rate_limit_error", NULL, "rate_limit_exceeded", ra,
+                        "rate limit reached for this key (requests/min, tokens/min or concurrent "
+                        "requests); retry after %s s", ra);
+        }
+        cc->have_res = 1;
+        cc->reserved = tokens;
+    }
+    int rc = gw_proxy_run(x);
+    if (rc < 0) return MHD_NO; /* the client is gone: nobody to answer */
+    if (rc == 1) return stream_reply(g, cc, c);
+    gw_buf b = x->body;
+    memset(&x->body, 0, sizeof(x->body));
+    return reply_json(cc, c, x->status, &b, x->retry_after);
+}
+
+static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    conn *cc = cls;
+    long n = gw_stream_read(&cc->x, buf, max);
+    if (n > 0) return (ssize_t)n;
+    return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_free(void *cls) { conn_unref(cls); }
+
+static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
+    (void)g;
+    atomic_fetch_add(&cc->refs, 1);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_cb, cc, stream_free);
+    if (!r) {
+        conn_unref(cc);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "x-request-id", cc->req_id);
+    ratelimit_headers(cc, r);
+    enum MHD_Result q = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    if (q == MHD_YES) cc->status = 200;
+    return q;
+}
+
+/* ---- /admin/keys ------------------------------------------------------------------------------------- */
+
+static enum MHD_Result handle_admin(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
+    if (!g->keys)
+        return fail(cc, c, 404, "invalid_request_error", NULL, "admin_disabled", NULL,
+                    "the admin API needs a keys database (start the gateway with --keys-db)");
+    char *json = NULL;
+    int status = gw_admin_handle(g->keys, &cc->key, cc->method, cc->path,
+                                 cc->body.p ? cc->body.p : "", cc->body.len, &json);
+    gw_buf b = {0};
+    if (json) gw_buf_puts(&b, json);
+    free(json);
+    return reply_json(cc, c, status, &b, NULL);
+}
+
+/* ---- MHD callbacks -------------------------------------------------------------------------------------- */
+
+static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection *c,
+                                  const char *url, const char *method) {
+    cc->ep = route_of(url, cc->model_id, sizeof(cc->model_id));
+    if (cc->ep == EP_OTHER)
+        return fail(cc, c, 404, "invalid_request_error", NULL, "unknown_url", NULL,
+                    "unknown path %.64s (endpoints: POST /v1/completions, POST "
+                    "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics, "
+                    "/admin/...)", url);
+    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (cc->ep != EP_HEALTH && g->keys) {
+        const char *auth =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        int a = gw_keys_check(g->keys, auth, &cc->key);
+        if (a == GW_AUTH_UNAVAILABLE)
+            return fail(cc, c, 503, "server_error", NULL, "keys_unavailable", "1",
+                        "the key database cannot be read right now; retry shortly");
+        if (a != GW_AUTH_OK) {
+            const char *why = a == GW_AUTH_MISSING   ? "no API key (send 'Authorization: Bearer KEY')"
+                              : a == GW_AUTH_EXPIRED ? "this API key has expired"
+                              : a == GW_AUTH_DISABLED ? "this API key is disabled"
+                                                      : "incorrect API key";
+            return fail(cc, c, 401, "invalid_request_error", NULL, "invalid_api_key", NULL, "%s",
+                        why);
+        }
+        cc->have_key = 1;
+    }
+    if (cc->ep == EP_ADMIN) {
+        if (strcmp(method, "GET") && strcmp(method, "POST") && strcmp(method, "DELETE"))
+            return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
+                        "method %.16s is not allowed on %s", method, url);
+    } else if (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT) {
+        if (strcmp(method, "POST"))
+            return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
+                        "method %.16s is not allowed on %s", method, url);
+        if (cc->have_key && !gw_key_can_generate(&cc->key))
+            return fail(cc, c, 403, "permission_error", NULL, "insufficient_role", NULL,
+                        "a viewer key may not call models (needs role user or admin)");
+    } else {
+        if (!is_get)
+            return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
+                        "method %.16s is not allowed on %s", method, url);
+        return handle_get(g, cc, c);
+    }
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)g->cfg.pol.max_body)
+        return fail(cc, c, 413, "invalid_request_error", NULL, "request_too_large", NULL,
+                    "the request body is %s bytes; the limit is %ld (max_body)", cl,
+                    g->cfg.pol.max_body);
+    return MHD_YES; /* MHD reads the body now */
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    (void)version;
+    gw_gateway *g = cls;
+    conn *cc = *con_cls;
+    if (!cc) {
+        cc = callocCheck(1, sizeof(conn));
+        atomic_init(&cc->refs, 1);
+        *con_cls = cc;
+        cc->t0 = gw_now();
+        snprintf(cc->method, sizeof(cc->method), "%s", method);
+        snprintf(cc->path, sizeof(cc->path), "%s", url);
+        request_id(g, c, cc->req_id, sizeof(cc->req_id));
+        return first_call(g, cc, c, url, method);
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (!cc->too_large && cc->body.len + n <= (size_t)g->cfg.pol.max_body) {
+            gw_buf_put(&cc->body, upload_data, n);
+            return MHD_YES;
+        }
+        cc->too_large = 1; /* a chunked body past the limit: counted, not kept */
+        gw_buf_free(&cc->body);
+        cc->discarded += n;
+        return cc->discarded > 16 * (size_t)g->cfg.pol.max_body ? MHD_NO : MHD_YES;
+    }
+    if (cc->status) return MHD_YES;
+    if (cc->too_large)
+        return fail(cc, c, 413, "invalid_request_error", NULL, "request_too_large", NULL,
+                    "the request body is over the limit of %ld bytes (max_body)",
+                    g->cfg.pol.max_body);
+    if (cc->ep == EP_ADMIN) return handle_admin(g, cc, c);
+    return handle_inference(g, cc, c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    gw_gateway *g = cls;
+    conn *cc = *con_cls;
+    if (!cc) return;
+    *con_cls = NULL;
+    double now = gw_now();
+    int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    int status = ok ? cc->status : 499; /* nginx's "client closed request" */
+    gw_exchange *x = &cc->x;
+    int route = cc->have_x ? x->route : -1;
+    int upstream = cc->have_x ? x->upstream : -1;
+    int complete = ok && status == 200 && (!x->committed || x->phase == GW_PH_END);
+    if (cc->have_res) {
+        if (complete) {
+            long used = 0; /* the upstream's usage; without one, the whole reservation */
+            if (x->prompt_tokens > 0) used += x->prompt_tokens;
+            if (x->completion_tokens > 0) used += x->completion_tokens;
+            if (x->prompt_tokens < 0 && x->completion_tokens < 0) used = cc->reserved;
+            gw_limiter_settle(g->lim, cc->adm.reservation, used);
+        } else {
+            gw_limiter_release(g->lim, cc->adm.reservation);
+        }
+        pthread_mutex_lock(&g->mx.mu);
+        if (complete) g->mx.settled++;
+        else g->mx.released++;
+        pthread_mutex_unlock(&g->mx.mu);
+    }
+    if (cc->have_x && x->committed && !ok) { /* the client left a stream: upstream cancelled below */
+        pthread_mutex_lock(&g->mx.mu);
+        g->mx.stream_cancelled++;
+        pthread_mutex_unlock(&g->mx.mu);
+    }
+    if (status >= 100 && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN))
+        gw_mx_request(&g->mx, cc->have_key ? cc->key.id : "", route, upstream, status);
+    if (route >= 0 && complete) {
+        pthread_mutex_lock(&g->mx.mu);
+        gw_mx_observe(&g->mx.latency[route], now - cc->t0);
+        if (x->ttft >= 0) gw_mx_observe(&g->mx.ttft[route], x->ttft);
+        if (x->prompt_tokens > 0) g->mx.tokens_in[route] += (uint64_t)x->prompt_tokens;
+        if (x->completion_tokens > 0) g->mx.tokens_out[route] += (uint64_t)x->completion_tokens;
+        pthread_mutex_unlock(&g->mx.mu);
+    }
+    if (!g->cfg.quiet && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN)) {
+        char ttft[32] = "";
+        if (cc->have_x && x->ttft >= 0) snprintf(ttft, sizeof(ttft), " ttft_ms=%.1f", 1e3 * x->ttft);
+        fprintf(stderr, "minitrain: gateway: req=%s key=%s %s %s model=%s status=%d upstream=%s "
+                        "attempts=%s stream=%d tokens=%ld/%ld ms=%.1f%s\n",
+                cc->req_id, cc->have_key ? cc->key.id : "-", cc->method, cc->path,
+                route >= 0 ? g->cfg.routes[route].name : "-", status,
+                upstream >= 0 ? g->cfg.up[upstream].name : "-",
+                cc->have_x && x->log.len ? x->log.p : "-", cc->have_x ? x->stream : 0,
+                cc->have_x ? x->prompt_tokens : -1, cc->have_x ? x->completion_tokens : -1,
+                1e3 * (now - cc->t0), ttft);
+    }
+    if (cc->have_x) { /* give back the upstream call (a cut stream: cancelled upstream) now */
+        gw_exchange_free(x);
+        cc->have_x = 0;
+    }
+    conn_unref(cc);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    /* our handler returns MHD_NO on purpose when the client left mid-request (the access log
+     * already says 499); MHD calls that an "internal error" — not worth a second line */
+    if (strstr(msg, "Application reported internal error")) return;
+    fprintf(stderr, "minitrain: gateway: libmicrohttpd: %s\n", msg);
+}
+
+/* ---- active health ------------------------------------------------------------------------------------- */
+
+static void health_round(gw_gateway *g) {
+    for (int u = 0; u < g->cfg.n_up && !atomic_load(&g->stopping); u++) {
+        gw_upstream *up = &g->up[u];
+        int code = gw_http_get_status(up->url_health, g->cfg.pol.health_timeout_s);
+        int ok = code == 200;
+        pthread_mutex_lock(&up->mu);
+        int was_down = up->h.active_down;
+        gw_health_active(&up->h, &g->cfg.pol, ok, gw_now());
+        pthread_mutex_unlock(&up->mu);
+        if (ok && was_down)
+            gw_log(g, "upstream %s passes its health check again", up->cfg.name);
+        else if (!ok && !was_down)
+            gw_log(g, "upstream %s fails its health check (%s): out of service", up->cfg.name,
+                   code ? (code == 503 ? "503, loading or overloaded" : "not 200")
+                        : "no answer");
+    }
+}
+
+static void *health_main(void *arg) {
+    gw_gateway *g = arg;
+    pthread_mutex_lock(&g->stop_mu);
+    while (!atomic_load(&g->stopping)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double t = ts.tv_sec + ts.tv_nsec * 1e-9 + g->cfg.pol.health_interval_s;
+        ts.tv_sec = (time_t)t;
+        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+        pthread_cond_timedwait(&g->stop_cv, &g->stop_mu, &ts);
+        if (atomic_load(&g->stopping)) break;
+        pthread_mutex_unlock(&g->stop_mu);
+        health_round(g);
+        pthread_mutex_lock(&g->stop_mu);
+    }
+    pthread_mutex_unlock(&g->stop_mu);
+    return NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------------------ */
+
+static void free_parts(gw_gateway *g) {
+    for (int u = 0; u < g->cfg.n_up; u++) pthread_mutex_destroy(&g->up[u].mu);
+    while (g->pool) {
+        gw_call *c = g->pool;
+        g->pool = c->next;
+        curl_easy_cleanup(c->easy);
+        curl_multi_cleanup(c->multi);
+        gw_buf_free(&c->body);
+        gw_sse_free(&c->sse);
+        free(c);
+    }
+    gw_rules_free(g->rules);
+    if (g->lim) gw_limiter_free(g->lim);
+    if (g->keys) gw_keys_close(g->keys);
+    gw_mx_destroy(&g->mx);
+    pthread_mutex_destroy(&g->budget_mu);
+    pthread_mutex_destroy(&g->pool_mu);
+    pthread_mutex_destroy(&g->rng_mu);
+    pthread_mutex_destroy(&g->stop_mu);
+    pthread_cond_destroy(&g->stop_cv);
+    free(g);
+}
+
+gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
+    static int curl_ready = 0;
+    if (!curl_ready) { /* not thread-safe: the first start happens before any other thread */
+        mtCheck(curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK, "libcurl failed to start");
+        curl_ready = 1;
+    }
+    gw_gateway *g = callocCheck(1, sizeof(gw_gateway));
+    g->cfg = *cfg;
+    atomic_init(&g->stopping, 0);
+    pthread_mutex_init(&g->budget_mu, NULL);
+    pthread_mutex_init(&g->pool_mu, NULL);
+    pthread_mutex_init(&g->rng_mu, NULL);
+    pthread_mutex_init(&g->stop_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->stop_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    gw_mx_init(&g->mx);
+    rng_seed(&g->rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)g);
+    g->started = (long)time(NULL);
+    double now = gw_now();
+    for (int u = 0; u < cfg->n_up; u++) {
+        gw_upstream *up = &g->up[u];
+        up->cfg = cfg->up[u];
+        pthread_mutex_init(&up->mu, NULL);
+        gw_health_init(&up->h, now);
+        const char *base = cfg->up[u].url; /* (the caller's copy: no overlap with *up) */
+        snprintf(up->url_completions, sizeof(up->url_completions), "%s/v1/completions", base);
+        snprintf(up->url_chat, sizeof(up->url_chat), "%s/v1/chat/completions", base);
+        snprintf(up->url_health, sizeof(up->url_health), "%s/health", base);
+    }
+    g->rules = gw_rules_new(cfg, err, errlen);
+    if (!g->rules) {
+        free_parts(g);
+        return NULL;
+    }
+    if (cfg->keys_db[0]) {
+        char e2[512];
+        g->keys = gw_keys_open(cfg->keys_db, e2, sizeof(e2));
+        if (!g->keys) {
+            snprintf(err, errlen, "keys_db '%s': %s", cfg->keys_db, e2);
+            free_parts(g);
+            return NULL;
+        }
+        g->lim = gw_limiter_new(cfg->redis[0] ? cfg->redis : NULL, cfg->redis_fail_open, e2,
+                                sizeof(e2));
+        if (!g->lim) {
+            snprintf(err, errlen, "rate limiter%s%s: %s", cfg->redis[0] ? " at redis " : "",
+                     cfg->redis, e2);
+            free_parts(g);
+            return NULL;
+        }
+    }
+    if (cfg->pol.health_interval_s > 0) health_round(g); /* know the upstreams before serving */
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof(port), "%d", cfg->port);
+    int rc = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resolve host '%s': %s", cfg->host, gai_strerror(rc));
+        free_parts(g);
+        return NULL;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    g->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, g,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* must come first */
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->pol.client_timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, g,
+                            MHD_OPTION_CONNECTION_LIMIT, 1024u,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!g->d) {
+        snprintf(err, errlen, "cannot listen on %s:%d (port in use, or no permission?)",
+                 cfg->host, cfg->port);
+        free_parts(g);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(g->d, MHD_DAEMON_INFO_BIND_PORT);
+    g->port = di ? di->port : cfg->port;
+    if (cfg->pol.health_interval_s > 0) {
+        mtCheck(pthread_create(&g->health_thread, NULL, health_main, g) == 0,
+                "cannot start the health-check thread");
+        g->health_started = 1;
+    }
+    return g;
+}
+
+int gw_gateway_port(const gw_gateway *g) { return g->port; }
+
+void gw_gateway_stop(gw_gateway *g) {
+    if (!g) return;
+    pthread_mutex_lock(&g->stop_mu);
+    atomic_store(&g->stopping, 1);
+    pthread_cond_broadcast(&g->stop_cv);
+    pthread_mutex_unlock(&g->stop_mu);
+    MHD_stop_daemon(g->d); /* connection threads see `stopping` within one poll and end */
+    if (g->health_started) pthread_join(g->health_thread, NULL);
+    free_parts(g);
+}
