@@ -29,6 +29,7 @@ static const subcommand COMMANDS[] = {
     {"simulate", cmd_simulate, "Monte Carlo ETTR at cluster scale (Young/Daly interval)"},
     {"serve", cmd_serve, "serve a trained run over HTTP (OpenAI completions API)"},
     {"gateway", cmd_gateway, "AI gateway in front of servers: fallback, ejection, keys, limits"},
+    {"robust", cmd_robust, "adversarial robustness of a run: FGSM/PGD/HotFlip (--json)"},
     {"scrub", cmd_scrub, "remove PII and secrets from text (mask, keyed hash, drop-line)"},
     {"ckpt", cmd_ckpt, "list, verify and export checkpoints (ls|verify|export)"},
     {"bench", cmd_bench, "micro-benchmarks: `bench gemm` measures the sgemm peak"},

@@ -106,8 +106,8 @@ int main(int argc, char **argv) {
     ops_set_threads(threads);
     setenv("MINITRAIN_SHM_DIR", shm, 1);
     char err[1024];
-    ckpt_remove_tree(dir, err, sizeof(err));
-    if (ckpt_mkdir_p(dir, err, sizeof(err)) != 0) {
+    fs_remove_tree(dir, err, sizeof(err));
+    if (fs_mkdir_p(dir, err, sizeof(err)) != 0) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
@@ -255,8 +255,8 @@ int main(int argc, char **argv) {
     printf("%-52s %9.0f ms (resume %.0f + first step %.0f)\n", "restart to first step, tier 1 (disk, cold cache)",
            restart[1], resume_ms[1], first_ms[1]);
     (void)step0;
-    ckpt_remove_tree(dir, err, sizeof(err));
-    ckpt_remove_tree(shm, err, sizeof(err));
+    fs_remove_tree(dir, err, sizeof(err));
+    fs_remove_tree(shm, err, sizeof(err));
     free(g_inp);
     free(g_tgt);
     gpt_free(&tr.model);

@@ -14,14 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/timer.h"
 #include "gateway/gw_keys.h"
 #include "gateway/gw_limit.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -33,9 +28,9 @@ typedef void (*op)(void *ctx);
 static double time_us(op fn, void *ctx, int n) {
     double r[5];
     for (int k = 0; k < 5; k++) {
-        double t0 = now_s();
+        double t0 = timer_now();
         for (int i = 0; i < n; i++) fn(ctx);
-        r[k] = 1e6 * (now_s() - t0) / n;
+        r[k] = 1e6 * (timer_now() - t0) / n;
     }
     qsort(r, 5, sizeof(double), cmp);
     return r[2];

@@ -6,13 +6,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "core/timer.h"
 #include "sched/plan.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(void) {
     plan_topo t;
@@ -25,7 +20,7 @@ int main(void) {
     char err[256], rules[1024];
     int broken = 0;
     for (int i = 0; i < 10; i++) {
-        double t0 = now_s();
+        double t0 = timer_now();
         plan_placement p;
         if (plan_place(&t, &m, 0, PLAN_ORDER_PLANNED, &p, err, sizeof(err)) != 0) {
             fprintf(stderr, "%s\n", err);
@@ -35,7 +30,7 @@ int main(void) {
         plan_cost_eval(&t, &m, &p, &c);
         broken = plan_check_rules(&t, &m, &p, rules, sizeof(rules));
         plan_placement_free(&p);
-        double dt = now_s() - t0;
+        double dt = timer_now() - t0;
         sum += dt;
         if (dt < best) best = dt;
     }

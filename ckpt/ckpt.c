@@ -37,15 +37,33 @@ int ckpt_step_path(char *buf, size_t len, const char *root, int64_t step, const 
     return (w < 0 || (size_t)w >= len) ? -1 : 0;
 }
 
-/* dir + "/" + name into buf; -1 (with err set) when it does not fit. */
-static int join_path(char *buf, size_t len, const char *dir, const char *name, char *err,
-                     size_t errlen) {
-    int w = snprintf(buf, len, "%s/%s", dir, name);
-    if (w < 0 || (size_t)w >= len) {
-        ckpt_errf(err, errlen, "path too long: '%s/%s'", dir, name);
+int ckpt_write_json(const char *dir, const char *name, const char *json, char *err,
+                    size_t errlen) {
+    char path[CKPT_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        mt_errf(err, errlen, "path too long: '%s/%s'", dir, name);
         return -1;
     }
-    return 0;
+    if (json == NULL) {
+        mt_errf(err, errlen, "%s: no JSON text given", path);
+        return -1;
+    }
+    const char *end = NULL;
+    cJSON *parsed = cJSON_ParseWithOpts(json, &end, 1);
+    if (parsed == NULL) {
+        const char *at = cJSON_GetErrorPtr();
+        mt_errf(err, errlen, "%s: refusing to write invalid JSON (error near byte %ld)", path,
+                at ? (long)(at - json) : -1L);
+        return -1;
+    }
+    cJSON_Delete(parsed);
+    size_t n = strlen(json);
+    fs_afile a;
+    if (fs_afile_open(&a, path, err, errlen) != 0) return -1;
+    if (fs_afile_write(&a, json, n, err, errlen) != 0) return -1;
+    if ((n == 0 || json[n - 1] != '\n') && fs_afile_write(&a, "\n", 1, err, errlen) != 0)
+        return -1;
+    return fs_afile_commit(&a, err, errlen);
 }
 
 static void warn_msg(ckpt_warn_fn warn, void *user, const char *msg) {
@@ -68,22 +86,22 @@ int ckpt_begin(const char *root, int64_t step, char *dir, size_t dirlen, char *e
                size_t errlen) {
     char tmp[CKPT_PATH_MAX];
     if (root == NULL || step < 0) {
-        ckpt_errf(err, errlen, "ckpt_begin: invalid root or step %" PRId64, step);
+        mt_errf(err, errlen, "ckpt_begin: invalid root or step %" PRId64, step);
         return -1;
     }
     if (ckpt_step_path(tmp, sizeof tmp, root, step, ".tmp") != 0) {
-        ckpt_errf(err, errlen, "checkpoint path too long under '%s'", root);
+        mt_errf(err, errlen, "checkpoint path too long under '%s'", root);
         return -1;
     }
-    if (ckpt_mkdir_p(root, err, errlen) != 0) return -1;
-    if (ckpt_remove_tree(tmp, err, errlen) != 0) return -1; /* stale save of a crashed run */
+    if (fs_mkdir_p(root, err, errlen) != 0) return -1;
+    if (fs_remove_tree(tmp, err, errlen) != 0) return -1; /* stale save of a crashed run */
     if (mkdir(tmp, 0755) != 0) {
-        ckpt_errf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
+        mt_errf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
         return -1;
     }
-    if (ckpt_fsync_dir(root, err, errlen) != 0) return -1;
+    if (fs_fsync_dir(root, err, errlen) != 0) return -1;
     if (dir != NULL && snprintf(dir, dirlen, "%s", tmp) >= (int)dirlen) {
-        ckpt_errf(err, errlen, "buffer too small for '%s'", tmp);
+        mt_errf(err, errlen, "buffer too small for '%s'", tmp);
         return -1;
     }
     return 0;
@@ -110,7 +128,7 @@ static int list_files(const char *dir, char ***out, int *count, char *err, size_
     *count = 0;
     DIR *d = opendir(dir);
     if (d == NULL) {
-        ckpt_errf(err, errlen, "cannot open '%s': %s", dir, strerror(errno));
+        mt_errf(err, errlen, "cannot open '%s': %s", dir, strerror(errno));
         return -1;
     }
     char **names = NULL;
@@ -124,13 +142,13 @@ static int list_files(const char *dir, char ***out, int *count, char *err, size_
         struct stat st;
         if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
             lstat(path, &st) != 0) {
-            ckpt_errf(err, errlen, "cannot stat '%s/%s': %s", dir, e->d_name, strerror(errno));
+            mt_errf(err, errlen, "cannot stat '%s/%s': %s", dir, e->d_name, strerror(errno));
             rc = -1;
             break;
         }
         if (!S_ISREG(st.st_mode) || strstr(e->d_name, ".part.") != NULL) {
-            ckpt_errf(err, errlen, "%s: %s; a checkpoint step holds only finished regular files",
-                      path, S_ISREG(st.st_mode) ? "partial file (a writer has not finished)"
+            mt_errf(err, errlen, "%s: %s; a checkpoint step holds only finished regular files",
+                    path, S_ISREG(st.st_mode) ? "partial file (a writer has not finished)"
                                                 : "not a regular file");
             rc = -1;
             break;
@@ -139,14 +157,14 @@ static int list_files(const char *dir, char ***out, int *count, char *err, size_
             cap = cap ? 2 * cap : 16;
             char **grown = realloc(names, sizeof *names * (size_t)cap);
             if (grown == NULL) {
-                ckpt_errf(err, errlen, "out of memory listing %s", dir);
+                mt_errf(err, errlen, "out of memory listing %s", dir);
                 rc = -1;
                 break;
             }
             names = grown;
         }
         if ((names[n] = strdup(e->d_name)) == NULL) {
-            ckpt_errf(err, errlen, "out of memory listing %s", dir);
+            mt_errf(err, errlen, "out of memory listing %s", dir);
             rc = -1;
             break;
         }
@@ -187,10 +205,10 @@ static int write_manifest(const char *tmp, int64_t step, char *err, size_t errle
     cJSON_AddStringToObject(root, "checksum", "crc32c");
     if ((files = cJSON_AddArrayToObject(root, "files")) == NULL) goto oom;
     for (int i = 0; i < n; i++) {
-        if (join_path(path, sizeof path, tmp, names[i], err, errlen) != 0) goto out;
+        if (fs_join(path, sizeof path, tmp, names[i], err, errlen) != 0) goto out;
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0 || fsync(fd) != 0) { /* files should be synced already; make sure */
-            ckpt_errf(err, errlen, "cannot fsync '%s': %s", path, strerror(errno));
+            mt_errf(err, errlen, "cannot fsync '%s': %s", path, strerror(errno));
             if (fd >= 0) close(fd);
             goto out;
         }
@@ -199,7 +217,7 @@ static int write_manifest(const char *tmp, int64_t step, char *err, size_t errle
             st_file sf;
             char msg[ERR_LEN];
             if (st_open(&sf, path, msg, sizeof msg) != 0) {
-                ckpt_errf(err, errlen, "refusing to commit: %s", msg);
+                mt_errf(err, errlen, "refusing to commit: %s", msg);
                 goto out;
             }
             st_close(&sf);
@@ -222,7 +240,7 @@ static int write_manifest(const char *tmp, int64_t step, char *err, size_t errle
     rc = ckpt_write_json(tmp, CKPT_MANIFEST_NAME, text, err, errlen); /* fsyncs file and dir */
     goto out;
 oom:
-    ckpt_errf(err, errlen, "out of memory building the manifest of %s", tmp);
+    mt_errf(err, errlen, "out of memory building the manifest of %s", tmp);
 out:
     free(text);
     cJSON_Delete(root);
@@ -235,33 +253,33 @@ int ckpt_commit(const char *root, int64_t step, char *err, size_t errlen) {
     if (root == NULL || step < 0 || ckpt_step_path(tmp, sizeof tmp, root, step, ".tmp") != 0 ||
         ckpt_step_path(fin, sizeof fin, root, step, "") != 0 ||
         ckpt_step_path(old, sizeof old, root, step, ".old") != 0) {
-        ckpt_errf(err, errlen, "ckpt_commit: invalid root or step %" PRId64, step);
+        mt_errf(err, errlen, "ckpt_commit: invalid root or step %" PRId64, step);
         return -1;
     }
     if (!is_dir(tmp)) {
-        ckpt_errf(err, errlen, "%s: no save in progress to commit (call ckpt_begin first)", tmp);
+        mt_errf(err, errlen, "%s: no save in progress to commit (call ckpt_begin first)", tmp);
         return -1;
     }
     if (write_manifest(tmp, step, err, errlen) != 0) return -1;
     int replaced = 0;
     struct stat st;
     if (lstat(fin, &st) == 0) { /* a step saved again (e.g. its first copy failed verification) */
-        if (ckpt_remove_tree(old, err, errlen) != 0) return -1;
+        if (fs_remove_tree(old, err, errlen) != 0) return -1;
         if (rename(fin, old) != 0) {
-            ckpt_errf(err, errlen, "rename '%s' -> '%s' failed: %s", fin, old, strerror(errno));
+            mt_errf(err, errlen, "rename '%s' -> '%s' failed: %s", fin, old, strerror(errno));
             return -1;
         }
         replaced = 1;
     }
     if (rename(tmp, fin) != 0) { /* THE commit point */
-        ckpt_errf(err, errlen, "rename '%s' -> '%s' failed: %s", tmp, fin, strerror(errno));
+        mt_errf(err, errlen, "rename '%s' -> '%s' failed: %s", tmp, fin, strerror(errno));
         if (replaced) rename(old, fin);
         return -1;
     }
-    if (ckpt_fsync_dir(root, err, errlen) != 0) return -1;
+    if (fs_fsync_dir(root, err, errlen) != 0) return -1;
     if (replaced) {
         char ignored[ERR_LEN];
-        ckpt_remove_tree(old, ignored, sizeof ignored); /* leftovers are ignored by ckpt_list */
+        fs_remove_tree(old, ignored, sizeof ignored); /* leftovers are ignored by ckpt_list */
     }
     int64_t *steps = NULL;
     int n = 0;
@@ -271,10 +289,10 @@ int ckpt_commit(const char *root, int64_t step, char *err, size_t errlen) {
     char path[CKPT_PATH_MAX], line[64];
     snprintf(line, sizeof line, "step_%08" PRId64 "\n", newest);
     if (snprintf(path, sizeof path, "%s/%s", root, CKPT_LATEST_NAME) >= (int)sizeof path) {
-        ckpt_errf(err, errlen, "path too long under '%s'", root);
+        mt_errf(err, errlen, "path too long under '%s'", root);
         return -1;
     }
-    return ckpt_write_file(path, line, strlen(line), err, errlen); /* fsyncs ROOT after rename */
+    return fs_write_atomic(path, line, strlen(line), err, errlen); /* fsyncs ROOT after rename */
 }
 
 /* A JSON number that is an exact non-negative integer below 2^53. */
@@ -299,14 +317,14 @@ static int read_manifest(const char *dir, int64_t step, cJSON **doc, manifest_en
     *doc = NULL;
     *entries = NULL;
     *count = 0;
-    if (join_path(path, sizeof path, dir, CKPT_MANIFEST_NAME, err, errlen) != 0) return -1;
+    if (fs_join(path, sizeof path, dir, CKPT_MANIFEST_NAME, err, errlen) != 0) return -1;
     struct stat st;
     if (lstat(path, &st) != 0) {
-        ckpt_errf(err, errlen, "%s: missing (%s; the save was torn or never committed)", path,
-                  strerror(errno));
+        mt_errf(err, errlen, "%s: missing (%s; the save was torn or never committed)", path,
+                strerror(errno));
         return -1;
     }
-    if (ckpt_read_file(path, MANIFEST_MAX_BYTES, &text, NULL, err, errlen) != 0) return -1;
+    if (fs_read_file(path, MANIFEST_MAX_BYTES, &text, NULL, err, errlen) != 0) return -1;
     cJSON *m = cJSON_Parse(text);
     free(text);
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(m, "format");
@@ -316,16 +334,16 @@ static int read_manifest(const char *dir, int64_t step, cJSON **doc, manifest_en
         strcmp(fmt->valuestring, CKPT_MANIFEST_FORMAT) != 0 || !cJSON_IsArray(files) ||
         json_u64(cJSON_GetObjectItemCaseSensitive(m, "version"), &version) != 0 ||
         json_u64(cJSON_GetObjectItemCaseSensitive(m, "step"), &mstep) != 0) {
-        ckpt_errf(err, errlen, "%s: not a valid manifest (invalid JSON or missing format/version/"
-                  "step/files)", path);
+        mt_errf(err, errlen, "%s: not a valid manifest (invalid JSON or missing format/version/"
+                "step/files)", path);
         cJSON_Delete(m);
         return -1;
     }
     if (version != CKPT_MANIFEST_VERSION || mstep != (uint64_t)step) {
-        ckpt_errf(err, errlen, "%s: %s (version %" PRIu64 ", step %" PRIu64 "; expected version "
-                  "%d, step %" PRId64 ")", path, version != CKPT_MANIFEST_VERSION
-                  ? "unsupported manifest version" : "manifest belongs to another step",
-                  version, mstep, CKPT_MANIFEST_VERSION, step);
+        mt_errf(err, errlen, "%s: %s (version %" PRIu64 ", step %" PRIu64 "; expected version "
+                "%d, step %" PRId64 ")", path, version != CKPT_MANIFEST_VERSION
+                ? "unsupported manifest version" : "manifest belongs to another step",
+                version, mstep, CKPT_MANIFEST_VERSION, step);
         cJSON_Delete(m);
         return -1;
     }
@@ -333,7 +351,7 @@ static int read_manifest(const char *dir, int64_t step, cJSON **doc, manifest_en
     manifest_entry *e = calloc((size_t)(n > 0 ? n : 1), sizeof *e);
     if (e == NULL) {
         cJSON_Delete(m);
-        ckpt_errf(err, errlen, "out of memory reading %s", path);
+        mt_errf(err, errlen, "out of memory reading %s", path);
         return -1;
     }
     for (const cJSON *f = files->child; f != NULL; f = f->next, i++) {
@@ -344,8 +362,8 @@ static int read_manifest(const char *dir, int64_t step, cJSON **doc, manifest_en
             json_u64(cJSON_GetObjectItemCaseSensitive(f, "bytes"), &e[i].bytes) != 0 ||
             !cJSON_IsString(crc) || strlen(crc->valuestring) != 8 ||
             (e[i].crc = (uint32_t)strtoul(crc->valuestring, &end, 16), *end != '\0')) {
-            ckpt_errf(err, errlen, "%s: files[%d] is malformed (need a plain file name, bytes and "
-                      "an 8-hex-digit crc32c)", path, i);
+            mt_errf(err, errlen, "%s: files[%d] is malformed (need a plain file name, bytes and "
+                    "an 8-hex-digit crc32c)", path, i);
             free(e);
             cJSON_Delete(m);
             return -1;
@@ -353,7 +371,7 @@ static int read_manifest(const char *dir, int64_t step, cJSON **doc, manifest_en
         e[i].name = name->valuestring;
         for (int k = 0; k < i; k++) {
             if (strcmp(e[k].name, e[i].name) == 0) {
-                ckpt_errf(err, errlen, "%s: file '%s' listed twice", path, e[i].name);
+                mt_errf(err, errlen, "%s: file '%s' listed twice", path, e[i].name);
                 free(e);
                 cJSON_Delete(m);
                 return -1;
@@ -369,11 +387,11 @@ static int read_manifest(const char *dir, int64_t step, cJSON **doc, manifest_en
 int ckpt_verify(const char *root, int64_t step, char *err, size_t errlen) {
     char dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX];
     if (root == NULL || step < 0 || ckpt_step_path(dir, sizeof dir, root, step, "") != 0) {
-        ckpt_errf(err, errlen, "ckpt_verify: invalid root or step %" PRId64, step);
+        mt_errf(err, errlen, "ckpt_verify: invalid root or step %" PRId64, step);
         return -1;
     }
     if (!is_dir(dir)) {
-        ckpt_errf(err, errlen, "%s: no such committed checkpoint directory", dir);
+        mt_errf(err, errlen, "%s: no such committed checkpoint directory", dir);
         return -1;
     }
     cJSON *doc;
@@ -382,40 +400,40 @@ int ckpt_verify(const char *root, int64_t step, char *err, size_t errlen) {
     if (read_manifest(dir, step, &doc, &e, &n, err, errlen) != 0) return -1;
     for (int i = 0; i < n; i++) { /* cheap pass first: presence and sizes */
         struct stat st;
-        if (join_path(path, sizeof path, dir, e[i].name, err, errlen) != 0) goto out;
+        if (fs_join(path, sizeof path, dir, e[i].name, err, errlen) != 0) goto out;
         if (lstat(path, &st) != 0) {
-            ckpt_errf(err, errlen, "%s: listed in %s but %s", path, CKPT_MANIFEST_NAME,
-                      errno == ENOENT ? "missing" : strerror(errno));
+            mt_errf(err, errlen, "%s: listed in %s but %s", path, CKPT_MANIFEST_NAME,
+                    errno == ENOENT ? "missing" : strerror(errno));
             goto out;
         }
         if (!S_ISREG(st.st_mode)) {
-            ckpt_errf(err, errlen, "%s: listed in %s but not a regular file", path,
-                      CKPT_MANIFEST_NAME);
+            mt_errf(err, errlen, "%s: listed in %s but not a regular file", path,
+                    CKPT_MANIFEST_NAME);
             goto out;
         }
         if ((uint64_t)st.st_size != e[i].bytes) {
-            ckpt_errf(err, errlen, "%s: size %lld bytes, %s says %" PRIu64 " (%s)", path,
-                      (long long)st.st_size, CKPT_MANIFEST_NAME, e[i].bytes,
-                      (uint64_t)st.st_size < e[i].bytes ? "truncated" : "extended");
+            mt_errf(err, errlen, "%s: size %lld bytes, %s says %" PRIu64 " (%s)", path,
+                    (long long)st.st_size, CKPT_MANIFEST_NAME, e[i].bytes,
+                    (uint64_t)st.st_size < e[i].bytes ? "truncated" : "extended");
             goto out;
         }
     }
     for (int i = 0; i < n; i++) {
-        if (join_path(path, sizeof path, dir, e[i].name, err, errlen) != 0) goto out;
+        if (fs_join(path, sizeof path, dir, e[i].name, err, errlen) != 0) goto out;
         uint32_t crc;
         uint64_t bytes;
         if (ckpt_crc32c_file(path, &crc, &bytes, err, errlen) != 0) goto out;
         if (bytes != e[i].bytes || crc != e[i].crc) {
-            ckpt_errf(err, errlen, "%s: CRC32C %08x over %" PRIu64 " bytes, %s says %08x over %"
-                      PRIu64 " (corrupted)", path, crc, bytes, CKPT_MANIFEST_NAME, e[i].crc,
-                      e[i].bytes);
+            mt_errf(err, errlen, "%s: CRC32C %08x over %" PRIu64 " bytes, %s says %08x over %"
+                    PRIu64 " (corrupted)", path, crc, bytes, CKPT_MANIFEST_NAME, e[i].crc,
+                    e[i].bytes);
             goto out;
         }
         if (ends_with(e[i].name, ".safetensors")) { /* structure too: a torn write can be CRC'd */
             st_file f;
             char msg[ERR_LEN];
             if (st_open(&f, path, msg, sizeof msg) != 0) {
-                ckpt_errf(err, errlen, "%s", msg);
+                mt_errf(err, errlen, "%s", msg);
                 goto out;
             }
             st_close(&f);
@@ -439,7 +457,7 @@ int ckpt_list(const char *root, int64_t **steps, int *count, char *err, size_t e
     DIR *d = opendir(root);
     if (d == NULL) {
         if (errno == ENOENT) return 0; /* no checkpoint yet */
-        ckpt_errf(err, errlen, "cannot open checkpoint root '%s': %s", root, strerror(errno));
+        mt_errf(err, errlen, "cannot open checkpoint root '%s': %s", root, strerror(errno));
         return -1;
     }
     int64_t *v = NULL;
@@ -459,7 +477,7 @@ int ckpt_list(const char *root, int64_t **steps, int *count, char *err, size_t e
             if (grown == NULL) {
                 free(v);
                 closedir(d);
-                ckpt_errf(err, errlen, "out of memory listing '%s'", root);
+                mt_errf(err, errlen, "out of memory listing '%s'", root);
                 return -1;
             }
             v = grown;
@@ -476,16 +494,16 @@ int ckpt_list(const char *root, int64_t **steps, int *count, char *err, size_t e
 int ckpt_read_latest(const char *root, int64_t *step, char *err, size_t errlen) {
     char path[CKPT_PATH_MAX], *text = NULL;
     if (snprintf(path, sizeof path, "%s/%s", root, CKPT_LATEST_NAME) >= (int)sizeof path) {
-        ckpt_errf(err, errlen, "path too long under '%s'", root);
+        mt_errf(err, errlen, "path too long under '%s'", root);
         return -1;
     }
     if (access(path, F_OK) != 0 && errno == ENOENT) return 0;
-    if (ckpt_read_file(path, 256, &text, NULL, err, errlen) != 0) return -1;
+    if (fs_read_file(path, 256, &text, NULL, err, errlen) != 0) return -1;
     size_t len = strspn(text + (strncmp(text, "step_", 5) == 0 ? 5 : 0), "0123456789");
     int ok = strncmp(text, "step_", 5) == 0 && len > 0 && len <= 18 &&
              (text[5 + len] == '\0' || strcmp(text + 5 + len, "\n") == 0);
     if (ok) *step = strtoll(text + 5, NULL, 10);
-    else ckpt_errf(err, errlen, "%s: malformed (expected \"step_%%08d\\n\")", path);
+    else mt_errf(err, errlen, "%s: malformed (expected \"step_%%08d\\n\")", path);
     free(text);
     return ok ? 1 : -1;
 }
@@ -525,16 +543,16 @@ static int remove_step(const char *root, int64_t step, char *err, size_t errlen)
     char fin[CKPT_PATH_MAX], del[CKPT_PATH_MAX];
     if (ckpt_step_path(fin, sizeof fin, root, step, "") != 0 ||
         ckpt_step_path(del, sizeof del, root, step, ".del") != 0) {
-        ckpt_errf(err, errlen, "path too long under '%s'", root);
+        mt_errf(err, errlen, "path too long under '%s'", root);
         return -1;
     }
-    if (ckpt_remove_tree(del, err, errlen) != 0) return -1;
+    if (fs_remove_tree(del, err, errlen) != 0) return -1;
     if (rename(fin, del) != 0) {
-        ckpt_errf(err, errlen, "rename '%s' -> '%s' failed: %s", fin, del, strerror(errno));
+        mt_errf(err, errlen, "rename '%s' -> '%s' failed: %s", fin, del, strerror(errno));
         return -1;
     }
-    if (ckpt_fsync_dir(root, err, errlen) != 0) return -1;
-    return ckpt_remove_tree(del, err, errlen);
+    if (fs_fsync_dir(root, err, errlen) != 0) return -1;
+    return fs_remove_tree(del, err, errlen);
 }
 
 int ckpt_retain(const char *root, int keep_last, int64_t keep_every, int *n_removed,
@@ -546,7 +564,7 @@ int ckpt_retain(const char *root, int keep_last, int64_t keep_every, int *n_remo
     char *keep = calloc((size_t)(n > 0 ? n : 1), 1);
     if (keep == NULL) {
         free(steps);
-        ckpt_errf(err, errlen, "out of memory");
+        mt_errf(err, errlen, "out of memory");
         return -1;
     }
     int doomed = 0;

@@ -1,12 +1,13 @@
 /*
- * ckpt/ckpt.h — checkpoint directories: CRC-32C, durable file writes, and the commit protocol.
+ * ckpt/ckpt.h — checkpoint directories: CRC-32C, the commit protocol, verification, retention.
  *
  * The checkpoint library saves NAMED TENSORS (see ckpt/safetensors.h), never models: the trainer
- * decides which tensors go into which file. This header is the "directory" half:
+ * decides which tensors go into which file. This header is the "directory" half (files are written
+ * by core/fs.h; the asynchronous multi-rank writer and the tiers are ckpt/writer.h, ckpt/tiers.h):
  *
  *   ROOT/step_00000100.tmp/   a save in progress (never read by a loader)
  *   ROOT/step_00000100/       a committed step: the rename from .tmp is the commit point
- *       model_tp0_pp0.safetensors, optim_....safetensors, trainer_state.json, ...
+ *       model-tp00-pp00.safetensors, optim-....safetensors, trainer_state.json, ...
  *       manifest.json         name, size and CRC-32C of every other file; written LAST
  *   ROOT/latest               "step_00000100\n": a convenience pointer, updated after the rename
  *
@@ -30,17 +31,13 @@
 #include <stdint.h>
 
 #include "core/check.h"
+#include "core/fs.h"
 
-#define CKPT_PATH_MAX 4096
+#define CKPT_PATH_MAX FS_PATH_MAX
 #define CKPT_MANIFEST_NAME "manifest.json"
 #define CKPT_LATEST_NAME "latest"
 #define CKPT_MANIFEST_FORMAT "minitrain-checkpoint"
 #define CKPT_MANIFEST_VERSION 1
-
-/* ---- errors ----------------------------------------------------------------------------------- */
-
-/* Format an error message into err[errlen] (no-op when err is NULL or errlen is 0). */
-void ckpt_errf(char *err, size_t errlen, const char *fmt, ...) MT_PRINTF(3, 4);
 
 /* ---- CRC-32C (Castagnoli), ckpt/crc32c.c ------------------------------------------------------ */
 
@@ -60,47 +57,13 @@ int ckpt_crc32c_hw_available(void);
  * Returns 0, or -1 (cannot open / read error) with err naming the path. */
 int ckpt_crc32c_file(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen);
 
-/* ---- durable file writes, ckpt/fsutil.c ------------------------------------------------------- */
+/* ---- checkpoint files ------------------------------------------------------------------------ */
 
-/* A file written durably and atomically: data goes to "<path>.part.<pid>.<k>", then commit does
- * fsync + close + rename onto path + fsync of the parent directory. Until commit, an existing file
- * at `path` is untouched; on any error the partial file is removed. */
-typedef struct {
-    int fd;                     /* -1 when not open */
-    uint64_t bytes;             /* bytes written so far */
-    char path[CKPT_PATH_MAX];   /* final name */
-    char tmp[CKPT_PATH_MAX];    /* partial name */
-} ckpt_afile;
-
-/* Create the partial file (mode 0644). Returns 0 or -1 (e.g. ENOENT, EACCES, EROFS). */
-int ckpt_afile_open(ckpt_afile *a, const char *path, char *err, size_t errlen);
-/* Append n bytes (loops over short writes and EINTR). On error (ENOSPC, EFBIG, EIO...) the file is
- * aborted (partial removed) and -1 returned with the byte offset in the message. */
-int ckpt_afile_write(ckpt_afile *a, const void *buf, size_t n, char *err, size_t errlen);
-/* fsync, close, rename onto the final name, fsync the directory. Returns 0 or -1 (aborted). */
-int ckpt_afile_commit(ckpt_afile *a, char *err, size_t errlen);
-/* Close and remove the partial file; safe to call twice or on a never-opened ckpt_afile. */
-void ckpt_afile_abort(ckpt_afile *a);
-
-/* Write buf[0..n) to path durably and atomically (a ckpt_afile in one call). */
-int ckpt_write_file(const char *path, const void *buf, size_t n, char *err, size_t errlen);
-
-/* Write a JSON text (e.g. trainer_state.json) as dir/name, durably. The text is parsed first and
- * refused (-1, naming the file) if it is not valid JSON; a trailing newline is added. */
+/* Write a JSON text (e.g. trainer_state.json) as dir/name, durably and atomically (core/fs.h).
+ * The text is parsed first and refused (-1, naming the file) if it is not valid JSON; a trailing
+ * newline is added. */
 int ckpt_write_json(const char *dir, const char *name, const char *json, char *err,
                     size_t errlen);
-
-/* Read a whole (small) file into a malloc'd, NUL-terminated buffer; *len gets its size (may be
- * NULL). Refuses files over max_bytes. Returns 0 or -1. Caller frees *out. */
-int ckpt_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err,
-                   size_t errlen);
-
-/* fsync a directory so that renames/creations inside it are durable. */
-int ckpt_fsync_dir(const char *dir, char *err, size_t errlen);
-/* mkdir -p with mode 0755; an existing directory is fine, an existing non-directory is an error. */
-int ckpt_mkdir_p(const char *dir, char *err, size_t errlen);
-/* rm -rf (does not follow symlinks); a missing path is success. */
-int ckpt_remove_tree(const char *path, char *err, size_t errlen);
 
 /* ---- commit protocol, ckpt/ckpt.c ------------------------------------------------------------- */
 

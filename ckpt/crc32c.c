@@ -129,14 +129,14 @@ int ckpt_crc32c_file(const char *path, uint32_t *crc_out, uint64_t *bytes_out, c
                      size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        ckpt_errf(err, errlen, "cannot open '%s' for checksum: %s", path, strerror(errno));
+        mt_errf(err, errlen, "cannot open '%s' for checksum: %s", path, strerror(errno));
         return -1;
     }
     const size_t chunk = (size_t)1 << 20; /* 1 MiB: large enough to stream at disk speed */
     unsigned char *buf = malloc(chunk);
     if (buf == NULL) {
         close(fd);
-        ckpt_errf(err, errlen, "out of memory checksumming '%s'", path);
+        mt_errf(err, errlen, "out of memory checksumming '%s'", path);
         return -1;
     }
     uint32_t crc = 0;
@@ -145,8 +145,8 @@ int ckpt_crc32c_file(const char *path, uint32_t *crc_out, uint64_t *bytes_out, c
         ssize_t got = read(fd, buf, chunk);
         if (got < 0) {
             if (errno == EINTR) continue;
-            ckpt_errf(err, errlen, "read error in '%s' at byte %llu: %s", path,
-                      (unsigned long long)total, strerror(errno));
+            mt_errf(err, errlen, "read error in '%s' at byte %llu: %s", path,
+                    (unsigned long long)total, strerror(errno));
             free(buf);
             close(fd);
             return -1;

@@ -36,7 +36,7 @@ int ckpt_fileset_open(ckpt_fileset *fs, const char *dir, const char *prefix, cha
     fs->n = 0;
     DIR *d = opendir(dir);
     if (d == NULL) {
-        ckpt_errf(err, errlen, "cannot open checkpoint directory '%s': %s", dir, strerror(errno));
+        mt_errf(err, errlen, "cannot open checkpoint directory '%s': %s", dir, strerror(errno));
         return -1;
     }
     char **names = NULL;
@@ -57,7 +57,7 @@ int ckpt_fileset_open(ckpt_fileset *fs, const char *dir, const char *prefix, cha
     }
     closedir(d);
     if (n == 0) {
-        ckpt_errf(err, errlen, "%s: no %s*.safetensors files", dir, prefix);
+        mt_errf(err, errlen, "%s: no %s*.safetensors files", dir, prefix);
         free(names);
         return -1;
     }
@@ -158,8 +158,8 @@ static int copy_piece(const st_file *f, const st_info *info, const st_shard *sh,
         }
         if (pread_all(f->fd, dst + (size_t)dsto * esz, (size_t)run * esz,
                       info->offset + (uint64_t)src * esz) != 0) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': read failed: %s", f->path, name,
-                      strerror(errno));
+            mt_errf(err, errlen, "%s: tensor '%s': read failed: %s", f->path, name,
+                    strerror(errno));
             return -1;
         }
         if (mask) memset(mask + dsto, 1, (size_t)run);
@@ -176,7 +176,7 @@ int ckpt_read_region(const ckpt_fileset *fs, const char *name, st_dtype dtype, i
     char g1[128], g2[128];
     size_t esz = st_dtype_size(dtype);
     if (esz == 0 || ndim < 0 || ndim > ST_MAX_DIMS) {
-        ckpt_errf(err, errlen, "tensor '%s': invalid dtype or rank %d requested", name, ndim);
+        mt_errf(err, errlen, "tensor '%s': invalid dtype or rank %d requested", name, ndim);
         return -1;
     }
     int64_t numel = 1;
@@ -184,8 +184,8 @@ int ckpt_read_region(const ckpt_fileset *fs, const char *name, st_dtype dtype, i
         if (offset[d] < 0 || extent[d] < 0 || offset[d] + extent[d] > global[d]) {
             fmt_dims(g1, sizeof(g1), ndim, offset);
             fmt_dims(g2, sizeof(g2), ndim, extent);
-            ckpt_errf(err, errlen, "tensor '%s': box at %s of extent %s lies outside the global "
-                      "shape", name, g1, g2);
+            mt_errf(err, errlen, "tensor '%s': box at %s of extent %s lies outside the global "
+                    "shape", name, g1, g2);
             return -1;
         }
         numel *= extent[d];
@@ -203,9 +203,9 @@ int ckpt_read_region(const ckpt_fileset *fs, const char *name, st_dtype dtype, i
         if (!same) {
             fmt_dims(g1, sizeof(g1), sh.ndim, sh.global);
             fmt_dims(g2, sizeof(g2), ndim, global);
-            ckpt_errf(err, errlen, "%s: tensor '%s' is %s %s in the checkpoint, expected %s %s "
-                      "(the checkpoint belongs to a different model)", fs->files[i].path, name,
-                      st_dtype_name(info->dtype), g1, st_dtype_name(dtype), g2);
+            mt_errf(err, errlen, "%s: tensor '%s' is %s %s in the checkpoint, expected %s %s "
+                    "(the checkpoint belongs to a different model)", fs->files[i].path, name,
+                    st_dtype_name(info->dtype), g1, st_dtype_name(dtype), g2);
             return -1;
         }
         int is_box = 1;
@@ -214,8 +214,8 @@ int ckpt_read_region(const ckpt_fileset *fs, const char *name, st_dtype dtype, i
         if (is_box && exact < 0) exact = i;
     }
     if (!found) {
-        ckpt_errf(err, errlen, "tensor '%s' is in none of the %d checkpoint file(s)%s%s", name,
-                  fs->n, fs->n ? ", e.g. " : "", fs->n ? fs->files[0].path : "");
+        mt_errf(err, errlen, "tensor '%s' is in none of the %d checkpoint file(s)%s%s", name,
+                fs->n, fs->n ? ", e.g. " : "", fs->n ? fs->files[0].path : "");
         return -1;
     }
     if (numel == 0) return 0;
@@ -223,8 +223,8 @@ int ckpt_read_region(const ckpt_fileset *fs, const char *name, st_dtype dtype, i
         const st_file *f = &fs->files[exact];
         const st_info *info = st_find(f, name);
         if (pread_all(f->fd, dst, (size_t)numel * esz, info->offset) != 0) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': read failed: %s", f->path, name,
-                      strerror(errno));
+            mt_errf(err, errlen, "%s: tensor '%s': read failed: %s", f->path, name,
+                    strerror(errno));
             return -1;
         }
         return 0;
@@ -244,9 +244,9 @@ int ckpt_read_region(const ckpt_fileset *fs, const char *name, st_dtype dtype, i
         if (hole != NULL) {
             fmt_dims(g1, sizeof(g1), ndim, offset);
             fmt_dims(g2, sizeof(g2), ndim, extent);
-            ckpt_errf(err, errlen, "tensor '%s': the checkpoint files cover only part of the box "
-                      "at %s of extent %s (first missing element %td; is a shard file missing?)",
-                      name, g1, g2, hole - mask);
+            mt_errf(err, errlen, "tensor '%s': the checkpoint files cover only part of the box "
+                    "at %s of extent %s (first missing element %td; is a shard file missing?)",
+                    name, g1, g2, hole - mask);
             rc = -1;
         }
     }

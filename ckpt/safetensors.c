@@ -4,7 +4,7 @@
  *
  * Why this shape:
  *   - The writer streams: 8-byte length, the JSON header, then each tensor's bytes directly from the
- *     caller's pointer, through ckpt_afile (partial file + fsync + rename), so a multi-GB shard never
+ *     caller's pointer, through fs_afile (partial file + fsync + rename), so a multi-GB shard never
  *     needs a second copy in memory and a full disk can never clobber an older file.
  *   - The header is built with cJSON, but every integer (shape, offsets) is inserted as raw text
  *     printed with PRId64/PRIu64: cJSON stores numbers as doubles and would print 10^15 as "1e+15",
@@ -18,7 +18,8 @@
  */
 #include "ckpt/safetensors.h"
 
-#include "ckpt/ckpt.h"
+#include "core/check.h"
+#include "core/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -134,7 +135,7 @@ static int writer_metadata(const char *path, const char *text, const st_tensor *
     if (text == NULL) return 0;
     cJSON *m = cJSON_Parse(text);
     if (m == NULL || !cJSON_IsObject(m)) {
-        ckpt_errf(err, errlen, "%s: metadata is not a JSON object", path);
+        mt_errf(err, errlen, "%s: metadata is not a JSON object", path);
         cJSON_Delete(m);
         return -1;
     }
@@ -143,14 +144,14 @@ static int writer_metadata(const char *path, const char *text, const st_tensor *
                                                    strlen(kv->string)) >= 0 ||
             utf8_invalid_at((const unsigned char *)kv->valuestring,
                             strlen(kv->valuestring)) >= 0) {
-            ckpt_errf(err, errlen, "%s: metadata key '%s' must map to a UTF-8 string", path,
-                      kv->string);
+            mt_errf(err, errlen, "%s: metadata key '%s' must map to a UTF-8 string", path,
+                    kv->string);
             cJSON_Delete(m);
             return -1;
         }
         for (cJSON *o = m->child; o != kv; o = o->next) {
             if (strcmp(o->string, kv->string) == 0) {
-                ckpt_errf(err, errlen, "%s: metadata key '%s' appears twice", path, kv->string);
+                mt_errf(err, errlen, "%s: metadata key '%s' appears twice", path, kv->string);
                 cJSON_Delete(m);
                 return -1;
             }
@@ -160,8 +161,8 @@ static int writer_metadata(const char *path, const char *text, const st_tensor *
         const char **hit = n > 0 ? bsearch(&tname, sorted, (size_t)n, sizeof *sorted, cmp_str_ptr)
                                  : NULL;
         if (hit == NULL) {
-            ckpt_errf(err, errlen, "%s: metadata '%s' names no tensor of this file", path,
-                      kv->string);
+            mt_errf(err, errlen, "%s: metadata '%s' names no tensor of this file", path,
+                    kv->string);
             cJSON_Delete(m);
             return -1;
         }
@@ -171,7 +172,7 @@ static int writer_metadata(const char *path, const char *text, const st_tensor *
         st_shard s;
         char msg[256];
         if (st_shard_parse(kv->valuestring, &s, msg, sizeof msg) != 0) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': %s", path, tname, msg);
+            mt_errf(err, errlen, "%s: tensor '%s': %s", path, tname, msg);
             cJSON_Delete(m);
             return -1;
         }
@@ -179,9 +180,9 @@ static int writer_metadata(const char *path, const char *text, const st_tensor *
         for (int d = 0; d < s.ndim && !bad; d++)
             bad = s.offset[d] > s.global[d] || tt->shape[d] > s.global[d] - s.offset[d];
         if (bad) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': shard '%s' does not fit its global shape "
-                      "(ndim %d, need offset + shape <= global in every dimension)",
-                      path, tname, kv->valuestring, tt->ndim);
+            mt_errf(err, errlen, "%s: tensor '%s': shard '%s' does not fit its global shape "
+                    "(ndim %d, need offset + shape <= global in every dimension)",
+                    path, tname, kv->valuestring, tt->ndim);
             cJSON_Delete(m);
             return -1;
         }
@@ -210,7 +211,7 @@ static char *writer_header(const char *path, const st_tensor *t, int n, const ch
     cJSON *root = cJSON_CreateObject(), *meta = NULL;
     char *text = NULL;
     if (sorted == NULL || root == NULL) {
-        ckpt_errf(err, errlen, "%s: out of memory building the header", path);
+        mt_errf(err, errlen, "%s: out of memory building the header", path);
         goto done;
     }
     uint64_t offset = 0;
@@ -221,29 +222,29 @@ static char *writer_header(const char *path, const st_tensor *t, int n, const ch
         char sh[160];
         if (x->name == NULL || x->name[0] == '\0' || strcmp(x->name, "__metadata__") == 0 ||
             utf8_invalid_at((const unsigned char *)x->name, strlen(x->name)) >= 0) {
-            ckpt_errf(err, errlen, "%s: tensor #%d has an invalid name (empty, not UTF-8 or "
-                      "\"__metadata__\")", path, i);
+            mt_errf(err, errlen, "%s: tensor #%d has an invalid name (empty, not UTF-8 or "
+                    "\"__metadata__\")", path, i);
             goto done;
         }
         if (st_dtype_size(x->dtype) == 0) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': invalid dtype %d", path, x->name,
-                      (int)x->dtype);
+            mt_errf(err, errlen, "%s: tensor '%s': invalid dtype %d", path, x->name,
+                    (int)x->dtype);
             goto done;
         }
         if (x->ndim < 0 || x->ndim > ST_MAX_DIMS) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': ndim %d outside [0, %d]", path, x->name,
-                      x->ndim, ST_MAX_DIMS);
+            mt_errf(err, errlen, "%s: tensor '%s': ndim %d outside [0, %d]", path, x->name,
+                    x->ndim, ST_MAX_DIMS);
             goto done;
         }
         if (shape_size(x->ndim, x->shape, x->dtype, &numel, &bytes) != 0 ||
             offset + bytes < offset) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': invalid shape %s (negative or too large)",
-                      path, x->name, shape_str(sh, sizeof sh, x->ndim, x->shape));
+            mt_errf(err, errlen, "%s: tensor '%s': invalid shape %s (negative or too large)",
+                    path, x->name, shape_str(sh, sizeof sh, x->ndim, x->shape));
             goto done;
         }
         if (bytes > 0 && x->data == NULL) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': data is NULL for %" PRIu64 " bytes", path,
-                      x->name, bytes);
+            mt_errf(err, errlen, "%s: tensor '%s': data is NULL for %" PRIu64 " bytes", path,
+                    x->name, bytes);
             goto done;
         }
         sorted[i] = x->name;
@@ -252,7 +253,7 @@ static char *writer_header(const char *path, const st_tensor *t, int n, const ch
     if (n > 0) qsort(sorted, (size_t)n, sizeof *sorted, cmp_str_ptr);
     for (int i = 1; i < n; i++) {
         if (strcmp(sorted[i - 1], sorted[i]) == 0) {
-            ckpt_errf(err, errlen, "%s: tensor name '%s' appears twice", path, sorted[i]);
+            mt_errf(err, errlen, "%s: tensor name '%s' appears twice", path, sorted[i]);
             goto done;
         }
     }
@@ -280,7 +281,7 @@ static char *writer_header(const char *path, const st_tensor *t, int n, const ch
     if (text == NULL) goto oom;
     goto done;
 oom:
-    ckpt_errf(err, errlen, "%s: out of memory building the header", path);
+    mt_errf(err, errlen, "%s: out of memory building the header", path);
 done:
     cJSON_Delete(meta);
     cJSON_Delete(root);
@@ -291,8 +292,8 @@ done:
 int st_write(const char *path, const st_tensor *tensors, int n, const char *metadata_json,
              char *err, size_t errlen) {
     if (path == NULL || n < 0 || (n > 0 && tensors == NULL)) {
-        ckpt_errf(err, errlen, "st_write: invalid arguments (path %s, n %d)",
-                  path ? path : "(null)", n);
+        mt_errf(err, errlen, "st_write: invalid arguments (path %s, n %d)",
+                path ? path : "(null)", n);
         return -1;
     }
     char *json = writer_header(path, tensors, n, metadata_json, err, errlen);
@@ -300,33 +301,33 @@ int st_write(const char *path, const st_tensor *tensors, int n, const char *meta
     size_t len = strlen(json);
     uint64_t hlen = ((uint64_t)len + 7u) & ~(uint64_t)7u; /* pad so 8 + N is a multiple of 8 */
     if (hlen > ST_MAX_HEADER_BYTES) {
-        ckpt_errf(err, errlen, "%s: header would be %" PRIu64 " bytes, over the %llu limit", path,
-                  hlen, ST_MAX_HEADER_BYTES);
+        mt_errf(err, errlen, "%s: header would be %" PRIu64 " bytes, over the %llu limit", path,
+                hlen, ST_MAX_HEADER_BYTES);
         free(json);
         return -1;
     }
     unsigned char prefix[8];
     for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)(hlen >> (8 * i)); /* little-endian */
     static const char spaces[8] = "        ";
-    ckpt_afile a;
+    fs_afile a;
     int rc = -1;
-    if (ckpt_afile_open(&a, path, err, errlen) != 0) goto out;
-    if (ckpt_afile_write(&a, prefix, 8, err, errlen) != 0 ||
-        ckpt_afile_write(&a, json, len, err, errlen) != 0 ||
-        ckpt_afile_write(&a, spaces, (size_t)(hlen - len), err, errlen) != 0)
+    if (fs_afile_open(&a, path, err, errlen) != 0) goto out;
+    if (fs_afile_write(&a, prefix, 8, err, errlen) != 0 ||
+        fs_afile_write(&a, json, len, err, errlen) != 0 ||
+        fs_afile_write(&a, spaces, (size_t)(hlen - len), err, errlen) != 0)
         goto out;
     for (int i = 0; i < n; i++) {
         int64_t numel = 0;
         uint64_t bytes = 0;
         shape_size(tensors[i].ndim, tensors[i].shape, tensors[i].dtype, &numel, &bytes);
         if (bytes > SIZE_MAX) {
-            ckpt_errf(err, errlen, "%s: tensor '%s' too large", path, tensors[i].name);
-            ckpt_afile_abort(&a);
+            mt_errf(err, errlen, "%s: tensor '%s' too large", path, tensors[i].name);
+            fs_afile_abort(&a);
             goto out;
         }
-        if (ckpt_afile_write(&a, tensors[i].data, (size_t)bytes, err, errlen) != 0) goto out;
+        if (fs_afile_write(&a, tensors[i].data, (size_t)bytes, err, errlen) != 0) goto out;
     }
-    rc = ckpt_afile_commit(&a, err, errlen);
+    rc = fs_afile_commit(&a, err, errlen);
 out:
     free(json);
     return rc;
@@ -364,21 +365,21 @@ static int parse_entry(const char *path, const cJSON *e, st_info *info, uint64_t
                        uint64_t *end, char *err, size_t errlen) {
     const char *name = info->name;
     if (!cJSON_IsObject(e)) {
-        ckpt_errf(err, errlen, "%s: tensor '%s': header entry is not an object", path, name);
+        mt_errf(err, errlen, "%s: tensor '%s': header entry is not an object", path, name);
         return -1;
     }
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *of = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsString(dt) || st_dtype_from_name(dt->valuestring, &info->dtype) != 0) {
-        ckpt_errf(err, errlen, "%s: tensor '%s': missing or unknown dtype%s%s", path, name,
-                  cJSON_IsString(dt) ? " " : "", cJSON_IsString(dt) ? dt->valuestring : "");
+        mt_errf(err, errlen, "%s: tensor '%s': missing or unknown dtype%s%s", path, name,
+                cJSON_IsString(dt) ? " " : "", cJSON_IsString(dt) ? dt->valuestring : "");
         return -1;
     }
     int nd = cJSON_IsArray(sh) ? cJSON_GetArraySize(sh) : -1;
     if (nd < 0 || nd > ST_MAX_DIMS) {
-        ckpt_errf(err, errlen, "%s: tensor '%s': shape must be an array of at most %d integers",
-                  path, name, ST_MAX_DIMS);
+        mt_errf(err, errlen, "%s: tensor '%s': shape must be an array of at most %d integers",
+                path, name, ST_MAX_DIMS);
         return -1;
     }
     info->ndim = nd;
@@ -386,29 +387,29 @@ static int parse_entry(const char *path, const cJSON *e, st_info *info, uint64_t
     for (const cJSON *x = sh->child; x != NULL; x = x->next, d++) {
         uint64_t v;
         if (json_uint(x, &v) != 0) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': shape[%d] is not a non-negative integer",
-                      path, name, d);
+            mt_errf(err, errlen, "%s: tensor '%s': shape[%d] is not a non-negative integer",
+                    path, name, d);
             return -1;
         }
         info->shape[d] = (int64_t)v;
     }
     if (!cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2 || json_uint(of->child, begin) != 0 ||
         json_uint(of->child->next, end) != 0 || *end < *begin) {
-        ckpt_errf(err, errlen, "%s: tensor '%s': data_offsets must be [begin, end] with "
-                  "0 <= begin <= end", path, name);
+        mt_errf(err, errlen, "%s: tensor '%s': data_offsets must be [begin, end] with "
+                "0 <= begin <= end", path, name);
         return -1;
     }
     char s[160];
     if (shape_size(nd, info->shape, info->dtype, &info->numel, &info->nbytes) != 0) {
-        ckpt_errf(err, errlen, "%s: tensor '%s': shape %s is too large", path, name,
-                  shape_str(s, sizeof s, nd, info->shape));
+        mt_errf(err, errlen, "%s: tensor '%s': shape %s is too large", path, name,
+                shape_str(s, sizeof s, nd, info->shape));
         return -1;
     }
     if (*end - *begin != info->nbytes) {
-        ckpt_errf(err, errlen, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] span "
-                  "%" PRIu64 " bytes but shape %s x %s needs %" PRIu64, path, name, *begin, *end,
-                  *end - *begin, shape_str(s, sizeof s, nd, info->shape),
-                  st_dtype_name(info->dtype), info->nbytes);
+        mt_errf(err, errlen, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] span "
+                "%" PRIu64 " bytes but shape %s x %s needs %" PRIu64, path, name, *begin, *end,
+                *end - *begin, shape_str(s, sizeof s, nd, info->shape),
+                st_dtype_name(info->dtype), info->nbytes);
         return -1;
     }
     return 0;
@@ -418,31 +419,31 @@ static int parse_metadata(const char *path, st_file *f, const cJSON *m, char *er
                           size_t errlen) {
     if (cJSON_IsNull(m)) return 0;
     if (!cJSON_IsObject(m)) {
-        ckpt_errf(err, errlen, "%s: __metadata__ is not an object", path);
+        mt_errf(err, errlen, "%s: __metadata__ is not an object", path);
         return -1;
     }
     int n = cJSON_GetArraySize(m);
     f->meta_keys = calloc((size_t)(n > 0 ? n : 1), sizeof(char *));
     f->meta_values = calloc((size_t)(n > 0 ? n : 1), sizeof(char *));
     if (f->meta_keys == NULL || f->meta_values == NULL) {
-        ckpt_errf(err, errlen, "%s: out of memory", path);
+        mt_errf(err, errlen, "%s: out of memory", path);
         return -1;
     }
     for (const cJSON *kv = m->child; kv != NULL; kv = kv->next) {
         if (!cJSON_IsString(kv)) {
-            ckpt_errf(err, errlen, "%s: __metadata__ value of '%s' is not a string", path,
-                      kv->string);
+            mt_errf(err, errlen, "%s: __metadata__ value of '%s' is not a string", path,
+                    kv->string);
             return -1;
         }
         if (st_metadata(f, kv->string) != NULL) {
-            ckpt_errf(err, errlen, "%s: __metadata__ key '%s' appears twice", path, kv->string);
+            mt_errf(err, errlen, "%s: __metadata__ key '%s' appears twice", path, kv->string);
             return -1;
         }
         f->meta_keys[f->n_meta] = strdup(kv->string);
         f->meta_values[f->n_meta] = strdup(kv->valuestring);
         f->n_meta++;
         if (f->meta_keys[f->n_meta - 1] == NULL || f->meta_values[f->n_meta - 1] == NULL) {
-            ckpt_errf(err, errlen, "%s: out of memory", path);
+            mt_errf(err, errlen, "%s: out of memory", path);
             return -1;
         }
     }
@@ -474,7 +475,7 @@ static int check_layout(const char *path, st_file *f, const uint64_t *begin, uin
     f->by_name = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
     if (k == NULL || f->by_name == NULL) {
         free(k);
-        ckpt_errf(err, errlen, "%s: out of memory", path);
+        mt_errf(err, errlen, "%s: out of memory", path);
         return -1;
     }
     for (int i = 0; i < n; i++)
@@ -483,15 +484,15 @@ static int check_layout(const char *path, st_file *f, const uint64_t *begin, uin
     for (int i = 0; i < n; i++) f->by_name[i] = k[i].idx;
     for (int i = 1; i < n && rc == 0; i++) {
         if (strcmp(k[i - 1].name, k[i].name) == 0) {
-            ckpt_errf(err, errlen, "%s: tensor '%s' appears twice in the header", path, k[i].name);
+            mt_errf(err, errlen, "%s: tensor '%s' appears twice in the header", path, k[i].name);
             rc = -1;
         }
     }
     for (int i = 0; i < n && rc == 0; i++) {
         if (begin[i] + f->tensors[i].nbytes > buffer) {
-            ckpt_errf(err, errlen, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] go "
-                      "past the end of the data buffer (%" PRIu64 " bytes): file truncated?",
-                      path, f->tensors[i].name, begin[i], begin[i] + f->tensors[i].nbytes, buffer);
+            mt_errf(err, errlen, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] go "
+                    "past the end of the data buffer (%" PRIu64 " bytes): file truncated?",
+                    path, f->tensors[i].name, begin[i], begin[i] + f->tensors[i].nbytes, buffer);
             rc = -1;
         }
     }
@@ -500,19 +501,19 @@ static int check_layout(const char *path, st_file *f, const uint64_t *begin, uin
     for (int i = 0; i < n && rc == 0; i++) {
         const char *prev = i > 0 ? k[i - 1].name : "(start of buffer)";
         if (k[i].begin < expect) {
-            ckpt_errf(err, errlen, "%s: tensors '%s' and '%s' overlap (byte %" PRIu64 ")", path,
-                      prev, k[i].name, k[i].begin);
+            mt_errf(err, errlen, "%s: tensors '%s' and '%s' overlap (byte %" PRIu64 ")", path,
+                    prev, k[i].name, k[i].begin);
             rc = -1;
         } else if (k[i].begin > expect) {
-            ckpt_errf(err, errlen, "%s: gap of %" PRIu64 " bytes between '%s' and tensor '%s'",
-                      path, k[i].begin - expect, prev, k[i].name);
+            mt_errf(err, errlen, "%s: gap of %" PRIu64 " bytes between '%s' and tensor '%s'",
+                    path, k[i].begin - expect, prev, k[i].name);
             rc = -1;
         }
         expect = k[i].begin + k[i].nbytes;
     }
     if (rc == 0 && expect != buffer) {
-        ckpt_errf(err, errlen, "%s: data buffer is %" PRIu64 " bytes but the tensors cover %" PRIu64
-                  " (trailing bytes or wrong header)", path, buffer, expect);
+        mt_errf(err, errlen, "%s: data buffer is %" PRIu64 " bytes but the tensors cover %" PRIu64
+                " (trailing bytes or wrong header)", path, buffer, expect);
         rc = -1;
     }
     free(k);
@@ -530,61 +531,61 @@ int st_open(st_file *f, const char *path, char *err, size_t errlen) {
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (f->fd < 0 || fstat(f->fd, &st) != 0) {
-        ckpt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        mt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         goto fail;
     }
     if (!S_ISREG(st.st_mode)) {
-        ckpt_errf(err, errlen, "%s: not a regular file", path);
+        mt_errf(err, errlen, "%s: not a regular file", path);
         goto fail;
     }
     f->file_bytes = (uint64_t)st.st_size;
     unsigned char len8[8];
     if (f->file_bytes < 8 || pread_all(f->fd, len8, 8, 0) != 0) {
-        ckpt_errf(err, errlen, "%s: file is %" PRIu64 " bytes, too short for the 8-byte header "
-                  "length (truncated or not a safetensors file)", path, f->file_bytes);
+        mt_errf(err, errlen, "%s: file is %" PRIu64 " bytes, too short for the 8-byte header "
+                "length (truncated or not a safetensors file)", path, f->file_bytes);
         goto fail;
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
     f->header_bytes = hlen;
     if (hlen > f->file_bytes - 8) {
-        ckpt_errf(err, errlen, "%s: header length %" PRIu64 " exceeds the %" PRIu64 " bytes after "
-                  "the length field (truncated or not a safetensors file)", path, hlen,
-                  f->file_bytes - 8);
+        mt_errf(err, errlen, "%s: header length %" PRIu64 " exceeds the %" PRIu64 " bytes after "
+                "the length field (truncated or not a safetensors file)", path, hlen,
+                f->file_bytes - 8);
         goto fail;
     }
     if (hlen > ST_MAX_HEADER_BYTES || hlen < 2) {
-        ckpt_errf(err, errlen, "%s: header length %" PRIu64 " is outside [2, %llu]", path, hlen,
-                  ST_MAX_HEADER_BYTES);
+        mt_errf(err, errlen, "%s: header length %" PRIu64 " is outside [2, %llu]", path, hlen,
+                ST_MAX_HEADER_BYTES);
         goto fail;
     }
     hdr = malloc((size_t)hlen + 1);
     if (hdr == NULL) goto oom;
     if (pread_all(f->fd, hdr, (size_t)hlen, 8) != 0) {
-        ckpt_errf(err, errlen, "%s: cannot read the %" PRIu64 "-byte header: %s", path, hlen,
-                  errno ? strerror(errno) : "end of file");
+        mt_errf(err, errlen, "%s: cannot read the %" PRIu64 "-byte header: %s", path, hlen,
+                errno ? strerror(errno) : "end of file");
         goto fail;
     }
     hdr[hlen] = '\0';
     long bad = utf8_invalid_at((const unsigned char *)hdr, (size_t)hlen);
     if (hdr[0] != '{' || bad >= 0) {
-        ckpt_errf(err, errlen, "%s: header %s (byte %ld of the header)", path,
-                  hdr[0] != '{' ? "does not start with '{'" : "is not valid UTF-8",
-                  hdr[0] != '{' ? 0L : bad);
+        mt_errf(err, errlen, "%s: header %s (byte %ld of the header)", path,
+                hdr[0] != '{' ? "does not start with '{'" : "is not valid UTF-8",
+                hdr[0] != '{' ? 0L : bad);
         goto fail;
     }
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen, &end, 0);
     if (root == NULL || !cJSON_IsObject(root)) {
         const char *at = root ? hdr : cJSON_GetErrorPtr();
-        ckpt_errf(err, errlen, "%s: header is not a valid JSON object (error near byte %ld of "
-                  "the header)", path, at ? (long)(at - hdr) : -1L);
+        mt_errf(err, errlen, "%s: header is not a valid JSON object (error near byte %ld of "
+                "the header)", path, at ? (long)(at - hdr) : -1L);
         goto fail;
     }
     for (const char *p = end; p < hdr + hlen; p++) {
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            ckpt_errf(err, errlen, "%s: unexpected byte 0x%02x after the JSON header (byte %ld; "
-                      "padding must be spaces)", path, (unsigned char)*p, (long)(p - hdr));
+            mt_errf(err, errlen, "%s: unexpected byte 0x%02x after the JSON header (byte %ld; "
+                    "padding must be spaces)", path, (unsigned char)*p, (long)(p - hdr));
             goto fail;
         }
     }
@@ -596,7 +597,7 @@ int st_open(st_file *f, const char *path, char *err, size_t errlen) {
     for (cJSON *e = root->child; e != NULL; e = e->next) {
         if (strcmp(e->string, "__metadata__") == 0) {
             if (seen_meta++) {
-                ckpt_errf(err, errlen, "%s: __metadata__ appears twice", path);
+                mt_errf(err, errlen, "%s: __metadata__ appears twice", path);
                 goto fail;
             }
             if (parse_metadata(path, f, e, err, errlen) != 0) goto fail;
@@ -623,7 +624,7 @@ int st_open(st_file *f, const char *path, char *err, size_t errlen) {
     cJSON_Delete(root);
     return 0;
 oom:
-    ckpt_errf(err, errlen, "%s: out of memory", path ? path : "(null)");
+    mt_errf(err, errlen, "%s: out of memory", path ? path : "(null)");
 fail:
     free(begin);
     free(hdr);
@@ -656,21 +657,21 @@ int st_read_tensor(const st_file *f, const char *name, void *dst, size_t dst_byt
                    size_t errlen) {
     const st_info *t = st_find(f, name);
     if (t == NULL) {
-        ckpt_errf(err, errlen, "%s: no tensor named '%s'", f->path ? f->path : "(closed)",
-                  name ? name : "(null)");
+        mt_errf(err, errlen, "%s: no tensor named '%s'", f->path ? f->path : "(closed)",
+                name ? name : "(null)");
         return -1;
     }
     if ((uint64_t)dst_bytes != t->nbytes) {
         char s[160];
-        ckpt_errf(err, errlen, "%s: tensor '%s' (%s %s) is %" PRIu64 " bytes but the destination "
-                  "holds %zu", f->path, name, st_dtype_name(t->dtype),
-                  shape_str(s, sizeof s, t->ndim, t->shape), t->nbytes, dst_bytes);
+        mt_errf(err, errlen, "%s: tensor '%s' (%s %s) is %" PRIu64 " bytes but the destination "
+                "holds %zu", f->path, name, st_dtype_name(t->dtype),
+                shape_str(s, sizeof s, t->ndim, t->shape), t->nbytes, dst_bytes);
         return -1;
     }
     if (pread_all(f->fd, dst, dst_bytes, t->offset) != 0) {
-        ckpt_errf(err, errlen, "%s: tensor '%s': read of %zu bytes at offset %" PRIu64 " failed: "
-                  "%s", f->path, name, dst_bytes, t->offset,
-                  errno ? strerror(errno) : "file shorter than its header says (truncated)");
+        mt_errf(err, errlen, "%s: tensor '%s': read of %zu bytes at offset %" PRIu64 " failed: "
+                "%s", f->path, name, dst_bytes, t->offset,
+                errno ? strerror(errno) : "file shorter than its header says (truncated)");
         return -1;
     }
     return 0;
@@ -705,4 +706,38 @@ void st_close(st_file *f) {
     free(f->path);
     memset(f, 0, sizeof *f);
     f->fd = -1;
+}
+
+int st_shard_get(const st_file *f, const char *name, st_shard *s, char *err, size_t errlen) {
+    const st_info *t = st_find(f, name);
+    if (t == NULL) {
+        mt_errf(err, errlen, "%s: no tensor named '%s'", f->path, name ? name : "(null)");
+        return -1;
+    }
+    char key[1024];
+    if (snprintf(key, sizeof key, "shard:%s", name) >= (int)sizeof key) {
+        mt_errf(err, errlen, "%s: tensor name '%s' too long", f->path, name);
+        return -1;
+    }
+    const char *v = st_metadata(f, key);
+    if (v == NULL) {
+        memset(s, 0, sizeof *s);
+        s->ndim = t->ndim;
+        memcpy(s->global, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+        return 0;
+    }
+    char msg[512];
+    if (st_shard_parse(v, s, msg, sizeof msg) != 0) {
+        mt_errf(err, errlen, "%s: tensor '%s': %s", f->path, name, msg);
+        return -1;
+    }
+    int bad = s->ndim != t->ndim;
+    for (int d = 0; d < s->ndim && !bad; d++)
+        bad = s->offset[d] > s->global[d] || t->shape[d] > s->global[d] - s->offset[d];
+    if (bad) {
+        mt_errf(err, errlen, "%s: tensor '%s': shard '%s' does not fit (tensor has %d dims; need "
+                "offset + shape <= global)", f->path, name, v, t->ndim);
+        return -1;
+    }
+    return 1;
 }

@@ -25,7 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ST_MAX_DIMS 8
+#include "ckpt/st_shard.h"
+
 #define ST_MAX_HEADER_BYTES 100000000ull /* same cap as the reference Rust implementation */
 
 typedef enum {
@@ -128,36 +129,7 @@ const char *st_metadata_at(const st_file *f, int i, const char **key);
 /* Release everything; safe on a zeroed or already closed st_file. */
 void st_close(st_file *f);
 
-/* ---- metadata builder and shard descriptions -------------------------------------------------- */
-
-/* Where a stored tensor sits in its logical (global) tensor. For a tensor without a "shard:" key,
- * st_shard_get reports global = shape and offset = 0 (the tensor is whole). */
-typedef struct {
-    int ndim;
-    int64_t global[ST_MAX_DIMS];  /* global (unsharded) shape */
-    int64_t offset[ST_MAX_DIMS];  /* index of this shard's first element in the global tensor */
-} st_shard;
-
-/* Builds the __metadata__ object for st_write. Zero-initialise or st_meta_init() it. */
-typedef struct {
-    void *obj; /* cJSON object, private */
-} st_meta;
-
-void st_meta_init(st_meta *m);
-/* Set key -> value (both strings; an existing key is replaced). Returns 0 or -1. */
-int st_meta_set(st_meta *m, const char *key, const char *value, char *err, size_t errlen);
-/* Set "shard:<tensor>" from a shard description (ndim in [0, 8], global >= 0, offset >= 0).
- * Returns 0 or -1. */
-int st_meta_set_shard(st_meta *m, const char *tensor, const st_shard *s, char *err,
-                      size_t errlen);
-/* Compact JSON text of the object (malloc'd, caller frees), or NULL when nothing was set. */
-char *st_meta_json(const st_meta *m);
-void st_meta_free(st_meta *m);
-
-/* Format / parse the shard value "global=[a,b];offset=[c,d]". Format returns 0 or -1 (buffer too
- * small); parse returns 0 or -1 with err describing what is malformed. */
-int st_shard_format(char *buf, size_t len, const st_shard *s);
-int st_shard_parse(const char *value, st_shard *s, char *err, size_t errlen);
+/* ---- shard descriptions of an opened file (the builder and the value format: ckpt/st_shard.h) */
 
 /* Shard description of tensor `name` in f: returns 1 when a "shard:<name>" key exists (parsed and
  * checked against the tensor's shape), 0 when the tensor is whole (s = its shape, zero offset),

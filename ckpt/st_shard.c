@@ -7,11 +7,12 @@
  * that, but its __metadata__ is a free string->string map that every reader preserves, so we store
  *     "shard:<tensor name>" = "global=[g0,g1,...];offset=[o0,o1,...]"
  * (the slice's extent is the stored tensor's own shape). The format is deliberately trivial to parse
- * from Python: value.split(';'), json.loads of each bracketed list.
+ * from Python: value.split(';'), json.loads of each bracketed list. Reading a shard description
+ * from an opened file (st_shard_get) lives with the file reader in ckpt/safetensors.c.
  */
-#include "ckpt/safetensors.h"
+#include "ckpt/st_shard.h"
 
-#include "ckpt/ckpt.h"
+#include "core/check.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -25,7 +26,7 @@ void st_meta_init(st_meta *m) { m->obj = NULL; }
 
 int st_meta_set(st_meta *m, const char *key, const char *value, char *err, size_t errlen) {
     if (key == NULL || key[0] == '\0' || value == NULL) {
-        ckpt_errf(err, errlen, "metadata key must be non-empty and value non-NULL");
+        mt_errf(err, errlen, "metadata key must be non-empty and value non-NULL");
         return -1;
     }
     if (m->obj == NULL && (m->obj = cJSON_CreateObject()) == NULL) goto oom;
@@ -38,7 +39,7 @@ int st_meta_set(st_meta *m, const char *key, const char *value, char *err, size_
         cJSON_AddItemToObject(obj, key, v);
     return 0;
 oom:
-    ckpt_errf(err, errlen, "out of memory setting metadata '%s'", key);
+    mt_errf(err, errlen, "out of memory setting metadata '%s'", key);
     return -1;
 }
 
@@ -53,13 +54,13 @@ int st_meta_set_shard(st_meta *m, const char *tensor, const st_shard *s, char *e
                       size_t errlen) {
     char key[1024], value[512];
     if (tensor == NULL || tensor[0] == '\0' || !shard_valid(s)) {
-        ckpt_errf(err, errlen, "shard of tensor '%s': ndim must be in [0, %d] and global/offset "
-                  ">= 0", tensor ? tensor : "(null)", ST_MAX_DIMS);
+        mt_errf(err, errlen, "shard of tensor '%s': ndim must be in [0, %d] and global/offset "
+                ">= 0", tensor ? tensor : "(null)", ST_MAX_DIMS);
         return -1;
     }
     if (snprintf(key, sizeof key, "shard:%s", tensor) >= (int)sizeof key ||
         st_shard_format(value, sizeof value, s) != 0) {
-        ckpt_errf(err, errlen, "shard of tensor '%s': name or shape too long", tensor);
+        mt_errf(err, errlen, "shard of tensor '%s': name or shape too long", tensor);
         return -1;
     }
     return st_meta_set(m, key, value, err, errlen);
@@ -142,49 +143,15 @@ int st_shard_parse(const char *value, st_shard *s, char *err, size_t errlen) {
         }
     }
     if (ng < 0 || no < 0 || *p != '\0') {
-        ckpt_errf(err, errlen, "malformed shard value '%s' (expected "
-                  "\"global=[3072,768];offset=[1536,0]\")", value ? value : "(null)");
+        mt_errf(err, errlen, "malformed shard value '%s' (expected "
+                "\"global=[3072,768];offset=[1536,0]\")", value ? value : "(null)");
         return -1;
     }
     if (ng != no) {
-        ckpt_errf(err, errlen, "shard value '%s': global has %d dims but offset has %d", value, ng,
-                  no);
+        mt_errf(err, errlen, "shard value '%s': global has %d dims but offset has %d", value, ng,
+                no);
         return -1;
     }
     s->ndim = ng;
     return 0;
-}
-
-int st_shard_get(const st_file *f, const char *name, st_shard *s, char *err, size_t errlen) {
-    const st_info *t = st_find(f, name);
-    if (t == NULL) {
-        ckpt_errf(err, errlen, "%s: no tensor named '%s'", f->path, name ? name : "(null)");
-        return -1;
-    }
-    char key[1024];
-    if (snprintf(key, sizeof key, "shard:%s", name) >= (int)sizeof key) {
-        ckpt_errf(err, errlen, "%s: tensor name '%s' too long", f->path, name);
-        return -1;
-    }
-    const char *v = st_metadata(f, key);
-    if (v == NULL) {
-        memset(s, 0, sizeof *s);
-        s->ndim = t->ndim;
-        memcpy(s->global, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-        return 0;
-    }
-    char msg[512];
-    if (st_shard_parse(v, s, msg, sizeof msg) != 0) {
-        ckpt_errf(err, errlen, "%s: tensor '%s': %s", f->path, name, msg);
-        return -1;
-    }
-    int bad = s->ndim != t->ndim;
-    for (int d = 0; d < s->ndim && !bad; d++)
-        bad = s->offset[d] > s->global[d] || t->shape[d] > s->global[d] - s->offset[d];
-    if (bad) {
-        ckpt_errf(err, errlen, "%s: tensor '%s': shard '%s' does not fit (tensor has %d dims; need "
-                  "offset + shape <= global)", f->path, name, v, t->ndim);
-        return -1;
-    }
-    return 1;
 }

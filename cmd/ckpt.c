@@ -1,6 +1,6 @@
 /*
  * cmd/ckpt.c — `minitrain ckpt ls|verify|export|import`: list, check, export and import the
- * checkpoints of a run (format: docs/formats.md, train/checkpoint.h; llm.c and Hugging Face:
+ * checkpoints of a run (format: docs/formats.md, train/model_ckpt.h; llm.c and Hugging Face:
  * train/interop.h, docs/interop.md).
  *
  * Tier roots: tier 1 is always RUN_DIR/ckpt; tiers 0 (memory) and 2 (durable) are found in the
@@ -24,9 +24,9 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
-#include "train/checkpoint.h"
 #include "train/interop.h"
 #include "train/model.h"
+#include "train/model_ckpt.h"
 
 #define MAX_ROOTS 8
 
@@ -331,7 +331,7 @@ static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *d
     if (a->out) snprintf(out, sizeof(out), "%s", a->out);
     else snprintf(out, sizeof(out), "%.4000s/llmc/model%s.bin", a->run, bf16 ? "_bf16" : "");
     snprintf(tmp, sizeof(tmp), "%s", out);
-    if (ckpt_mkdir_p(dirname(tmp), msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (fs_mkdir_p(dirname(tmp), msg, sizeof(msg)) != 0) mt_fail("%s", msg);
     if (interop_llmc_write(m, out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, msg,
                            sizeof(msg)) != 0)
         mt_fail("writing %s: %s", out, msg);
@@ -414,7 +414,7 @@ static int do_export(ckpt_args *a) {
     }
     gpt_model m;
     int step = 0;
-    if (checkpoint_load_model(&m, dir, &step, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (model_ckpt_load(&m, dir, &step, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
     if (a->format && !strcmp(a->format, "llmc")) return export_llmc(a, &m, step, dir);
     char out[CKPT_PATH_MAX], outdir[CKPT_PATH_MAX];
     if (a->out) snprintf(out, sizeof(out), "%s", a->out);
@@ -422,7 +422,7 @@ static int do_export(ckpt_args *a) {
     char tmp[CKPT_PATH_MAX];
     snprintf(tmp, sizeof(tmp), "%s", out);
     snprintf(outdir, sizeof(outdir), "%s", dirname(tmp)); /* dirname may modify its argument */
-    if (ckpt_mkdir_p(outdir, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (fs_mkdir_p(outdir, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
     /* HF layout: same names; Conv1D weights transposed (out, in) -> (in, out) */
     float *hf = mallocCheck(m.num_params * sizeof(float));
     st_tensor *t = callocCheck((size_t)m.n_tensors, sizeof(*t));

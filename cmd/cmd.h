@@ -71,6 +71,11 @@ int cmd_ckpt(int argc, char **argv);
  * bounded memory (safety/pii.h). */
 int cmd_scrub(int argc, char **argv);
 
+/* `minitrain robust --run DIR [--attack fgsm|pgd|hotflip] [--norm l2|linf] [--eps LIST] ...`:
+ * attack the run's model on its validation split (safety/robust.h) and print the robustness
+ * table (--json: one object); any layout under mpirun (--tp/--pp/--dp). Rows go to run.db. */
+int cmd_robust(int argc, char **argv);
+
 /* `minitrain bench gemm|nccl [options]`: the sgemm peak (train/flops.h) or the NCCL all-reduce
  * bus bandwidth (parallel/comm_nccl.h, GPU build). */
 int cmd_bench(int argc, char **argv);

@@ -16,13 +16,9 @@
 #include "cmd/cmd.h"
 #include "core/check.h"
 #include "core/config.h"
+#include "core/fs.h"
+#include "core/timer.h"
 #include "sched/plan.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void fmt_time(char *buf, size_t n, double s) {
     if (s <= 0) snprintf(buf, n, "-");
@@ -188,20 +184,20 @@ int cmd_plan(int argc, char **argv) {
         m.dp -= m.dp % m.ep;
     }
 
-    double t0 = now_s();
+    double t0 = timer_now();
     plan_placement p[3];
     const char *names[3] = {"planned", "megatron", "naive"};
     for (int o = 0; o < 3; o++)
         if (plan_place(&t, &m, spares, (plan_order)o, &p[o], err, sizeof(err)) != 0)
             mt_fail("%s", err);
-    double t_place = now_s() - t0;
+    double t_place = timer_now() - t0;
     plan_cost c[3];
     int broken[3];
     char rules[3][1024];
-    t0 = now_s();
+    t0 = timer_now();
     plan_cost_eval(&t, &m, &p[0], &c[0]);
     broken[0] = plan_check_rules(&t, &m, &p[0], rules[0], sizeof(rules[0]));
-    double t_plan = t_place / 3 + (now_s() - t0);
+    double t_plan = t_place / 3 + (timer_now() - t0);
     for (int o = 1; o < 3; o++) {
         plan_cost_eval(&t, &m, &p[o], &c[o]);
         broken[o] = plan_check_rules(&t, &m, &p[o], rules[o], sizeof(rules[o]));
@@ -232,10 +228,12 @@ int cmd_plan(int argc, char **argv) {
     }
     printf("planned %d GPUs in %.1f ms\n", p[0].world, t_plan * 1e3);
     if (out) {
-        FILE *fp = fopen(out, "w");
-        if (!fp) mt_fail("plan: cannot write %s: %s", out, strerror(errno));
+        fs_afile af; /* written atomically (core/fs.h): mpirun never reads half a rankfile */
+        char err[1024];
+        FILE *fp = fs_stream_open(&af, out, err, sizeof(err));
+        if (!fp) mt_fail("plan: %s", err);
         plan_write_rankfile(fp, &t, &m, &p[0]);
-        if (fclose(fp) != 0) mt_fail("plan: cannot write %s: %s", out, strerror(errno));
+        if (fs_stream_commit(&af, fp, err, sizeof(err)) != 0) mt_fail("plan: %s", err);
         printf("wrote %s (%d ranks)\n", out, p[0].world);
     }
     for (int o = 0; o < 3; o++) plan_placement_free(&p[o]);

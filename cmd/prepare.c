@@ -17,8 +17,8 @@
 
 #include "cmd/args.h"
 #include "cmd/cmd.h"
-#include "ckpt/ckpt.h"
 #include "core/check.h"
+#include "core/fs.h"
 #include "core/timer.h"
 #include "safety/pii.h"
 #include "train/data.h"
@@ -26,37 +26,6 @@
 
 #define PREP_DEFAULT_BPE_VOCAB 1024
 #define PREP_MAX_VOCAB 65536
-
-/* mkdir -p; 0 ok, -1 (errno set) on failure or when a path component is not a directory */
-static int mkdir_p(const char *path) {
-    if (path[0] == '\0') {
-        errno = ENOENT;
-        return -1;
-    }
-    char *p = strdup(path);
-    mtCheck(p != NULL, "out of memory");
-    int rc = 0;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0')
-            continue;
-        char c = *s;
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            rc = -1;
-        *s = c;
-        if (rc != 0 || c == '\0')
-            break;
-    }
-    struct stat st;
-    if (rc == 0 && stat(p, &st) != 0)
-        rc = -1;
-    else if (rc == 0 && !S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        rc = -1;
-    }
-    free(p);
-    return rc;
-}
 
 static char *join(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
@@ -147,7 +116,7 @@ static uint8_t *scrub_text(uint8_t *text, size_t *n, const char *mode_s, const c
     char *js = pii_report_json(&c, *mode, *types, dt);
     char *rp = join(out, "pii_report.json");
     mtCheck(js != NULL, "out of memory");
-    if (ckpt_write_file(rp, js, strlen(js), err, sizeof(err)) != 0)
+    if (fs_write_atomic(rp, js, strlen(js), err, sizeof(err)) != 0)
         mt_fail("prepare: %s", err);
     printf("prepare: scrub-pii  %s: %llu matches, %zu -> %zu bytes (%.0f MB/s), report -> %s\n",
            pii_mode_name(*mode), (unsigned long long)total, *n, sn,
@@ -244,7 +213,7 @@ int cmd_prepare(int argc, char **argv) {
     uint8_t *text = mallocCheck(nbytes);
     freadCheck(text, 1, nbytes, fin);
     fcloseCheck(fin);
-    if (mkdir_p(out) != 0)
+    if (fs_mkdir_p(out, NULL, 0) != 0)
         mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
     pii_mode pmode = PII_MASK;
     unsigned ptypes = 0;

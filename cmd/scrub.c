@@ -15,8 +15,8 @@
 #include "cmd/args.h"
 #include "cmd/cmd.h"
 #include "core/check.h"
+#include "core/fs.h"
 #include "core/timer.h"
-#include "ckpt/ckpt.h"
 #include "safety/pii.h"
 
 /* ~1 s progress line on stderr: a live line on a terminal, plain lines otherwise */
@@ -47,12 +47,14 @@ static int same_file(const char *a, const char *b) {
 }
 
 /* The output: stdout ("-"), a non-regular file written in place (/dev/null, a FIFO), or a
- * regular file written as NAME.tmp and renamed when complete. */
+ * regular file written durably and atomically (core/fs.h: a partial file, renamed when
+ * complete). */
 typedef struct {
     FILE *fp;
-    char *tmp;        /* NAME.tmp, or NULL */
+    fs_afile file;    /* the partial file of a regular output */
+    int atomic;       /* written through `file` */
     const char *path; /* the final name */
-    int in_place;     /* opened as itself (not stdout, not a .tmp) */
+    int in_place;     /* opened as itself (not stdout, not a partial file) */
 } out_file;
 
 static void out_open(out_file *o, const char *outp) {
@@ -61,40 +63,34 @@ static void out_open(out_file *o, const char *outp) {
     o->path = outp;
     o->fp = stdout;
     struct stat st;
+    char err[1024];
     if (strcmp(outp, "-") && stat(outp, &st) == 0 && !S_ISREG(st.st_mode)) {
         if (S_ISDIR(st.st_mode))
             mt_fail("scrub: --out '%s' is a directory", outp);
         o->in_place = 1; /* /dev/null, a FIFO: written as it is, never renamed over */
         o->fp = fopen(outp, "wb");
+        if (o->fp == NULL)
+            mt_fail("scrub: cannot write '%s': %s", outp, strerror(errno));
     } else if (strcmp(outp, "-")) {
-        size_t n = strlen(outp) + 5;
-        o->tmp = mallocCheck(n);
-        snprintf(o->tmp, n, "%s.tmp", outp);
-        o->fp = fopen(o->tmp, "wb");
+        o->atomic = 1;
+        o->fp = fs_stream_open(&o->file, outp, err, sizeof(err));
+        if (o->fp == NULL)
+            mt_fail("scrub: %s", err);
     }
-    if (o->fp == NULL)
-        mt_fail("scrub: cannot write '%s': %s", o->tmp ? o->tmp : outp, strerror(errno));
     setvbuf(o->fp, obuf, _IOFBF, sizeof(obuf));
 }
 
 static void out_abort(out_file *o) {
-    if (o->tmp) {
-        fclose(o->fp);
-        unlink(o->tmp);
-    }
+    if (o->atomic) fs_stream_abort(&o->file, o->fp);
 }
 
-/* durable and under its final name (fsync + rename), or one error line */
+/* durable and under its final name, or one error line */
 static void out_commit(out_file *o) {
+    char err[1024];
     if (o->in_place && fclose(o->fp) != 0)
         mt_fail("scrub: cannot write '%s': %s", o->path, strerror(errno));
-    if (o->tmp && (fsync(fileno(o->fp)) != 0 || fclose(o->fp) != 0 || rename(o->tmp, o->path) != 0)) {
-        int e = errno;
-        unlink(o->tmp);
-        mt_fail("scrub: cannot write '%s': %s", o->path, strerror(e));
-    }
-    free(o->tmp);
-    o->tmp = NULL;
+    if (o->atomic && fs_stream_commit(&o->file, o->fp, err, sizeof(err)) != 0)
+        mt_fail("scrub: %s", err);
 }
 
 /* Read `in` to its end into the scrubber, with a progress line about every second.
@@ -224,7 +220,7 @@ int cmd_scrub(int argc, char **argv) {
         int e = errno;
         out_abort(&of);
         mt_fail("scrub: %s error on '%s': %s", rc == 1 ? "read" : "write",
-                rc == 1 ? input : of.tmp ? of.tmp : outp, strerror(e));
+                rc == 1 ? input : outp, strerror(e));
     }
     out_commit(&of);
     if (!from_stdin)
@@ -238,7 +234,7 @@ int cmd_scrub(int argc, char **argv) {
     if (report) {
         char *js = pii_report_json(&c, mode, types, secs);
         mtCheck(js != NULL, "out of memory");
-        if (ckpt_write_file(report, js, strlen(js), err, sizeof(err)) != 0)
+        if (fs_write_atomic(report, js, strlen(js), err, sizeof(err)) != 0)
             mt_fail("scrub: --report: %s", err);
         free(js);
     }

@@ -87,12 +87,12 @@ int cmd_serve(int argc, char **argv) {
         {"host", ARG_STRING, &o.host, 0, 0, "ADDR", "bind address (0.0.0.0 or :: for all)", NULL},
         {"port", ARG_INT, &o.port, 0, 65535, "P", "TCP port (0 = any free port, printed at start)",
          NULL},
-        {"slots", ARG_INT, &o.slots, 1, 256, "N", "generations in parallel, one KV cache each",
+        {"slots", ARG_INT, &o.slots, 1, 256, "N", "generations in parallel (batched into one forward per token), one KV cache each",
          NULL},
         {"queue", ARG_INT, &o.queue, 0, 65536, "N", "requests that may wait for a slot; more get "
          "503", NULL},
-        {"threads", ARG_INT, &threads, 0, 1024, "N", "OpenMP/BLAS threads per slot (default: "
-         "cores / slots)", ""},
+        {"threads", ARG_INT, &threads, 0, 1024, "N", "OpenMP/BLAS threads of the batched decoder "
+         "(default: all cores)", ""},
         {"max-body", ARG_BYTES, &o.max_body, 64, 1 << 30, "BYTES", "largest request body, e.g. "
          "1048576 or 1M; 413 above", NULL},
         {"timeout", ARG_INT, &timeout_s, 1, 86400, "S", "close connections idle or stalled for S "
@@ -170,7 +170,7 @@ int cmd_serve(int argc, char **argv) {
     if (key_file) o.api_keys = read_keys(key_file, &o.n_api_keys);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (ncpu < 1) ncpu = 1;
-    o.threads_per_slot = threads > 0 ? threads : (int)(ncpu / o.slots > 1 ? ncpu / o.slots : 1);
+    o.threads = threads > 0 ? threads : (int)ncpu;
 
     /* signals: taken by sigwait below; every thread started from here on inherits the mask */
     sigset_t set;
@@ -214,10 +214,10 @@ int cmd_serve(int argc, char **argv) {
     }
     gw_server_set_model(srv, &m, &tok, loaded_step);
     printf("minitrain: serving '%s' (step %d: %d layers, d_model %d, context %d, vocab %d) on "
-           "http://%s%s%s:%d — slots %d, queue %d, threads/slot %d\n",
+           "http://%s%s%s:%d — slots %d, queue %d, threads %d\n",
            model_name, loaded_step, m.cfg.n_layer, m.cfg.d_model, m.cfg.seq_len,
            m.cfg.vocab_size, v6 ? "[" : "", host, v6 ? "]" : "", port, o.slots, o.queue,
-           o.threads_per_slot);
+           o.threads);
     fflush(stdout);
 
     int sig = 0;

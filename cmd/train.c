@@ -2,8 +2,9 @@
  * cmd/train.c — `minitrain train`: config + overrides → trainer, with its hooks wired.
  *
  * This is the one place that decides which hooks a training run has (eval, sample, checkpoints,
- * and sched/'s fault injection + heartbeats), so train/trainer.c stays free of those concerns and
- * train/ never includes sched/. Options: --config FILE, then any config key as --key value
+ * safety/'s robustness evaluation and adversarial-training microbatch, and sched/'s fault
+ * injection + heartbeats), so train/trainer.c stays free of those concerns and train/ never
+ * includes safety/ or sched/. Options: --config FILE, then any config key as --key value
  * (core/config.h's table; dashes = underscores), applied in command-line order on top of the file.
  */
 #include <libgen.h>
@@ -19,6 +20,7 @@
 #include "core/timer.h"
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
+#include "safety/robust.h"
 #include "sched/hooks.h"
 #include "sched/plan.h"
 #include "train/checkpoint.h"
@@ -184,6 +186,14 @@ int cmd_train(int argc, char **argv) {
     }
     trainer_add_hook(&tr, "eval", c->eval_every, trainer_hook_eval, NULL);
     if (c->sample_tokens > 0) trainer_add_hook(&tr, "sample", c->sample_every, trainer_hook_sample, NULL);
+    /* Robustness (safety/robust.h): the robust_every evaluation hook and adv_train. */
+    robust_wiring *robust = robust_attach_trainer(&tr, err, sizeof(err));
+    if (!robust) {
+        if (ms.rank == 0) fprintf(stderr, "minitrain: error: %s\n", err);
+        trainer_free(&tr);
+        comm_finalize();
+        return MT_EXIT_USAGE;
+    }
     /* Checkpoints (train/checkpoint.h): --resume auto|no|STEP, then a save every ckpt_every
      * steps and at the end; the hook runs every step to advance an asynchronous save. */
     checkpointer *ckpt = checkpoint_create(&tr);
@@ -194,6 +204,7 @@ int cmd_train(int argc, char **argv) {
             rundb_run_end(tr.db, tr.run_id, "failed");
         }
         checkpoint_free(ckpt);
+        robust_detach(robust);
         trainer_free(&tr);
         comm_finalize();
         return MT_EXIT_USAGE;
@@ -210,6 +221,7 @@ int cmd_train(int argc, char **argv) {
         log_info("run '%s' is already at step %d of %d; nothing to do (raise --steps to train "
                  "further)", c->name, tr.step, end);
         checkpoint_free(ckpt);
+        robust_detach(robust);
         if (ms.rank == 0) {
             trainer_log_end(&tr, "completed", "already at the last step: nothing to do");
             rundb_run_end(tr.db, tr.run_id, "completed");
@@ -224,6 +236,7 @@ int cmd_train(int argc, char **argv) {
     int ckpt_rc = checkpoint_finish(ckpt, &tr); /* waits for a save in flight */
     if (rc == MT_EXIT_OK) rc = ckpt_rc;
     checkpoint_free(ckpt);
+    robust_detach(robust);
     double wall = timer_now() - t0;
     if (trainer_save_model(&tr, err, sizeof(err)) != 0) { /* only rank 0 writes, so fails */
         trainer_log_error(&tr, err);

@@ -43,6 +43,16 @@ static inline MT_NORETURN MT_PRINTF(1, 2) void mt_fail(const char *fmt, ...) {
     exit(MT_EXIT_USAGE);
 }
 
+/* Format an error message into err[errlen] for a caller to report (no-op when err is NULL or
+ * errlen is 0). The one way every module fills the (char *err, size_t errlen) of its API. */
+static inline MT_PRINTF(3, 4) void mt_errf(char *err, size_t errlen, const char *fmt, ...) {
+    if (err == NULL || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
 /* Print a warning line on stderr; never exits. */
 static inline MT_PRINTF(1, 2) void mt_warn(const char *fmt, ...) {
     va_list ap;

@@ -90,6 +90,17 @@ static const key_desc KEYS[] = {
     KS(resume, "auto", "auto | no | STEP: where a run starts"),
     KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),
     KS(fault, "", "fault injection spec (repeatable: --fault kill@step=5,rank=1)"),
+    KI(robust_every, 0, 0, 1 << 30, "adversarial-robustness evaluation every N steps (0 = off)"),
+    KS(robust_attack, "pgd", "robustness attack: fgsm | pgd | hotflip"),
+    KS(robust_norm, "l2", "robustness ball: l2 (per sequence) | linf (per element)"),
+    KS(robust_eps, "0,0.01,0.03,0.1", "robustness eps list, relative to the mean wte row norm"),
+    KI(robust_steps, 5, 1, 1000, "PGD ascent steps of the robustness evaluation"),
+    KI(robust_flips, 2, 1, 1000, "HotFlip token swaps per sequence"),
+    KI(robust_batches, 2, 1, 1 << 20, "validation microbatches the robustness evaluation attacks"),
+    KS(adv_train, "none", "adversarial training: none | fgsm | pgd | freelb"),
+    KF(adv_eps, 0.03, 0, 100, "adversarial training eps, relative to the mean wte row norm"),
+    KI(adv_steps, 3, 1, 1000, "ascent steps of pgd / freelb adversarial training"),
+    KS(adv_norm, "l2", "adversarial training ball: l2 | linf"),
 };
 #define NKEYS (sizeof(KEYS) / sizeof(KEYS[0]))
 
@@ -255,6 +266,48 @@ int config_validate(const mt_config *cfg, char *err, size_t errlen) {
     }
     if (strcmp(cfg->pp_schedule, "1f1b") != 0 && strcmp(cfg->pp_schedule, "gpipe") != 0) {
         snprintf(err, errlen, "'pp_schedule' must be 1f1b or gpipe, got '%s'", cfg->pp_schedule);
+        return -1;
+    }
+    if (strcmp(cfg->robust_attack, "fgsm") != 0 && strcmp(cfg->robust_attack, "pgd") != 0 &&
+        strcmp(cfg->robust_attack, "hotflip") != 0) {
+        snprintf(err, errlen, "'robust_attack' must be fgsm, pgd or hotflip, got '%s'",
+                 cfg->robust_attack);
+        return -1;
+    }
+    const char *norms[2][2] = {{"robust_norm", cfg->robust_norm}, {"adv_norm", cfg->adv_norm}};
+    for (int i = 0; i < 2; i++)
+        if (strcmp(norms[i][1], "l2") != 0 && strcmp(norms[i][1], "linf") != 0) {
+            snprintf(err, errlen, "'%s' must be l2 or linf, got '%s'", norms[i][0], norms[i][1]);
+            return -1;
+        }
+    /* robust_eps: a comma list of numbers >= 0 (safety/robust.c parses it the same way) */
+    const char *p = cfg->robust_eps;
+    int n_eps = 0;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !isfinite(v) || v < 0 || (*end != ',' && *end != 0)) {
+            snprintf(err, errlen, "'robust_eps' must be a comma list of numbers >= 0 (e.g. "
+                     "0,0.01,0.03,0.1), got '%s'", cfg->robust_eps);
+            return -1;
+        }
+        n_eps++;
+        p = *end ? end + 1 : end;
+    }
+    if (n_eps == 0 && strcmp(cfg->robust_attack, "hotflip") != 0 && cfg->robust_every > 0) {
+        snprintf(err, errlen, "'robust_eps' is empty: give at least one eps (e.g. 0,0.03,0.1)");
+        return -1;
+    }
+    if (strcmp(cfg->adv_train, "none") != 0 && strcmp(cfg->adv_train, "fgsm") != 0 &&
+        strcmp(cfg->adv_train, "pgd") != 0 && strcmp(cfg->adv_train, "freelb") != 0) {
+        snprintf(err, errlen, "'adv_train' must be none, fgsm, pgd or freelb, got '%s'",
+                 cfg->adv_train);
+        return -1;
+    }
+    if (strcmp(cfg->adv_train, "none") != 0 && cfg->pp > 1) {
+        snprintf(err, errlen, "adv_train = %s with pp = %d is not supported (the ascent passes run "
+                 "outside the pipeline schedule); use tp/dp layouts or adv_train = none",
+                 cfg->adv_train, cfg->pp);
         return -1;
     }
     if (strcmp(cfg->ckpt_on_error, "stop") != 0 && strcmp(cfg->ckpt_on_error, "continue") != 0) {

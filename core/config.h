@@ -68,6 +68,18 @@ typedef struct {
     char ckpt_on_error[16]; /* stop | continue */
     /* resilience */
     char fault[1024]; /* fault specs, ';'-separated (--fault may be repeated) */
+    /* robustness evaluation during training and adversarial training (safety/robust.h) */
+    int robust_every;       /* evaluate every N steps and at the end (0 = off) */
+    char robust_attack[16]; /* fgsm | pgd | hotflip */
+    char robust_norm[8];    /* l2 | linf */
+    char robust_eps[128];   /* comma list of ε relative to the mean token-embedding row norm */
+    int robust_steps;       /* PGD ascent steps K */
+    int robust_flips;       /* HotFlip: token swaps per sequence */
+    int robust_batches;     /* validation microbatches (of batch_size) evaluated */
+    char adv_train[16];     /* none | fgsm | pgd | freelb */
+    float adv_eps;          /* relative ε of adversarial training */
+    int adv_steps;          /* ascent steps K of pgd / freelb */
+    char adv_norm[8];       /* l2 | linf */
 } mt_config;
 
 /* Fill cfg with every key's default. */

@@ -61,7 +61,8 @@
 #define EV_PP_IDLE "pp_idle"     /* (run, stage's first rank) step, stage, idle_share */
 #define EV_END "end"             /* (run, 0) status (completed|failed|stopped), step, message */
 #define EV_ERROR "error"         /* (run, 0) error (the message), step */
-/* the checkpointer, train/checkpoint.c and train/checkpoint_load.c */
+/* the checkpointer: ckpt/writer.c and ckpt/tiers.c through train/checkpoint.c's sink, and
+ * train/checkpoint.c itself (resume) */
 #define EV_CHECKPOINT "checkpoint"     /* (run, 0) one per committed tier: step, tier, path, bytes,
                                           snapshot_ms (the training stall), write_ms */
 #define EV_CKPT_ERROR "ckpt_error"     /* (run, rank) step, tier, error */

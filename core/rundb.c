@@ -13,11 +13,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+
+#include "core/fs.h"
 
 struct rundb {
     sqlite3 *db;
@@ -26,6 +27,7 @@ struct rundb {
     sqlite3_stmt *ins_run;
     sqlite3_stmt *end_run;
     sqlite3_stmt *ins_ckpt;
+    sqlite3_stmt *ins_eval;
     int batch_depth;
 };
 
@@ -42,7 +44,12 @@ static const char *SCHEMA_SQL =
     "CREATE INDEX IF NOT EXISTS events_run_kind ON events(run_id, kind);"
     "CREATE TABLE IF NOT EXISTS checkpoints("
     "  run_id INT, step INT, tier INT, path TEXT UNIQUE, bytes INT, checksum TEXT, state TEXT,"
-    "  snapshot_ms REAL, write_ms REAL, time REAL);";
+    "  snapshot_ms REAL, write_ms REAL, time REAL);"
+    "CREATE TABLE IF NOT EXISTS evals("
+    "  run_id INT, step INT, kind TEXT, attack TEXT, norm TEXT, eps_rel REAL, eps_abs REAL, k INT,"
+    "  clean_loss REAL, adv_loss REAL, clean_acc REAL, adv_acc REAL, success_rate REAL,"
+    "  n_tokens INT, ms REAL, time REAL);"
+    "CREATE INDEX IF NOT EXISTS evals_run_step ON evals(run_id, step);";
 
 double rundb_now(void) {
     struct timespec ts;
@@ -55,40 +62,6 @@ char *rundb_path(const char *run_dir, char *out, size_t outlen) {
     while (n > 1 && run_dir[n - 1] == '/') n--; /* "runs/x/" -> "runs/x/run.db", not "//" */
     snprintf(out, outlen, "%.*s/%s", (int)n, run_dir, RUNDB_FILE);
     return out;
-}
-
-/* mkdir -p: create every missing component of path. Returns 0 or -1 with errno set. */
-static int mkdir_p(const char *path) {
-    char buf[4096];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof(buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char saved = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-            buf[i] = saved;
-        }
-    }
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
-static MT_PRINTF(3, 4) void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (err == NULL || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 static sqlite3_stmt *prepare(sqlite3 *db, const char *sql) {
@@ -131,11 +104,11 @@ static int exec_retry(sqlite3 *db, const char *sql, int (*cb)(void *, int, char 
 rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
     int version = 0;
     if (run_dir == NULL || run_dir[0] == '\0') {
-        set_err(err, errlen, "run directory is empty");
+        mt_errf(err, errlen, "run directory is empty");
         return NULL;
     }
-    if (mkdir_p(run_dir) != 0) {
-        set_err(err, errlen, "cannot create run directory '%s': %s", run_dir, strerror(errno));
+    if (fs_mkdir_p(run_dir, NULL, 0) != 0) {
+        mt_errf(err, errlen, "cannot create run directory '%s': %s", run_dir, strerror(errno));
         return NULL;
     }
     char path[4200];
@@ -143,7 +116,7 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
-        set_err(err, errlen, "cannot open run database '%s': %s", path,
+        mt_errf(err, errlen, "cannot open run database '%s': %s", path,
                 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         sqlite3_close(db);
         return NULL;
@@ -179,7 +152,7 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
         }
     }
     if (rc != SQLITE_OK) {
-        set_err(err, errlen, "cannot initialise run database '%s': %s", path,
+        mt_errf(err, errlen, "cannot initialise run database '%s': %s", path,
                 msg ? msg : sqlite3_errmsg(db));
         sqlite3_free(msg);
         sqlite3_close(db);
@@ -207,6 +180,9 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
                               " snapshot_ms=COALESCE(excluded.snapshot_ms, snapshot_ms),"
                               " write_ms=COALESCE(excluded.write_ms, write_ms),"
                               " time=excluded.time");
+    r->ins_eval = prepare(db, "INSERT INTO evals(run_id, step, kind, attack, norm, eps_rel, eps_abs,"
+                              " k, clean_loss, adv_loss, clean_acc, adv_acc, success_rate, n_tokens,"
+                              " ms, time) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     return r;
 }
 
@@ -308,6 +284,29 @@ void rundb_log_checkpoint(rundb *db, int64_t run_id, const rundb_checkpoint *c) 
     step_reset(db, st);
 }
 
+void rundb_log_eval(rundb *db, int64_t run_id, const rundb_eval *e) {
+    mtCheck(db != NULL && e != NULL && e->kind != NULL && e->attack != NULL,
+            "rundb_log_eval needs an open database, a kind and an attack");
+    sqlite3_stmt *st = db->ins_eval;
+    sqliteCheck(sqlite3_bind_int64(st, 1, run_id), db->db);
+    sqliteCheck(sqlite3_bind_int(st, 2, e->step), db->db);
+    bind_text(db, st, 3, e->kind);
+    bind_text(db, st, 4, e->attack);
+    bind_text(db, st, 5, e->norm);
+    bind_real(db, st, 6, e->eps_rel);
+    bind_real(db, st, 7, e->eps_abs);
+    sqliteCheck(sqlite3_bind_int(st, 8, e->k), db->db);
+    bind_real(db, st, 9, e->clean_loss);
+    bind_real(db, st, 10, e->adv_loss);
+    bind_real(db, st, 11, e->clean_acc);
+    bind_real(db, st, 12, e->adv_acc);
+    bind_real(db, st, 13, e->success_rate);
+    sqliteCheck(sqlite3_bind_int64(st, 14, e->n_tokens), db->db);
+    bind_real(db, st, 15, e->ms);
+    bind_real(db, st, 16, e->time);
+    step_reset(db, st);
+}
+
 int rundb_begin_batch(rundb *db) {
     mtCheck(db != NULL, "rundb_begin_batch needs an open run database");
     if (db->batch_depth++ == 0)
@@ -333,6 +332,7 @@ void rundb_close(rundb *db) {
     sqlite3_finalize(db->ins_run);
     sqlite3_finalize(db->end_run);
     sqlite3_finalize(db->ins_ckpt);
+    sqlite3_finalize(db->ins_eval);
     sqliteCheck(sqlite3_close(db->db), NULL);
     free(db);
 }

@@ -24,6 +24,15 @@
  *               state TEXT (writing|committed|corrupt|deleted|failed),
  *               snapshot_ms REAL (training stall), write_ms REAL (background write + commit),
  *               time REAL (unix s of the last state change))
+ *   evals(run_id INT, step INT (model step evaluated), kind TEXT (train = the trainer hook,
+ *         cli = `minitrain robust`), attack TEXT (fgsm|pgd|hotflip), norm TEXT (l2|linf; NULL for
+ *         hotflip), eps_rel REAL (ε / mean L2 norm of the token-embedding rows), eps_abs REAL
+ *         (the radius of the ball itself, see safety/robust.h), k INT (ascent steps, or flips),
+ *         clean_loss REAL, adv_loss REAL (mean nats/token), clean_acc REAL, adv_acc REAL
+ *         (next-token accuracy, fractions), success_rate REAL (share of positions whose argmax
+ *         changed), n_tokens INT, ms REAL (wall time of the row's attack),
+ *         time REAL (unix s when the evaluation began: one value per evaluation, so the rows of
+ *         the newest evaluation are those with the largest time))
  *
  * Errors: rundb_open() reports a bad RUN_DIR or file to the caller (NULL + message), because that is
  * user input. After a successful open, a failing write is a system failure: sqliteCheck prints
@@ -110,6 +119,21 @@ typedef struct {
 
 /* Insert the row of c->path, or update it (state, time, and any field that is known). */
 void rundb_log_checkpoint(rundb *db, int64_t run_id, const rundb_checkpoint *c);
+
+/* One row of the evals table (safety/robust.c writes it). NAN fields are stored as NULL; kind
+ * and attack must be non-NULL, norm may be NULL. Units as in the schema above. */
+typedef struct {
+    int step;
+    const char *kind, *attack, *norm;
+    double eps_rel, eps_abs;
+    int k;
+    double clean_loss, adv_loss, clean_acc, adv_acc, success_rate;
+    int64_t n_tokens;
+    double ms, time;
+} rundb_eval;
+
+/* Append one evals row. */
+void rundb_log_eval(rundb *db, int64_t run_id, const rundb_eval *e);
 
 /* Group the following writes in one transaction (BEGIN IMMEDIATE ... COMMIT). Calls nest; only the
  * outermost pair touches the database. Both return 0. */

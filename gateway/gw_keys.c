@@ -67,15 +67,6 @@ static const char *SCHEMA_SQL =
 #define ROW_COLS "id, name, role, models, rpm, tpm, max_concurrent, max_tokens, expires_at," \
                  " disabled, created_at, created_by, revoked_at, hash"
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) MT_PRINTF(3, 4);
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 long long gw_keys_now(gw_keys *k) { return k->now ? k->now(k->now_ctx) : (long long)time(NULL); }
 
 void gw_keys_set_clock(gw_keys *k, long long (*now)(void *ctx), void *ctx) {
@@ -107,7 +98,7 @@ static int exec_sql(sqlite3 *db, const char *sql, char *err, size_t errlen, cons
     char *msg = NULL;
     int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
-        set_err(err, errlen, "cannot initialise key database '%s': %s", path,
+        mt_errf(err, errlen, "cannot initialise key database '%s': %s", path,
                 msg ? msg : sqlite3_errmsg(db));
         sqlite3_free(msg);
         return -1;
@@ -123,21 +114,21 @@ static int wal_cb(void *arg, int n, char **vals, char **cols) {
 
 gw_keys *gw_keys_open(const char *db_path, char *err, size_t errlen) {
     if (!db_path || !*db_path) {
-        set_err(err, errlen, "the key database path is empty");
+        mt_errf(err, errlen, "the key database path is empty");
         return NULL;
     }
     /* create it owner-only before SQLite does (SQLite would use 0644): the audit trail and the
      * key metadata are nobody else's business */
     int fd = open(db_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
-        set_err(err, errlen, "cannot open key database '%s': %s", db_path, strerror(errno));
+        mt_errf(err, errlen, "cannot open key database '%s': %s", db_path, strerror(errno));
         return NULL;
     }
     close(fd);
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK) {
-        set_err(err, errlen, "cannot open key database '%s': %s", db_path,
+        mt_errf(err, errlen, "cannot open key database '%s': %s", db_path,
                 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         sqlite3_close(db);
         return NULL;
@@ -148,7 +139,7 @@ gw_keys *gw_keys_open(const char *db_path, char *err, size_t errlen) {
     /* journal_mode=WAL also validates the file: a non-database file fails here */
     rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", wal_cb, mode, &msg);
     if (rc != SQLITE_OK) {
-        set_err(err, errlen, "'%s' is not a gateway key database: %s", db_path,
+        mt_errf(err, errlen, "'%s' is not a gateway key database: %s", db_path,
                 msg ? msg : sqlite3_errmsg(db));
         sqlite3_free(msg);
         sqlite3_close(db);
@@ -169,7 +160,7 @@ gw_keys *gw_keys_open(const char *db_path, char *err, size_t errlen) {
         ours = !strcmp((const char *)sqlite3_column_text(st, 0), "minitrain-gateway-keys");
     sqlite3_finalize(st);
     if (!ours) {
-        set_err(err, errlen, "'%s' is a SQLite database of another program, not a gateway key "
+        mt_errf(err, errlen, "'%s' is a SQLite database of another program, not a gateway key "
                 "database", db_path);
         sqlite3_close(db);
         return NULL;
@@ -180,7 +171,7 @@ gw_keys *gw_keys_open(const char *db_path, char *err, size_t errlen) {
     snprintf(k->path, sizeof(k->path), "%s", db_path);
     rc = sqlite3_prepare_v2(db, "SELECT " ROW_COLS " FROM keys WHERE id = ?", -1, &k->by_id, NULL);
     if (rc != SQLITE_OK) {
-        set_err(err, errlen, "key database '%s' has an unexpected schema: %s", db_path,
+        mt_errf(err, errlen, "key database '%s' has an unexpected schema: %s", db_path,
                 sqlite3_errmsg(db));
         gw_keys_close(k);
         return NULL;
@@ -349,11 +340,11 @@ static int model_name_ok(const char *a, size_t n) {
 int gw_key_spec_check(const gw_key_info *s, long long now, int require_future, char *err,
                       size_t errlen) {
     if (!gw_role_name(s->role)) {
-        set_err(err, errlen, "role must be admin, user or viewer");
+        mt_errf(err, errlen, "role must be admin, user or viewer");
         return -1;
     }
     if (memchr(s->models, 0, sizeof(s->models)) == NULL) {
-        set_err(err, errlen, "models list is longer than %zu bytes", sizeof(s->models) - 1);
+        mt_errf(err, errlen, "models list is longer than %zu bytes", sizeof(s->models) - 1);
         return -1;
     }
     const char *m = s->models;
@@ -362,7 +353,7 @@ int gw_key_spec_check(const gw_key_info *s, long long now, int require_future, c
             const char *e = strchr(m, ',');
             size_t n = e ? (size_t)(e - m) : strlen(m);
             if (!(n == 1 && *m == '*') && !model_name_ok(m, n)) {
-                set_err(err, errlen, "model name '%.*s' must be 1..64 characters of "
+                mt_errf(err, errlen, "model name '%.*s' must be 1..64 characters of "
                         "A-Z a-z 0-9 . _ - : / (comma-separated, '*' = all)", (int)(n > 64 ? 64 : n), m);
                 return -1;
             }
@@ -371,17 +362,17 @@ int gw_key_spec_check(const gw_key_info *s, long long now, int require_future, c
         }
     }
     if (s->rpm < 0 || s->tpm < 0 || s->max_concurrent < 0 || s->max_tokens < 0) {
-        set_err(err, errlen, "rpm, tpm, max_concurrent and max_tokens must be >= 0 (0 = unlimited)");
+        mt_errf(err, errlen, "rpm, tpm, max_concurrent and max_tokens must be >= 0 (0 = unlimited)");
         return -1;
     }
     if (s->rpm > 1000000000L || s->tpm > 1000000000000L || s->max_concurrent > 1000000 ||
         s->max_tokens > 1000000000) {
-        set_err(err, errlen, "a limit is out of range (rpm <= 1e9, tpm <= 1e12, max_concurrent <= "
+        mt_errf(err, errlen, "a limit is out of range (rpm <= 1e9, tpm <= 1e12, max_concurrent <= "
                 "1e6, max_tokens <= 1e9)");
         return -1;
     }
     if (s->expires_at < 0 || (require_future && s->expires_at && s->expires_at <= now)) {
-        set_err(err, errlen, "expiry must be in the future (or 0 = never)");
+        mt_errf(err, errlen, "expiry must be in the future (or 0 = never)");
         return -1;
     }
     return 0;
@@ -407,7 +398,7 @@ int gw_keys_create(gw_keys *k, const char *actor, const char *name, const gw_key
     long long now = gw_keys_now(k);
     if (gw_key_spec_check(spec, now, 1, err, errlen)) return -1;
     if (name && strlen(name) >= sizeof(((gw_key_row *)0)->name)) {
-        set_err(err, errlen, "name must be at most 63 bytes");
+        mt_errf(err, errlen, "name must be at most 63 bytes");
         return -1;
     }
     gw_key_row row;
@@ -447,7 +438,7 @@ int gw_keys_create(gw_keys *k, const char *actor, const char *name, const gw_key
         sqlite3_finalize(st);
     }
     OPENSSL_cleanse(raw, sizeof(raw));
-    if (rc != SQLITE_OK) set_err(err, errlen, "cannot store the key in '%s': %s", k->path,
+    if (rc != SQLITE_OK) mt_errf(err, errlen, "cannot store the key in '%s': %s", k->path,
                                  sqlite3_errmsg(k->db));
     pthread_mutex_unlock(&k->mu);
     if (rc != SQLITE_OK) {

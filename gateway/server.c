@@ -695,7 +695,7 @@ void gw_server_set_model(gw_server *s, const gpt_model *m, const tok_tokenizer *
         tok_token_bytes(tok, (uint32_t)i, &bl);
         if (bl > s->max_token_bytes) s->max_token_bytes = bl;
     }
-    s->pool = gw_pool_create(m, tok, s->o.slots, s->o.queue, s->o.threads_per_slot, &s->metrics);
+    s->pool = gw_pool_create(m, tok, s->o.slots, s->o.queue, s->o.threads, &s->metrics);
     atomic_store(&s->ready, 1);
 }
 

@@ -4,7 +4,8 @@
  * The module's one public header. Four parts, one file each:
  *   api.c      request parsing and validation (cJSON), the OpenAI response/error shapes, UTF-8 and
  *              stop-sequence helpers — pure functions, unit-tested without a socket;
- *   slots.c    generation slots: N worker threads, each owning one KV cache (gpt_decode_state),
+ *   slots.c    generation slots: N KV caches (gpt_decode_state) decoded by one thread in one batched
+ *              forward per step (continuous batching),
  *              fed by a bounded FIFO queue of jobs; a full queue is refused (the caller sends 503);
  *   metrics.c  counters, gauges and a latency histogram rendered as Prometheus text;
  *   server.c   libmicrohttpd glue: routing, API keys, body limits, streaming (SSE), disconnects.
@@ -12,8 +13,8 @@
  *
  * Threading: libmicrohttpd runs one thread per connection; a connection thread parses the request,
  * submits a job and waits on it (or, when streaming, turns each generated token into one SSE
- * event). Generation itself runs only in the slot threads, so `--slots` bounds CPU use whatever
- * the number of connections. The model and tokenizer are read-only once loaded.
+ * event). Generation itself runs only in the decoder thread, so `--threads` bounds CPU use and
+ * `--slots` the batch width whatever the number of connections. The model and tokenizer are read-only once loaded.
  */
 #ifndef MT_GATEWAY_SERVER_H
 #define MT_GATEWAY_SERVER_H
@@ -254,11 +255,12 @@ typedef struct gw_job {
 
 typedef struct gw_pool gw_pool;
 
-/* Start n_slots slot threads (each with a KV cache for m and threads_per_slot OpenMP/BLAS
- * threads) and a queue of queue_cap waiting jobs (0 = none wait: busy slots mean 503).
+/* Start n_slots slots (each a KV cache for m), one decoder thread that runs all active slots in
+ * one batched forward per step with `threads` OpenMP/BLAS threads, and a queue of queue_cap
+ * waiting jobs (0 = none wait: busy slots mean 503).
  * metrics may be NULL. The model and tokenizer must outlive the pool. */
 gw_pool *gw_pool_create(const gpt_model *m, const tok_tokenizer *tok, int n_slots, int queue_cap,
-                        int threads_per_slot, gw_metrics *metrics);
+                        int threads, gw_metrics *metrics);
 /* Refuse new jobs and cancel queued and running ones: they finish promptly as
  * GW_FINISH_CANCELLED, so threads waiting on them return. The pool stays usable for waits. */
 void gw_pool_stop(gw_pool *p);
@@ -293,7 +295,7 @@ typedef struct {
     const char *host;        /* bind address, numeric or a name (default 127.0.0.1) */
     int port;                /* 0 = any free port (see gw_server_port) */
     int slots, queue;        /* parallel generations; waiting requests beyond them */
-    int threads_per_slot;    /* OpenMP/BLAS threads per slot (>= 1) */
+    int threads;             /* OpenMP/BLAS threads of the batched decoder (>= 1) */
     size_t max_body;         /* bytes; larger bodies get 413 before they are buffered */
     unsigned timeout_s;      /* idle connections are closed after this (MHD connection timeout) */
     const char *model_name;  /* the id /v1/models lists and requests may name */

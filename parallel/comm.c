@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/timer.h"
 
 #ifdef MT_HAVE_MPI
 #include <mpi.h>
@@ -42,18 +43,12 @@ static const char *volatile g_call_name = "";
 static const char *volatile g_call_group = "";
 static double g_timeout = 0;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void *watchdog_main(void *arg) {
     (void)arg;
     for (;;) {
         usleep(100000);
         double t0 = atomic_load(&g_call_start);
-        if (t0 > 0 && now_s() - t0 > g_timeout)
+        if (t0 > 0 && timer_now() - t0 > g_timeout)
             comm_abort(MT_EXIT_ERROR, "%s on group '%s' did not complete in %.0f s (a peer rank "
                        "died or hangs); aborting the job (watchdog, see --comm-timeout)",
                        g_call_name, g_call_group, g_timeout);
@@ -76,12 +71,12 @@ void comm_watchdog_start(double timeout_s) {
     do {                                                                                           \
         g_call_name = what;                                                                        \
         g_call_group = (c)->name;                                                                  \
-        atomic_store(&g_call_start, now_s());                                                      \
+        atomic_store(&g_call_start, timer_now());                                                      \
     } while (0)
 static double g_comm_seconds = 0; /* time spent inside blocking comm calls, for accounting */
 #define LEAVE()                                                                                    \
     do {                                                                                           \
-        g_comm_seconds += now_s() - atomic_load(&g_call_start);                                    \
+        g_comm_seconds += timer_now() - atomic_load(&g_call_start);                                    \
         atomic_store(&g_call_start, 0.0);                                                          \
     } while (0)
 

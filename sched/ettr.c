@@ -15,7 +15,6 @@
 #include "sched/ettr.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,14 +54,6 @@ typedef struct {
 } attempt;
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
-
-static MT_PRINTF(3, 4) void set_err(char *err, size_t n, const char *fmt, ...) {
-    if (!err || !n) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-}
 
 /* Number `key` of a JSON object text, or NAN. */
 static double detail_num(const char *detail, const char *key) {
@@ -155,7 +146,7 @@ static int load(sqlite3 *db, job_data *j, char *err, size_t errlen) {
     static const char *TABLES[] = {"runs", "metrics", "events"};
     for (int t = 0; t < 3; t++)
         if (!has_table(db, TABLES[t])) {
-            set_err(err, errlen, "not a minitrain run database (no table '%s')", TABLES[t]);
+            mt_errf(err, errlen, "not a minitrain run database (no table '%s')", TABLES[t]);
             return -1;
         }
     sqlite3_stmt *st = NULL;
@@ -233,7 +224,7 @@ static int load(sqlite3 *db, job_data *j, char *err, size_t errlen) {
     if (rc != SQLITE_DONE) goto sql_error;
     return 0;
 sql_error:
-    set_err(err, errlen, "reading the run database: %s", sqlite3_errmsg(db));
+    mt_errf(err, errlen, "reading the run database: %s", sqlite3_errmsg(db));
     sqlite3_finalize(st);
     return -1;
 }
@@ -469,7 +460,7 @@ int ettr_compute_dir(const char *run_dir, ettr_report *out, char *err, size_t er
     rundb_path(run_dir, path, sizeof(path));
     sqlite3 *db = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        set_err(err, errlen, "cannot open run database %s: %s", path,
+        mt_errf(err, errlen, "cannot open run database %s: %s", path,
                 db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
         return -1;
@@ -477,7 +468,7 @@ int ettr_compute_dir(const char *run_dir, ettr_report *out, char *err, size_t er
     sqlite3_busy_timeout(db, RUNDB_BUSY_TIMEOUT_MS);
     char msg[512];
     int rc = ettr_compute(db, out, msg, sizeof(msg));
-    if (rc != 0) set_err(err, errlen, "%s: %s", path, msg);
+    if (rc != 0) mt_errf(err, errlen, "%s: %s", path, msg);
     sqlite3_close(db);
     return rc;
 }

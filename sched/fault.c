@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,14 +24,6 @@ static const char *const KIND_NAMES[] = {"kill", "hang", "nan", "slow", "exit", 
 
 const char *fault_kind_name(fault_kind k) {
     return (int)k >= 0 && (int)k < NKINDS ? KIND_NAMES[k] : "unknown";
-}
-
-static MT_PRINTF(3, 4) void set_err(char *err, size_t n, const char *fmt, ...) {
-    if (!err || !n) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
 }
 
 /* Strict decimal integer in [lo, hi]. */
@@ -55,11 +46,11 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
     size_t n = strlen(text);
     while (n > 0 && isspace((unsigned char)text[n - 1])) n--;
     if (n == 0) {
-        set_err(err, errlen, "empty fault spec (expected KIND@key=value,...)");
+        mt_errf(err, errlen, "empty fault spec (expected KIND@key=value,...)");
         return -1;
     }
     if (n >= sizeof(out->spec)) {
-        set_err(err, errlen, "fault spec '%.40s...' is too long (max %zu characters)", text,
+        mt_errf(err, errlen, "fault spec '%.40s...' is too long (max %zu characters)", text,
                 sizeof(out->spec) - 1);
         return -1;
     }
@@ -73,7 +64,7 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
     for (int k = 0; k < NKINDS; k++)
         if (!strcmp(buf, KIND_NAMES[k])) kind = k;
     if (kind < 0) {
-        set_err(err, errlen, "fault '%s': unknown kind '%s' (kill, hang, nan, slow, exit, "
+        mt_errf(err, errlen, "fault '%s': unknown kind '%s' (kill, hang, nan, slow, exit, "
                 "corrupt-ckpt)", out->spec, buf);
         return -1;
     }
@@ -83,7 +74,7 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
     for (char *kv = at ? strtok_r(at + 1, ",", &save) : NULL; kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
         if (!eq) {
-            set_err(err, errlen, "fault '%s': '%s' is not key=value", out->spec, kv);
+            mt_errf(err, errlen, "fault '%s': '%s' is not key=value", out->spec, kv);
             return -1;
         }
         *eq = '\0';
@@ -107,7 +98,7 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
             out->factor = strtod(val, &end);
             bad = end == val || *end != '\0' || !(out->factor > 1) || !isfinite(out->factor);
         } else {
-            set_err(err, errlen, "fault '%s': unknown key '%s' for %s (keys: step, rank%s)",
+            mt_errf(err, errlen, "fault '%s': unknown key '%s' for %s (keys: step, rank%s)",
                     out->spec, key, KIND_NAMES[kind],
                     out->kind == FAULT_EXIT           ? ", code"
                     : out->kind == FAULT_SLOW         ? ", factor"
@@ -116,7 +107,7 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
             return -1;
         }
         if (*seen) {
-            set_err(err, errlen, "fault '%s': key '%s' given twice", out->spec, key);
+            mt_errf(err, errlen, "fault '%s': key '%s' given twice", out->spec, key);
             return -1;
         }
         *seen = 1;
@@ -126,18 +117,18 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
                                : !strcmp(key, "code")   ? "an exit code in 1..255"
                                : !strcmp(key, "kill")   ? "0 or 1"
                                                         : "a number > 1";
-            set_err(err, errlen, "fault '%s': %s=%s is not %s", out->spec, key, val, want);
+            mt_errf(err, errlen, "fault '%s': %s=%s is not %s", out->spec, key, val, want);
             return -1;
         }
     }
     if (out->kind == FAULT_SLOW) {
         if (!seen_factor) {
-            set_err(err, errlen, "fault '%s': slow needs factor=F (> 1)", out->spec);
+            mt_errf(err, errlen, "fault '%s': slow needs factor=F (> 1)", out->spec);
             return -1;
         }
         if (!seen_step) out->step = 1;
     } else if (!seen_step) {
-        set_err(err, errlen, "fault '%s': %s needs step=N", out->spec, KIND_NAMES[kind]);
+        mt_errf(err, errlen, "fault '%s': %s needs step=N", out->spec, KIND_NAMES[kind]);
         return -1;
     }
     if (out->kind == FAULT_CORRUPT_CKPT && !seen_rank) out->rank = 0;
@@ -152,7 +143,7 @@ int fault_parse_list(const char *text, fault_spec *out, int max, char *err, size
         size_t len = semi ? (size_t)(semi - p) : strlen(p);
         char item[256];
         if (len >= sizeof(item)) {
-            set_err(err, errlen, "fault spec '%.40s...' is too long", p);
+            mt_errf(err, errlen, "fault spec '%.40s...' is too long", p);
             return -1;
         }
         memcpy(item, p, len);
@@ -161,7 +152,7 @@ int fault_parse_list(const char *text, fault_spec *out, int max, char *err, size
         for (size_t i = 0; i < len; i++) blank &= isspace((unsigned char)item[i]) != 0;
         if (!blank) {
             if (n == max) {
-                set_err(err, errlen, "too many fault specs (at most %d)", max);
+                mt_errf(err, errlen, "too many fault specs (at most %d)", max);
                 return -1;
             }
             if (fault_parse(item, &out[n], err, errlen) != 0) return -1;
@@ -175,7 +166,7 @@ int fault_parse_list(const char *text, fault_spec *out, int max, char *err, size
 int fault_check_ranks(const fault_spec *f, int n, int world_size, char *err, size_t errlen) {
     for (int i = 0; i < n; i++)
         if (f[i].rank >= world_size) {
-            set_err(err, errlen, "fault '%s': rank %d is outside this job of %d rank%s", f[i].spec,
+            mt_errf(err, errlen, "fault '%s': rank %d is outside this job of %d rank%s", f[i].spec,
                     f[i].rank, world_size, world_size == 1 ? "" : "s");
             return -1;
         }
@@ -221,7 +212,7 @@ int fault_corrupt_checkpoint(const char *step_dir, char *which, size_t whichlen,
                              size_t errlen) {
     DIR *d = opendir(step_dir);
     if (!d) {
-        set_err(err, errlen, "cannot open checkpoint directory %s: %s", step_dir, strerror(errno));
+        mt_errf(err, errlen, "cannot open checkpoint directory %s: %s", step_dir, strerror(errno));
         return -1;
     }
     char best[4200] = "";
@@ -240,12 +231,12 @@ int fault_corrupt_checkpoint(const char *step_dir, char *which, size_t whichlen,
     }
     closedir(d);
     if (best_size < 0) {
-        set_err(err, errlen, "no *.safetensors file in %s", step_dir);
+        mt_errf(err, errlen, "no *.safetensors file in %s", step_dir);
         return -1;
     }
     int fd = open(best, O_RDWR);
     if (fd < 0) {
-        set_err(err, errlen, "cannot open %s: %s", best, strerror(errno));
+        mt_errf(err, errlen, "cannot open %s: %s", best, strerror(errno));
         return -1;
     }
     /* The data section starts after the 8-byte header length and the header (docs/formats.md). */
@@ -262,7 +253,7 @@ int fault_corrupt_checkpoint(const char *step_dir, char *which, size_t whichlen,
     int e = errno;
     close(fd);
     if (!ok) {
-        set_err(err, errlen, "cannot flip a byte of %s: %s", best, strerror(e));
+        mt_errf(err, errlen, "cannot flip a byte of %s: %s", best, strerror(e));
         return -1;
     }
     if (which && whichlen) snprintf(which, whichlen, "%s", best);

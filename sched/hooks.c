@@ -24,7 +24,7 @@
 #include "parallel/comm.h"
 #include "sched/fault.h"
 #include "sched/heartbeat.h"
-#include "train/checkpoint.h"
+#include "ckpt/tiers.h"
 
 static struct {
     int attached;
@@ -187,7 +187,7 @@ int sched_attach_trainer(trainer *tr, char *err, size_t errlen) {
     /* checkpoint tiers a corrupt-ckpt fault damages: every copy, so resume must fall back */
     snprintf(S.roots[1], sizeof(S.roots[1]), "%s/ckpt", tr->cfg.run_dir);
     if (tr->cfg.ckpt_tier0 &&
-        checkpoint_tier0_root(S.roots[0], sizeof(S.roots[0]), tr->cfg.run_dir, tr->cfg.name) != 0)
+        ckpt_tier0_root(S.roots[0], sizeof(S.roots[0]), tr->cfg.run_dir, tr->cfg.name) != 0)
         S.roots[0][0] = '\0';
     if (hb_open(&S.hb, getenv(HB_ENV_DIR), S.rank, err, errlen) != 0) return -1;
     S.hb_t_prev = timer_now();

@@ -262,6 +262,8 @@ int report_print_json(const report_summary *r) {
     add_num(b, "ckpt_load_s", e->ckpt_load_s);
     add_num(b, "ckpt_stall_s", e->ckpt_stall_s);
     add_num(b, "other_s", e->other_s);
+    for (const cJSON *x = r->extra ? r->extra->child : NULL; x; x = x->next)
+        cJSON_AddItemToObject(o, x->string, cJSON_Duplicate(x, 1));
     char *s = cJSON_Print(o);
     mtCheck(s != NULL, "out of memory printing the JSON report");
     printf("%s\n", s);
@@ -392,13 +394,16 @@ int report_load(const char *run_dir, report_summary *r, char *err, size_t errlen
     return -1;
 }
 
-int report_svg(const report_summary *r, const char *path, char *err, size_t errlen) {
-    return svg_loss_plot(r->db, &r->ettr, path, err, errlen);
+int report_svg(const report_summary *r, const svg_panel *beside, const char *path, char *err,
+               size_t errlen) {
+    return svg_loss_plot(r->db, &r->ettr, beside, path, err, errlen);
 }
 
 void report_free(report_summary *r) {
     if (r->db) sqlite3_close(r->db);
     cJSON_Delete(r->events);
+    cJSON_Delete(r->extra);
+    r->extra = NULL;
     free(r->name);
     free(r->status);
     free(r->git_commit);

@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "sched/ettr.h"
+#include "sched/svg.h"
 
 /* Everything the report prints. NAN = not available. Times are unix seconds, durations s. */
 typedef struct {
@@ -27,6 +28,10 @@ typedef struct {
     ettr_report ettr;
     sqlite3 *db;                               /* read-only, until report_free */
     char path[4200];                           /* of run.db */
+    /* Sections other modules contribute (cmd/report.c wires them; sched/ knows none of them):
+     * extra's items become top-level keys of the JSON object (e.g. "robustness"); owned, freed
+     * by report_free. NULL = none. */
+    cJSON *extra;
 } report_summary;
 
 /* Open RUN_DIR/run.db read-only and fill r. Returns 0, or -1 with a user-facing message in err
@@ -38,9 +43,10 @@ int report_load(const char *run_dir, report_summary *r, char *err, size_t errlen
 int report_print_text(const report_summary *r);
 int report_print_json(const report_summary *r);
 
-/* Draw loss vs wall time, failures and restarts marked, into the SVG file path (sched/svg.h).
- * Returns 0 or -1 with err. */
-int report_svg(const report_summary *r, const char *path, char *err, size_t errlen);
+/* Draw loss vs wall time, failures and restarts marked, into the SVG file path (sched/svg.h),
+ * with `beside` (may be NULL) drawn to its right. Returns 0 or -1 with err. */
+int report_svg(const report_summary *r, const svg_panel *beside, const char *path, char *err,
+               size_t errlen);
 
 /* Close the database and free r's strings. Safe twice. */
 void report_free(report_summary *r);

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "sched/plan.h"
 
 int slurm_in_allocation(void) {
@@ -27,9 +28,9 @@ int slurm_write_hostfile(const char *path, char *err, size_t errlen) {
         plan_topo_free(&t);
         return -1;
     }
-    FILE *fp = fopen(path, "w");
+    fs_afile af; /* written atomically (core/fs.h): a relaunch never reads half a hostfile */
+    FILE *fp = fs_stream_open(&af, path, err, errlen);
     if (!fp) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         plan_topo_free(&t);
         return -1;
     }
@@ -38,10 +39,7 @@ int slurm_write_hostfile(const char *path, char *err, size_t errlen) {
     for (int i = 0; i < t.n_nodes; i++) fprintf(fp, "%s slots=%d\n", t.nodes[i].name, t.nodes[i].gpus);
     int n = t.n_nodes;
     plan_topo_free(&t);
-    if (fclose(fp) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
+    if (fs_stream_commit(&af, fp, err, errlen) != 0) return -1;
     return n;
 }
 

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/fs.h"
 #include "core/rng.h"
 #include "core/rundb.h"
 #include "core/events.h"
@@ -111,12 +112,17 @@ int sup_hosts_slots(const sup_hosts *h) {
 }
 
 int sup_hosts_write(const sup_hosts *h, const char *path) {
-    FILE *f = fopen(path, "w");
+    /* atomic (core/fs.h): a relaunch never reads a half-written hostfile */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (!f) return -1;
     fprintf(f, "# written by minitrain run: cordoned hosts are left out\n");
     for (int i = 0; i < h->n; i++)
         if (!h->cordoned[i]) fprintf(f, "%s slots=%d\n", h->name[i], h->slots[i]);
-    return fclose(f) == 0 ? 0 : -1;
+    int rc = fclose(f) == 0 ? fs_write_atomic(path, text, len, NULL, 0) : -1;
+    free(text);
+    return rc;
 }
 
 int sup_blame(const hb_record *r, int n) {

@@ -3,8 +3,8 @@
  *
  * Shape: read the points (metrics rows placed on the job's clock: run start event + wall_s) and
  * the supervisor's failure/launch events, compute the axes' ranges, then print the elements back
- * to front (shading, grid, curves, markers, labels). Nothing here is clever: a fixed 960x540 view,
- * "nice" tick steps of 1/2/5 x 10^k.
+ * to front (shading, grid, curves, markers, labels) into memory, and write the file atomically
+ * (core/fs.h). Nothing here is clever: a fixed 960x540 view, "nice" tick steps of 1/2/5 x 10^k.
  */
 #include "sched/svg.h"
 
@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/check.h"
+#include "core/fs.h"
 
 #define W 960
 #define H 540
@@ -46,7 +47,8 @@ static double col_real(sqlite3_stmt *st, int i) {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
-int svg_loss_plot(sqlite3 *db, const ettr_report *e, const char *path, char *err, size_t errlen) {
+int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, const char *path,
+                  char *err, size_t errlen) {
     sqlite3_stmt *st = NULL;
     const char *sql =
         "SELECT m.run_id, COALESCE((SELECT MIN(time) FROM events v WHERE v.run_id = m.run_id AND"
@@ -113,19 +115,19 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const char *path, char *err
     double pad = 0.05 * (hi - lo);
     lo -= pad;
     hi += pad;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        free(p);
-        snprintf(err, errlen, "cannot write %s", path);
-        return -1;
-    }
+    /* the picture is printed into memory, then written atomically (core/fs.h) */
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *f = open_memstream(&text, &text_len);
+    mtCheck(f != NULL, "out of memory");
     const double pw = W - ML - MR, ph = H - MT - MB;
 #define X(t) (ML + ((t) - t0) / (t1 - t0) * pw)
 #define Y(v) (MT + (hi - (v)) / (hi - lo) * ph)
+    const int WT = W + (beside && beside->width > 0 ? beside->width : 0);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 "
                "%d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-               "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H, W, H, W, H);
+               "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", WT, H, WT, H, WT, H);
     /* downtime shading: failure -> first point after the detection */
     for (int i = 0; i < nf; i++) {
         double end = t1;
@@ -198,13 +200,14 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const char *path, char *err
             title);
     fprintf(f, "<text x=\"%d\" y=\"40\" font-size=\"11\" fill=\"#555\">lines: train loss (one "
             "colour per launch) · dots: val loss · red: failure (shaded until the next step) · "
-            "dashed green: relaunch</text>\n</svg>\n", ML);
+            "dashed green: relaunch</text>\n", ML);
+    if (beside && beside->width > 0) beside->draw(beside->user, f, W, H);
+    fprintf(f, "</svg>\n");
 #undef X
 #undef Y
     free(p);
-    if (fclose(f) != 0) {
-        snprintf(err, errlen, "cannot write %s", path);
-        return -1;
-    }
-    return 0;
+    mtCheck(fclose(f) == 0, "out of memory");
+    int rc = fs_write_atomic(path, text, text_len, err, errlen);
+    free(text);
+    return rc;
 }

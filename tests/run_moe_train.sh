@@ -36,6 +36,18 @@ check tp2_pp2_dp2_ep2 base8
 # expert-parallel checkpoints: every EP rank saves its experts; stop at 4 + resume = straight
 run ep2_ckpt 2 --batch-size 4 --dp 2 --ep 2 --ckpt-every 4 --ckpt-tier0 0 --stop-after 4
 ls "$TMP/ep2_ckpt/ckpt/step_00000004/" | grep -q "model-tp00-pp00-ep01" && ok "EP rank 1 saves its experts" || bad "no ep01 file"
+# trainer_state.json names exactly the shard files of the step (one naming function for both)
+/usr/bin/python3 - "$TMP/ep2_ckpt/ckpt/step_00000004" <<'PY' && ok "trainer_state.json lists exactly the ep2 shard files" || bad "trainer_state.json file list vs the step directory"
+import json, os, sys
+d = sys.argv[1]
+st = json.load(open(os.path.join(d, "trainer_state.json")))
+named = [f for kind in ("model", "optim") for f in st["files"][kind]]
+on_disk = sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
+missing = [f for f in named if not os.path.isfile(os.path.join(d, f))]
+unnamed = [f for f in on_disk if f not in named]
+assert len(on_disk) == 4, on_disk  # model + optim, for EP ranks 0 and 1
+assert not missing and not unnamed and len(named) == len(set(named)), (missing, unnamed, named)
+PY
 run ep2_ckpt 2 --batch-size 4 --dp 2 --ep 2 --ckpt-every 4 --ckpt-tier0 0
 grep -q "resumed from step 4" "$TMP/ep2_ckpt.log" && check ep2_ckpt ep2 || bad "ep2 resume: $(tail -2 "$TMP/ep2_ckpt.log")"
 

@@ -22,7 +22,9 @@
 
 #include "train/data.h"
 
-static char root[256];
+#define TU_PREFIX "test_data"
+#include "tests/testutil.h"
+
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void) { /* xorshift64* */
     rs ^= rs >> 12;
@@ -34,27 +36,13 @@ static uint32_t rnd(void) { /* xorshift64* */
 /* a fresh directory under the test root */
 static char *newdir(const char *name) {
     char *d = malloc(512);
-    snprintf(d, 512, "%s/%s", root, name);
+    snprintf(d, 512, "%s/%s", tu_dir, name);
     assert_int_equal(mkdir(d, 0755), 0);
     return d;
 }
 
-static void rmdir_all(const char *d) {
-    DIR *dir = opendir(d);
-    if (!dir)
-        return;
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(dir)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof(p), "%s/%s", d, e->d_name);
-        if (unlink(p) != 0)
-            rmdir_all(p); /* a subdirectory left by a failed test */
-    }
-    closedir(dir);
-    rmdir(d);
-}
+/* remove a test's directory and what a failed test left in it */
+static void rmdir_all(const char *d) { assert_int_equal(tu_rmtree(d), 0); }
 
 static uint32_t *random_tokens(size_t n, uint32_t vocab) {
     uint32_t *t = malloc(n * sizeof(uint32_t) + 4);
@@ -428,11 +416,6 @@ static void test_large_sparse_shard(void **state) {
 }
 
 int main(void) {
-    snprintf(root, sizeof(root), "/tmp/test_data_XXXXXX");
-    if (mkdtemp(root) == NULL) {
-        perror("mkdtemp");
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_v1_shard_and_windows),
         cmocka_unit_test(test_v2_shard),
@@ -443,7 +426,5 @@ int main(void) {
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_large_sparse_shard),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    rmdir_all(root);
-    return rc;
+    return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

@@ -30,6 +30,8 @@
 #include "cmd/cmd.h"
 #include "gateway/gw_keys.h"
 
+#include "tests/testutil.h"
+
 /* ---- CRYPTO_memcmp interposer: counts calls and their lengths -------------------------------- */
 
 static int ct_calls, ct_len_32;
@@ -49,16 +51,13 @@ static long long clock_fn(void *ctx) { (void)ctx; return fake_now; }
 
 static int setup(void **state) {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/mt_keys_XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(tu_mkdtemp(dir, sizeof(dir), "mt_keys"), 0);
     snprintf(db, sizeof(db), "%s/gateway.db", dir);
     return 0;
 }
 static int teardown(void **state) {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tu_rmtree(dir), 0);
     return 0;
 }
 

@@ -26,6 +26,8 @@
 #include "safety/pii_impl.h"
 #include "train/tokenizer.h"
 
+#include "tests/testutil.h"
+
 static uint64_t rs = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void) { /* xorshift64* */
     rs ^= rs >> 12;
@@ -686,8 +688,8 @@ static char *slurp(const char *path, size_t *n) {
 
 static void test_labelled_corpus(void **st) {
     (void)st;
-    char dir[] = "/tmp/mt_pii_corpus_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[TU_DIR_MAX];
+    assert_int_equal(tu_mkdtemp(dir, sizeof dir, "mt_pii_corpus"), 0);
     char cmd[512], path[600];
     snprintf(cmd, sizeof(cmd), "python3 tests/pii_corpus.py --out %s --seed 7 > /dev/null", dir);
     assert_int_equal(system(cmd), 0);
@@ -759,8 +761,7 @@ static void test_labelled_corpus(void **st) {
     free(pred);
     free(lab);
     free(text);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tu_rmtree(dir), 0);
 }
 
 int main(void) {

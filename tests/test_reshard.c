@@ -25,19 +25,8 @@
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
 
-static char g_dir[256];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/test_reshard_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char err[512];
-    return ckpt_remove_tree(g_dir, err, sizeof err);
-}
+#define TU_PREFIX "test_reshard"
+#include "tests/testutil.h"
 
 /* The logical tensor's value at a global row-major index (distinct for every element). */
 static float f(int64_t flat) { return (float)flat * 0.5f + 1.0f; }
@@ -89,7 +78,7 @@ static void write_pieces(const char *file, const piece *p, int n) {
         }
     }
     char *json = st_meta_json(&meta);
-    snprintf(path, sizeof path, "%s/%s", g_dir, file);
+    snprintf(path, sizeof path, "%s/%s", tu_dir, file);
     assert_int_equal(st_write(path, t, n, json, err, sizeof err), 0);
     free(json);
     st_meta_free(&meta);
@@ -120,7 +109,7 @@ static void test_split_dim1_read_whole_and_straddling(void **state) {
     write_pieces("model-tp01.safetensors", &b, 1);
     ckpt_fileset fs;
     char err[512];
-    assert_int_equal(ckpt_fileset_open(&fs, g_dir, "model-", err, sizeof err), 0);
+    assert_int_equal(ckpt_fileset_open(&fs, tu_dir, "model-", err, sizeof err), 0);
     assert_int_equal(fs.n, 2);
     st_shard g;
     st_dtype dt;
@@ -146,7 +135,7 @@ static void test_whole_tensor_read_as_shard(void **state) {
     write_pieces("model-whole.safetensors", &w, 1);
     ckpt_fileset fs;
     char err[512];
-    assert_int_equal(ckpt_fileset_open(&fs, g_dir, "model-", err, sizeof err), 0);
+    assert_int_equal(ckpt_fileset_open(&fs, tu_dir, "model-", err, sizeof err), 0);
     int64_t glob[2] = {4, 6};
     for (int r = 0; r < 2; r++) { /* the two row halves a tp=2 rank would hold */
         int64_t off[2] = {2 * r, 0}, ext[2] = {2, 6};
@@ -170,7 +159,7 @@ static void test_qkv_3d_split_and_replicated_overlap(void **state) {
     write_pieces("model-b.safetensors", b, 2);
     ckpt_fileset fs;
     char err[512];
-    assert_int_equal(ckpt_fileset_open(&fs, g_dir, "model-", err, sizeof err), 0);
+    assert_int_equal(ckpt_fileset_open(&fs, tu_dir, "model-", err, sizeof err), 0);
     int64_t glob[3] = {3, 4, 5}, off[3] = {0, 0, 0};
     float q[60];
     assert_int_equal(ckpt_read_region(&fs, "qkv", ST_F32, 3, glob, off, glob, q, err, sizeof err), 0);
@@ -192,7 +181,7 @@ static void test_scalar(void **state) {
     write_pieces("model-s.safetensors", &s, 1);
     ckpt_fileset fs;
     char err[512];
-    assert_int_equal(ckpt_fileset_open(&fs, g_dir, "model-", err, sizeof err), 0);
+    assert_int_equal(ckpt_fileset_open(&fs, tu_dir, "model-", err, sizeof err), 0);
     float v = 0;
     assert_int_equal(ckpt_read_region(&fs, "s", ST_F32, 0, NULL, NULL, NULL, &v, err, sizeof err), 0);
     assert_true(v == f(0));
@@ -205,7 +194,7 @@ static void test_errors(void **state) {
     write_pieces("model-tp00.safetensors", &a, 1);
     ckpt_fileset fs;
     char err[512];
-    assert_int_equal(ckpt_fileset_open(&fs, g_dir, "model-", err, sizeof err), 0);
+    assert_int_equal(ckpt_fileset_open(&fs, tu_dir, "model-", err, sizeof err), 0);
     int64_t glob[2] = {4, 6}, off[2] = {0, 0};
     float buf[24];
     assert_int_equal(ckpt_read_region(&fs, "w", ST_F32, 2, glob, off, glob, buf, err, sizeof err), -1);
@@ -220,24 +209,26 @@ static void test_errors(void **state) {
     assert_int_equal(ckpt_read_region(&fs, "w", ST_F32, 2, glob, off, big, buf, err, sizeof err), -1);
     /* truncated after open: an error, not a crash */
     char path[512];
-    snprintf(path, sizeof path, "%s/model-tp00.safetensors", g_dir);
+    snprintf(path, sizeof path, "%s/model-tp00.safetensors", tu_dir);
     assert_int_equal(truncate(path, 100), 0);
     int64_t half[2] = {4, 3};
     assert_int_equal(ckpt_read_region(&fs, "w", ST_F32, 2, glob, off, half, buf, err, sizeof err), -1);
     assert_non_null(strstr(err, "read failed"));
     ckpt_fileset_close(&fs);
     /* no matching files */
-    assert_int_equal(ckpt_fileset_open(&fs, g_dir, "optim-", err, sizeof err), -1);
+    assert_int_equal(ckpt_fileset_open(&fs, tu_dir, "optim-", err, sizeof err), -1);
     assert_non_null(strstr(err, "optim-"));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_split_dim1_read_whole_and_straddling, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_whole_tensor_read_as_shard, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_qkv_3d_split_and_replicated_overlap, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_scalar, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_split_dim1_read_whole_and_straddling, tu_setup,
+                                        tu_teardown),
+        cmocka_unit_test_setup_teardown(test_whole_tensor_read_as_shard, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_qkv_3d_split_and_replicated_overlap, tu_setup,
+                                        tu_teardown),
+        cmocka_unit_test_setup_teardown(test_scalar, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_errors, tu_setup, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

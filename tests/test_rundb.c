@@ -26,21 +26,8 @@
 #include "cmd/cmd.h"
 #include "core/rundb.h"
 
-
-static char g_tmp[256];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_tmp, sizeof(g_tmp), "/tmp/test_rundb_XXXXXX");
-    return mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define TU_PREFIX "test_rundb"
+#include "tests/testutil.h"
 
 /* ---- raw SQLite helpers (independent of rundb) ------------------------------------------------ */
 
@@ -76,7 +63,7 @@ static void raw_text(sqlite3 *db, const char *sql, char *out, size_t n) {
 
 static int run_capture(int argc, char **argv, char *out, size_t outlen) {
     char file[300];
-    snprintf(file, sizeof(file), "%s/report.out", g_tmp);
+    snprintf(file, sizeof(file), "%s/report.out", tu_dir);
     fflush(stdout);
     int saved = dup(STDOUT_FILENO);
     int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -156,7 +143,7 @@ static void log_first_run(rundb *db, int64_t *run_id) {
 static void test_write_and_read_back(void **state) {
     (void)state;
     char dir[300], err[256] = "";
-    snprintf(dir, sizeof(dir), "%s/a/b/run", g_tmp); /* nested: rundb_open must mkdir -p */
+    snprintf(dir, sizeof(dir), "%s/a/b/run", tu_dir); /* nested: rundb_open must mkdir -p */
     rundb *db = rundb_open(dir, err, sizeof(err));
     assert_non_null(db);
     int64_t id;
@@ -205,7 +192,7 @@ static void test_write_and_read_back(void **state) {
 static void test_report_json(void **state) {
     (void)state;
     char dir[300], err[256] = "";
-    snprintf(dir, sizeof(dir), "%s/rep", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/rep", tu_dir);
     rundb *db = rundb_open(dir, err, sizeof(err));
     assert_non_null(db);
     int64_t id;
@@ -252,7 +239,7 @@ static void test_report_json(void **state) {
 static void test_report_restart(void **state) {
     (void)state;
     char dir[300], err[256] = "";
-    snprintf(dir, sizeof(dir), "%s/restart", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/restart", tu_dir);
     rundb *db = rundb_open(dir, err, sizeof(err));
     assert_non_null(db);
     int64_t id1;
@@ -296,7 +283,7 @@ static void test_report_errors(void **state) {
     (void)state;
     static char out[4096];
     char dir[300];
-    snprintf(dir, sizeof(dir), "%s/nothing_here", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/nothing_here", tu_dir);
     assert_int_not_equal(run_report(dir, 1, out, sizeof(out)), 0);
     char *bad[] = {"report", "--bogus", NULL};
     assert_int_equal(cmd_report(2, bad), 2);
@@ -307,7 +294,7 @@ static void test_report_errors(void **state) {
     assert_non_null(strstr(out, "usage: minitrain report"));
 
     /* A file that is not a database: rundb_open says which path; report refuses without a crash. */
-    snprintf(dir, sizeof(dir), "%s/garbage", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/garbage", tu_dir);
     mkdir(dir, 0755);
     char path[400];
     snprintf(path, sizeof(path), "%s/run.db", dir);
@@ -321,7 +308,7 @@ static void test_report_errors(void **state) {
     assert_int_not_equal(run_report(dir, 1, out, sizeof(out)), 0);
 
     /* A database without our tables. */
-    snprintf(dir, sizeof(dir), "%s/foreign", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/foreign", tu_dir);
     mkdir(dir, 0755);
     snprintf(path, sizeof(path), "%s/run.db", dir);
     sqlite3 *raw = NULL;
@@ -335,7 +322,7 @@ static void test_report_errors(void **state) {
 static void test_concurrent_writers(void **state) {
     (void)state;
     char dir[300], err[256] = "";
-    snprintf(dir, sizeof(dir), "%s/conc", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/conc", tu_dir);
     enum { NPROC = 3, NEV = 150 };
     pid_t pids[NPROC];
     for (int p = 0; p < NPROC; p++) {
@@ -381,5 +368,5 @@ int main(void) {
         cmocka_unit_test(test_report_restart),      cmocka_unit_test(test_report_errors),
         cmocka_unit_test(test_concurrent_writers),  cmocka_unit_test(test_git_commit_and_path),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

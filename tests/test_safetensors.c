@@ -29,23 +29,11 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 
-static char g_dir[256];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/test_safetensors_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char err[512];
-    if (getenv("MT_KEEP_TEST_FILES") != NULL) return 0; /* debugging: leave the files */
-    return ckpt_remove_tree(g_dir, err, sizeof err);
-}
+#define TU_PREFIX "test_safetensors"
+#include "tests/testutil.h"
 
 static void path_in(char *buf, size_t len, const char *name) {
-    snprintf(buf, len, "%s/%s", g_dir, name);
+    snprintf(buf, len, "%s/%s", tu_dir, name);
 }
 
 static unsigned char *slurp(const char *path, size_t *len) {
@@ -429,7 +417,7 @@ static void test_writer_rejects(void **state) {
 }
 
 static int count_partial_files(void) {
-    DIR *d = opendir(g_dir);
+    DIR *d = opendir(tu_dir);
     struct dirent *e;
     int n = 0;
     while ((e = readdir(d)) != NULL) n += strstr(e->d_name, ".part.") != NULL;
@@ -568,5 +556,5 @@ int main(void) {
         cmocka_unit_test(test_shard_metadata),
         cmocka_unit_test(test_dtype_table),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

@@ -30,22 +30,8 @@
 #include "sched/simulate.h"
 #include "sched/supervisor.h"
 
-
-
-static char g_tmp[256];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_tmp, sizeof(g_tmp), "/tmp/test_sched_XXXXXX");
-    return mkdtemp(g_tmp) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define TU_PREFIX "test_sched"
+#include "tests/testutil.h"
 
 static void assert_near(double got, double want, double tol) {
     if (!(fabs(got - want) <= tol)) fail_msg("got %.9g want %.9g (tol %g)", got, want, tol);
@@ -136,7 +122,7 @@ static void test_fault_record(void **state) {
                              err, sizeof(err));
     assert_int_equal(n, 3);
     char dir[300];
-    snprintf(dir, sizeof(dir), "%s/rec", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/rec", tu_dir);
     mkdir(dir, 0755);
     int fired[FAULT_MAX] = {0};
     assert_int_equal(fault_load_fired(dir, f, n, fired), 0); /* no file yet */
@@ -158,7 +144,7 @@ static void test_fault_record(void **state) {
 static void test_fault_corrupt(void **state) {
     (void)state;
     char root[300], tmpdir[600], file[700], err[512];
-    snprintf(root, sizeof(root), "%s/ckroot", g_tmp);
+    snprintf(root, sizeof(root), "%s/ckroot", tu_dir);
     assert_int_equal(ckpt_begin(root, 40, tmpdir, sizeof(tmpdir), err, sizeof(err)), 0);
     float w[64];
     for (int i = 0; i < 64; i++) w[i] = (float)i;
@@ -222,7 +208,7 @@ static void test_heartbeat(void **state) {
     assert_int_equal(hb_parse(buf, 10, &q), -1);
 
     char dir[300], err[256];
-    snprintf(dir, sizeof(dir), "%s/hb", g_tmp);
+    snprintf(dir, sizeof(dir), "%s/hb", tu_dir);
     hb_writer w[3];
     for (int k = 2; k >= 0; k--) {
         assert_int_equal(hb_open(&w[k], dir, k, err, sizeof(err)), 0);
@@ -240,7 +226,7 @@ static void test_heartbeat(void **state) {
     assert_int_equal(hb_open(&off, NULL, 0, err, sizeof(err)), 0); /* disabled: no-op */
     hb_write(&off, 1, 1, 1, "run");
     char missing[320];
-    snprintf(missing, sizeof(missing), "%s/none", g_tmp);
+    snprintf(missing, sizeof(missing), "%s/none", tu_dir);
     assert_int_equal(hb_scan(missing, all, 8), 0);
 }
 
@@ -251,7 +237,7 @@ static void test_supervisor_helpers(void **state) {
     const double want[] = {0.5, 1, 2, 4, 6, 6};
     for (int k = 1; k <= 6; k++) assert_near(sup_backoff_s(0.5, 6, k), want[k - 1], 1e-12);
     char path[300], err[512];
-    snprintf(path, sizeof(path), "%s/hosts", g_tmp);
+    snprintf(path, sizeof(path), "%s/hosts", tu_dir);
     FILE *f = fopen(path, "w");
     fprintf(f, "# fake cluster\nnode-a slots=2\nnode-b slots=2 # two ranks\n\nnode-c\n");
     fclose(f);
@@ -267,7 +253,7 @@ static void test_supervisor_helpers(void **state) {
     assert_int_equal(sup_host_of_rank(&h, 2), 2);
     assert_int_equal(sup_host_of_rank(&h, 3), -1);
     char out[320];
-    snprintf(out, sizeof(out), "%s/hosts.active", g_tmp);
+    snprintf(out, sizeof(out), "%s/hosts.active", tu_dir);
     assert_int_equal(sup_hosts_write(&h, out), 0);
     sup_hosts h2;
     assert_int_equal(sup_hosts_parse(out, &h2, err, sizeof(err)), 0);
@@ -311,7 +297,7 @@ static void ev(sqlite3 *db, int run, double t, const char *kind, const char *det
 }
 
 static sqlite3 *fresh_db(const char *name, char *dir, size_t n) {
-    snprintf(dir, n, "%s/%s", g_tmp, name);
+    snprintf(dir, n, "%s/%s", tu_dir, name);
     char err[256];
     rundb *r = rundb_open(dir, err, sizeof(err)); /* the real schema */
     assert_non_null(r);
@@ -403,13 +389,13 @@ static void test_ettr_hand_made(void **state) {
 
     /* The same through `report --json` (stdout captured). */
     char out_path[400];
-    snprintf(out_path, sizeof(out_path), "%s/report.json", g_tmp);
+    snprintf(out_path, sizeof(out_path), "%s/report.json", tu_dir);
     fflush(stdout);
     int saved = dup(1), fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     close(fd);
     char svg[400];
-    snprintf(svg, sizeof(svg), "%s/plot.svg", g_tmp);
+    snprintf(svg, sizeof(svg), "%s/plot.svg", tu_dir);
     char *argv[] = {"report", "--run", dir, "--json", "--svg", svg, NULL};
     int rc = cmd_report(6, argv);
     fflush(stdout);
@@ -418,7 +404,7 @@ static void test_ettr_hand_made(void **state) {
     assert_int_equal(rc, 0);
     char *text = NULL;
     size_t len = 0;
-    assert_int_equal(ckpt_read_file(out_path, 1 << 20, &text, &len, err, sizeof(err)), 0);
+    assert_int_equal(fs_read_file(out_path, 1 << 20, &text, &len, err, sizeof(err)), 0);
     cJSON *j = cJSON_Parse(text);
     assert_non_null(j);
     assert_near(cJSON_GetObjectItem(j, "ettr")->valuedouble, useful / wall, eps);
@@ -429,7 +415,7 @@ static void test_ettr_hand_made(void **state) {
     assert_int_equal(cJSON_GetObjectItem(j, "steps")->valueint, 20); /* existing key kept */
     cJSON_Delete(j);
     free(text);
-    assert_int_equal(ckpt_read_file(svg, 1 << 20, &text, &len, err, sizeof(err)), 0);
+    assert_int_equal(fs_read_file(svg, 1 << 20, &text, &len, err, sizeof(err)), 0);
     assert_non_null(strstr(text, "<svg"));
     assert_non_null(strstr(text, ">crash</text>"));
     assert_non_null(strstr(text, "restart 1"));
@@ -568,5 +554,5 @@ int main(void) {
         cmocka_unit_test(test_sim_vs_first_order),
         cmocka_unit_test(test_sim_young_daly),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

@@ -21,6 +21,9 @@
 
 #include "train/tokenizer.h"
 
+#define TU_PREFIX "test_tokenizer"
+#include "tests/testutil.h"
+
 /* ---- helpers ---------------------------------------------------------------------------- */
 
 static uint64_t rs = 0x1234567;
@@ -327,7 +330,6 @@ static void test_stops_when_no_pair_repeats(void **state) {
 
 /* ---- files ------------------------------------------------------------------------------ */
 
-static char tmpdir[256];
 
 static void write_file(const char *path, const uint8_t *p, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -355,7 +357,7 @@ static void test_save_load(void **state) {
     tok_tokenizer t, u;
     char path[300], err[512];
     assert_int_equal(tok_train_bpe(&t, text, n, 400, 0), 0);
-    snprintf(path, sizeof(path), "%s/tok.bin", tmpdir);
+    snprintf(path, sizeof(path), "%s/tok.bin", tu_dir);
     assert_int_equal(tok_save(&t, path, err, sizeof(err)), 0);
     assert_int_equal(access(path, F_OK), 0);
     assert_int_equal(tok_load(&u, path, err, sizeof(err)), 0);
@@ -395,7 +397,7 @@ static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); } /* little-endian
 /* write a damaged copy, expect tok_load to fail with the path in the message */
 static void expect_reject(const uint8_t *p, size_t n, const char *name, const char *needle) {
     char path[300], err[512] = "";
-    snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+    snprintf(path, sizeof(path), "%s/%s", tu_dir, name);
     write_file(path, p, n);
     tok_tokenizer t;
     assert_int_equal(tok_load(&t, path, err, sizeof(err)), -1);
@@ -413,7 +415,7 @@ static void test_corrupt_rejected(void **state) {
     tok_tokenizer t;
     char path[300], err[512];
     assert_int_equal(tok_train_bpe(&t, text, n, 300, 0), 0);
-    snprintf(path, sizeof(path), "%s/good.bin", tmpdir);
+    snprintf(path, sizeof(path), "%s/good.bin", tu_dir);
     assert_int_equal(tok_save(&t, path, err, sizeof(err)), 0);
     uint8_t *good = read_file(path, &sz), *bad = malloc(sz + 64);
     unlink(path);
@@ -441,7 +443,7 @@ static void test_corrupt_rejected(void **state) {
     expect_reject(bad, sz, "duplicate.bin", "repeats");
 
     tok_tokenizer u;
-    snprintf(path, sizeof(path), "%s/missing.bin", tmpdir);
+    snprintf(path, sizeof(path), "%s/missing.bin", tu_dir);
     assert_int_equal(tok_load(&u, path, err, sizeof(err)), -1);
     assert_non_null(strstr(err, path));
     free(good), free(bad), free(text);
@@ -449,11 +451,6 @@ static void test_corrupt_rejected(void **state) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_tokenizer_XXXXXX");
-    if (mkdtemp(tmpdir) == NULL) {
-        perror("mkdtemp");
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_byte_roundtrip),
         cmocka_unit_test(test_chunk_rule),
@@ -464,7 +461,5 @@ int main(void) {
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_corrupt_rejected),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    rmdir(tmpdir);
-    return rc;
+    return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

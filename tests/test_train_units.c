@@ -21,6 +21,8 @@
 #include "train/optim.h"
 #include "train/sample.h"
 
+#include "tests/testutil.h"
+
 /* ---- config ---- */
 
 static void write_file(const char *path, const char *text) {
@@ -32,9 +34,9 @@ static void write_file(const char *path, const char *text) {
 
 static void test_config_ini_and_overrides(void **state) {
     (void)state;
-    char dir[] = "/tmp/mt_cfg_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256], err[512];
+    char dir[TU_DIR_MAX];
+    assert_int_equal(tu_mkdtemp(dir, sizeof dir, "test_train_units_cfg"), 0);
+    char path[TU_DIR_MAX + 16], err[512];
     snprintf(path, sizeof(path), "%s/a.ini", dir);
     write_file(path, "; comment\n[model]\nn_layer = 6\nd_model=192\n[train]\nlr = 3e-4\ndata = d/x\n");
     mt_config c;
@@ -74,8 +76,7 @@ static void test_config_ini_and_overrides(void **state) {
     c.global_batch = 12, c.batch_size = 8;
     assert_int_equal(config_validate(&c, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "global_batch"));
-    unlink(path);
-    rmdir(dir);
+    assert_int_equal(tu_rmtree(dir), 0);
 }
 
 static void test_config_json(void **state) {

@@ -1,94 +1,106 @@
 /*
- * train/checkpoint.c — saving checkpoints during training: snapshot, background writer, the
- * multi-rank commit handshake, storage tiers, retention and the run.db catalog (see
- * train/checkpoint.h for the format and the protocol; resume lives in train/checkpoint_load.c).
+ * train/checkpoint.c — the checkpointer of a training run: when a checkpoint is saved, the
+ * snapshot of parameters and optimizer state, trainer_state.json, the run.db catalog, and
+ * verified resume (see train/checkpoint.h for the format and the commit path).
  *
- * Why this shape: the stall a save imposes on training must be a memory copy, not disk I/O, so
- * the main thread only snapshots (params, gathered AdamW m/v, trainer_state.json text) and hands
- * the rest to one background job per save. MPI stays on the main thread: the job signals its end
- * through an atomic flag, and every rank folds that flag into one 3-double all-reduce per step
- * boundary while a save is in flight, so all ranks learn "every writer finished" (or "someone
- * failed") at the same step and take the same decision. World rank 0 then commits in the
- * background (ckpt_commit per tier, retention, the tier-2 copy), and the same all-reduce reports
- * the commit's outcome. One save in flight at a time keeps the memory cost to one snapshot.
- *
- * Tiers are written in order of speed: tier 0 (tmpfs) and tier 1 (run directory) get the files
- * straight from the snapshot; tier 2 is a verified copy of the committed tier-1 step. A tier-0 or
- * tier-2 failure is a warning; only a tier-1 failure counts as a failed checkpoint.
+ * Why this shape: a trainer's checkpoint is three questions with three owners. What is in it —
+ * shard files and their tensors — is train/model_ckpt.c, shared with everything that loads a
+ * model. How it reaches the disk — background writer, commit handshake, tiers, retention — is
+ * ckpt/writer.c and ckpt/tiers.c, which store named tensors and know nothing of models. This file
+ * answers the rest: when (the hook), from which buffers (the snapshot), with which trainer state,
+ * and how a resumed trainer gets all of it back. It wires ckpt/'s callbacks to the world
+ * communicator (the writer's collectives) and to run.db (the catalog and events).
  */
-#include "train/checkpoint_impl.h"
+#include "train/checkpoint.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "ckpt/safetensors.h"
+#include "ckpt/ckpt.h"
+#include "ckpt/reshard.h"
 #include "core/events.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
+#include "train/model_ckpt.h"
 #include "train/optim.h"
 
-static const char *TIER_NAME[CHECKPOINT_TIERS] = {"memory", "run dir", "durable"};
+struct checkpointer {
+    trainer *tr;
+    ckpt_writer *w;
+    ckpt_sink sink;   /* run.db: the catalog rows and events of this rank */
+    int every, async;
+    int writes_shard; /* this rank writes model/optim files (DP rank < ep of its (tp, pp) shard) */
+    /* views into the writer's snapshot buffer: params | m | v (async), or m | v (sync: params
+     * are written live, snap_p stays NULL); NULL until allocated */
+    float *snap_p, *snap_m, *snap_v;
+    model_ckpt_file files[2]; /* model, optim: this rank's files of the save in flight */
+    ckpt_file out[2];
+    int n_files;
+    int last_saved_step;
+    int failures_seen; /* writer failures already handled by apply_failures */
+};
 
 static int world_rank(const checkpointer *ck) { return ck->tr->mesh->rank; }
 
-/* ---- paths, events, catalog ------------------------------------------------------------------ */
+/* ---- ckpt/'s callbacks: the world's collectives, run.db ---------------------------------------- */
 
-int checkpoint_tier0_root(char *buf, size_t len, const char *run_dir, const char *name) {
-    char real[PATH_MAX], safe[128];
-    if (realpath(run_dir, real) == NULL) return -1;
-    uint32_t h = ckpt_crc32c(0, real, strlen(real));
-    const char *base = getenv("MINITRAIN_SHM_DIR");
-    if (base == NULL || base[0] == 0) base = "/dev/shm/minitrain";
-    snprintf(safe, sizeof(safe), "%s", name && name[0] ? name : "run");
-    for (char *p = safe; *p; p++)
-        if (*p == '/') *p = '_';
-    int w = snprintf(buf, len, "%s/%s-%08x/ckpt", base, safe, h);
-    return (w < 0 || (size_t)w >= len) ? -1 : 0;
+static void group_max(void *user, double *v, int n) {
+    checkpointer *ck = user;
+    comm_all_reduce_f64(ck->tr->mesh->world, v, n, COMM_MAX);
 }
 
-const char *checkpoint_root(const checkpointer *ck, int tier) {
-    return tier >= 0 && tier < CHECKPOINT_TIERS && ck->on[tier] ? ck->root[tier] : NULL;
+static void group_bcast(void *user, void *buf, size_t n) {
+    checkpointer *ck = user;
+    comm_broadcast_bytes(ck->tr->mesh->world, buf, n, 0);
 }
 
-void checkpoint_event(checkpointer *ck, const char *kind, int step, int tier, const char *key,
-                      const char *text) {
+static void sink_catalog(void *user, const ckpt_record *r) {
+    checkpointer *ck = user;
     if (ck->tr->db == NULL) return;
-    cJSON *d = ev_detail();
-    ev_num(d, EVK_STEP, step);
-    if (tier >= 0) ev_num(d, EVK_TIER, tier);
-    if (key && text) ev_str(d, key, text);
-    ev_log(ck->tr->db, ck->tr->run_id, kind, world_rank(ck), d);
-}
-
-void checkpoint_catalog(checkpointer *ck, int tier, int64_t step, const char *state,
-                        int64_t bytes, const char *checksum, double snapshot_ms,
-                        double write_ms) {
-    if (world_rank(ck) != 0 || ck->tr->db == NULL || ck->root[tier][0] == 0) return;
-    char path[CKPT_PATH_MAX];
-    if (ckpt_step_path(path, sizeof(path), ck->root[tier], step, "") != 0) return;
-    rundb_checkpoint row = {step, tier, path, bytes, checksum, state, snapshot_ms, write_ms};
+    rundb_checkpoint row = {r->step,     r->tier,  r->path,        r->bytes,
+                            r->checksum, r->state, r->snapshot_ms, r->write_ms};
     rundb_log_checkpoint(ck->tr->db, ck->tr->run_id, &row);
 }
 
-/* ---- create / free --------------------------------------------------------------------------- */
+static void sink_event(void *user, const char *kind, cJSON *detail) {
+    checkpointer *ck = user;
+    ev_log(ck->tr->db, ck->tr->run_id, kind, world_rank(ck), detail); /* frees detail */
+}
+
+/* Log a run.db event with a JSON detail {"step":..,"tier":..,<key>:<text>} (any rank). */
+static void checkpoint_event(checkpointer *ck, const char *kind, int step, int tier,
+                             const char *key, const char *text) {
+    ckpt_sink_event(&ck->sink, kind, step, tier, key, text);
+}
+
+/* After every writer call: a save that failed since the last look applies ckpt_on_error. */
+static void apply_failures(checkpointer *ck) {
+    checkpoint_stats s;
+    ckpt_writer_get_stats(ck->w, &s);
+    if (s.failures == ck->failures_seen) return;
+    ck->failures_seen = s.failures;
+    if (ckpt_writer_failed(ck->w)) {
+        ck->tr->stop_requested = 1;
+        log_info("checkpoint of step %" PRId64 " failed; stopping the run cleanly (ckpt_on_error = "
+                 "stop); the last committed checkpoint is untouched", s.last_failed_step);
+    } else {
+        log_info("checkpoint of step %" PRId64 " failed; training continues without it "
+                 "(ckpt_on_error = continue)", s.last_failed_step);
+    }
+}
+
+/* ---- create / free ----------------------------------------------------------------------------- */
 
 static void alloc_snapshot(checkpointer *ck) {
     size_t n = ck->tr->model.num_params;
-    ck->buf_floats = (ck->async ? 3 : 2) * n;
-    ck->buf = mallocCheck(ck->buf_floats * sizeof(float));
-    memset(ck->buf, 0, ck->buf_floats * sizeof(float)); /* pre-fault: a save then costs a copy */
-    ck->snap_m = ck->buf + (ck->async ? n : 0);
+    float *buf = ckpt_writer_buffer(ck->w, (ck->async ? 3 : 2) * n * sizeof(float));
+    ck->snap_p = ck->async ? buf : NULL;
+    ck->snap_m = buf + (ck->async ? n : 0);
     ck->snap_v = ck->snap_m + n;
 }
 
@@ -98,45 +110,44 @@ checkpointer *checkpoint_create(trainer *tr) {
     ck->tr = tr;
     ck->every = c->ckpt_every;
     ck->async = c->ckpt_async;
-    ck->keep = c->ckpt_keep;
-    ck->major = c->ckpt_major_every;
-    ck->stop_on_error = strcmp(c->ckpt_on_error, "continue") != 0;
     ck->last_saved_step = -1;
     /* dp rank 0 writes its (tp, pp) shard; with expert parallelism the other ranks of the first
      * EP group (dp ranks 1..ep-1) add their experts */
     ck->writes_shard = tr->mesh->dp_rank < tr->mesh->ep;
-    snprintf(ck->root[1], sizeof(ck->root[1]), "%s/ckpt", c->run_dir);
-    ck->on[1] = 1;
+    ck->sink = (ckpt_sink){ck, sink_catalog, sink_event};
+    ckpt_writer_opts o = {0};
     /* tier 0's root is resolved even when it is off, so a completed run can drop a stale one */
-    if (checkpoint_tier0_root(ck->root[0], sizeof(ck->root[0]), c->run_dir, c->name) != 0) {
-        ck->root[0][0] = 0;
-        if (c->ckpt_tier0 && tr->mesh->rank == 0)
-            mt_warn("tier 0 (memory) checkpoints disabled: cannot resolve run directory '%s'",
-                    c->run_dir);
-    }
-    ck->on[0] = c->ckpt_tier0 && ck->root[0][0];
-    if (c->ckpt_durable[0]) {
-        snprintf(ck->root[2], sizeof(ck->root[2]), "%s", c->ckpt_durable);
-        ck->on[2] = 1;
-    }
+    if (ckpt_tiers_init(&o.tiers, c->run_dir, c->name, c->ckpt_tier0, c->ckpt_durable,
+                        c->ckpt_keep, c->ckpt_major_every) != 0 && tr->mesh->rank == 0)
+        mt_warn("tier 0 (memory) checkpoints disabled: cannot resolve run directory '%s'",
+                c->run_dir);
+    o.async = c->ckpt_async;
+    o.stop_on_error = strcmp(c->ckpt_on_error, "continue") != 0;
     const char *d = getenv("MINITRAIN_CKPT_WRITE_DELAY_MS");
-    if (d) ck->delay_ms = atoi(d);
-    atomic_init(&ck->done, 1);
+    if (d) o.delay_ms = atoi(d);
+    o.group = (ckpt_group){ck, tr->mesh->rank, group_max, group_bcast};
+    o.sink = ck->sink;
+    ck->w = ckpt_writer_create(&o);
     if (ck->every > 0) alloc_snapshot(ck);
     return ck;
 }
 
 void checkpoint_free(checkpointer *ck) {
     if (ck == NULL) return;
-    if (ck->thread_live) pthread_join(ck->thread, NULL);
-    free(ck->buf);
-    free(ck->state_json);
+    ckpt_writer_free(ck->w); /* joins a job still running before the files below go */
+    for (int i = 0; i < 2; i++) model_ckpt_file_free(&ck->files[i]);
     free(ck);
 }
 
-void checkpoint_get_stats(const checkpointer *ck, checkpoint_stats *out) { *out = ck->stats; }
+void checkpoint_get_stats(const checkpointer *ck, checkpoint_stats *out) {
+    ckpt_writer_get_stats(ck->w, out);
+}
 
-/* ---- trainer_state.json ---------------------------------------------------------------------- */
+const char *checkpoint_root(const checkpointer *ck, int tier) {
+    return ckpt_tiers_root(ckpt_writer_tiers(ck->w), tier);
+}
+
+/* ---- trainer_state.json ------------------------------------------------------------------------ */
 
 static char *build_state_json(checkpointer *ck, int step) {
     trainer *tr = ck->tr;
@@ -144,7 +155,7 @@ static char *build_state_json(checkpointer *ck, int step) {
     const mesh *ms = tr->mesh;
     cJSON *o = cJSON_CreateObject();
     mtCheck(o != NULL, "out of memory");
-    cJSON_AddStringToObject(o, "format", CHECKPOINT_STATE_FORMAT);
+    cJSON_AddStringToObject(o, "format", MODEL_CKPT_STATE_FORMAT);
     cJSON_AddNumberToObject(o, "version", 1);
     cJSON_AddNumberToObject(o, "step", step);
     cJSON_AddNumberToObject(o, "tokens_seen", (double)step * c->global_batch * c->seq_len);
@@ -208,17 +219,10 @@ static char *build_state_json(checkpointer *ck, int step) {
     cJSON_AddNumberToObject(me, "dp", ms->dp);
     cJSON_AddNumberToObject(me, "ep", ms->ep);
     cJSON_AddNumberToObject(me, "zero", c->zero);
+    /* the shard files of this layout, named by the same function as the files themselves */
     cJSON *files = cJSON_AddObjectToObject(o, "files");
-    const char *kinds[2] = {"model", "optim"};
-    for (int k = 0; k < 2; k++) {
-        cJSON *a = cJSON_AddArrayToObject(files, kinds[k]);
-        for (int p = 0; p < ms->pp; p++)
-            for (int t = 0; t < ms->tp; t++) {
-                char name[64];
-                snprintf(name, sizeof(name), "%s-tp%02d-pp%02d.safetensors", kinds[k], t, p);
-                cJSON_AddItemToArray(a, cJSON_CreateString(name));
-            }
-    }
+    model_ckpt_list_files(cJSON_AddArrayToObject(files, "model"), "model", ms->tp, ms->pp, ms->ep);
+    model_ckpt_list_files(cJSON_AddArrayToObject(files, "optim"), "optim", ms->tp, ms->pp, ms->ep);
     cJSON *run = cJSON_AddObjectToObject(o, "run");
     cJSON_AddStringToObject(run, "name", c->name);
     cJSON_AddStringToObject(run, "run_dir", c->run_dir);
@@ -230,437 +234,7 @@ static char *build_state_json(checkpointer *ck, int step) {
     return s;
 }
 
-/* ---- writer (every rank, background) ---------------------------------------------------------- */
-
-/* One safetensors file of this rank's shard: for each source buffer and each local tensor (TP-
- * replicated ones only on TP rank 0), "<prefix><name>" with the local shape and, for a piece of a
- * larger tensor, "shard:" metadata. */
-static int write_tensor_file(checkpointer *ck, const char *dir, const char *kind,
-                             const float *const *src, const char *const *prefix, int nsrc,
-                             char *err, size_t errlen) {
-    const gpt_model *m = &ck->tr->model;
-    const mesh *ms = ck->tr->mesh;
-    size_t cap = (size_t)m->n_tensors * (size_t)nsrc;
-    st_tensor *t = callocCheck(cap, sizeof(*t));
-    char(*names)[96] = callocCheck(cap, sizeof(*names));
-    st_meta meta;
-    st_meta_init(&meta);
-    char fmt[64], stepbuf[32], arch[200], shardbuf[64];
-    snprintf(fmt, sizeof(fmt), "minitrain-checkpoint-%s", kind);
-    snprintf(stepbuf, sizeof(stepbuf), "%d", ck->step);
-    snprintf(arch, sizeof(arch),
-             "{\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"seq_len\":%d,\"vocab_size\":%d}",
-             ck->tr->cfg.n_layer, ck->tr->cfg.n_head, ck->tr->cfg.d_model, ck->tr->cfg.seq_len,
-             ck->tr->cfg.vocab_size);
-    snprintf(shardbuf, sizeof(shardbuf), "tp=%d/%d;pp=%d/%d", ms->tp_rank, ms->tp, ms->pp_rank,
-             ms->pp);
-    int rc = st_meta_set(&meta, "format", fmt, err, errlen);
-    if (rc == 0) rc = st_meta_set(&meta, "minitrain.step", stepbuf, err, errlen);
-    if (rc == 0) rc = st_meta_set(&meta, "minitrain.model", arch, err, errlen);
-    if (rc == 0) rc = st_meta_set(&meta, "minitrain.shard", shardbuf, err, errlen);
-    int n = 0;
-    for (int s = 0; s < nsrc && rc == 0; s++) {
-        for (int i = 0; i < m->n_tensors && rc == 0; i++) {
-            const gpt_tensor *g = &m->tensors[i];
-            if (g->tp_replicated && ms->tp_rank != 0) continue;
-            if (ms->dp_rank > 0 && !g->expert) continue; /* an EP rank adds its experts only */
-            if (g->pp_tied_copy) continue; /* the first stage's wte is the one saved */
-            snprintf(names[n], sizeof(names[n]), "%s%s", prefix[s], g->name);
-            t[n].name = names[n];
-            t[n].dtype = ST_F32;
-            t[n].ndim = g->g_ndim;
-            int partial = 0;
-            for (int d = 0; d < g->g_ndim; d++) {
-                t[n].shape[d] = g->g_local[d];
-                partial |= g->g_local[d] != g->g_shape[d];
-            }
-            t[n].data = src[s] + g->offset;
-            if (partial) {
-                st_shard sh = {.ndim = g->g_ndim};
-                for (int d = 0; d < g->g_ndim; d++) {
-                    sh.global[d] = g->g_shape[d];
-                    sh.offset[d] = g->g_offset[d];
-                }
-                rc = st_meta_set_shard(&meta, names[n], &sh, err, errlen);
-            }
-            n++;
-        }
-    }
-    if (rc == 0) {
-        char path[CKPT_PATH_MAX];
-        if (ms->ep > 1)
-            snprintf(path, sizeof(path), "%s/%s-tp%02d-pp%02d-ep%02d.safetensors", dir, kind,
-                     ms->tp_rank, ms->pp_rank, ms->dp_rank);
-        else
-            snprintf(path, sizeof(path), "%s/%s-tp%02d-pp%02d.safetensors", dir, kind,
-                     ms->tp_rank, ms->pp_rank);
-        char *json = st_meta_json(&meta);
-        rc = st_write(path, t, n, json, err, errlen);
-        free(json);
-    }
-    st_meta_free(&meta);
-    free(names);
-    free(t);
-    return rc;
-}
-
-static void test_delay(const checkpointer *ck) {
-    if (ck->delay_ms > 0) usleep((useconds_t)ck->delay_ms * 1000);
-}
-
-static int write_files(checkpointer *ck, const char *dir, char *err, size_t errlen) {
-    if (ck->writes_shard) {
-        const float *ps[1] = {ck->snap_params};
-        const char *pp[1] = {""};
-        test_delay(ck);
-        if (write_tensor_file(ck, dir, "model", ps, pp, 1, err, errlen) != 0) return -1;
-        const float *os[2] = {ck->snap_m, ck->snap_v};
-        const char *op[2] = {"optim.m.", "optim.v."};
-        test_delay(ck);
-        if (write_tensor_file(ck, dir, "optim", os, op, 2, err, errlen) != 0) return -1;
-    }
-    if (world_rank(ck) == 0) {
-        test_delay(ck);
-        if (ckpt_write_json(dir, CHECKPOINT_STATE_FILE, ck->state_json, err, errlen) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-static void *writer_main(void *arg) {
-    checkpointer *ck = arg;
-    double t0 = timer_now();
-    for (int t = 0; t < 2; t++) {
-        if (!ck->tier_ok[t]) continue;
-        char dir[CKPT_PATH_MAX];
-        ckpt_step_path(dir, sizeof(dir), ck->root[t], ck->step, ".tmp");
-        if (write_files(ck, dir, ck->w_msg[t], sizeof(ck->w_msg[t])) != 0) ck->w_err[t] = 1;
-    }
-    ck->write_ms = ck->files_ms = (timer_now() - t0) * 1e3;
-    atomic_store(&ck->done, 1);
-    return NULL;
-}
-
-/* ---- committer (world rank 0, background) ----------------------------------------------------- */
-
-/* dir/name into buf; -1 with err when it does not fit. */
-static int join(char *buf, size_t len, const char *dir, const char *name, char *err,
-                size_t errlen) {
-    if (snprintf(buf, len, "%s/%s", dir, name) >= (int)len) {
-        ckpt_errf(err, errlen, "path too long: '%s/%s'", dir, name);
-        return -1;
-    }
-    return 0;
-}
-
-/* Total bytes of the files of a committed step and "crc32c:<hex>" of its manifest. */
-static void step_stats(const char *dir, int64_t *bytes, char *checksum, size_t len) {
-    *bytes = 0;
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char path[CKPT_PATH_MAX];
-        struct stat st;
-        while ((e = readdir(d)) != NULL) {
-            if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
-                continue;
-            if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) *bytes += st.st_size;
-        }
-        closedir(d);
-    }
-    char path[CKPT_PATH_MAX], msg[256];
-    uint32_t crc = 0;
-    snprintf(path, sizeof(path), "%s/%s", dir, CKPT_MANIFEST_NAME);
-    if (ckpt_crc32c_file(path, &crc, NULL, msg, sizeof(msg)) == 0)
-        snprintf(checksum, len, "crc32c:%08x", crc);
-    else
-        checksum[0] = 0;
-}
-
-static void retain_warn(void *user, const char *msg) {
-    ck_commit_result *r = user;
-    snprintf(r->msg, sizeof(r->msg), "%s", msg);
-}
-
-/* Retention of one tier; records the steps it removed. Failures are warnings (in r->msg). */
-static void retain_tier(checkpointer *ck, int tier, ck_commit_result *r) {
-    int64_t *before = NULL, *after = NULL;
-    int nb = 0, na = 0;
-    char err[CK_MSG];
-    if (ckpt_list(ck->root[tier], &before, &nb, err, sizeof(err)) != 0) return;
-    int64_t major = tier == 0 ? 0 : ck->major; /* memory keeps no "major" steps */
-    if (ckpt_retain(ck->root[tier], ck->keep, major, NULL, retain_warn, r, err, sizeof(err)) != 0)
-        ckpt_errf(r->msg, sizeof(r->msg), "retention: %s", err);
-    if (ckpt_list(ck->root[tier], &after, &na, err, sizeof(err)) == 0) {
-        for (int i = 0, j = 0; i < nb; i++) {
-            while (j < na && after[j] < before[i]) j++;
-            if ((j >= na || after[j] != before[i]) && r->n_deleted < CK_MAX_DELETED)
-                r->deleted[r->n_deleted++] = before[i];
-        }
-    }
-    free(before);
-    free(after);
-}
-
-static void commit_tier(checkpointer *ck, int tier) {
-    ck_commit_result *r = &ck->commit[tier];
-    r->attempted = 1;
-    if (ckpt_commit(ck->root[tier], ck->step, r->msg, sizeof(r->msg)) != 0) return;
-    r->ok = 1;
-    char dir[CKPT_PATH_MAX];
-    ckpt_step_path(dir, sizeof(dir), ck->root[tier], ck->step, "");
-    step_stats(dir, &r->bytes, r->checksum, sizeof(r->checksum));
-    retain_tier(ck, tier, r);
-}
-
-static int copy_file(const char *src, const char *dst, char *err, size_t errlen) {
-    int fd = open(src, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        ckpt_errf(err, errlen, "cannot open '%s': %s", src, strerror(errno));
-        return -1;
-    }
-    ckpt_afile a;
-    if (ckpt_afile_open(&a, dst, err, errlen) != 0) {
-        close(fd);
-        return -1;
-    }
-    size_t cap = (size_t)4 << 20;
-    char *buf = mallocCheck(cap);
-    int rc = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, cap);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            ckpt_errf(err, errlen, "cannot read '%s': %s", src, strerror(errno));
-            ckpt_afile_abort(&a);
-            rc = -1;
-            break;
-        }
-        if (n == 0) break;
-        if (ckpt_afile_write(&a, buf, (size_t)n, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-    }
-    if (rc == 0) rc = ckpt_afile_commit(&a, err, errlen);
-    free(buf);
-    close(fd);
-    return rc;
-}
-
-/* The "files" arrays of two manifests are equal (names, sizes, CRCs). */
-static int same_manifest_files(const char *dir_a, const char *dir_b, char *err, size_t errlen) {
-    char path[CKPT_PATH_MAX];
-    char *ta = NULL, *tb = NULL;
-    if (join(path, sizeof(path), dir_a, CKPT_MANIFEST_NAME, err, errlen) != 0) return -1;
-    if (ckpt_read_file(path, (size_t)64 << 20, &ta, NULL, err, errlen) != 0) return -1;
-    if (join(path, sizeof(path), dir_b, CKPT_MANIFEST_NAME, err, errlen) != 0 ||
-        ckpt_read_file(path, (size_t)64 << 20, &tb, NULL, err, errlen) != 0) {
-        free(ta);
-        return -1;
-    }
-    cJSON *a = cJSON_Parse(ta), *b = cJSON_Parse(tb);
-    int same = a && b &&
-               cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "files"),
-                             cJSON_GetObjectItemCaseSensitive(b, "files"), 1);
-    if (!same) ckpt_errf(err, errlen, "%s: copy differs from %s (sizes or CRC-32C)", dir_b, dir_a);
-    cJSON_Delete(a);
-    cJSON_Delete(b);
-    free(ta);
-    free(tb);
-    return same ? 0 : -1;
-}
-
-/* Tier 2: copy the committed tier-1 step file by file, commit, and check that the new manifest
- * lists exactly the sizes and CRCs of the source (a copy corrupted in flight is removed). */
-static void copy_to_durable(checkpointer *ck) {
-    ck_commit_result *r = &ck->commit[2];
-    r->attempted = 1;
-    char src[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], fin[CKPT_PATH_MAX];
-    ckpt_step_path(src, sizeof(src), ck->root[1], ck->step, "");
-    if (ckpt_begin(ck->root[2], ck->step, tmp, sizeof(tmp), r->msg, sizeof(r->msg)) != 0) return;
-    DIR *d = opendir(src);
-    if (d == NULL) {
-        ckpt_errf(r->msg, sizeof(r->msg), "cannot open '%s': %s", src, strerror(errno));
-        return;
-    }
-    struct dirent *e;
-    int rc = 0;
-    while (rc == 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || strcmp(e->d_name, CKPT_MANIFEST_NAME) == 0) continue;
-        char a[CKPT_PATH_MAX], b[CKPT_PATH_MAX];
-        rc = join(a, sizeof(a), src, e->d_name, r->msg, sizeof(r->msg));
-        if (rc == 0) rc = join(b, sizeof(b), tmp, e->d_name, r->msg, sizeof(r->msg));
-        if (rc == 0) rc = copy_file(a, b, r->msg, sizeof(r->msg));
-    }
-    closedir(d);
-    if (rc != 0 || ckpt_commit(ck->root[2], ck->step, r->msg, sizeof(r->msg)) != 0) return;
-    ckpt_step_path(fin, sizeof(fin), ck->root[2], ck->step, "");
-    if (same_manifest_files(src, fin, r->msg, sizeof(r->msg)) != 0) {
-        char ignored[256];
-        ckpt_remove_tree(fin, ignored, sizeof(ignored));
-        return;
-    }
-    r->ok = 1;
-    step_stats(fin, &r->bytes, r->checksum, sizeof(r->checksum));
-    retain_tier(ck, 2, r);
-}
-
-static void *commit_main(void *arg) {
-    checkpointer *ck = arg;
-    double t0 = timer_now();
-    if (ck->tier_ok[0]) commit_tier(ck, 0);
-    commit_tier(ck, 1);
-    if (ck->on[2] && ck->commit[1].ok) copy_to_durable(ck);
-    ck->write_ms += (timer_now() - t0) * 1e3;
-    atomic_store(&ck->done, 1);
-    return NULL;
-}
-
-/* ---- main-thread state machine ---------------------------------------------------------------- */
-
-static void start_job(checkpointer *ck, void *(*fn)(void *)) {
-    atomic_store(&ck->done, 0);
-    if (ck->async) {
-        int e = pthread_create(&ck->thread, NULL, fn, ck);
-        if (e == 0) {
-            ck->thread_live = 1;
-            return;
-        }
-        mt_warn("cannot start the checkpoint thread (%s); saving inline", strerror(e));
-    }
-    fn(ck);
-}
-
-static void join_job(checkpointer *ck) {
-    if (ck->thread_live) {
-        pthread_join(ck->thread, NULL);
-        ck->thread_live = 0;
-    }
-}
-
-static void remove_tmp(checkpointer *ck, int tier) {
-    char dir[CKPT_PATH_MAX], ignored[256];
-    if (world_rank(ck) != 0 || !ck->on[tier]) return;
-    if (ckpt_step_path(dir, sizeof(dir), ck->root[tier], ck->step, ".tmp") == 0)
-        ckpt_remove_tree(dir, ignored, sizeof(ignored)); /* best effort; begin removes stale ones */
-}
-
-/* A tier-1 failure of the save of ck->step, known on every rank. msg: this rank's message or
- * NULL (it failed elsewhere). Applies ckpt_on_error. */
-static void save_failed(checkpointer *ck, const char *msg) {
-    ck->stats.failures++;
-    checkpoint_catalog(ck, 1, ck->step, "failed", -1, NULL, NAN, NAN);
-    if (ck->tier_ok[0]) checkpoint_catalog(ck, 0, ck->step, "failed", -1, NULL, NAN, NAN);
-    remove_tmp(ck, 0);
-    remove_tmp(ck, 1);
-    if (msg) mt_warn("checkpoint of step %d failed: %s", ck->step, msg);
-    if (ck->stop_on_error) {
-        ck->failed = 1;
-        ck->tr->stop_requested = 1;
-        log_info("checkpoint of step %d failed; stopping the run cleanly (ckpt_on_error = stop); "
-                 "the last committed checkpoint is untouched", ck->step);
-    } else {
-        log_info("checkpoint of step %d failed; training continues without it "
-                 "(ckpt_on_error = continue)", ck->step);
-    }
-}
-
-static void after_write(checkpointer *ck, int err1, int err0) {
-    for (int t = 0; t < 2; t++)
-        if (ck->w_err[t]) checkpoint_event(ck, EV_CKPT_ERROR, ck->step, t, EVK_ERROR, ck->w_msg[t]);
-    if (err0 && ck->tier_ok[0]) {
-        if (ck->w_err[0]) mt_warn("tier-0 checkpoint of step %d not saved: %s", ck->step,
-                                  ck->w_msg[0]);
-        checkpoint_catalog(ck, 0, ck->step, "failed", -1, NULL, NAN, NAN);
-        remove_tmp(ck, 0);
-        ck->tier_ok[0] = 0;
-    }
-    if (err1) {
-        ck->phase = CK_IDLE;
-        save_failed(ck, ck->w_err[1] ? ck->w_msg[1] : NULL);
-        return;
-    }
-    ck->phase = CK_COMMITTING;
-    if (world_rank(ck) == 0) start_job(ck, commit_main);
-}
-
-static void after_commit(checkpointer *ck, int err1) {
-    double stall = ck->snapshot_ms;
-    if (!ck->async) stall = (timer_now() - ck->t_begin) * 1e3;
-    ck->phase = CK_IDLE;
-    if (world_rank(ck) == 0) {
-        for (int t = 0; t < CHECKPOINT_TIERS; t++) {
-            ck_commit_result *r = &ck->commit[t];
-            if (!r->attempted) continue;
-            if (r->ok) {
-                checkpoint_catalog(ck, t, ck->step, "committed", r->bytes, r->checksum, stall,
-                                   ck->write_ms);
-                for (int i = 0; i < r->n_deleted; i++)
-                    checkpoint_catalog(ck, t, r->deleted[i], "deleted", -1, NULL, NAN, NAN);
-                if (r->msg[0]) checkpoint_event(ck, EV_CKPT_WARNING, ck->step, t, EVK_WARNING, r->msg);
-                char dir[CKPT_PATH_MAX];
-                ckpt_step_path(dir, sizeof(dir), ck->root[t], ck->step, "");
-                cJSON *d = ev_detail();
-                ev_num(d, EVK_STEP, ck->step);
-                ev_num(d, EVK_TIER, t);
-                ev_str(d, EVK_PATH, dir);
-                ev_num(d, EVK_BYTES, (double)r->bytes);
-                ev_num(d, EVK_SNAPSHOT_MS, stall);
-                ev_num(d, EVK_WRITE_MS, ck->write_ms);
-                ev_log(ck->tr->db, ck->tr->run_id, EV_CHECKPOINT, 0, d);
-            } else {
-                checkpoint_event(ck, EV_CKPT_ERROR, ck->step, t, EVK_ERROR, r->msg);
-                checkpoint_catalog(ck, t, ck->step, "failed", -1, NULL, NAN, NAN);
-                if (t != 1) mt_warn("tier-%d (%s) checkpoint of step %d not committed: %s", t,
-                                    TIER_NAME[t], ck->step, r->msg);
-            }
-        }
-    }
-    if (err1) {
-        save_failed(ck, world_rank(ck) == 0 ? ck->commit[1].msg : NULL);
-        return;
-    }
-    ck->stats.committed++;
-    ck->stats.last_write_ms = ck->write_ms;
-    ck->stats.last_files_ms = ck->files_ms;
-    if (world_rank(ck) == 0) ck->stats.last_bytes = ck->commit[1].bytes;
-    log_info("checkpoint step %d committed (%.1f MB%s%s): training stall %.1f ms, background "
-             "write+commit %.0f ms", ck->step, ck->commit[1].bytes / 1e6,
-             ck->commit[0].ok ? ", tier 0 + 1" : ", tier 1", ck->commit[2].ok ? " + 2" : "",
-             stall, ck->write_ms);
-}
-
-/* Advance the save in flight. Collective over the world while one is in flight: every rank
- * calls this at the same step boundaries (its phase is the same on every rank). wait = 1 blocks
- * until the save is finished. */
-static void progress(checkpointer *ck, int wait) {
-    while (ck->phase != CK_IDLE) {
-        if (wait) join_job(ck);
-        int busy = ck->thread_live && !atomic_load(&ck->done);
-        double v[3] = {busy, 0, 0}; /* busy, tier-1 failure, tier-0 failure */
-        if (!busy && ck->phase == CK_WRITING) {
-            v[1] = ck->w_err[1];
-            v[2] = ck->w_err[0];
-        } else if (!busy && ck->phase == CK_COMMITTING && world_rank(ck) == 0) {
-            v[1] = ck->commit[1].attempted && !ck->commit[1].ok;
-        }
-        comm_all_reduce_f64(ck->tr->mesh->world, v, 3, COMM_MAX);
-        if (v[0] != 0) {
-            if (!wait) return;
-            continue;
-        }
-        join_job(ck);
-        if (ck->phase == CK_WRITING) after_write(ck, v[1] != 0, v[2] != 0);
-        else after_commit(ck, v[1] != 0);
-        if (!wait) return;
-    }
-}
-
-void checkpoint_wait(checkpointer *ck, trainer *tr) {
-    (void)tr;
-    progress(ck, 1);
-}
+/* ---- saving: snapshot, files, the hook --------------------------------------------------------- */
 
 static void par_copy(float *dst, const float *src, size_t n) {
     const size_t chunk = (size_t)1 << 20;
@@ -672,60 +246,11 @@ static void par_copy(float *dst, const float *src, size_t n) {
     }
 }
 
-void checkpoint_save(checkpointer *ck, trainer *tr) {
-    if (ck->buf == NULL) alloc_snapshot(ck);
-    if (ck->phase != CK_IDLE) { /* at most one save in flight: wait for the previous one */
-        double t = timer_now();
-        progress(ck, 1);
-        double w = (timer_now() - t) * 1e3;
-        ck->stats.total_wait_ms += w;
-        ck->stats.total_stall_ms += w;
-        if (world_rank(ck) == 0) {
-            cJSON *d = ev_detail();
-            ev_num(d, EVK_STEP, tr->step);
-            ev_num(d, EVK_WAITED_MS, w);
-            ev_log(tr->db, tr->run_id, EV_CKPT_WAIT, 0, d);
-            log_info("checkpoint of step %d waited %.0f ms for the previous save to finish",
-                     tr->step, w);
-        }
-    }
-    if (ck->failed) return;
-    double t0 = timer_now();
-    ck->step = tr->step;
-    ck->t_begin = t0;
-    memset(ck->w_err, 0, sizeof(ck->w_err));
-    memset(ck->commit, 0, sizeof(ck->commit));
-    ck->write_ms = 0;
-    ck->stats.saves++;
-    /* rank 0 creates step_N.tmp in tiers 0 and 1; broadcasting the outcome is the barrier
-     * after which every rank may write into them */
-    int ok[2] = {0, 0};
-    char msg[2][CK_MSG] = {"", ""};
-    if (world_rank(ck) == 0)
-        for (int t = 0; t < 2; t++)
-            if (ck->on[t])
-                ok[t] = ckpt_begin(ck->root[t], ck->step, NULL, 0, msg[t], sizeof(msg[t])) == 0;
-    comm_broadcast_bytes(tr->mesh->world, ok, sizeof(ok), 0);
-    ck->tier_ok[0] = ok[0];
-    ck->tier_ok[1] = ok[1];
-    ck->tier_ok[2] = ck->on[2];
-    if (world_rank(ck) == 0 && ck->on[0] && !ok[0]) {
-        checkpoint_event(ck, EV_CKPT_ERROR, ck->step, 0, EVK_ERROR, msg[0]);
-        mt_warn("tier-0 checkpoint of step %d not saved: %s", ck->step, msg[0]);
-    }
-    if (!ok[1]) {
-        if (world_rank(ck) == 0) checkpoint_event(ck, EV_CKPT_ERROR, ck->step, 1, EVK_ERROR, msg[1]);
-        save_failed(ck, world_rank(ck) == 0 ? msg[1] : NULL);
-        return;
-    }
-    /* the snapshot: the only part of an async save that stalls training */
+/* Copy what the save writes into the snapshot buffer: parameters (async only; a synchronous save
+ * writes them live) and the full-layout AdamW m, v of this rank's shard. */
+static void snapshot(checkpointer *ck, trainer *tr) {
     size_t n = tr->model.num_params;
-    if (ck->async) {
-        par_copy(ck->buf, tr->model.params, n);
-        ck->snap_params = ck->buf;
-    } else {
-        ck->snap_params = tr->model.params;
-    }
+    if (ck->async) par_copy(ck->snap_p, tr->model.params, n);
     if (!tr->cfg.zero && tr->opt.n == n && tr->opt.offset == 0) {
         /* unsharded AdamW state: what trainer_gather_optimizer_state copies, but on all cores,
          * since this copy is the stall */
@@ -734,51 +259,265 @@ void checkpoint_save(checkpointer *ck, trainer *tr) {
     } else {
         trainer_gather_optimizer_state(tr, ck->snap_m, ck->snap_v); /* collective over DP */
     }
-    if (world_rank(ck) == 0) {
-        free(ck->state_json);
-        ck->state_json = build_state_json(ck, ck->step);
+}
+
+/* This rank's files of step `step` (train/model_ckpt.h), pointing into the snapshot. */
+static void describe_files(checkpointer *ck, int step) {
+    for (int i = 0; i < 2; i++) model_ckpt_file_free(&ck->files[i]);
+    ck->n_files = 0;
+    if (!ck->writes_shard) return;
+    const float *params = ck->async ? ck->snap_p : ck->tr->model.params;
+    const float *ps[1] = {params}, *os[2] = {ck->snap_m, ck->snap_v};
+    const char *pp[1] = {""}, *op[2] = {"optim.m.", "optim.v."};
+    char err[CKPT_MSG];
+    if (model_ckpt_file_build(&ck->files[0], &ck->tr->model, "model", step, ps, pp, 1, err,
+                              sizeof(err)) != 0 ||
+        model_ckpt_file_build(&ck->files[1], &ck->tr->model, "optim", step, os, op, 2, err,
+                              sizeof(err)) != 0) {
+        mt_warn("%s", err);
+        mtCheck(0, "cannot describe the checkpoint files (see the warning above)");
     }
-    ck->last_saved_step = ck->step;
-    for (int t = 0; t < 2; t++)
-        if (ck->tier_ok[t]) checkpoint_catalog(ck, t, ck->step, "writing", -1, NULL, NAN, NAN);
-    ck->snapshot_ms = (timer_now() - t0) * 1e3;
-    ck->phase = CK_WRITING;
-    start_job(ck, writer_main);
-    if (!ck->async) {
-        progress(ck, 1);
-        ck->snapshot_ms = (timer_now() - t0) * 1e3;
+    for (int i = 0; i < 2; i++) {
+        const model_ckpt_file *f = &ck->files[i];
+        ckpt_file *o = &ck->out[i];
+        _Static_assert(sizeof(o->name) == sizeof(f->name), "file name sizes differ");
+        memcpy(o->name, f->name, sizeof(o->name));
+        o->tensors = f->tensors;
+        o->n_tensors = f->n_tensors;
+        o->metadata_json = f->metadata_json;
     }
-    ck->stats.last_snapshot_ms = ck->snapshot_ms;
-    ck->stats.total_stall_ms += ck->snapshot_ms;
+    ck->n_files = 2;
+}
+
+void checkpoint_save(checkpointer *ck, trainer *tr) {
+    if (ck->snap_m == NULL) alloc_snapshot(ck);
+    /* 1. wait for a save in flight; rank 0 creates step_N.tmp in tiers 0 and 1 (collective) */
+    if (ckpt_writer_begin(ck->w, tr->step) == 0) {
+        /* 2. the snapshot: the only part of an async save that stalls training */
+        snapshot(ck, tr);
+        ck->last_saved_step = tr->step;
+        /* 3. this rank's files and rank 0's trainer_state.json go to the writer's background
+         * thread; later hooks see them committed (ckpt_writer_progress) */
+        describe_files(ck, tr->step);
+        char *state = world_rank(ck) == 0 ? build_state_json(ck, tr->step) : NULL;
+        ckpt_writer_start(ck->w, ck->out, ck->n_files, MODEL_CKPT_STATE_FILE, state);
+        free(state);
+    }
+    apply_failures(ck);
+}
+
+void checkpoint_wait(checkpointer *ck, trainer *tr) {
+    (void)tr;
+    ckpt_writer_progress(ck->w, 1);
+    apply_failures(ck);
 }
 
 void checkpoint_hook(trainer *tr, int step, int final, void *user) {
     checkpointer *ck = user;
-    if (ck->phase != CK_IDLE) progress(ck, 0);
+    if (ckpt_writer_busy(ck->w)) ckpt_writer_progress(ck->w, 0);
+    apply_failures(ck);
     int due = ck->every > 0 && (final || step % ck->every == 0);
-    if (due && !ck->failed && step > 0 && step != ck->last_saved_step) checkpoint_save(ck, tr);
-    if (final) progress(ck, 1);
+    if (due && !ckpt_writer_failed(ck->w) && step > 0 && step != ck->last_saved_step)
+        checkpoint_save(ck, tr);
+    if (final) checkpoint_wait(ck, tr);
 }
 
 int checkpoint_finish(checkpointer *ck, trainer *tr) {
-    progress(ck, 1);
-    struct stat sb;
-    if (!ck->failed && tr->step >= tr->cfg.steps && ck->root[0][0] && world_rank(ck) == 0 &&
-        stat(ck->root[0], &sb) == 0) {
-        /* a completed run no longer needs its restart copies in memory */
+    /* a completed run no longer needs its restart copies in memory */
+    int failed = ckpt_writer_finish(ck->w, tr->step >= tr->cfg.steps);
+    apply_failures(ck);
+    return failed ? MT_EXIT_ERROR : MT_EXIT_OK;
+}
+
+/* ---- resume ------------------------------------------------------------------------------------ */
+
+static int check_compatible(const trainer *tr, const gpt_config *saved, const char *dir,
+                            char *err, size_t errlen) {
+    const mt_config *c = &tr->cfg;
+    const char *keys[8] = {"n_layer", "n_head", "d_model", "seq_len", "vocab_size",
+                           "moe_every", "n_experts", "top_k"};
+    int have[8] = {c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size,
+                   c->moe_every, c->moe_every ? c->n_experts : 0, c->moe_every ? c->top_k : 0};
+    int was[8] = {saved->n_layer, saved->n_head, saved->d_model, saved->seq_len,
+                  saved->vocab_size, saved->moe_every, saved->moe_every ? saved->n_experts : 0,
+                  saved->moe_every ? saved->top_k : 0};
+    for (int i = 0; i < 8; i++) {
+        if (have[i] != was[i]) {
+            mt_errf(err, errlen, "cannot resume from %s: it holds a model with %s %d, this run "
+                    "has %s %d (the model shape must match; use --resume no or another "
+                    "run_dir)", dir, keys[i], was[i], keys[i], have[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, char *err,
+                             size_t errlen) {
+    cJSON *st = model_ckpt_read_state(dir, err, errlen);
+    if (!st) return -1;
+    gpt_config saved;
+    int step = 0, t = 0, rc = -1;
+    float *mbuf = NULL, *vbuf = NULL;
+    ckpt_fileset fs = {0};
+    if (model_ckpt_state_config(st, dir, &saved, err, errlen) != 0 ||
+        check_compatible(tr, &saved, dir, err, errlen) != 0 ||
+        model_ckpt_state_int(st, NULL, "step", &step, dir, err, errlen) != 0 ||
+        model_ckpt_state_int(st, "optimizer", "t", &t, dir, err, errlen) != 0)
+        goto out;
+    if (step < 0 || step > tr->cfg.steps) {
+        mt_errf(err, errlen, "cannot resume from %s: its step %d is beyond this run's steps %d "
+                "(raise --steps to train further)", dir, step, tr->cfg.steps);
+        goto out;
+    }
+    const cJSON *rng = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(st, "rng"),
+                                                        "sample");
+    rng_state sample;
+    if (!cJSON_IsArray(rng) || cJSON_GetArraySize(rng) != 4) {
+        mt_errf(err, errlen, "%s/%s: rng.sample must be 4 hex strings", dir,
+                MODEL_CKPT_STATE_FILE);
+        goto out;
+    }
+    for (int i = 0; i < 4; i++) {
+        const cJSON *h = cJSON_GetArrayItem(rng, i);
+        char *end = NULL;
+        if (!cJSON_IsString(h) || (sample.s[i] = strtoull(h->valuestring, &end, 16), *end != 0)) {
+            mt_errf(err, errlen, "%s/%s: rng.sample[%d] is not a hex string", dir,
+                    MODEL_CKPT_STATE_FILE, i);
+            goto out;
+        }
+    }
+    /* parameters, then optimizer state (full local layout, scattered to ZeRO shards) */
+    gpt_model *m = &tr->model;
+    if (ckpt_fileset_open(&fs, dir, "model-", err, errlen) != 0 ||
+        model_ckpt_read_tensors(&fs, m, "", m->params, err, errlen) != 0)
+        goto out;
+    ckpt_fileset_close(&fs);
+    /* unsharded AdamW state is read in place; ZeRO shards go through a full-size buffer */
+    int direct = !tr->cfg.zero && tr->opt.n == m->num_params && tr->opt.offset == 0;
+    if (direct) {
+        mbuf = tr->opt.m;
+        vbuf = tr->opt.v;
+    } else if (ck->snap_m) {
+        mbuf = ck->snap_m;
+        vbuf = ck->snap_v;
+    } else {
+        mbuf = mallocCheck(2 * m->num_params * sizeof(float));
+        vbuf = mbuf + m->num_params;
+    }
+    if (ckpt_fileset_open(&fs, dir, "optim-", err, errlen) != 0 ||
+        model_ckpt_read_tensors(&fs, m, "optim.m.", mbuf, err, errlen) != 0 ||
+        model_ckpt_read_tensors(&fs, m, "optim.v.", vbuf, err, errlen) != 0)
+        goto out;
+    if (!direct) trainer_scatter_optimizer_state(tr, mbuf, vbuf);
+    tr->opt.t = t;
+    tr->sample_rng = sample;
+    tr->step = step;
+    ck->last_saved_step = step;
+    /* keys that change the run's course without breaking the load: say so */
+    int gb = 0, steps = 0;
+    if (model_ckpt_state_int(st, "data", "global_batch", &gb, dir, err, errlen) == 0 &&
+        gb != tr->cfg.global_batch && tr->mesh->rank == 0) {
+        char w[200];
+        snprintf(w, sizeof(w), "global_batch was %d, now %d: the data order after step %d "
+                 "differs from the original run", gb, tr->cfg.global_batch, step);
+        checkpoint_event(ck, EV_CKPT_WARNING, step, -1, EVK_WARNING, w);
+        mt_warn("%s", w);
+    }
+    if (model_ckpt_state_int(st, "lr_schedule", "steps", &steps, dir, err, errlen) == 0 &&
+        steps != tr->cfg.steps && tr->mesh->rank == 0) {
+        char w[200];
+        snprintf(w, sizeof(w), "steps was %d, now %d: the LR schedule is stretched from step %d",
+                 steps, tr->cfg.steps, step);
+        checkpoint_event(ck, EV_CKPT_WARNING, step, -1, EVK_WARNING, w);
+        mt_warn("%s", w);
+    }
+    err[0] = 0;
+    rc = 0;
+out:
+    ckpt_fileset_close(&fs);
+    if (mbuf && mbuf != tr->opt.m && mbuf != ck->snap_m) free(mbuf);
+    cJSON_Delete(st);
+    return rc;
+}
+
+int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
+    const ckpt_tiers *tiers = ckpt_writer_tiers(ck->w);
+    const char *mode = tr->cfg.resume;
+    int rank = tr->mesh->rank;
+    if (strcmp(mode, "no") == 0) {
         int64_t *steps = NULL;
         int n = 0;
-        char err[CK_MSG];
-        if (ckpt_list(ck->root[0], &steps, &n, err, sizeof(err)) == 0) {
-            for (int i = 0; i < n; i++)
-                checkpoint_catalog(ck, 0, steps[i], "deleted", -1, NULL, NAN, NAN);
+        char msg[CKPT_MSG];
+        if (rank == 0 && ckpt_list(tiers->root[1], &steps, &n, msg, sizeof(msg)) == 0 && n > 0) {
+            char w[CKPT_MSG + 200];
+            mt_errf(w, sizeof(w), "--resume no: starting from scratch although %s holds "
+                    "checkpoints up to step %" PRId64 " (a later --resume auto may pick them)",
+                    tiers->root[1], steps[n - 1]);
+            mt_warn("%s", w);
+            checkpoint_event(ck, EV_CKPT_WARNING, 0, 1, EVK_WARNING, w);
         }
         free(steps);
-        char parent[CKPT_PATH_MAX];
-        snprintf(parent, sizeof(parent), "%s", ck->root[0]);
-        char *slash = strrchr(parent, '/');
-        if (slash) *slash = 0; /* .../<name>-<hash>/ckpt -> .../<name>-<hash> */
-        if (ckpt_remove_tree(parent, err, sizeof(err)) != 0) mt_warn("%s", err);
+        return 0;
     }
-    return ck->failed ? MT_EXIT_ERROR : MT_EXIT_OK;
+    int64_t want = strcmp(mode, "auto") == 0 ? -1 : strtoll(mode, NULL, 10);
+    double t0 = timer_now();
+    /* rank 0 verifies and chooses; everyone loads the same step */
+    int64_t pick[3] = {0, -1, -1}; /* rc, tier, step */
+    if (rank == 0) {
+        int tier = -1;
+        int64_t step = -1;
+        char msg[2 * CKPT_MSG];
+        /* verifies: reads every file of the candidates it tries */
+        pick[0] = ckpt_tiers_choose(tiers, want, &tier, &step, &ck->sink, msg, sizeof(msg));
+        if (pick[0] < 0) mt_errf(err, errlen, "--resume %" PRId64 ": %s", want, msg);
+        pick[1] = tier;
+        pick[2] = step;
+    }
+    comm_broadcast_bytes(tr->mesh->world, pick, sizeof(pick), 0);
+    double t_verified = timer_now();
+    if (pick[0] < 0) {
+        if (rank != 0) mt_errf(err, errlen, "resume failed on rank 0 (see its message)");
+        return -1;
+    }
+    if (pick[0] == 0) {
+        /* Checkpoints exist but none verifies: starting over would overwrite the run's saved
+         * model and let retention delete what is left, so refuse unless asked explicitly. */
+        int64_t found[2] = {0, -1}; /* committed steps in tier 1, newest */
+        if (rank == 0) {
+            int64_t *steps = NULL;
+            int n = 0;
+            char msg[CKPT_MSG];
+            if (ckpt_list(tiers->root[1], &steps, &n, msg, sizeof(msg)) == 0 && n > 0)
+                found[0] = (int64_t)n, found[1] = steps[n - 1];
+            free(steps);
+        }
+        comm_broadcast_bytes(tr->mesh->world, found, sizeof(found), 0);
+        if (found[0] > 0) {
+            mt_errf(err, errlen, "--resume auto: %s holds %" PRId64 " checkpoint(s) up to step "
+                    "%" PRId64 " but none verifies (see the warnings above); refusing to start "
+                    "over and overwrite this run. Repair or remove them, or pass --resume no "
+                    "to start from step 0", tiers->root[1], found[0], found[1]);
+            return -1;
+        }
+        if (rank == 0) log_info("resume: no checkpoint to resume from yet; starting from step 0");
+        return 0;
+    }
+    int tier = (int)pick[1];
+    char dir[CKPT_PATH_MAX];
+    ckpt_step_path(dir, sizeof(dir), tiers->root[tier], pick[2], "");
+    if (load_into_trainer(ck, tr, dir, err, errlen) != 0) return -1;
+    double ms = (timer_now() - t0) * 1e3, verify_ms = (t_verified - t0) * 1e3;
+    if (rank == 0 && tr->db) {
+        cJSON *d = ev_detail();
+        ev_num(d, EVK_STEP, tr->step);
+        ev_num(d, EVK_TIER, tier);
+        ev_str(d, EVK_PATH, dir);
+        ev_num(d, EVK_VERIFY_MS, verify_ms);
+        ev_num(d, EVK_LOAD_MS, ms - verify_ms);
+        ev_log(tr->db, tr->run_id, EV_RESUME, 0, d);
+    }
+    log_info("resumed from step %d (tier %d, %s) in %.0f ms (verify %.0f, load %.0f)", tr->step,
+             tier, dir, ms, verify_ms, ms - verify_ms);
+    return 1;
 }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/fs.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "train/data.c reads little-endian shards with native loads; port the token reads first"
@@ -81,20 +82,14 @@ int data_write_shard(const char *path, const uint32_t *tokens, size_t n, int voc
     put_i32(header + 4, version);
     put_i32(header + 8, (int32_t)n);
 
-    size_t plen = strlen(path);
-    char *tmp = mallocCheck(plen + 5);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL) {
-        snprintf(err, errlen, "cannot write shard '%s': %s", tmp, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    int ok = fwrite(header, 1, sizeof(header), f) == sizeof(header);
+    /* partial file + fsync + rename (core/fs.h): a crash never leaves a torn shard */
+    fs_afile f;
+    if (fs_afile_open(&f, path, err, errlen) != 0) return -1;
+    if (fs_afile_write(&f, header, sizeof(header), err, errlen) != 0) return -1;
     enum { BLOCK = 1 << 16 };
     uint8_t *buf = mallocCheck(BLOCK * 4);
-    for (size_t i = 0; ok && i < n; i += BLOCK) {
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i += BLOCK) {
         size_t m = n - i < BLOCK ? n - i : BLOCK;
         for (size_t j = 0; j < m; j++) {
             uint32_t v = tokens[i + j];
@@ -105,21 +100,10 @@ int data_write_shard(const char *path, const uint32_t *tokens, size_t n, int voc
                 buf[bpt * j + 3] = (uint8_t)(v >> 24);
             }
         }
-        ok = fwrite(buf, bpt, m, f) == m;
+        rc = fs_afile_write(&f, buf, bpt * m, err, errlen);
     }
     free(buf);
-    int closed = fclose(f);
-    int rc = -1;
-    if (!ok || closed != 0) {
-        snprintf(err, errlen, "writing shard '%s' failed: %s", tmp, strerror(errno));
-        remove(tmp);
-    } else if (rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        remove(tmp);
-    } else {
-        rc = 0;
-    }
-    free(tmp);
+    if (rc == 0) rc = fs_afile_commit(&f, err, errlen);
     return rc;
 }
 

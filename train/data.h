@@ -53,8 +53,8 @@ typedef struct {
     int half_bits; /* Feistel halves: the domain is 4^half_bits >= nwin */
 } data_loader;
 
-/* Write tokens[0..n) as a shard at path (via path.tmp + rename). Version 1 (uint16) when
- * vocab_size <= 65536, else version 2 (uint32). Every token must be < vocab_size and
+/* Write tokens[0..n) as a shard at path, durably and atomically (core/fs.h: partial file, fsync,
+ * rename). Version 1 (uint16) when vocab_size <= 65536, else version 2 (uint32). Every token must be < vocab_size and
  * n <= INT32_MAX (the header's count is an int32). 0 ok, -1 with a message in err. */
 int data_write_shard(const char *path, const uint32_t *tokens, size_t n, int vocab_size, char *err,
                      size_t errlen);

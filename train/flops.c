@@ -27,6 +27,7 @@
 #endif
 
 #include "core/check.h"
+#include "core/timer.h"
 
 /* ---- FLOPs per token -------------------------------------------------------------------------- */
 
@@ -62,12 +63,6 @@ double flops_mfu(double flops_per_token, double tokens_per_s, double peak_per_ra
 
 /* ---- measured peak: sgemm probe --------------------------------------------------------------- */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Best rate and number of timed calls of the last probe (for bench output). */
 static int g_probe_calls;
 
@@ -91,13 +86,13 @@ double flops_sgemm_probe_n(int threads, double seconds, int n) {
     if (threads > 0) openblas_set_num_threads(threads);
     double flops = 2.0 * (double)n * (double)n * (double)n; /* n³ multiply-adds */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-    double best = 0, start = now_s();
+    double best = 0, start = timer_now();
     int calls = 0;
-    while (calls < 3 || now_s() - start < seconds) {
-        double t0 = now_s();
+    while (calls < 3 || timer_now() - start < seconds) {
+        double t0 = timer_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c,
                     n);
-        double dt = now_s() - t0;
+        double dt = timer_now() - t0;
         if (dt > 0 && flops / dt > best) best = flops / dt;
         calls++;
     }

@@ -23,6 +23,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
+#include "core/fs.h"
 #include "train/interop.h"
 
 static int is_conv1d(const char *name) {
@@ -72,7 +73,7 @@ static int json_int(const cJSON *o, const char *key, int *out) {
 static int read_config(const char *path, gpt_config *cfg, char *err, size_t errlen) {
     char *text = NULL;
     char msg[512];
-    if (ckpt_read_file(path, 1 << 20, &text, NULL, msg, sizeof(msg)) != 0) {
+    if (fs_read_file(path, 1 << 20, &text, NULL, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "Hugging Face config '%s' cannot be read: %s", path, msg);
         return -1;
     }

@@ -22,8 +22,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckpt/ckpt.h"
 #include "core/check.h"
+#include "core/fs.h"
 #include "train/interop.h"
 
 #define LLMC_HEADER_INTS 256
@@ -165,7 +165,7 @@ int interop_llmc_read(gpt_model *m, const char *path, int *version_out, char *er
 }
 
 /* Append n floats (NULL: zeros) in the file's dtype. */
-static int write_elems(ckpt_afile *a, const float *src, size_t n, int bf16, char *err,
+static int write_elems(fs_afile *a, const float *src, size_t n, int bf16, char *err,
                        size_t errlen) {
     static const float zeros[CHUNK_FLOATS];
     uint16_t h[CHUNK_FLOATS];
@@ -175,9 +175,9 @@ static int write_elems(ckpt_afile *a, const float *src, size_t n, int bf16, char
         int rc;
         if (bf16) {
             for (size_t i = 0; i < k; i++) h[i] = f32_to_bf16(s[i]);
-            rc = ckpt_afile_write(a, h, 2 * k, err, errlen);
+            rc = fs_afile_write(a, h, 2 * k, err, errlen);
         } else {
-            rc = ckpt_afile_write(a, s, 4 * k, err, errlen);
+            rc = fs_afile_write(a, s, 4 * k, err, errlen);
         }
         if (rc != 0) return -1;
         done += k;
@@ -208,9 +208,9 @@ int interop_llmc_write(const gpt_model *m, const char *path, int version, char *
     h[6] = C;
     h[7] = Vp;
     int bf = version == INTEROP_LLMC_BF16;
-    ckpt_afile a;
-    if (ckpt_afile_open(&a, path, err, errlen) != 0) return -1;
-    int rc = ckpt_afile_write(&a, h, sizeof(h), err, errlen);
+    fs_afile a;
+    if (fs_afile_open(&a, path, err, errlen) != 0) return -1;
+    int rc = fs_afile_write(&a, h, sizeof(h), err, errlen);
     if (rc == 0) rc = write_elems(&a, m->wte, (size_t)V * C, bf, err, errlen);
     if (rc == 0) rc = write_elems(&a, NULL, (size_t)(Vp - V) * C, bf, err, errlen);
     if (rc == 0) rc = write_elems(&a, m->wpe, (size_t)c->seq_len * C, bf, err, errlen);
@@ -222,7 +222,7 @@ int interop_llmc_write(const gpt_model *m, const char *path, int version, char *
         }
     if (rc == 0) rc = write_elems(&a, m->lnfw, (size_t)C, bf, err, errlen);
     if (rc == 0) rc = write_elems(&a, m->lnfb, (size_t)C, bf, err, errlen);
-    if (rc == 0) return ckpt_afile_commit(&a, err, errlen);
-    ckpt_afile_abort(&a);
+    if (rc == 0) return fs_afile_commit(&a, err, errlen);
+    fs_afile_abort(&a);
     return -1;
 }

@@ -292,8 +292,8 @@ void gpt_take_from_full(gpt_model *dst, const gpt_model *full) {
         const gpt_tensor *t = &dst->tensors[i];
         int j = find_tensor(full, t->name);
         mtCheck(j >= 0, "a shard tensor is missing from the full model");
-        box_copy((float *)full->params + full->tensors[j].offset, t->g_shape,
-                 dst->params + t->offset, t->g_local, t->g_offset, t->g_ndim, 0);
+        box_copy(full->params + full->tensors[j].offset, t->g_shape, dst->params + t->offset,
+                 t->g_local, t->g_offset, t->g_ndim, 0);
     }
 }
 

@@ -162,9 +162,9 @@ void gpt_reserve(gpt_model *m, size_t total);
  * config (tp = pp = 1). Calling it for every (tp, pp) shard assembles the whole model. */
 void gpt_place_into_full(const gpt_model *src, const float *src_params, gpt_model *full);
 
-/* The inverse: fill every tensor of dst (a shard, or an unsharded model) with its box of the
- * same-named tensor of full (unsharded, same config apart from the layout). The pipeline's tied
- * wte copy gets the embedding too. */
+/* The inverse of gpt_place_into_full: fill dst's parameters (a model built for some tp_rank /
+ * pp_rank / ep_rank of full's config) with their boxes of `full` (tp = pp = ep = 1), the last
+ * stage's copy of the tied wte included. Used to run a saved model in a parallel layout. */
 void gpt_take_from_full(gpt_model *dst, const gpt_model *full);
 
 /* GPT-2 initialisation: weights ~ N(0, 0.02), residual projections (attn.c_proj, mlp.c_proj)
@@ -201,6 +201,21 @@ float *gpt_stage_input(gpt_model *m, int slot);
  * Returns the SUM of token losses on the last stage (count in *n_counted), 0 elsewhere. */
 double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
                          int T, float dloss, int *n_counted);
+/* Optional extras of one forward (any field may be NULL), for attacks on the input embeddings
+ * (safety/robust.h):
+ *   delta  (B, T, C) in: added to the token-embedding rows on the first stage, so the blocks see
+ *          wte[tok] + delta + wpe[t] (position embeddings are not perturbed); ignored elsewhere;
+ *   pred   (B, T) out: argmax over the vocabulary of each position's logits, taken before the
+ *          loss overwrites them (last stage only; first maximum on a tie);
+ *   losses (B, T) out: each position's cross-entropy −log p[target] (last stage, needs targets). */
+typedef struct {
+    const float *delta;
+    int *pred;
+    float *losses;
+} gpt_probe;
+/* gpt_stage_forward with a probe (NULL = gpt_stage_forward exactly). */
+double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
+                            int T, float dloss, const gpt_probe *probe, int *n_counted);
 /* This stage's output (N, C) for the slot (non-last stages), to send to the next stage. */
 const float *gpt_stage_output(const gpt_model *m, int slot);
 /* Backward of this stage for the slot. dout (N, C): gradient w.r.t. this stage's output
@@ -208,6 +223,21 @@ const float *gpt_stage_output(const gpt_model *m, int slot);
  * returns the gradient w.r.t. the stage input (N, C) to send back (non-first stages; valid
  * until the next backward), NULL on the first stage (which runs the embedding backward). */
 const float *gpt_stage_backward(gpt_model *m, int slot, const float *dout);
+
+/* The backward of gpt_stage_backward for the INPUT only: the gradient of the slot's loss (scaled
+ * by its forward's dloss, which must be != 0) w.r.t. this stage's input (N, C) — on the first
+ * stage w.r.t. the embedding output, i.e. w.r.t. a gpt_probe delta. No parameter gradient is
+ * computed: m->grads is neither read nor written, grads_ready is never called, no optimizer state
+ * exists here to touch, and the MoE auxiliary losses do not contribute (the attack objective is
+ * the cross-entropy alone). dout as for gpt_stage_backward (ignored on the last stage). Costs
+ * about half a training backward (no weight-gradient matmuls). Returns m's scratch, valid until
+ * the next backward; with tensor parallelism identical on every rank of the TP group. */
+const float *gpt_stage_backward_input(gpt_model *m, int slot, const float *dout);
+
+/* After gpt_backward / gpt_stage_backward on the first stage: the gradient of the objective
+ * w.r.t. the embedding output (N, C) of that backward's slot (what FreeLB's ascent steps use),
+ * valid until the next backward. */
+const float *gpt_embed_grad(const gpt_model *m);
 
 /* Zero m->grads. */
 void gpt_zero_grad(gpt_model *m);
@@ -247,5 +277,26 @@ void gpt_decode_reset(gpt_decode_state *s);
  * recomputed. Returns s->logits. */
 const float *gpt_decode_step(const gpt_model *m, gpt_decode_state *s, int token);
 void gpt_decode_free(gpt_decode_state *s);
+
+/* --- continuous batching (train/decode_batch.c) ------------------------------------------------
+ * One forward over the next tokens of several generations: each linear layer is one GEMM over
+ * every row of every generation, attention runs per row against its own state's cache. */
+typedef struct gpt_batch gpt_batch;
+
+/* Work buffers for up to max_rows rows (tokens) from up to max_seqs generations per step
+ * (1 <= max_seqs <= max_rows). Memory: about max_rows·(12·d_model + seq_len) + max_seqs·vocab
+ * floats. */
+gpt_batch *gpt_batch_create(const gpt_model *m, int max_rows, int max_seqs);
+void gpt_batch_free(gpt_batch *b);
+
+/* Feed generation s (0 <= s < n_seq) the n_tok[s] >= 1 tokens tokens[s][0..n_tok[s]) at
+ * positions st[s]->pos.., append their K,V to st[s]'s cache, leave the logits (V) after its last
+ * token in st[s]->logits and advance st[s]->pos by n_tok[s]. The states must be distinct and
+ * st[s]->pos + n_tok[s] <= seq_len; sum of n_tok <= max_rows. A prompt may be fed in chunks
+ * over several calls (chunked prefill). Per generation the result equals gpt_decode_step fed
+ * the same tokens one by one, up to float rounding of the GEMM (OpenBLAS picks kernels by row
+ * count). Unsharded models only (tp = pp = 1). */
+void gpt_decode_batch(const gpt_model *m, gpt_batch *b, gpt_decode_state *const *st,
+                      const int *const *tokens, const int *n_tok, int n_seq);
 
 #endif /* MT_MODEL_H */

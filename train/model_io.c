@@ -11,7 +11,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
-#include "train/checkpoint.h"
+#include "train/model_ckpt.h"
 
 int model_io_save(const gpt_model *m, const char *path, const char *config_json, int step,
                   char *err, size_t errlen) {
@@ -86,7 +86,7 @@ static int load_newer_checkpoint(gpt_model *m, const char *run_dir, int *step_ou
             continue;
         }
         ckpt_step_path(dir, sizeof(dir), root, steps[i], "");
-        rc = checkpoint_load_model(m, dir, step_out, err, errlen) == 0 ? 1 : -1;
+        rc = model_ckpt_load(m, dir, step_out, err, errlen) == 0 ? 1 : -1;
     }
     free(steps);
     return rc;
@@ -109,7 +109,7 @@ int model_io_load_step(gpt_model *m, const char *run_dir, int step, int *step_ou
                      run_dir, msg);
             return -1;
         }
-        return checkpoint_load_model(m, dir, step_out, err, errlen);
+        return model_ckpt_load(m, dir, step_out, err, errlen);
     }
     int fstep = file_step(file);
     if (fstep == step) return model_io_load(m, file, step_out, err, errlen);

@@ -167,6 +167,23 @@ const float *gpt_stage_output(const gpt_model *m, int slot) {
 
 double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
                          int T, float dloss, int *n_counted) {
+    return gpt_stage_forward_ex(m, slot, inputs, targets, B, T, dloss, NULL, n_counted);
+}
+
+/* pred (N) = argmax over V of each row of logits (N, V); the first maximum wins a tie. */
+static void argmax_rows(int *pred, const float *logits, int N, int V) {
+#pragma omp parallel for if ((size_t)N * V >= 65536) schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *row = logits + (size_t)i * V;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (row[v] > row[best]) best = v;
+        pred[i] = best;
+    }
+}
+
+double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
+                            int T, float dloss, const gpt_probe *probe, int *n_counted) {
     const gpt_config *c = &m->cfg;
     gpt_acts *A = slot_of(m, slot);
     mtCheck(B <= m->B && T <= m->T, "microbatch larger than the activations were sized for");
@@ -184,6 +201,8 @@ double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *t
             A->inputs[i] = inputs[i];
         }
         ops_encoder_forward(A->encoded, inputs, m->wte, m->wpe, B, T, C); // (B, T, C)
+        /* a perturbation of the token-embedding rows: (wte[tok] + wpe[t]) + delta */
+        if (probe && probe->delta) ops_add_inplace(A->encoded, probe->delta, (size_t)N * C);
     }
     const float *x = A->encoded;
     for (int l = 0; l < m->n_local; l++) {
@@ -220,8 +239,10 @@ double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *t
     if (!m->last) return 0.0;
     ops_layernorm_forward(A->lnf, A->lnf_mean, A->lnf_rstd, x, m->lnfw, m->lnfb, N, C);
     ops_matmul_forward(A->logits, A->lnf, m->wte, NULL, N, C, V); // (N, V), tied head
+    if (probe && probe->pred) argmax_rows(probe->pred, A->logits, N, V); /* before the loss */
     if (!targets) return 0.0;
     double sum = ops_softmax_crossentropy(A->logits, A->losses, targets, N, V, dloss);
+    if (probe && probe->losses) memcpy(probe->losses, A->losses, (size_t)N * sizeof(float));
     if (n_counted)
         for (int i = 0; i < N; i++) *n_counted += targets[i] >= 0;
     return sum;
@@ -242,7 +263,12 @@ static void grads_ready(gpt_model *m, size_t offset) {
     if (m->grads_ready) m->grads_ready(m->grads_ready_user, offset);
 }
 
-const float *gpt_stage_backward(gpt_model *m, int slot, const float *dout) {
+/* The backward of one stage and slot. params = 1: the training backward (parameter gradients
+ * accumulated into m->grads, grads_ready called, MoE auxiliary losses included). params = 0: the
+ * input gradient only — every parameter-gradient pointer is NULL, so m->grads is never read or
+ * written, and the MoE auxiliary losses contribute nothing (aux_grad 0). Both leave the gradient
+ * w.r.t. the stage input (first stage: the embedding output) in m->dres. */
+static void stage_backward(gpt_model *m, int slot, const float *dout, int params) {
     const gpt_config *c = &m->cfg;
     gpt_acts *A = slot_of(m, slot);
     int B = A->B, T = A->T;
@@ -254,25 +280,29 @@ const float *gpt_stage_backward(gpt_model *m, int slot, const float *dout) {
         const float *x_last = m->n_local ? A->acts[m->n_local - 1].res3 : A->encoded;
         /* head: logits = lnf @ wteᵀ; A->logits holds dlogits now */
         memset(m->dln, 0, NC * sizeof(float));
-        ops_matmul_backward(m->dln, m->dwte, NULL, A->logits, A->lnf, m->wte, N, C, V);
+        ops_matmul_backward(m->dln, params ? m->dwte : NULL, NULL, A->logits, A->lnf, m->wte, N,
+                            C, V);
         memset(m->dres, 0, NC * sizeof(float));
-        ops_layernorm_backward(m->dres, m->dlnfw, m->dlnfb, m->dln, x_last, m->lnfw, A->lnf_mean,
-                               A->lnf_rstd, N, C);
-        grads_ready(m, m->tensors[m->i_lnf].offset); /* ln_f is final */
+        ops_layernorm_backward(m->dres, params ? m->dlnfw : NULL, params ? m->dlnfb : NULL,
+                               m->dln, x_last, m->lnfw, A->lnf_mean, A->lnf_rstd, N, C);
+        if (params) grads_ready(m, m->tensors[m->i_lnf].offset); /* ln_f is final */
     } else {
         mtCheck(dout != NULL, "a non-last pipeline stage needs the gradient of its output");
         memcpy(m->dres, dout, NC * sizeof(float));
     }
+    gpt_block none; /* input gradient only: no parameter gradient anywhere */
+    memset(&none, 0, sizeof(none));
     for (int l = m->n_local - 1; l >= 0; l--) {
         const gpt_block *w = &m->blocks[l];
-        gpt_block *g = &m->dblocks[l];
+        gpt_block *g = params ? &m->dblocks[l] : &none;
         gpt_block_acts *a = &A->acts[l];
         const float *x_in = l ? A->acts[l - 1].res3 : A->encoded;
         memset(m->dln, 0, NC * sizeof(float));
         if (w->moe) { /* replicated over TP: dln is already complete on every TP rank */
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
             moe_params mg = {g->router_w, g->efc_w, g->efc_b, g->eproj_w, g->eproj_b};
-            moe_backward(A->moe[l], &mp, &mg, m->dres, m->dln, m->aux_grad);
+            moe_backward(A->moe[l], &mp, params ? &mg : NULL, m->dres, m->dln,
+                         params ? m->aux_grad : 0.0f);
         } else {
             /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 (g: identity) */
             memset(m->dfch_gelu, 0, (size_t)N * 4 * Cl * sizeof(float));
@@ -296,12 +326,26 @@ const float *gpt_stage_backward(gpt_model *m, int slot, const float *dout) {
         tp_f_backward(m->tp_comm, m->dln, NC); /* f */
         ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dln, x_in, w->ln1w, a->ln1_mean,
                                a->ln1_rstd, N, C); // dres = d x
-        grads_ready(m, m->tensors[m->block_t0[l]].offset); /* block l is final */
+        if (params) grads_ready(m, m->tensors[m->block_t0[l]].offset); /* block l is final */
     }
-    if (!m->first) return m->dres; /* gradient of the stage input, for the previous stage */
+    if (!m->first || !params) return; /* dres: gradient of the stage input */
     ops_encoder_backward(m->dwte, m->dwpe, m->dres, A->inputs, B, T, C);
     grads_ready(m, 0);
-    return NULL;
+}
+
+const float *gpt_stage_backward(gpt_model *m, int slot, const float *dout) {
+    stage_backward(m, slot, dout, 1);
+    return m->first ? NULL : m->dres; /* the first stage ran the embedding backward itself */
+}
+
+const float *gpt_stage_backward_input(gpt_model *m, int slot, const float *dout) {
+    stage_backward(m, slot, dout, 0);
+    return m->dres;
+}
+
+const float *gpt_embed_grad(const gpt_model *m) {
+    mtCheck(m->first, "gpt_embed_grad: only the first pipeline stage holds the embeddings");
+    return m->dres;
 }
 
 void gpt_backward(gpt_model *m) { gpt_stage_backward(m, 0, NULL); }

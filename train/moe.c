@@ -343,14 +343,15 @@ void moe_backward(moe_layer *l, const moe_params *p, moe_params *grads, const fl
             float *xe = l->xe + (size_t)base * C, *ye = l->ye + (size_t)base * C;
             float *pre = l->pre + (size_t)base * H, *h = l->h + (size_t)base * H;
             memset(l->dh, 0, (size_t)n * H * sizeof(float));
-            ops_matmul_backward(l->dh, grads->proj_w + (size_t)le * C * H,
-                                grads->proj_b + (size_t)le * C, ye, h,
+            ops_matmul_backward(l->dh, grads ? grads->proj_w + (size_t)le * C * H : NULL,
+                                grads ? grads->proj_b + (size_t)le * C : NULL, ye, h,
                                 p->proj_w + (size_t)le * C * H, n, H, C);
             memset(h, 0, (size_t)n * H * sizeof(float)); /* h becomes d(pre) */
             ops_gelu_backward(h, pre, l->dh, (size_t)n * H);
             memset(ye, 0, (size_t)n * C * sizeof(float)); /* ye becomes d(xe) */
-            ops_matmul_backward(ye, grads->fc_w + (size_t)le * H * C, grads->fc_b + (size_t)le * H,
-                                h, xe, p->fc_w + (size_t)le * H * C, n, C, H);
+            ops_matmul_backward(ye, grads ? grads->fc_w + (size_t)le * H * C : NULL,
+                                grads ? grads->fc_b + (size_t)le * H : NULL, h, xe,
+                                p->fc_w + (size_t)le * H * C, n, C, H);
         }
         base += n;
     }
@@ -391,7 +392,8 @@ void moe_backward(moe_layer *l, const moe_params *p, moe_params *grads, const fl
         for (int e = 0; e < E; e++) dl[e] = pr[e] * (dl[e] - dot) + z_scale * l->lse[t] * pr[e];
     }
     if (N > 0)
-        ops_matmul_backward(dx, grads->router_w, NULL, l->dlogits, l->x, p->router_w, N, C, E);
+        ops_matmul_backward(dx, grads ? grads->router_w : NULL, NULL, l->dlogits, l->x,
+                            p->router_w, N, C, E);
 }
 
 double moe_active_matmul_params(const moe_config *cfg) {

@@ -124,7 +124,7 @@ void moe_forward(moe_layer *l, const moe_params *p, const float *x, float *y, in
 
 /* Backward of the last forward (consumes its saved state: one backward per forward).
  * dy (N, C); dx (N, C) += input gradient; grads += parameter gradients (every pointer set, same
- * shapes as the parameters). aux_grad = d(total loss)/d(aux + z) for this layer and microbatch
+ * shapes as the parameters), or grads = NULL for the input gradient only (attacks on the input). aux_grad = d(total loss)/d(aux + z) for this layer and microbatch
  * (0 = the auxiliary losses do not train the router). With EP: collective over cfg.ep. */
 void moe_backward(moe_layer *l, const moe_params *p, moe_params *grads, const float *dy, float *dx,
                   float aux_grad);

@@ -38,7 +38,8 @@ void ops_encoder_backward(float *dwte, float *dwpe, const float *dout, const int
  * out (N,C); mean, rstd (N) are saved for backward; w, b (C). */
 void ops_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                            const float *b, int N, int C);
-/* dinp (N,C) +=, dw (C) +=, db (C) += ; dout (N,C), inp (N,C), mean/rstd (N) from forward. */
+/* dinp (N,C) +=, dw (C) +=, db (C) += ; dout (N,C), inp (N,C), mean/rstd (N) from forward.
+ * dw and db may both be NULL: the input gradient only (attacks on the input embeddings). */
 void ops_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                             const float *w, const float *mean, const float *rstd, int N, int C);
 

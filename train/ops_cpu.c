@@ -173,9 +173,10 @@ void ops_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
                 dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r;
             }
         }
-        /* pass 2, over column blocks: dw, db (each column owned by one thread: race-free) */
+        /* pass 2, over column blocks: dw, db (each column owned by one thread: race-free);
+         * skipped when the caller wants the input gradient only (dw == NULL) */
 #pragma omp for schedule(static)
-        for (int blk = 0; blk < nblk; blk++) {
+        for (int blk = 0; blk < (dw != NULL ? nblk : 0); blk++) {
             const int c0 = blk * OPS_COL_BLOCK;
             const int c1 = c0 + OPS_COL_BLOCK < C ? c0 + OPS_COL_BLOCK : C;
             for (int n = 0; n < N; n++) {

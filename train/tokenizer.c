@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/fs.h"
 #include "core/timer.h"
 
 #define EMPTY_KEY UINT64_MAX
@@ -691,28 +692,8 @@ static uint8_t *serialize(const tok_tokenizer *t, size_t *n) {
 int tok_save(const tok_tokenizer *t, const char *path, char *err, size_t errlen) {
     size_t nbytes;
     uint8_t *buf = serialize(t, &nbytes);
-    size_t plen = strlen(path);
-    char *tmp = mallocCheck(plen + 5);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    int rc = -1;
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL) {
-        snprintf(err, errlen, "cannot write tokenizer file '%s': %s", tmp, strerror(errno));
-    } else {
-        size_t put = fwrite(buf, 1, nbytes, f);
-        int closed = fclose(f);
-        if (put != nbytes || closed != 0) {
-            snprintf(err, errlen, "writing tokenizer file '%s' failed: %s", tmp, strerror(errno));
-            remove(tmp);
-        } else if (rename(tmp, path) != 0) {
-            snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-            remove(tmp);
-        } else {
-            rc = 0;
-        }
-    }
-    free(tmp);
+    /* partial file + fsync + rename (core/fs.h): a crash never leaves a torn tokenizer */
+    int rc = fs_write_atomic(path, buf, nbytes, err, errlen);
     free(buf);
     return rc;
 }

@@ -75,7 +75,8 @@ int tok_init_byte(tok_tokenizer *t);
  * Treats *t as uninitialized. Returns 0, or -1 if vocab_size is out of range. */
 int tok_train_bpe(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_size, int verbose);
 
-/* Write the tokenizer to path (via path.tmp + rename). 0 ok, -1 with a message in err. */
+/* Write the tokenizer to path, durably and atomically (core/fs.h). 0 ok, -1 with a message in
+ * err. */
 int tok_save(const tok_tokenizer *t, const char *path, char *err, size_t errlen);
 
 /* Read a tokenizer, detecting its format by content (never by file name):

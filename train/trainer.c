@@ -14,6 +14,7 @@
 #include "core/events.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "core/fs.h"
 #include "parallel/comm.h"
 #include "parallel/pp.h"
 #include "train/flops.h"
@@ -21,19 +22,6 @@
 #include "train/model_io.h"
 #include "train/ops.h"
 #include "train/sample.h"
-
-static int mkdir_p(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = 0;
-            mkdir(buf, 0755);
-            *p = '/';
-        }
-    }
-    return mkdir(buf, 0755) == 0 || errno == EEXIST ? 0 : -1;
-}
 
 /* Build the model (this rank's shard; weights from init when given, else GPT-2's random
  * initialisation), its activations (when activations != 0), the data-parallel reducer and AdamW
@@ -95,7 +83,7 @@ static int init_run(trainer *tr, char *err, size_t errlen) {
     mt_config *c = &tr->cfg;
     mesh *ms = tr->mesh;
     char msg[512];
-    if (mkdir_p(c->run_dir) != 0) {
+    if (fs_mkdir_p(c->run_dir, NULL, 0) != 0) {
         snprintf(err, errlen, "cannot create run directory '%s': %s", c->run_dir, strerror(errno));
         return -1;
     }
@@ -348,6 +336,13 @@ void trainer_add_hook(trainer *tr, const char *name, int every, trainer_hook_fn 
     tr->hooks[tr->n_hooks].fn = fn;
     tr->hooks[tr->n_hooks].user = user;
     tr->n_hooks++;
+}
+
+void trainer_set_microbatch(trainer *tr, trainer_micro_fn fn, void *user) {
+    mtCheck(fn == NULL || tr->mesh->pp == 1,
+            "a microbatch function replaces the pass of a non-pipelined layout only (pp = 1)");
+    tr->micro_fn = fn;
+    tr->micro_user = user;
 }
 
 float trainer_eval(trainer *tr) {
@@ -713,12 +708,16 @@ int trainer_run(trainer *tr) {
             /* microbatch k of this DP rank = sequences of the global batch no other rank reads */
             uint64_t seq = (uint64_t)s * c->global_batch + ((uint64_t)k * dp + ms->dp_rank) * B;
             data_loader_get(&tr->train_dl, seq, B, inp, tgt);
-            loss_sum += gpt_forward(m, inp, tgt, B, T, dloss);
             int last = k == tr->grad_accum - 1;
             /* overlap buckets with the backward (not with EP: two reduction groups) */
             m->grads_ready = last && ms->ep == 1 ? on_grads_ready : NULL;
             m->grads_ready_user = tr;
-            gpt_backward(m);
+            if (tr->micro_fn) {
+                loss_sum += tr->micro_fn(tr, inp, tgt, B, T, seq, dloss, tr->micro_user);
+            } else {
+                loss_sum += gpt_forward(m, inp, tgt, B, T, dloss);
+                gpt_backward(m);
+            }
             m->grads_ready = NULL;
         }
         if (ms->ep > 1) reduce_grads_ep(tr);

@@ -35,6 +35,17 @@ typedef void (*trainer_hook_fn)(trainer *tr, int step, int final, void *user);
 
 #define TRAINER_MAX_HOOKS 16
 
+/* A replacement for one microbatch's forward + backward (pp = 1), e.g. adversarial training
+ * (safety/robust.h), installed by whoever wires the `train` subcommand. It must accumulate the
+ * microbatch's parameter gradients, scaled by dloss (the gradient of the mean over the global
+ * batch: 1 / (global_batch · T)), into tr->model.grads, as gpt_forward + gpt_backward do, and
+ * return the mean token loss it trained on. seq0 is the global index of the microbatch's first
+ * sequence (a seed that does not depend on the layout). The trainer sets model.grads_ready before the call
+ * (the last microbatch's buckets start reducing during its backward): only the function's LAST
+ * full backward may run with it set. */
+typedef float (*trainer_micro_fn)(trainer *tr, const int *inp, const int *tgt, int B, int T,
+                                  uint64_t seq0, float dloss, void *user);
+
 struct trainer {
     mt_config cfg;
     mesh *mesh; /* the rank layout (single process: world 1, all degrees 1); not owned */
@@ -72,6 +83,8 @@ struct trainer {
         void *user;
     } hooks[TRAINER_MAX_HOOKS];
     int n_hooks;
+    trainer_micro_fn micro_fn; /* NULL = gpt_forward + gpt_backward */
+    void *micro_user;
 };
 
 /* Resolve the data/tokenizer, build and initialise the model and optimizer, open run.db and
@@ -92,6 +105,10 @@ int trainer_init_weights(trainer *tr, const mt_config *cfg, mesh *ms, const gpt_
 
 /* Register a hook; every <= 0 means "only at the end". */
 void trainer_add_hook(trainer *tr, const char *name, int every, trainer_hook_fn fn, void *user);
+
+/* Install fn as every microbatch's forward + backward (NULL restores the plain pass). Needs a
+ * layout without pipeline parallelism (checked). */
+void trainer_set_microbatch(trainer *tr, trainer_micro_fn fn, void *user);
 
 /* Run steps until cfg.steps (or cfg.stop_after). Returns a process exit code: MT_EXIT_OK, or
  * MT_EXIT_NONFINITE if the loss became NaN/Inf (the event is in run.db). */

@@ -1,6 +1,6 @@
 /*
- * tests/test_ckpt.c — cmocka tests of CRC-32C (ckpt/crc32c.c) and the checkpoint directory commit
- * protocol (ckpt/ckpt.c, ckpt/fsutil.c).
+ * tests/test_ckpt_commit.c — cmocka tests of CRC-32C (ckpt/crc32c.c) and the checkpoint directory
+ * commit protocol: begin, commit, verify, list, latest, retention (ckpt/ckpt.c).
  *
  * Independent checks: CRC-32C against the published vectors of RFC 3720 (B.4) and against a
  * bit-at-a-time implementation written here from the definition; manifest.json is re-parsed here
@@ -27,20 +27,8 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 
-static char g_dir[256];
-
-static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/test_ckpt_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char err[512];
-    if (getenv("MT_KEEP_TEST_FILES") != NULL) return 0; /* debugging: leave the files */
-    return ckpt_remove_tree(g_dir, err, sizeof err);
-}
+#define TU_PREFIX "test_ckpt_commit"
+#include "tests/testutil.h"
 
 /* CRC-32C straight from the definition: one bit at a time, reflected poly 0x82F63B78. */
 static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
@@ -118,8 +106,8 @@ static void test_crc_file(void **state) {
     unsigned char *buf = malloc(n);
     fill_random(buf, n, 3);
     char path[512], err[512];
-    snprintf(path, sizeof path, "%s/crcfile.bin", g_dir);
-    assert_int_equal(ckpt_write_file(path, buf, n, err, sizeof err), 0);
+    snprintf(path, sizeof path, "%s/crcfile.bin", tu_dir);
+    assert_int_equal(fs_write_atomic(path, buf, n, err, sizeof err), 0);
     uint32_t crc;
     uint64_t bytes;
     assert_int_equal(ckpt_crc32c_file(path, &crc, &bytes, err, sizeof err), 0);
@@ -161,7 +149,7 @@ static void save_step(const char *root, int64_t step, float base) {
 }
 
 static void make_root(char *root, size_t len, const char *name) {
-    snprintf(root, len, "%s/%s", g_dir, name);
+    snprintf(root, len, "%s/%s", tu_dir, name);
 }
 
 static void step_file(char *buf, size_t len, const char *root, int64_t step, const char *file) {
@@ -399,7 +387,7 @@ static void test_truncated_tensor_file_structure(void **state) {
     cJSON_ReplaceItemInObject(f0, "crc32c", cJSON_CreateString(hex));
     text = cJSON_Print(m);
     cJSON_Delete(m);
-    assert_int_equal(ckpt_write_file(mpath, text, strlen(text), err, sizeof err), 0);
+    assert_int_equal(fs_write_atomic(mpath, text, strlen(text), err, sizeof err), 0);
     free(text);
     assert_int_equal(ckpt_verify(root, 6, err, sizeof err), -1);
     if (strstr(err, "step_00000006/model.safetensors") == NULL || strstr(err, "truncated") == NULL)
@@ -529,7 +517,7 @@ static void test_fs_errors(void **state) {
     (void)state;
     char root[1024], err[1024];
     make_root(root, sizeof root, "plainfile");
-    assert_int_equal(ckpt_write_file(root, "x", 1, err, sizeof err), 0);
+    assert_int_equal(fs_write_atomic(root, "x", 1, err, sizeof err), 0);
     /* root is a regular file: begin fails with the path, nothing exits */
     assert_int_equal(ckpt_begin(root, 1, NULL, 0, err, sizeof err), -1);
     assert_non_null(strstr(err, root));
@@ -537,7 +525,7 @@ static void test_fs_errors(void **state) {
     int n;
     assert_int_equal(ckpt_list(root, &steps, &n, err, sizeof err), -1);
     assert_non_null(strstr(err, root));
-    assert_int_equal(ckpt_write_file("/nonexistent/dir/f", "x", 1, err, sizeof err), -1);
+    assert_int_equal(fs_write_atomic("/nonexistent/dir/f", "x", 1, err, sizeof err), -1);
     assert_non_null(strstr(err, "/nonexistent/dir/f"));
     assert_non_null(strstr(err, strerror(ENOENT)));
     /* a malformed latest pointer is reported, and never trusted over verification */
@@ -545,7 +533,7 @@ static void test_fs_errors(void **state) {
     make_root(r2, sizeof r2, "badlatest");
     save_step(r2, 7, 0.f);
     snprintf(path, sizeof path, "%s/latest", r2);
-    assert_int_equal(ckpt_write_file(path, "step_x\n", 7, err, sizeof err), 0);
+    assert_int_equal(fs_write_atomic(path, "step_x\n", 7, err, sizeof err), 0);
     int64_t step;
     assert_int_equal(ckpt_read_latest(r2, &step, err, sizeof err), -1);
     assert_non_null(strstr(err, path));
@@ -555,7 +543,7 @@ static void test_fs_errors(void **state) {
     assert_int_equal(w.count, 1);
     assert_non_null(strstr(w.last, "latest"));
     /* latest pointing at an older step than the newest verified one is reported too */
-    assert_int_equal(ckpt_write_file(path, "step_00000003\n", 14, err, sizeof err), 0);
+    assert_int_equal(fs_write_atomic(path, "step_00000003\n", 14, err, sizeof err), 0);
     assert_int_equal(ckpt_latest_verified(r2, &step, capture_warn, &w, err, sizeof err), 1);
     assert_int_equal(step, 7);
     assert_non_null(strstr(w.last, "step_00000003"));
@@ -581,5 +569,5 @@ int main(void) {
         cmocka_unit_test(test_retention_keeps_newest_verified),
         cmocka_unit_test(test_fs_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

@@ -1,6 +1,7 @@
 /*
- * tests/test_checkpoint.c — cmocka tests of training checkpoints (train/checkpoint*.c) and of
- * model_io's run-directory loading, on a small trainer built by hand (no data needed).
+ * tests/test_checkpoint_trainer.c — cmocka tests of a trainer's checkpoints (train/checkpoint.c
+ * driving ckpt/writer.c and ckpt/tiers.c) and of model_io's run-directory loading, on a small
+ * trainer built by hand (no data needed).
  *
  * Independent checks: the state saved is copied here before the save and compared byte for byte
  * after a resume into a scrambled trainer; the asynchronous save is checked to write the snapshot
@@ -35,25 +36,19 @@
 #include "train/model_io.h"
 #include "train/trainer.h"
 
-static char g_dir[256];
+#define TU_PREFIX "test_checkpoint_trainer"
+#include "tests/testutil.h"
+
 static comm *g_world;
 static mesh g_mesh;
 
 static int setup(void **state) {
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/test_checkpoint_XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
+    if (tu_setup(state) != 0) return -1;
     char shm[300];
-    snprintf(shm, sizeof shm, "%s/shm", g_dir);
+    snprintf(shm, sizeof shm, "%s/shm", tu_dir);
     setenv("MINITRAIN_SHM_DIR", shm, 1);
     unsetenv("MINITRAIN_CKPT_WRITE_DELAY_MS");
     return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    char err[512];
-    return ckpt_remove_tree(g_dir, err, sizeof err);
 }
 
 static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
@@ -65,12 +60,12 @@ static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
     return ~c;
 }
 
-/* A trainer with a tiny model, random params and optimizer state, run dir g_dir/run. */
+/* A trainer with a tiny model, random params and optimizer state, run dir tu_dir/run. */
 static void make_trainer(trainer *tr, int async, int tier0, const char *durable) {
     memset(tr, 0, sizeof(*tr));
     mt_config *c = &tr->cfg;
     config_defaults(c);
-    snprintf(c->run_dir, sizeof c->run_dir, "%s/run", g_dir);
+    snprintf(c->run_dir, sizeof c->run_dir, "%s/run", tu_dir);
     snprintf(c->name, sizeof c->name, "t");
     snprintf(c->data, sizeof c->data, "unused");
     c->n_layer = 2, c->n_head = 2, c->d_model = 16, c->seq_len = 8, c->vocab_size = 40;
@@ -124,14 +119,14 @@ static int64_t dir_bytes(const char *dir) {
 
 static char *slurp(const char *path, size_t *len) {
     char *out = NULL, err[256];
-    assert_int_equal(ckpt_read_file(path, 1 << 26, &out, len, err, sizeof err), 0);
+    assert_int_equal(fs_read_file(path, 1 << 26, &out, len, err, sizeof err), 0);
     return out;
 }
 
 static void test_async_roundtrip_tiers_catalog(void **state) {
     (void)state;
     char durable[300];
-    snprintf(durable, sizeof durable, "%s/durable", g_dir);
+    snprintf(durable, sizeof durable, "%s/durable", tu_dir);
     setenv("MINITRAIN_CKPT_WRITE_DELAY_MS", "40", 1); /* keep the writer busy a while */
     trainer tr;
     make_trainer(&tr, 1, 1, durable);
@@ -154,7 +149,7 @@ static void test_async_roundtrip_tiers_catalog(void **state) {
     /* catalog rows: sizes and checksums recomputed here */
     sqlite3 *db;
     char path[1024];
-    snprintf(path, sizeof path, "%s/run/run.db", g_dir);
+    snprintf(path, sizeof path, "%s/run/run.db", tu_dir);
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     sqlite3_stmt *q;
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT tier, path, bytes, checksum, state, snapshot_ms,"
@@ -179,7 +174,7 @@ static void test_async_roundtrip_tiers_catalog(void **state) {
     sqlite3_finalize(q);
     assert_int_equal(rows, 3);
     /* trainer_state.json */
-    snprintf(path, sizeof path, "%s/run/ckpt/step_00000003/trainer_state.json", g_dir);
+    snprintf(path, sizeof path, "%s/run/ckpt/step_00000003/trainer_state.json", tu_dir);
     char *text = slurp(path, NULL);
     cJSON *st = cJSON_Parse(text);
     free(text);
@@ -256,7 +251,7 @@ static void test_retention_skip_corrupt_and_model_io(void **state) {
     free(steps);
     sqlite3 *db;
     char path[1024];
-    snprintf(path, sizeof path, "%s/run/run.db", g_dir);
+    snprintf(path, sizeof path, "%s/run/run.db", tu_dir);
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     sqlite3_stmt *q;
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT step FROM checkpoints WHERE state = 'deleted' "
@@ -371,9 +366,9 @@ int main(void) {
     g_world = comm_init_world(NULL, NULL);
     mesh_init(&g_mesh, g_world, 1, 1, 1, 1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_async_roundtrip_tiers_catalog, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_retention_skip_corrupt_and_model_io, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_failure_policy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_async_roundtrip_tiers_catalog, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_retention_skip_corrupt_and_model_io, setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_failure_policy, setup, tu_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mesh_free(&g_mesh);
