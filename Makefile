@@ -92,7 +92,7 @@ else
   $(info ✗ libcurl (libcurl4-openssl-dev) — run: make deps)
 endif
 ifeq ($(call have_header,pcre2.h,-DPCRE2_CODE_UNIT_WIDTH=8),1)
-  $(info ✓ PCRE2 (gateway content rules))
+  $(info ✓ PCRE2 (gateway content rules, GPT-2 pre-tokenizer))
 else
   $(info ✗ PCRE2 (libpcre2-dev) — run: make deps)
 endif
@@ -177,7 +177,7 @@ LIB = $(BUILD)/libminitrain.a
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test-deps demo test unit asan nompi fuzz bench clean
+.PHONY: all deps test-deps demo test unit asan nompi fuzz bench clean js-tiktoken
 all: $(BIN)
 
 # V=1 shows full command lines
@@ -208,7 +208,8 @@ DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-d
            libcurl4-openssl-dev libpcre2-dev
 DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge \
                 clang libclang-rt-14-dev libomp-14-dev
-# Node.js and npm (tests drive serve with the `openai` npm package) are checked by command:
+# Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
+# tokenizer tests' reference) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.
 DEB_TEST_CMDS = node:nodejs npm:npm
 # $(call install_missing,PACKAGES,WHAT[,COMMAND:PACKAGE ...]): apt-get install those not installed yet
@@ -225,6 +226,16 @@ deps:
 	$(call install_missing,$(DEB_PKGS),build and run)
 test-deps:
 	$(call install_missing,$(DEB_PKGS) $(DEB_TEST_PKGS),build and tests,$(DEB_TEST_CMDS))
+
+# js-tiktoken (npm registry, MIT licence): the independent reference of the GPT-2 tokenizer tests,
+# installed into $(BUILD)/node on first use (never committed; the GPT-2 ranks are written from it at
+# test time, see docs/interop.md).
+JS_TIKTOKEN_VERSION = 1.0.21
+JS_TIKTOKEN = $(BUILD)/node/node_modules/js-tiktoken/package.json
+$(JS_TIKTOKEN):
+	@mkdir -p $(BUILD)/node
+	cd $(BUILD)/node && npm install --no-audit --no-fund --loglevel=error js-tiktoken@$(JS_TIKTOKEN_VERSION)
+js-tiktoken: $(JS_TIKTOKEN)
 
 # --- user entry points --------------------------------------------------------------------------
 demo: deps

@@ -1,6 +1,7 @@
 /*
- * cmd/ckpt.c — `minitrain ckpt ls|verify|export`: list, check and export the checkpoints
- * of a run (format: docs/formats.md, train/model_ckpt.h).
+ * cmd/ckpt.c — `minitrain ckpt ls|verify|export|import`: list, check, export and import the
+ * checkpoints of a run (format: docs/formats.md, train/model_ckpt.h; llm.c and Hugging Face:
+ * train/interop.h, docs/interop.md).
  *
  * Tier roots: tier 1 is always RUN_DIR/ckpt; tiers 0 (memory) and 2 (durable) are found in the
  * run.db catalog (a save records its directory there before writing). Nothing here trusts a
@@ -23,6 +24,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
+#include "train/interop.h"
 #include "train/model.h"
 #include "train/model_ckpt.h"
 
@@ -37,6 +39,8 @@ typedef struct {
     const char *run;
     int64_t step; /* -1 = not given */
     const char *out;
+    const char *format; /* export: hf | llmc */
+    const char *dtype;  /* export --format llmc: fp32 | bf16 */
     sqlite3 *db;  /* run.db read-only, or NULL */
     tier_root roots[MAX_ROOTS];
     int n_roots;
@@ -45,7 +49,10 @@ typedef struct {
 static const char *const SUB_SYNOPSIS[] = {
     "usage: minitrain ckpt ls --run DIR [--step N]",
     "usage: minitrain ckpt verify --run DIR [--step N]",
-    "usage: minitrain ckpt export --run DIR [--step N] [--out FILE]",
+    "usage: minitrain ckpt export --run DIR [--step N] [--out FILE] [--format hf|llmc]\n"
+    "                             [--dtype fp32|bf16]",
+    "usage: minitrain ckpt import --from llmc FILE --out RUN_DIR [--tokenizer FILE]\n"
+    "       minitrain ckpt import --from hf DIR --out RUN_DIR [--tokenizer FILE]",
 };
 static const char *const SUB_ABOUT[] = {
     "List the checkpoints of a run in every tier (0 memory, 1 RUN_DIR/ckpt, 2 durable) with\n"
@@ -56,12 +63,19 @@ static const char *const SUB_ABOUT[] = {
     "file).",
     "Merge the shards of the newest verified checkpoint (or step N) into one safetensors file\n"
     "with Hugging Face GPT-2 names and layout (Conv1D weights transposed to (in, out)) plus\n"
-    "config.json beside it (GPT2Config keys).",
+    "config.json beside it (GPT2Config keys). --format llmc writes llm.c's model file instead\n"
+    "(version 3 fp32, or 5 with --dtype bf16; vocabulary padded to a multiple of 128), which\n"
+    "llm.c's trainers load to continue the run.",
+    "Turn GPT-2 weights from llm.c (gpt2_124M.bin: version 3 fp32 or 5 bf16; the padded\n"
+    "vocabulary is cut to the real one) or Hugging Face (config.json + model.safetensors;\n"
+    "Conv1D weights transposed) into a run directory: a verified step-0 checkpoint with fresh\n"
+    "optimizer state, run.db, and RUN_DIR/tokenizer.bin when --tokenizer is given (any\n"
+    "tokenizer `prepare` reads). Then: sample|serve --run RUN_DIR, train --init-from RUN_DIR.",
 };
 
 static void usage_all(void) {
-    printf("minitrain ckpt: list, verify and export the checkpoints of a run\n\n");
-    for (int k = 0; k < 3; k++) printf("%s\n  %s\n", SUB_SYNOPSIS[k], SUB_ABOUT[k]);
+    printf("minitrain ckpt: list, verify, export and import the checkpoints of a run\n\n");
+    for (int k = 0; k < 4; k++) printf("%s\n  %s\n", SUB_SYNOPSIS[k], SUB_ABOUT[k]);
 }
 
 /* ---- arguments, roots, catalog --------------------------------------------------------------- */
@@ -86,11 +100,15 @@ static int parse_args(ckpt_args *a, int argc, char **argv, int k) {
         {"run", ARG_STRING, &a->run, 0, 0, "DIR", "run directory (holds ckpt/ and run.db)", ""},
         {"step", ARG_I64, &step, 0, 9.2e18, "N", "only this step (default: every step; export: "
          "the newest that\nverifies)", ""},
-        {"out", ARG_STRING, &a->out, 0, 0, "FILE", "the safetensors file to write (default "
-         "DIR/hf/model.safetensors)", ""},
+        {"out", ARG_STRING, &a->out, 0, 0, "FILE", "the file to write (default "
+         "DIR/hf/model.safetensors, llmc:\nDIR/llmc/model.bin or model_bf16.bin)", ""},
+        {"format", ARG_STRING, &a->format, 0, 0, "FMT", "hf (Hugging Face safetensors + "
+         "config.json) or llmc (llm.c's\nmodel file)", "hf"},
+        {"dtype", ARG_STRING, &a->dtype, 0, 0, "T", "--format llmc: fp32 (version 3) or bf16 "
+         "(version 5, round to\nnearest even)", "fp32"},
         {0},
     };
-    if (k != 2) opts[2].name = NULL; /* --out belongs to export only */
+    if (k != 2) opts[2].name = NULL; /* --out, --format, --dtype belong to export only */
     char cmd[32];
     snprintf(cmd, sizeof(cmd), "ckpt %s", sub);
     const args_spec spec = {.cmd = cmd, .synopsis = SUB_SYNOPSIS[k], .about = SUB_ABOUT[k],
@@ -99,6 +117,12 @@ static int parse_args(ckpt_args *a, int argc, char **argv, int k) {
     if (prc != ARGS_CONTINUE) return prc;
     a->step = step;
     if (a->run == NULL) mt_fail("`minitrain ckpt %s` needs --run DIR", sub);
+    if (a->format && strcmp(a->format, "hf") && strcmp(a->format, "llmc"))
+        mt_fail("--format '%s': expected hf or llmc", a->format);
+    if (a->dtype && (!a->format || strcmp(a->format, "llmc")))
+        mt_fail("--dtype applies to --format llmc only");
+    if (a->dtype && strcmp(a->dtype, "fp32") && strcmp(a->dtype, "bf16"))
+        mt_fail("--dtype '%s': expected fp32 or bf16", a->dtype);
     struct stat st;
     if (stat(a->run, &st) != 0 || !S_ISDIR(st.st_mode))
         mt_fail("run directory '%s' does not exist", a->run);
@@ -300,6 +324,66 @@ static int is_conv1d(const char *name) {
            strstr(name, ".mlp.c_fc.weight") || strstr(name, ".mlp.c_proj.weight");
 }
 
+/* --format llmc: llm.c's model file (train/interop.h). */
+static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *dir) {
+    int bf16 = a->dtype && !strcmp(a->dtype, "bf16");
+    char out[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], msg[2048], sb[64];
+    if (a->out) snprintf(out, sizeof(out), "%s", a->out);
+    else snprintf(out, sizeof(out), "%.4000s/llmc/model%s.bin", a->run, bf16 ? "_bf16" : "");
+    snprintf(tmp, sizeof(tmp), "%s", out);
+    if (fs_mkdir_p(dirname(tmp), msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (interop_llmc_write(m, out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, msg,
+                           sizeof(msg)) != 0)
+        mt_fail("writing %s: %s", out, msg);
+    struct stat st;
+    printf("exported step %d from %s -> %s (llm.c model file, version %d %s, %s)\n", step, dir,
+           out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, bf16 ? "bf16" : "fp32",
+           human(stat(out, &st) == 0 ? (int64_t)st.st_size : 0, sb, sizeof(sb)));
+    gpt_free(m);
+    return MT_EXIT_OK;
+}
+
+/* `ckpt import` (argv[0] = "import"): the source is the one word that is not an option. */
+static int do_import(int argc, char **argv) {
+    const char *from = NULL, *out = NULL, *tok = NULL, *src = NULL;
+    const args_opt opts[] = {
+        {"from", ARG_STRING, &from, 0, 0, "KIND", "llmc (an llm.c model file) or hf (a Hugging "
+         "Face directory\nor .safetensors file with config.json beside it)", ""},
+        {"out", ARG_STRING, &out, 0, 0, "RUN_DIR", "the run directory to create (must hold no "
+         "checkpoints)", ""},
+        {"tokenizer", ARG_STRING, &tok, 0, 0, "FILE", "tokenizer to store as RUN_DIR/tokenizer.bin "
+         "(tiktoken, Hugging\nFace, llm.c or minitrain)", ""},
+        {0},
+    };
+    const args_spec spec = {.cmd = "ckpt import", .synopsis = SUB_SYNOPSIS[3],
+                            .about = SUB_ABOUT[3], .opts = opts};
+    char **rest = callocCheck((size_t)argc + 1, sizeof(char *));
+    int n = 0;
+    for (int i = 0; i < argc; i++) { /* take the positional source out; the table parses the rest */
+        const char *w = argv[i];
+        int takes_value = !strcmp(w, "--from") || !strcmp(w, "--out") || !strcmp(w, "--tokenizer");
+        if (i > 0 && w[0] != '-' && !src) {
+            src = w;
+            continue;
+        }
+        rest[n++] = argv[i];
+        if (takes_value && i + 1 < argc) rest[n++] = argv[++i];
+    }
+    int prc = args_parse(&spec, n, rest, NULL);
+    free(rest);
+    if (prc != ARGS_CONTINUE) return prc;
+    if (!from) mt_fail("`minitrain ckpt import` needs --from llmc FILE or --from hf DIR");
+    if (!src)
+        mt_fail("`minitrain ckpt import --from %s` needs the %s to import", from,
+                strcmp(from, "hf") ? "llm.c model file" : "Hugging Face directory");
+    if (!out) mt_fail("`minitrain ckpt import` needs --out RUN_DIR");
+    char summary[2600], err[2048];
+    if (interop_import(from, src, out, tok, summary, sizeof(summary), err, sizeof(err)) != 0)
+        mt_fail("%s", err);
+    printf("%s\n", summary);
+    return MT_EXIT_OK;
+}
+
 static int do_export(ckpt_args *a) {
     /* newest verified step (or step N) in the fastest tier holding it */
     char dir[CKPT_PATH_MAX] = "", msg[2048], last[2048] = "";
@@ -331,6 +415,7 @@ static int do_export(ckpt_args *a) {
     gpt_model m;
     int step = 0;
     if (model_ckpt_load(&m, dir, &step, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
+    if (a->format && !strcmp(a->format, "llmc")) return export_llmc(a, &m, step, dir);
     char out[CKPT_PATH_MAX], outdir[CKPT_PATH_MAX];
     if (a->out) snprintf(out, sizeof(out), "%s", a->out);
     else snprintf(out, sizeof(out), "%.4000s/hf/model.safetensors", a->run);
@@ -411,8 +496,9 @@ int cmd_ckpt(int argc, char **argv) {
         return argc < 2 ? MT_EXIT_USAGE : MT_EXIT_OK;
     }
     const char *sub = argv[1];
+    if (!strcmp(sub, "import")) return do_import(argc - 1, argv + 1);
     int k = !strcmp(sub, "ls") ? 0 : !strcmp(sub, "verify") ? 1 : !strcmp(sub, "export") ? 2 : -1;
-    if (k < 0) mt_fail("unknown ckpt command '%s' (ls, verify or export)", sub);
+    if (k < 0) mt_fail("unknown ckpt command '%s' (ls, verify, export or import)", sub);
     ckpt_args a;
     int prc = parse_args(&a, argc - 1, argv + 1, k);
     if (prc != ARGS_CONTINUE) return prc;

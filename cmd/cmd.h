@@ -15,9 +15,10 @@
 #ifndef MT_CMD_H
 #define MT_CMD_H
 
-/* `minitrain prepare --input FILE --out DIR [--tokenizer byte|bpe] [--vocab-size N]
- * [--val-fraction F]`: tokenize FILE into DIR/tokenizer.bin, DIR/train_000.bin (the first 1-F of
- * the tokens) and DIR/val_000.bin (the last F). */
+/* `minitrain prepare --input FILE --out DIR [--tokenizer byte|bpe|FILE] [--vocab-size N]
+ * [--val-fraction F] [--doc-separator TEXT]`: tokenize FILE into DIR/tokenizer.bin,
+ * DIR/train_000.bin (the first 1-F of the tokens) and DIR/val_000.bin (the last F); a tokenizer
+ * FILE is any format tok_load reads (train/tokenizer.h, docs/interop.md). */
 int cmd_prepare(int argc, char **argv);
 
 /* `minitrain train [--config FILE] [--KEY VALUE ...]`: train from an INI config with any config
@@ -59,8 +60,10 @@ int cmd_gateway(int argc, char **argv);
  * with its argv from "keys" on). `add` prints the new key alone on its last stdout line. */
 int cmd_gateway_keys(int argc, char **argv);
 
-/* `minitrain ckpt ls|verify|export --run DIR [--step N] [--out FILE]`: list, check and export
- * the checkpoints of a run. 2 for bad input or a checkpoint that fails verification. */
+/* `minitrain ckpt ls|verify|export --run DIR [--step N] [--out FILE] [--format hf|llmc]` and
+ * `minitrain ckpt import --from llmc|hf SRC --out RUN_DIR [--tokenizer FILE]`: list, check, export
+ * and import the checkpoints of a run (import: train/interop.h). 2 for bad input or a checkpoint
+ * that fails verification. */
 int cmd_ckpt(int argc, char **argv);
 
 /* `minitrain scrub --input FILE --out FILE [--mode mask|hash|drop-line] [--types LIST]

@@ -54,6 +54,21 @@ static void warn_stale(const char *dir, const char *split) {
     globfree(&g);
 }
 
+/* "\\n" "\\t" "\\\\" escapes of --doc-separator, in place; returns the length */
+static size_t unescape(char *s) {
+    size_t w = 0;
+    for (size_t r = 0; s[r]; r++) {
+        if (s[r] == '\\' && (s[r + 1] == 'n' || s[r + 1] == 't' || s[r + 1] == '\\')) {
+            r++;
+            s[w++] = s[r] == 'n' ? '\n' : s[r] == 't' ? '\t' : '\\';
+        } else {
+            s[w++] = s[r];
+        }
+    }
+    s[w] = 0;
+    return w;
+}
+
 /* `--scrub-pii` may stand without its mode: give it "mask" then (a copy of argv, *argv kept) */
 static char **default_scrub_mode(int *argc, char **argv) {
     char **v = mallocCheck(((size_t)*argc * 2 + 1) * sizeof(char *));
@@ -118,7 +133,7 @@ int cmd_prepare(int argc, char **argv) {
     char **argv0 = argv;
     argv = default_scrub_mode(&argc, argv0);
     const char *scrub = NULL, *pii_types = "all", *keyfile = NULL;
-    const char *input = NULL, *out = NULL, *kind = "byte";
+    const char *input = NULL, *out = NULL, *kind = "byte", *docsep_arg = NULL;
     long long vocab = -1;
     double valf = 0.1;
     char vocab_help[128];
@@ -128,7 +143,12 @@ int cmd_prepare(int argc, char **argv) {
         {"input", ARG_STRING, &input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
         {"out", ARG_STRING, &out, 0, 0, "DIR", "output directory (created if missing)", ""},
         {"tokenizer", ARG_STRING, &kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
-         "bpe (byte-level BPE\ntrained on FILE)", ""},
+         "bpe (byte-level BPE\ntrained on FILE), or a tokenizer FILE to encode with: GPT-2's as a\n"
+         "tiktoken rank file, Hugging Face tokenizer.json or vocab.json +\nmerges.txt, or any "
+         "minitrain tokenizer.bin (docs/interop.md);\nDIR/tokenizer.bin is its minitrain copy", ""},
+        {"doc-separator", ARG_STRING, &docsep_arg, 0, 0, "TEXT", "with a tokenizer that has "
+         "<|endoftext|>: cut the input into\ndocuments after each TEXT (escapes \\n \\t \\\\), "
+         "each preceded\nby <|endoftext|> (llm.c's dev/data scripts); default: one document", ""},
         {"vocab-size", ARG_I64, &vocab, -1e18, 1e18, "N", vocab_help, ""},
         {"val-fraction", ARG_DOUBLE, &valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
          "ones) kept for validation,\n0 < F <= 0.5", NULL},
@@ -160,9 +180,14 @@ int cmd_prepare(int argc, char **argv) {
     if (out == NULL)
         mt_fail("prepare: --out DIR is required (see minitrain prepare --help)");
     int is_bpe = strcmp(kind, "bpe") == 0;
-    if (!is_bpe && strcmp(kind, "byte") != 0)
-        mt_fail("prepare: unknown --tokenizer '%s' (expected byte or bpe)", kind);
-    if (is_bpe) {
+    int is_file = !is_bpe && strcmp(kind, "byte") != 0; /* a tokenizer file to encode with */
+    struct stat st;
+    if (is_file && stat(kind, &st) != 0)
+        mt_fail("prepare: --tokenizer '%s' is neither byte, bpe nor a tokenizer file", kind);
+    if (is_file) {
+        if (vocab >= 0)
+            mt_fail("prepare: --vocab-size is for --tokenizer bpe; a tokenizer file has its own");
+    } else if (is_bpe) {
         if (vocab < 0)
             vocab = PREP_DEFAULT_BPE_VOCAB;
         if (vocab < 257 || vocab > PREP_MAX_VOCAB)
@@ -177,7 +202,6 @@ int cmd_prepare(int argc, char **argv) {
         mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", valf);
 
     /* read the input */
-    struct stat st;
     if (stat(input, &st) != 0)
         mt_fail("prepare: cannot read input '%s': %s", input, strerror(errno));
     if (!S_ISREG(st.st_mode))
@@ -201,7 +225,14 @@ int cmd_prepare(int argc, char **argv) {
      * one token with its first merges */
     tok_tokenizer tok;
     double t0 = timer_now();
-    if (is_bpe) {
+    char err[1024];
+    if (is_file) {
+        if (tok_load(&tok, kind, err, sizeof(err)) != 0) mt_fail("prepare: %s", err);
+        if (!tok_can_encode(&tok))
+            mt_fail("prepare: tokenizer '%s' is %s: it holds no merges, so it cannot encode (give "
+                    "a tiktoken rank file or Hugging Face tokenizer.json / vocab.json + merges.txt)",
+                    kind, tok_describe(&tok, err, sizeof(err)));
+    } else if (is_bpe) {
         char atoms[PII_NTYPES][24];
         const char *atomp[PII_NTYPES];
         int natoms = 0;
@@ -223,11 +254,16 @@ int cmd_prepare(int argc, char **argv) {
     }
     double t_train = timer_now() - t0;
     int V = tok_vocab_size(&tok);
+    char *docsep = docsep_arg ? strdup(docsep_arg) : NULL;
+    size_t seplen = docsep ? unescape(docsep) : 0;
+    if (docsep && (seplen == 0 || tok_eot(&tok) < 0))
+        mt_fail("prepare: --doc-separator needs a non-empty TEXT and a tokenizer with "
+                "<|endoftext|> (GPT-2's)");
 
     /* encode and split */
     t0 = timer_now();
-    uint32_t *ids = mallocCheck(nbytes * sizeof(uint32_t));
-    size_t ntok = tok_encode(&tok, text, nbytes, ids);
+    size_t ntok;
+    uint32_t *ids = tok_encode_documents(&tok, text, nbytes, (const uint8_t *)docsep, seplen, &ntok);
     double t_enc = timer_now() - t0;
     size_t nval = (size_t)((double)ntok * valf + 0.5);
     if (nval < 2)
@@ -239,7 +275,6 @@ int cmd_prepare(int argc, char **argv) {
     size_t ntrain = ntok - nval;
 
     /* write */
-    char err[1024];
     char *tok_path = join(out, "tokenizer.bin"), *train_path = join(out, "train_000.bin"),
          *val_path = join(out, "val_000.bin");
     if (tok_save(&tok, tok_path, err, sizeof(err)) != 0)
@@ -252,7 +287,8 @@ int cmd_prepare(int argc, char **argv) {
     warn_stale(out, "val");
 
     printf("prepare: input      %s (%zu bytes)\n", input, input_bytes);
-    printf("prepare: tokenizer  %s, vocab %d%s (%.2f s)\n", is_bpe ? "bpe" : "byte", V,
+    char desc[128];
+    printf("prepare: tokenizer  %s, vocab %d%s (%.2f s)\n", tok_describe(&tok, desc, sizeof(desc)), V,
            is_bpe && V < vocab ? " (stopped early: no pair repeats)" : "", t_train);
     printf("prepare: tokens     %zu (%.3f bytes/token), encoded in %.2f s\n", ntok,
            (double)nbytes / (double)ntok, t_enc);
@@ -264,6 +300,7 @@ int cmd_prepare(int argc, char **argv) {
     free(val_path);
     free(ids);
     free(text);
+    free(docsep);
     tok_free(&tok);
     return MT_EXIT_OK;
 }

@@ -66,6 +66,9 @@ int cmd_sample(int argc, char **argv) {
     size_t plen = strlen(prompt);
     uint32_t *ids = mallocCheck((plen + 1) * sizeof(uint32_t));
     size_t n = tok_encode(&tok, (const uint8_t *)prompt, plen, ids);
+    if (!tok_can_encode(&tok))
+        mt_fail("%s is llm.c's decode-only tokenizer (no merges): it cannot encode the prompt; "
+                "import the run with a tiktoken or Hugging Face tokenizer (docs/interop.md)", path);
     if (n == 0) mt_fail("the prompt is empty after encoding");
     if ((int)n >= ctx)
         mt_fail("the prompt is %zu tokens; the model's context is %d (prompt must be shorter)", n,

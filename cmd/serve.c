@@ -206,6 +206,12 @@ int cmd_serve(int argc, char **argv) {
         gpt_free(&m);
         mt_fail("%s (give the tokenizer with --tokenizer FILE)", err);
     }
+    if (!tok_can_encode(&tok)) { /* llm.c's gpt2_tokenizer.bin: docs/interop.md */
+        gw_server_stop(srv);
+        gpt_free(&m);
+        mt_fail("tokenizer '%s' is decode only (llm.c's gpt2_tokenizer.bin has no merges) and "
+                "cannot encode prompts; give --tokenizer with a tiktoken or Hugging Face file", tpath);
+    }
     gw_server_set_model(srv, &m, &tok, loaded_step);
     printf("minitrain: serving '%s' (step %d: %d layers, d_model %d, context %d, vocab %d) on "
            "http://%s%s%s:%d — slots %d, queue %d, threads %d\n",

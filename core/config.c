@@ -33,7 +33,12 @@ typedef struct {
     {#field, KEY_STR, offsetof(mt_config, field), sizeof(((mt_config *)0)->field), 0, d, 0, 0, h}
 
 static const key_desc KEYS[] = {
-    KS(data, "", "directory written by `minitrain prepare` (token shards + tokenizer.bin)"),
+    KS(data, "", "token shards: a directory (`minitrain prepare`'s, or llm.c's *_train*.bin / "
+                 "*_val*.bin) or a glob pattern"),
+    KS(tokenizer, "", "tokenizer file (minitrain, tiktoken, Hugging Face, llm.c; default "
+                      "DATA/tokenizer.bin)"),
+    KS(init_from, "", "start from these weights with fresh optimizer state: a run directory, "
+                      "a model.safetensors, an llm.c model file or a Hugging Face directory"),
     KS(run_dir, "", "run directory (default runs/<config name>)"),
     KS(name, "", "run name (default: the config file's base name)"),
     KI(n_layer, 4, 1, 1024, "transformer blocks"),

@@ -14,7 +14,9 @@
 
 typedef struct {
     /* data */
-    char data[512];    /* directory written by `minitrain prepare` */
+    char data[512];    /* token shards: a directory or a glob pattern (train/data.h) */
+    char tokenizer[512]; /* tokenizer file ("" = DATA/tokenizer.bin, see trainer_init) */
+    char init_from[512]; /* initial weights ("" = random init, see trainer_init) */
     char run_dir[512]; /* default runs/<config name> */
     char name[128];    /* run name; default: config file's base name */
     /* model (GPT-2 architecture) */

@@ -23,7 +23,7 @@ mkdir -p "$BUILD/tests"
 ${CC:-gcc} -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. \
   -I"$BLAS_INC" -DMT_HAVE_MPI $(mpicc --showme:compile) tests/moe_ep_driver.c "$BUILD/libminitrain.a" \
   -o "$BIN" -L"$BLAS_LIB" -Wl,-rpath,"$BLAS_LIB" -lopenblas $(mpicc --showme:link) \
-  -lsqlite3 -linih -lcjson -lmicrohttpd -lpthread -lm
+  -lsqlite3 -linih -lcjson -lmicrohttpd -lpcre2-8 -lpthread -lm
 MPI="mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none"
 export OMP_NUM_THREADS=1
 fail=0

@@ -116,7 +116,18 @@ static char *split_pattern(const char *src, const char *split) {
     size_t ls = strlen(src), lsp = strlen(split);
     char *out = mallocCheck(ls + lsp + 16);
     if (stat(src, &st) == 0 && S_ISDIR(st.st_mode)) {
-        sprintf(out, "%s%s%s_*.bin", src, (ls > 0 && src[ls - 1] == '/') ? "" : "/", split);
+        /* minitrain's DIR/<split>_000.bin; else llm.c's names: tiny_shakespeare_train.bin,
+         * fineweb_train_000001.bin */
+        out = realloc(out, 2 * ls + 2 * lsp + 32);
+        mtCheck(out != NULL, "out of memory");
+        const char *sep = (ls > 0 && src[ls - 1] == '/') ? "" : "/";
+        sprintf(out, "%s%s%s_*.bin", src, sep, split);
+        glob_t g;
+        if (glob(out, 0, NULL, &g) == 0) {
+            globfree(&g);
+            return out;
+        }
+        sprintf(out, "%s%s*_%s{,_*}.bin", src, sep, split);
         return out;
     }
     const char *hit = strstr(src, "{split}");
@@ -237,7 +248,7 @@ int data_loader_open(data_loader *dl, const char *dir_or_pattern, const char *sp
     }
     char *pattern = split_pattern(dir_or_pattern, split);
     glob_t g;
-    int grc = glob(pattern, 0, NULL, &g);
+    int grc = glob(pattern, GLOB_BRACE, NULL, &g);
     if (grc != 0) {
         snprintf(err, errlen, "no '%s' shard files match '%s'%s", split, pattern,
                  grc == GLOB_NOMATCH ? " (run `minitrain prepare` or check the path)" : "");

@@ -60,10 +60,12 @@ int data_write_shard(const char *path, const uint32_t *tokens, size_t n, int voc
                      size_t errlen);
 
 /* Open the shards of a split. dir_or_pattern is
- *   - a directory DIR: reads DIR/<split>_*.bin (what `minitrain prepare` writes), or
- *   - a glob pattern: if it contains "{split}" that is replaced by split; otherwise the LAST
- *     occurrence of "train" or "val" in its file-name part (after the last '/') is replaced by
- *     split (so llm.c's "dev/data/fineweb10B/fineweb_train_*.bin" also finds
+ *   - a directory DIR: reads DIR/<split>_*.bin (what `minitrain prepare` writes) or, when there
+ *     are none, llm.c's names DIR/<name>_<split>.bin and DIR/<name>_<split>_<n>.bin
+ *     (tiny_shakespeare_train.bin, fineweb_train_000001.bin), or
+ *   - a glob pattern (brace expansion allowed): if it contains "{split}" that is replaced by
+ *     split; otherwise the LAST occurrence of "train" or "val" in its file-name part (after the
+ *     last '/') is replaced by split (so llm.c's "dev/data/fineweb10B/fineweb_train_*.bin" also finds
  *     fineweb_val_*.bin); with neither, the pattern is used as given for every split.
  * Each file is validated: shorter than the 1024-byte header ("truncated"), bad magic,
  * unsupported version, header count disagreeing with the size ("header says N tokens but file

@@ -14,7 +14,7 @@
  * (a merge only creates pairs of higher rank than itself, so rank order = GPT-2's order).
  * Chunks are at most TOK_MAX_CHUNK bytes, so encoding needs only stack scratch.
  */
-#include "train/tokenizer.h"
+#include "train/tokenizer_impl.h" /* (includes train/tokenizer.h) */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +27,7 @@
 
 #define EMPTY_KEY UINT64_MAX
 #define NO_RANK UINT32_MAX
-#define TOK_MAGIC 0x4B4F544Du /* bytes "MTOK" */
 #define TOK_VERSION 1u
-#define TOK_HEADER_BYTES 32
 
 /* ---------------------------------------------------------------------------------------------
  * hashing helpers */
@@ -573,6 +571,8 @@ static size_t encode_chunk(const tok_tokenizer *t, const uint8_t *p, size_t L, u
 }
 
 size_t tok_encode(const tok_tokenizer *t, const uint8_t *bytes, size_t n, uint32_t *out) {
+    if (t->kind == TOK_KIND_RANKED) return tok_ranked_encode(t, bytes, n, out);
+    if (t->kind == TOK_KIND_DECODE) return 0;
     if (t->kind == TOK_KIND_BYTE || t->n_merges == 0) {
         for (size_t i = 0; i < n; i++)
             out[i] = bytes[i];
@@ -587,7 +587,52 @@ size_t tok_encode(const tok_tokenizer *t, const uint8_t *bytes, size_t n, uint32
     return cnt;
 }
 
+/* End of the document starting at start: just past the next separator, or n (the separator
+ * stays with the document before it, as llm.c keeps "\n\n"). */
+static size_t doc_end(const uint8_t *text, size_t n, size_t start, const uint8_t *sep,
+                      size_t seplen) {
+    if (seplen == 0) return n;
+    for (size_t i = start; i + seplen <= n; i++)
+        if (memcmp(text + i, sep, seplen) == 0) return i + seplen;
+    return n;
+}
+
+uint32_t *tok_encode_documents(const tok_tokenizer *t, const uint8_t *text, size_t n,
+                               const uint8_t *sep, size_t seplen, size_t *count) {
+    int eot = tok_eot(t);
+    size_t ndocs = 1;
+    for (size_t s = 0; eot >= 0 && s < n; ndocs++) s = doc_end(text, n, s, sep, seplen);
+    uint32_t *out = mallocCheck((n + ndocs + 1) * sizeof(uint32_t));
+    if (eot < 0) {
+        *count = tok_encode(t, text, n, out);
+        return out;
+    }
+    size_t w = 0, start = 0;
+    do {
+        size_t end = doc_end(text, n, start, sep, seplen);
+        out[w++] = (uint32_t)eot;
+        w += tok_encode(t, text + start, end - start, out + w);
+        start = end;
+    } while (start < n);
+    *count = w;
+    return out;
+}
+
 int tok_vocab_size(const tok_tokenizer *t) { return t->vocab_size; }
+
+int tok_can_encode(const tok_tokenizer *t) { return t->kind != TOK_KIND_DECODE; }
+
+int tok_eot(const tok_tokenizer *t) {
+    return t->kind == TOK_KIND_RANKED || t->kind == TOK_KIND_DECODE ? t->eot : -1;
+}
+
+const char *tok_describe(const tok_tokenizer *t, char *buf, size_t len) {
+    if (t->kind == TOK_KIND_BYTE) snprintf(buf, len, "byte");
+    else if (t->kind == TOK_KIND_BPE) snprintf(buf, len, "bpe");
+    else if (t->kind == TOK_KIND_RANKED) snprintf(buf, len, "GPT-2 byte-level BPE (%s)", t->source);
+    else snprintf(buf, len, "decode only (%s)", t->source);
+    return buf;
+}
 
 const uint8_t *tok_token_bytes(const tok_tokenizer *t, uint32_t id, size_t *len) {
     if (id >= (uint32_t)t->vocab_size) {
@@ -611,6 +656,7 @@ size_t tok_decode(const tok_tokenizer *t, const uint32_t *ids, size_t n, uint8_t
 }
 
 void tok_free(tok_tokenizer *t) {
+    tok_ranked_free(t);
     free(t->merges);
     free(t->tok_off);
     free(t->tok_bytes);
@@ -622,41 +668,30 @@ void tok_free(tok_tokenizer *t) {
 /* ---------------------------------------------------------------------------------------------
  * file format (docs/tokenizer.md): 32-byte header of little-endian uint32, then the merges */
 
-static void put_u32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* FNV-1a 32-bit over the stored merge bytes (a torn or bit-flipped file fails to load) */
-static uint32_t fnv1a32(const uint8_t *p, size_t n) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 16777619u;
-    return h;
-}
-
-int tok_save(const tok_tokenizer *t, const char *path, char *err, size_t errlen) {
+/* The bytes of tokenizer.bin: version 1 for byte/bpe, version 2 for ranked/decode. */
+static uint8_t *serialize(const tok_tokenizer *t, size_t *n) {
+    if (t->kind == TOK_KIND_RANKED || t->kind == TOK_KIND_DECODE) return tok_ranked_serialize(t, n);
     size_t nbytes = TOK_HEADER_BYTES + (size_t)t->n_merges * 8;
     uint8_t *buf = callocCheck(nbytes, 1);
     for (int r = 0; r < t->n_merges; r++) {
-        put_u32(buf + TOK_HEADER_BYTES + 8 * (size_t)r, t->merges[2 * r]);
-        put_u32(buf + TOK_HEADER_BYTES + 8 * (size_t)r + 4, t->merges[2 * r + 1]);
+        tok_put_u32(buf + TOK_HEADER_BYTES + 8 * (size_t)r, t->merges[2 * r]);
+        tok_put_u32(buf + TOK_HEADER_BYTES + 8 * (size_t)r + 4, t->merges[2 * r + 1]);
     }
-    put_u32(buf + 0, TOK_MAGIC);
-    put_u32(buf + 4, TOK_VERSION);
-    put_u32(buf + 8, (uint32_t)t->kind);
-    put_u32(buf + 12, (uint32_t)t->vocab_size);
-    put_u32(buf + 16, (uint32_t)t->n_merges);
-    put_u32(buf + 20, TOK_MAX_CHUNK);
-    put_u32(buf + 24, fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES));
-    put_u32(buf + 28, 0);
+    tok_put_u32(buf + 0, TOK_MAGIC);
+    tok_put_u32(buf + 4, TOK_VERSION);
+    tok_put_u32(buf + 8, (uint32_t)t->kind);
+    tok_put_u32(buf + 12, (uint32_t)t->vocab_size);
+    tok_put_u32(buf + 16, (uint32_t)t->n_merges);
+    tok_put_u32(buf + 20, TOK_MAX_CHUNK);
+    tok_put_u32(buf + 24, tok_fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES));
+    tok_put_u32(buf + 28, 0);
+    *n = nbytes;
+    return buf;
+}
 
+int tok_save(const tok_tokenizer *t, const char *path, char *err, size_t errlen) {
+    size_t nbytes;
+    uint8_t *buf = serialize(t, &nbytes);
     /* partial file + fsync + rename (core/fs.h): a crash never leaves a torn tokenizer */
     int rc = fs_write_atomic(path, buf, nbytes, err, errlen);
     free(buf);
@@ -666,6 +701,7 @@ int tok_save(const tok_tokenizer *t, const char *path, char *err, size_t errlen)
 int tok_load(tok_tokenizer *t, const char *path, char *err, size_t errlen) {
     memset(t, 0, sizeof(*t));
     struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return tok_formats_load(t, path, NULL, 0, err, errlen);
     FILE *f = fopen(path, "rb");
     if (f == NULL || fstat(fileno(f), &st) != 0) {
         snprintf(err, errlen, "cannot open tokenizer file '%s': %s", path, strerror(errno));
@@ -673,44 +709,62 @@ int tok_load(tok_tokenizer *t, const char *path, char *err, size_t errlen) {
             fclose(f);
         return -1;
     }
-    const size_t max_bytes = TOK_HEADER_BYTES + (size_t)8 * TOK_MAX_VOCAB;
-    if (st.st_size < TOK_HEADER_BYTES || (uint64_t)st.st_size > max_bytes) {
-        snprintf(err, errlen, "tokenizer file '%s': %s (%lld bytes; header is %d)", path,
-                 st.st_size < TOK_HEADER_BYTES ? "truncated" : "too large", (long long)st.st_size,
-                 TOK_HEADER_BYTES);
+    const size_t max_bytes = (size_t)1 << 29; /* a GPT-2 tokenizer.json is 1.4 MB */
+    if ((uint64_t)st.st_size > max_bytes) {
+        snprintf(err, errlen, "tokenizer file '%s': too large (%lld bytes)", path,
+                 (long long)st.st_size);
         fclose(f);
         return -1;
     }
     size_t nbytes = (size_t)st.st_size;
-    uint8_t *buf = mallocCheck(nbytes);
+    uint8_t *buf = mallocCheck(nbytes + 1);
     size_t got = fread(buf, 1, nbytes, f);
     fclose(f);
+    if (got == nbytes && (nbytes < 4 || tok_get_u32(buf) != TOK_MAGIC)) {
+        /* not minitrain's own file: the other ecosystems' formats (train/tok_formats.c) */
+        int rc = tok_formats_load(t, path, buf, nbytes, err, errlen);
+        free(buf);
+        return rc;
+    }
+    if (got == nbytes && nbytes >= 8 && tok_get_u32(buf + 4) == 2) {
+        char msg[300];
+        int rc = tok_ranked_parse_v2(t, buf, nbytes, msg, sizeof(msg));
+        if (rc != 0) snprintf(err, errlen, "tokenizer file '%s': %s", path, msg);
+        free(buf);
+        return rc;
+    }
+    if (nbytes < TOK_HEADER_BYTES) {
+        snprintf(err, errlen, "tokenizer file '%s': truncated (%zu bytes; header is %d)", path,
+                 nbytes, TOK_HEADER_BYTES);
+        free(buf);
+        return -1;
+    }
     int rc = -1;
     const char *what = NULL;
     char detail[160];
     detail[0] = '\0';
-    uint32_t kind = get_u32(buf + 8), V = get_u32(buf + 12), nm = get_u32(buf + 16);
+    uint32_t kind = tok_get_u32(buf + 8), V = tok_get_u32(buf + 12), nm = tok_get_u32(buf + 16);
     if (got != nbytes) {
         what = "short read";
-    } else if (get_u32(buf) != TOK_MAGIC) {
+    } else if (tok_get_u32(buf) != TOK_MAGIC) {
         what = "bad magic (not a minitrain tokenizer file)";
-    } else if (get_u32(buf + 4) != TOK_VERSION) {
-        snprintf(detail, sizeof(detail), "unsupported version %u (this build reads %u)",
-                 get_u32(buf + 4), TOK_VERSION);
+    } else if (tok_get_u32(buf + 4) != TOK_VERSION) {
+        snprintf(detail, sizeof(detail), "unsupported version %u (this build reads 1 and 2)",
+                 tok_get_u32(buf + 4));
     } else if (kind != TOK_KIND_BYTE && kind != TOK_KIND_BPE) {
         snprintf(detail, sizeof(detail), "unknown kind %u (0 = byte, 1 = bpe)", kind);
     } else if (nm > (uint32_t)TOK_MAX_VOCAB - 256 || V != 256 + nm ||
                (kind == TOK_KIND_BYTE && nm != 0)) {
         snprintf(detail, sizeof(detail), "vocab_size %u does not fit %u merges for kind %u", V, nm,
                  kind);
-    } else if (get_u32(buf + 20) != TOK_MAX_CHUNK) {
+    } else if (tok_get_u32(buf + 20) != TOK_MAX_CHUNK) {
         snprintf(detail, sizeof(detail), "chunk limit %u differs from this build's %d",
-                 get_u32(buf + 20), TOK_MAX_CHUNK);
+                 tok_get_u32(buf + 20), TOK_MAX_CHUNK);
     } else if (nbytes != TOK_HEADER_BYTES + (size_t)8 * nm) {
         snprintf(detail, sizeof(detail), "%s: header says %u merges (%zu bytes) but file has %zu",
                  nbytes < TOK_HEADER_BYTES + (size_t)8 * nm ? "truncated" : "trailing bytes", nm,
                  TOK_HEADER_BYTES + (size_t)8 * nm, nbytes);
-    } else if (fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES) != get_u32(buf + 24)) {
+    } else if (tok_fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES) != tok_get_u32(buf + 24)) {
         what = "checksum mismatch (file corrupted)";
     } else {
         t->kind = (int)kind;
@@ -718,7 +772,7 @@ int tok_load(tok_tokenizer *t, const char *path, char *err, size_t errlen) {
         t->n_merges = (int)nm;
         t->merges = mallocCheck((size_t)nm * 2 * sizeof(uint32_t) + 1);
         for (size_t i = 0; i < 2 * (size_t)nm; i++)
-            t->merges[i] = get_u32(buf + TOK_HEADER_BYTES + 4 * i);
+            t->merges[i] = tok_get_u32(buf + TOK_HEADER_BYTES + 4 * i);
         if (build_tables(t, detail, sizeof(detail)) == 0)
             rc = 0;
     }

@@ -1,5 +1,6 @@
 /*
- * train/tokenizer.h — byte-level and byte-level BPE tokenizers, one file format (tokenizer.bin).
+ * train/tokenizer.h — byte-level and byte-level BPE tokenizers behind one interface: minitrain's
+ * own (trained by `prepare`, one file format, tokenizer.bin) and GPT-2's published ones.
  *
  * Token ids 0..255 are the raw bytes, so any byte string (invalid UTF-8 and NULs included)
  * encodes and decodes exactly. A BPE tokenizer adds one id per learned merge: merge r joins the
@@ -8,6 +9,15 @@
  * and merges never cross a chunk boundary — the same rule in training and encoding, so the
  * learned merges and the encoder agree. docs/tokenizer.md gives the chunk rule and the file
  * format byte by byte.
+ *
+ * GPT-2's tokenizer (TOK_KIND_RANKED, train/tok_ranked.c) is a different shape: a table of
+ * token byte strings with ranks, GPT-2's pre-tokenizer regex (run by libpcre2 with Unicode
+ * properties), and tiktoken's encoder (within each regex piece, repeatedly merge the adjacent
+ * pair whose concatenation has the lowest rank). It is read, by content, from a tiktoken rank
+ * file, Hugging Face tokenizer.json or vocab.json + merges.txt (train/tok_formats.c), and saved
+ * as version 2 of tokenizer.bin. llm.c's gpt2_tokenizer.bin holds the bytes of every id but no
+ * merges or ranks: it loads as TOK_KIND_DECODE (decode only; tok_can_encode() is 0).
+ * docs/interop.md says which file comes from where.
  */
 #ifndef MT_TOKENIZER_H
 #define MT_TOKENIZER_H
@@ -17,6 +27,8 @@
 
 #define TOK_KIND_BYTE 0
 #define TOK_KIND_BPE 1
+#define TOK_KIND_RANKED 2 /* GPT-2 / tiktoken byte-level BPE: ranked byte strings + a regex */
+#define TOK_KIND_DECODE 3 /* id -> bytes only (llm.c's gpt2_tokenizer.bin): cannot encode */
 #define TOK_MAX_CHUNK 256       /* longest chunk in bytes; also the longest token */
 #define TOK_MAX_VOCAB (1 << 20) /* library limit; the prepare CLI allows up to 65536 */
 
@@ -31,7 +43,25 @@ typedef struct tok_tokenizer {
     uint64_t *rank_key; /* open-addressing map (left<<32 | right) -> rank, for encoding */
     uint32_t *rank_val;
     size_t rank_cap; /* power of two, or 0 for the byte tokenizer */
+    /* TOK_KIND_RANKED / TOK_KIND_DECODE (train/tok_ranked.c); zero for the kinds above */
+    uint32_t *id_rank;   /* (vocab_size) merge rank of each id; TOK_NO_RANK = not a BPE token
+                          * (special tokens, ids absent from the source file) */
+    uint8_t *id_special; /* (vocab_size) 1 for special tokens such as <|endoftext|> */
+    uint32_t *span_ids;  /* open-addressing map: token bytes -> id (ranked ids only) */
+    size_t span_cap;     /* power of two */
+    uint32_t max_token_len; /* longest ranked token in bytes */
+    int eot;             /* id of <|endoftext|>, or -1 */
+    char *pattern;       /* the pre-tokenizer regex (PCRE2 syntax, UTF-8) */
+    void *re;            /* its compiled pcre2_code (JIT when available) */
+    char source[32];     /* the format it was read from, for messages ("tiktoken rank file") */
 } tok_tokenizer;
+
+#define TOK_NO_RANK UINT32_MAX
+
+/* GPT-2's pre-tokenizer (openai/gpt-2 encoder.py; tiktoken's r50k_base/gpt2 pat_str). */
+#define TOK_GPT2_PATTERN \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+
 
 /* The byte-level tokenizer: vocab 256, id = byte value. Treats *t as uninitialized.
  * Returns 0. */
@@ -49,10 +79,27 @@ int tok_train_bpe(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_siz
  * err. */
 int tok_save(const tok_tokenizer *t, const char *path, char *err, size_t errlen);
 
-/* Read and validate a tokenizer file (size, magic, version, kind, vocab, checksum, every merge).
+/* Read a tokenizer, detecting its format by content (never by file name):
+ *   - minitrain's tokenizer.bin (magic "MTOK"; version 1: byte/bpe, version 2: ranked/decode),
+ *     validated fully (size, magic, version, kind, vocab, checksum, every merge);
+ *   - llm.c's gpt2_tokenizer.bin (magic 20240328, versions 1 and 2): TOK_KIND_DECODE;
+ *   - a tiktoken rank file ("<base64 token> <rank>" per line; GPT-2's r50k ranks), with
+ *     <|endoftext|> added at id max_rank + 1 as tiktoken's gpt2 encoding does;
+ *   - Hugging Face GPT-2 files: tokenizer.json (BPE model, ByteLevel pre-tokenizer), or vocab.json
+ *     with merges.txt beside it (either file may be named), or a directory holding them.
+ * Other files (an llm.c model, a safetensors file, a token shard, text, garbage) are refused.
  * Treats *t as uninitialized; on error *t is left empty (tok_free is safe).
  * 0 ok, -1 with a one-line message naming the file in err. */
 int tok_load(tok_tokenizer *t, const char *path, char *err, size_t errlen);
+
+/* 1 if the tokenizer can encode text (every kind except TOK_KIND_DECODE). */
+int tok_can_encode(const tok_tokenizer *t);
+
+/* Id of the end-of-text token <|endoftext|>, or -1 when the tokenizer has none. */
+int tok_eot(const tok_tokenizer *t);
+
+/* A short name of the tokenizer for logs: "byte", "bpe", "gpt2 (tiktoken rank file)", ... */
+const char *tok_describe(const tok_tokenizer *t, char *buf, size_t len);
 
 int tok_vocab_size(const tok_tokenizer *t);
 
@@ -63,8 +110,20 @@ size_t tok_next_chunk(const uint8_t *bytes, size_t n);
 /* Encode bytes[0..n) into out (capacity >= n ids). Returns the token count (<= n).
  * Within each chunk merges apply lowest rank first, leftmost first among equal ranks
  * (identical to GPT-2's "merge the lowest-ranked pair everywhere, repeat"). Thread-safe,
- * allocation-free, O(n log TOK_MAX_CHUNK). */
+ * allocation-free, O(n log TOK_MAX_CHUNK).
+ * TOK_KIND_RANKED: chunks are the matches of the pre-tokenizer regex (invalid UTF-8 bytes,
+ * which no regex item matches, form chunks of their own), each encoded by tiktoken's rule; text
+ * that spells a special token ("<|endoftext|>") is encoded as ordinary text, like tiktoken's
+ * encode_ordinary and GPT-2's encoder.py, so a prompt cannot inject one. Thread-safe; allocates
+ * only for chunks over TOK_MAX_CHUNK bytes. TOK_KIND_DECODE: returns 0 (see tok_can_encode). */
 size_t tok_encode(const tok_tokenizer *t, const uint8_t *bytes, size_t n, uint32_t *out);
+
+/* Encode text[0..n) as documents: the text is cut after every occurrence of sep[0..seplen)
+ * (seplen 0: one document), and each document is encoded with <|endoftext|> before it — the
+ * token stream GPT-2's data pipelines and llm.c's dev/data scripts write. Without an end-of-text
+ * token it is tok_encode. Returns a malloc'd array (caller frees) of *count ids. */
+uint32_t *tok_encode_documents(const tok_tokenizer *t, const uint8_t *text, size_t n,
+                               const uint8_t *sep, size_t seplen, size_t *count);
 
 /* Bytes of one token (not NUL-terminated), *len set. NULL and *len = 0 for an id >= vocab. */
 const uint8_t *tok_token_bytes(const tok_tokenizer *t, uint32_t id, size_t *len);

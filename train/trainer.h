@@ -88,9 +88,20 @@ struct trainer {
 };
 
 /* Resolve the data/tokenizer, build and initialise the model and optimizer, open run.db and
- * measure the sgemm peak. Returns 0, or -1 with a user-facing message in err (missing data
- * directory, bad shards, a model that does not fit the tokenizer, ...). */
+ * measure the sgemm peak. Tokenizer: cfg.tokenizer, else tokenizer.bin of the data directory,
+ * else of the init_from run; with none, vocab_size must be given (llm.c's shards). init_from:
+ * the model's shape and weights come from it (train/interop.h: a run, a model file, llm.c, Hugging
+ * Face), optimizer state is fresh; a seq_len below its context keeps the first seq_len positions.
+ * Returns 0, or -1 with a user-facing message in err (missing data directory, bad shards, a model
+ * that does not fit the tokenizer, unreadable init weights, ...). */
 int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t errlen);
+
+/* A trainer around weights that are already in memory, without data or tokenizer (`ckpt import`
+ * saves its step-0 checkpoint through the checkpointer training uses): the model shape comes from
+ * weights (copied), the optimizer state is fresh (zero m, v, t), run.db gets a run row in
+ * cfg.run_dir. No activations, no sgemm probe; one process. 0 or -1 with err. */
+int trainer_init_weights(trainer *tr, const mt_config *cfg, mesh *ms, const gpt_model *weights,
+                         char *err, size_t errlen);
 
 /* Register a hook; every <= 0 means "only at the end". */
 void trainer_add_hook(trainer *tr, const char *name, int every, trainer_hook_fn fn, void *user);
@@ -118,7 +129,8 @@ void trainer_scatter_optimizer_state(trainer *tr, const float *m_in, const float
 void trainer_hook_eval(trainer *tr, int step, int final, void *user);
 void trainer_hook_sample(trainer *tr, int step, int final, void *user);
 
-/* Save the model to RUN_DIR/model.safetensors and copy the tokenizer to RUN_DIR/tokenizer.bin.
+/* Save the model to RUN_DIR/model.safetensors and copy the tokenizer (if any) to
+ * RUN_DIR/tokenizer.bin.
  * Returns 0 or -1 with err. */
 int trainer_save_model(trainer *tr, char *err, size_t errlen);
 
