@@ -22,7 +22,7 @@
 #define SUP_MAX_HOSTS 256
 #define SUP_MAX_SLOTS 65536 /* per host: so that no slot count overflows */
 
-/* A hostfile in OpenMPI's format: "name [slots=N] [max_slots=M] ..." per line, '#' comments;
+/* ---- hosts (sched/hostfile.c) ---- A hostfile in OpenMPI's format: "name [slots=N] [max_slots=M] ..." per line, '#' comments;
  * slots defaults to 1 (count=N is the same), other words are ignored. */
 typedef struct {
     int n;
