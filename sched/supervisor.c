@@ -50,6 +50,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "core/events.h"
+#include "core/fs.h"
 #include "core/rundb.h"
 #include "core/runlock.h"
 #include "core/timer.h"
@@ -220,8 +221,7 @@ static int reap_all(void) {
 /* SIGTERM the group and all descendants, SIGKILL after the grace period, reap everything.
  * Returns the seconds it took. */
 /* After a failure the job's ranks are of no further use: SIGKILL every descendant but the launch
- * process itself, so a launcher like mpirun sees its ranks gone and exits by itself (a SIGTERM
- * that reaches mpirun while it is already aborting a job can crash it). Returns how many. */
+ * process itself. Returns how many. */
 static int kill_ranks(pid_t child) {
     pid_t d[4096];
     int n = descendants(getpid(), d, 4096), k = 0;
@@ -230,16 +230,37 @@ static int kill_ranks(pid_t child) {
     return k;
 }
 
+/* Open MPI's session directory of an mpirun we SIGKILLed ($TMPDIR/ompi.<host>.<uid>/pid.<pid>):
+ * a killed mpirun cannot remove it, and a job that fails every two minutes would leave hundreds. */
+static void remove_mpi_session(pid_t pid) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0]) tmp = "/tmp";
+    DIR *d = opendir(tmp);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "ompi.", 5) != 0) continue;
+        char p[4300];
+        snprintf(p, sizeof(p), "%s/%s/pid.%d", tmp, de->d_name, (int)pid);
+        struct stat sb;
+        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) fs_remove_tree(p, NULL, 0);
+    }
+    closedir(d);
+}
+
 static double teardown(sup *s, pid_t child, int failed) {
     double t0 = timer_now();
     if (failed && unreaped(child)) {
-        /* ranks: SIGKILL now; a launcher above them (mpirun): its grace period to exit by
-         * itself, then SIGKILL; a launch that is the rank itself: SIGKILL now */
-        if (kill_ranks(child) == 0) kill(-child, SIGKILL);
+        /* nothing of a failed attempt is worth waiting for (checkpoints are committed
+         * atomically; run.db is crash-safe): SIGKILL the ranks, then the launcher — mpirun takes
+         * a second to exit by itself, and a SIGTERM reaching it while it aborts can crash it */
+        int ranks = kill_ranks(child);
+        kill(-child, SIGKILL);
         while (!reap_all() && timer_now() - t0 < s->grace_s) {
-            kill_ranks(child); /* a rank it started meanwhile */
+            kill_ranks(child); /* one it started meanwhile */
             nap(s, 5);
         }
+        if (ranks > 0) remove_mpi_session(child);
     } else {
         signal_all(child, unreaped(child), SIGTERM);
     }
@@ -364,6 +385,7 @@ typedef struct {
     const char *kind; /* crash | nonfinite | io | hang | straggler */
     int code, sig, rank, step;
     double failed_at; /* unix s, best estimate of when it broke */
+    int trained;      /* some rank of the attempt had trained (a heartbeat in state "run") */
     char why[256];
 } failure;
 
@@ -443,6 +465,7 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
         for (int i = 0; i < n; i++) {
             int r = hb[i].rank;
             if (r < 0 || r >= HB_MAX_RANKS) continue;
+            if (!strcmp(hb[i].state, "run")) f->trained = 1;
             if (hb[i].step != seen_step[r] || strcmp(hb[i].state, seen_state[r]) != 0) {
                 int advanced = seen_step[r] >= 0 && hb[i].step > seen_step[r];
                 seen_step[r] = hb[i].step;
@@ -618,6 +641,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     const char *status = EV_SUP_GAVE_UP;
     char reason[600] = "";
     double last_fail_unix = NAN;
+    int in_a_row = 0; /* failures since an attempt last trained: a crash loop backs off */
     for (int attempt = 1;; attempt++) {
         if (s.hostfile && sup_hosts_write(&s.hosts, s.active_hostfile) != 0)
             mt_fail("run: cannot write %s: %s", s.active_hostfile, strerror(errno));
@@ -720,12 +744,14 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
                 break;
             }
         }
-        /* the first failure of a window relaunches at once (a single fault is the common
-         * case and waiting buys nothing); repeated ones back off exponentially */
-        double b = in_window <= 1 ? 0 : sup_backoff_s(s.backoff_min, s.backoff_max, in_window - 1);
+        /* an attempt that trained relaunches at once (independent faults are the common case
+         * and waiting buys nothing); failures in a row without training in between — a crash
+         * loop: a bad node, a bad checkpoint — back off exponentially */
+        in_a_row = f.trained ? 1 : in_a_row + 1;
+        double b = in_a_row <= 1 ? 0 : sup_backoff_s(s.backoff_min, s.backoff_max, in_a_row - 1);
         if (b > 0)
-            say("restarting in %.1f s (failure %d of at most %d in the window)", b, in_window,
-                s.max_restarts);
+            say("restarting in %.1f s (failure %d in a row without training; %d of at most %d in "
+                "the window)", b, in_a_row, in_window, s.max_restarts);
         else
             say("restarting now (failure %d of at most %d in the window)", in_window,
                 s.max_restarts);
