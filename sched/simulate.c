@@ -281,6 +281,11 @@ int sim_study_run(const sim_study *st) {
     if (replay && isfinite(run_tau) && isnan(st->interval_s)) {
         sim_params q = {M, C, R, run_tau, D};
         print_line("at the run's interval:", &q, trials, seed);
+        if (isfinite(er.fault_mtbf_s) && isfinite(er.mtbf_s)) {
+            /* a run sees few failures: its own count is a sample; this takes it as given */
+            sim_params o = {er.mtbf_s, C, R, run_tau, D};
+            print_line("... at observed MTBF:", &o, trials, seed);
+        }
         printf("  %-22s ETTR %.4f (%d failures in %.1f s: MTBF observed %.1f s)\n", "measured:",
                er.ettr, er.failures, er.wall_s, er.mtbf_s);
     }
