@@ -275,6 +275,7 @@ static struct {
     double stall_ms_seen, stall_s, step_s; /* smoothed measurements */
     double job_start;                      /* unix s: this job's first supervisor start or run */
     int failures;                          /* failures of the job before this process */
+    double last_every, last_stall_s;       /* the previous process's last choice, if any */
 } A;
 
 /* The job's history in run.db (world rank 0): when it started and how often it failed. */
@@ -296,6 +297,19 @@ static void read_history(trainer *tr) {
                                " AND time >= ?", -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_double(st, 1, A.job_start);
         if (sqlite3_step(st) == SQLITE_ROW) A.failures = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    /* a relaunch starts where the previous process's policy ended, not from scratch */
+    if (sqlite3_prepare_v2(db, "SELECT detail FROM events WHERE kind = 'ckpt_interval' ORDER BY"
+                               " time DESC, rowid DESC LIMIT 1", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+        cJSON *d = cJSON_Parse((const char *)sqlite3_column_text(st, 0));
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(d, EVK_EVERY);
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(d, EVK_STALL_S);
+        if (cJSON_IsNumber(e) && e->valuedouble >= 1) A.last_every = e->valuedouble;
+        if (cJSON_IsNumber(c) && c->valuedouble > 0) A.last_stall_s = c->valuedouble;
+        cJSON_Delete(d);
     }
     sqlite3_finalize(st);
 }
@@ -360,6 +374,15 @@ void sched_ckpt_auto_attach(trainer *tr, checkpointer *ck) {
     A.saves_seen = cs.saves;
     A.stall_ms_seen = cs.total_stall_ms;
     if (S.rank == 0 || !tr->mesh) read_history(tr);
+    double v[2] = {A.last_every, A.last_stall_s}; /* every rank starts from rank 0's history */
+    if (tr->mesh) comm_all_reduce_f64(tr->mesh->world, v, 2, COMM_MAX);
+    if (v[0] >= 1) {
+        A.every = (int)v[0];
+        A.stall_s = v[1];
+        checkpoint_set_every(ck, A.every);
+        if (S.rank == 0)
+            log_info("ckpt_every auto: every %d steps, as the previous attempt chose", A.every);
+    }
     trainer_add_hook(tr, "ckpt_auto", 1, sched_ckpt_auto_hook, NULL);
 }
 

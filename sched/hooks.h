@@ -46,7 +46,8 @@ void sched_exit_heartbeat(int code);
  * stall per save (snapshot copy plus any wait for the previous save, smoothed), M = cfg.mtbf_s,
  * or the job's wall time per failure from run.db's supervisor events (before any failure, the
  * wall time so far plus an hour). All ranks agree (one all-reduce per save). The first save
- * comes CHECKPOINT_AUTO_FIRST steps after the start; each change is logged and recorded as a
+ * comes CHECKPOINT_AUTO_FIRST steps after the start, or, in a relaunch, at the interval the
+ * previous process chose last (its latest ckpt_interval event); each change is logged and recorded as a
  * "ckpt_interval" event {step, every, stall_s, mtbf_s, interval_s, step_s}. */
 void sched_ckpt_auto_attach(trainer *tr, checkpointer *ck);
 
