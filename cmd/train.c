@@ -11,12 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd/args.h"
 #include "cmd/cmd.h"
 #include "core/check.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/runlock.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
@@ -67,6 +69,204 @@ static void take_rankfile_layout(mt_config *cfg, const char *path) {
                     d[i].name, d[i].want, d[i].name, *d[i].cur);
         *d[i].cur = d[i].want;
     }
+}
+
+/* Everything one training process owns, released in one place (job_free) whatever path the run
+ * takes, early errors included: a sanitizer build then exits with the product's own codes (2 for
+ * bad input), not LeakSanitizer's 1. */
+typedef struct {
+    comm *world;
+    mesh ms;
+    int have_mesh;
+    trainer tr;
+    int have_trainer; /* trainer_init ran: trainer_free releases whatever it made */
+    checkpointer *ckpt;
+    robust_wiring *robust; /* safety/robust.h: the robustness hook and adversarial training */
+    runlock lock;
+} train_proc;
+
+static void job_free(train_proc *j) {
+    checkpoint_free(j->ckpt);
+    j->ckpt = NULL;
+    if (j->robust) robust_detach(j->robust);
+    j->robust = NULL;
+    if (j->have_trainer) trainer_free(&j->tr);
+    if (j->have_mesh) mesh_free(&j->ms);
+    j->have_trainer = j->have_mesh = 0;
+    comm_free(j->world);
+    j->world = NULL;
+    runlock_release(&j->lock);
+    comm_finalize();
+}
+
+/* A failure that ends the run: rank 0 prints the one line and, once a run row exists, records
+ * it; returns code. */
+static int fail_run(train_proc *j, int code, const char *what, const char *err) {
+    int rank = comm_rank(j->world);
+    if (rank == 0) fprintf(stderr, "minitrain: error: %s%s\n", what, err);
+    if (rank == 0 && j->have_trainer && j->tr.db && j->tr.run_id > 0) {
+        trainer_log_error(&j->tr, err);
+        rundb_run_end(j->tr.db, j->tr.run_id, "failed");
+    }
+    return code;
+}
+
+/* One job per run directory (core/runlock.h): world rank 0 takes RUN_DIR/.lock unless the
+ * supervisor above it holds it; every rank learns the verdict. Returns 0, or -1 with err set on
+ * rank 0. */
+static int take_run_lock(train_proc *j, const mt_config *cfg, char *err, size_t errlen) {
+    double busy = 0;
+    err[0] = '\0';
+    if (comm_rank(j->world) == 0 && !runlock_held_above(cfg->run_dir))
+        busy = runlock_acquire(&j->lock, cfg->run_dir, "train", err, errlen) != 0;
+    comm_all_reduce_f64(j->world, &busy, 1, COMM_MAX);
+    return busy > 0 ? -1 : 0;
+}
+
+/* 1 on every rank when RUN_DIR/model.safetensors exists (rank 0 looks). */
+static int model_file_exists(train_proc *j) {
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/model.safetensors", j->tr.cfg.run_dir);
+    double have = comm_rank(j->world) == 0 ? access(path, F_OK) == 0 : 0;
+    comm_all_reduce_f64(j->world, &have, 1, COMM_MAX);
+    return have > 0;
+}
+
+static void log_setup(const trainer *t, const mesh *ms) {
+    const mt_config *c = &t->cfg;
+    log_info("minitrain train: run '%s' -> %s", c->name, c->run_dir);
+    log_info("model: %d layers, %d heads, d_model %d, seq_len %d, vocab %d | %.2fM parameters",
+             c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size,
+             t->model.num_params / 1e6);
+    log_info("batch: %d sequences x %d tokens per microbatch%s, %d microbatches per step "
+             "(global batch %d = %d tokens) | %d steps",
+             c->batch_size, c->seq_len, c->microbatches ? " (batch_size = global_batch / "
+             "(microbatches x dp), from --microbatches)" : "", t->grad_accum, c->global_batch,
+             c->global_batch * c->seq_len, c->steps);
+    log_info("compute: %.1f MFLOP/token | sgemm peak measured %.1f GFLOP/s | theoretical %s",
+             t->flops_per_token / 1e6, t->peak_measured / 1e9,
+             t->peak_theoretical > 0 ? t->peak_desc : "unknown");
+    if (t->peak_theoretical <= 0) log_info("  (theoretical peak unknown: %s)", t->peak_desc);
+    if (ms->pp > 1) {
+        char split[512] = "";
+        for (int st = 0, n = 0; st < ms->pp && n < (int)sizeof(split) - 16; st++)
+            n += snprintf(split + n, sizeof(split) - n, "%s%d", st ? "," : "",
+                          t->stage_begin[st + 1] - t->stage_begin[st]);
+        log_info("pipeline: %d stages (layers %s), %d microbatches of %d, schedule %s | bubble "
+                 "(P-1)/(M+P-1) = %.1f%%", ms->pp, split, t->grad_accum, c->batch_size,
+                 t->schedule == PP_GPIPE ? "GPipe" : "1F1B",
+                 100 * pp_bubble_fraction(ms->pp, t->grad_accum));
+    }
+    if (ms->world_size > 1) {
+        double opt_mb = 2.0 * t->opt.n * sizeof(float) / 1048576.0;
+        double full_mb = 2.0 * t->model.num_params * sizeof(float) / 1048576.0;
+        log_info("optimizer state per rank: %.2f MiB (AdamW m+v)%s; without ZeRO-1 %.2f MiB | "
+                 "%d threads per rank", opt_mb, c->zero ? " with ZeRO-1" : "", full_mb,
+                 t->threads);
+    }
+}
+
+/* Save model.safetensors + tokenizer.bin; a failure (disk full, I/O error) is MT_EXIT_IO: the
+ * supervisor retries, and the committed checkpoints are untouched. */
+static int save_model(train_proc *j) {
+    char err[1024];
+    if (trainer_save_model(&j->tr, err, sizeof(err)) == 0) return MT_EXIT_OK;
+    return fail_run(j, MT_EXIT_IO, "saving the model: ", err); /* only rank 0 writes, so fails */
+}
+
+/* The run itself, from an initialised world to the saved model. Returns the exit code; every
+ * object it makes is in j, released by the caller. */
+static int train_job_run(train_proc *j, mt_config *cfgp) {
+    mt_config cfg = *cfgp;
+    char err[1024];
+    log_set_rank(comm_rank(j->world));
+    int dp = cfg.dp;
+    if (mesh_check(comm_size(j->world), cfg.tp, cfg.pp, &dp, cfg.ep, err, sizeof(err)) != 0)
+        return fail_run(j, MT_EXIT_USAGE, "", err);
+    cfg.dp = dp;
+    if (take_run_lock(j, &cfg, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
+    mesh_init(&j->ms, j->world, cfg.tp, cfg.pp, cfg.dp, cfg.ep);
+    j->have_mesh = 1;
+    mesh *ms = &j->ms;
+    if (ms->world_size > 1) {
+        comm_watchdog_start(cfg.comm_timeout);
+        mesh_print(ms);
+        if (cfg.tp > 1)
+            log_info("tensor parallel: qkv/fc column-parallel, out-projections row-parallel; "
+                     "embedding and tied LM head replicated on every TP rank (full logits)");
+    }
+    trainer *tr = &j->tr;
+    j->have_trainer = 1;
+    /* the same input gives every rank the same verdict: one message, a clean exit */
+    if (trainer_init(tr, &cfg, ms, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
+    const mt_config *c = &tr->cfg;
+    log_setup(tr, ms);
+    trainer_add_hook(tr, "eval", c->eval_every, trainer_hook_eval, NULL);
+    if (c->sample_tokens > 0) trainer_add_hook(tr, "sample", c->sample_every, trainer_hook_sample, NULL);
+    /* Robustness (safety/robust.h): the robust_every evaluation hook and adv_train. */
+    j->robust = robust_attach_trainer(tr, err, sizeof(err));
+    if (!j->robust) return fail_run(j, MT_EXIT_USAGE, "", err);
+    /* Checkpoints (train/checkpoint.h): --resume auto|no|STEP, then a save every ckpt_every
+     * steps and at the end; the hook runs every step to advance an asynchronous save. */
+    j->ckpt = checkpoint_create(tr);
+    checkpoint_set_resume_hook(j->ckpt, sched_resume_fault, tr); /* kill@at=resume faults */
+    if (checkpoint_resume(j->ckpt, tr, err, sizeof(err)) < 0) return fail_run(j, MT_EXIT_USAGE, "", err);
+    if (c->ckpt_every != 0) trainer_add_hook(tr, "checkpoint", 1, checkpoint_hook, j->ckpt);
+    /* Resilience (sched/hooks.h): --fault injection + heartbeats for `minitrain run`. Keep this
+     * after the checkpoint resume and the checkpoint hook (it reads the resumed step, and a
+     * corrupt-ckpt fault waits for the step's commit). */
+    if (sched_attach_trainer(tr, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
+    if (c->ckpt_every == CONFIG_CKPT_AUTO) sched_ckpt_auto_attach(tr, j->ckpt);
+
+    double t0 = timer_now();
+    int end = c->stop_after > 0 ? c->stop_after : c->steps;
+    if (tr->step >= end) { /* resumed at (or past) the end: nothing to train */
+        /* ... unless the final save of the model failed last time (disk full): write it now */
+        if (!model_file_exists(j)) {
+            log_info("run '%s' is at step %d of %d but %s/model.safetensors is missing: saving "
+                     "it", c->name, tr->step, end, c->run_dir);
+            int rc = save_model(j);
+            if (rc != MT_EXIT_OK) return rc;
+        } else {
+            log_info("run '%s' is already at step %d of %d; nothing to do (raise --steps to "
+                     "train further)", c->name, tr->step, end);
+        }
+        if (ms->rank == 0) {
+            trainer_log_end(tr, "completed", "already at the last step: nothing to do");
+            rundb_run_end(tr->db, tr->run_id, "completed");
+        }
+        return MT_EXIT_OK;
+    }
+    int rc = trainer_run(tr);
+    int ckpt_rc = checkpoint_finish(j->ckpt, tr); /* waits for a save in flight */
+    if (rc == MT_EXIT_OK) rc = ckpt_rc;
+    checkpoint_free(j->ckpt);
+    j->ckpt = NULL;
+    double wall = timer_now() - t0;
+    int save_rc = save_model(j);
+    if (save_rc != MT_EXIT_OK) return save_rc;
+    const char *status = rc != MT_EXIT_OK ? "failed" : (tr->step < c->steps ? "stopped" : "completed");
+    if (ms->rank == 0) {
+        trainer_log_end(tr, status, NULL);
+        rundb_run_end(tr->db, tr->run_id, status);
+    }
+    char dbuf[32];
+    log_info("done: %d steps in %s | final train loss %.4f | val loss %.4f | saved %s/model.safetensors",
+             tr->step, log_duration(wall, dbuf, sizeof(dbuf)), tr->last_loss, tr->last_val_loss,
+             c->run_dir);
+    return rc;
+}
+
+static int train_job(mt_config *cfg) {
+    train_proc j;
+    memset(&j, 0, sizeof(j));
+    runlock_init(&j.lock);
+    j.world = comm_init_world(NULL, NULL);
+    sched_watch_supervisor(); /* a job dies with its supervisor, even one killed by SIGKILL */
+    int rc = train_job_run(&j, cfg);
+    sched_exit_heartbeat(rc);
+    job_free(&j);
+    return rc;
 }
 
 int cmd_train(int argc, char **argv) {
@@ -128,134 +328,5 @@ int cmd_train(int argc, char **argv) {
         cfg.warmup_steps = w;
     }
 
-    comm *world = comm_init_world(NULL, NULL);
-    log_set_rank(comm_rank(world));
-    int dp = cfg.dp;
-    if (mesh_check(comm_size(world), cfg.tp, cfg.pp, &dp, cfg.ep, err, sizeof(err)) != 0) {
-        if (comm_rank(world) == 0) fprintf(stderr, "minitrain: error: %s\n", err);
-        comm_finalize();
-        return MT_EXIT_USAGE;
-    }
-    cfg.dp = dp;
-    mesh ms;
-    mesh_init(&ms, world, cfg.tp, cfg.pp, cfg.dp, cfg.ep);
-    if (ms.world_size > 1) {
-        comm_watchdog_start(cfg.comm_timeout);
-        mesh_print(&ms);
-        if (cfg.tp > 1)
-            log_info("tensor parallel: qkv/fc column-parallel, out-projections row-parallel; "
-                     "embedding and tied LM head replicated on every TP rank (full logits)");
-    }
-    trainer tr;
-    if (trainer_init(&tr, &cfg, &ms, err, sizeof(err)) != 0) {
-        /* the same input gives every rank the same verdict: one message, a clean exit */
-        if (ms.rank == 0) fprintf(stderr, "minitrain: error: %s\n", err);
-        comm_finalize();
-        return MT_EXIT_USAGE;
-    }
-    const mt_config *c = &tr.cfg;
-    log_info("minitrain train: run '%s' -> %s", c->name, c->run_dir);
-    log_info("model: %d layers, %d heads, d_model %d, seq_len %d, vocab %d | %.2fM parameters",
-             c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size,
-             tr.model.num_params / 1e6);
-    log_info("batch: %d sequences x %d tokens per microbatch%s, %d microbatches per step "
-             "(global batch %d = %d tokens) | %d steps",
-             c->batch_size, c->seq_len, c->microbatches ? " (batch_size = global_batch / "
-             "(microbatches x dp), from --microbatches)" : "", tr.grad_accum, c->global_batch,
-             c->global_batch * c->seq_len, c->steps);
-    log_info("compute: %.1f MFLOP/token | sgemm peak measured %.1f GFLOP/s | theoretical %s",
-             tr.flops_per_token / 1e6, tr.peak_measured / 1e9,
-             tr.peak_theoretical > 0 ? tr.peak_desc : "unknown");
-    if (tr.peak_theoretical <= 0) log_info("  (theoretical peak unknown: %s)", tr.peak_desc);
-    if (ms.pp > 1) {
-        char split[512] = "";
-        for (int st = 0, n = 0; st < ms.pp && n < (int)sizeof(split) - 16; st++)
-            n += snprintf(split + n, sizeof(split) - n, "%s%d", st ? "," : "",
-                          tr.stage_begin[st + 1] - tr.stage_begin[st]);
-        log_info("pipeline: %d stages (layers %s), %d microbatches of %d, schedule %s | bubble "
-                 "(P-1)/(M+P-1) = %.1f%%", ms.pp, split, tr.grad_accum, c->batch_size,
-                 tr.schedule == PP_GPIPE ? "GPipe" : "1F1B",
-                 100 * pp_bubble_fraction(ms.pp, tr.grad_accum));
-    }
-    if (ms.world_size > 1) {
-        double opt_mb = 2.0 * tr.opt.n * sizeof(float) / 1048576.0;
-        double full_mb = 2.0 * tr.model.num_params * sizeof(float) / 1048576.0;
-        log_info("optimizer state per rank: %.2f MiB (AdamW m+v)%s; without ZeRO-1 %.2f MiB | "
-                 "%d threads per rank", opt_mb, c->zero ? " with ZeRO-1" : "", full_mb,
-                 tr.threads);
-    }
-    trainer_add_hook(&tr, "eval", c->eval_every, trainer_hook_eval, NULL);
-    if (c->sample_tokens > 0) trainer_add_hook(&tr, "sample", c->sample_every, trainer_hook_sample, NULL);
-    /* Robustness (safety/robust.h): the robust_every evaluation hook and adv_train. */
-    robust_wiring *robust = robust_attach_trainer(&tr, err, sizeof(err));
-    if (!robust) {
-        if (ms.rank == 0) fprintf(stderr, "minitrain: error: %s\n", err);
-        trainer_free(&tr);
-        comm_finalize();
-        return MT_EXIT_USAGE;
-    }
-    /* Checkpoints (train/checkpoint.h): --resume auto|no|STEP, then a save every ckpt_every
-     * steps and at the end; the hook runs every step to advance an asynchronous save. */
-    checkpointer *ckpt = checkpoint_create(&tr);
-    if (checkpoint_resume(ckpt, &tr, err, sizeof(err)) < 0) {
-        if (ms.rank == 0) {
-            fprintf(stderr, "minitrain: error: %s\n", err);
-            trainer_log_error(&tr, err);
-            rundb_run_end(tr.db, tr.run_id, "failed");
-        }
-        checkpoint_free(ckpt);
-        robust_detach(robust);
-        trainer_free(&tr);
-        comm_finalize();
-        return MT_EXIT_USAGE;
-    }
-    if (c->ckpt_every > 0) trainer_add_hook(&tr, "checkpoint", 1, checkpoint_hook, ckpt);
-    /* Resilience (sched/hooks.h): --fault injection + heartbeats for `minitrain run`. Keep this
-     * after the checkpoint resume and the checkpoint hook (it reads the resumed step, and a
-     * corrupt-ckpt fault waits for the step's commit). */
-    if (sched_attach_trainer(&tr, err, sizeof(err)) != 0) mt_fail("%s", err);
-
-    double t0 = timer_now();
-    int end = c->stop_after > 0 ? c->stop_after : c->steps;
-    if (tr.step >= end) { /* resumed at (or past) the end: nothing to train, nothing to rewrite */
-        log_info("run '%s' is already at step %d of %d; nothing to do (raise --steps to train "
-                 "further)", c->name, tr.step, end);
-        checkpoint_free(ckpt);
-        robust_detach(robust);
-        if (ms.rank == 0) {
-            trainer_log_end(&tr, "completed", "already at the last step: nothing to do");
-            rundb_run_end(tr.db, tr.run_id, "completed");
-        }
-        trainer_free(&tr);
-        mesh_free(&ms);
-        comm_free(world);
-        comm_finalize();
-        return MT_EXIT_OK;
-    }
-    int rc = trainer_run(&tr);
-    int ckpt_rc = checkpoint_finish(ckpt, &tr); /* waits for a save in flight */
-    if (rc == MT_EXIT_OK) rc = ckpt_rc;
-    checkpoint_free(ckpt);
-    robust_detach(robust);
-    double wall = timer_now() - t0;
-    if (trainer_save_model(&tr, err, sizeof(err)) != 0) { /* only rank 0 writes, so fails */
-        trainer_log_error(&tr, err);
-        rundb_run_end(tr.db, tr.run_id, "failed");
-        trainer_free(&tr);
-        mt_fail("saving the model: %s", err);
-    }
-    const char *status = rc != MT_EXIT_OK ? "failed" : (tr.step < c->steps ? "stopped" : "completed");
-    if (ms.rank == 0) {
-        trainer_log_end(&tr, status, NULL);
-        rundb_run_end(tr.db, tr.run_id, status);
-    }
-    char dbuf[32];
-    log_info("done: %d steps in %s | final train loss %.4f | val loss %.4f | saved %s/model.safetensors",
-             tr.step, log_duration(wall, dbuf, sizeof(dbuf)), tr.last_loss, tr.last_val_loss,
-             c->run_dir);
-    trainer_free(&tr);
-    mesh_free(&ms);
-    comm_free(world);
-    comm_finalize();
-    return rc;
+    return train_job(&cfg);
 }

@@ -22,6 +22,8 @@
 #define MT_EXIT_ERROR 1     /* internal/system error */
 #define MT_EXIT_USAGE 2     /* bad input: config, flags, files */
 #define MT_EXIT_NONFINITE 3 /* loss became NaN/Inf or spiked: the supervisor restarts */
+#define MT_EXIT_IO 4        /* a file could not be written (disk full, I/O error): the supervisor
+                               restarts; the last committed checkpoint is intact */
 
 #if defined(__GNUC__)
 #define MT_PRINTF(a, b) __attribute__((format(printf, a, b)))

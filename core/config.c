@@ -81,7 +81,8 @@ static const key_desc KEYS[] = {
     KS(pp_schedule, "1f1b", "pipeline schedule: 1f1b | gpipe"),
     KF(comm_timeout, 300, 0, 1e6, "seconds a collective may take before the job is aborted (0 = off)"),
     KF(bucket_mb, 25, 0.001, 1e6, "data-parallel gradient bucket size in MiB"),
-    KI(ckpt_every, 0, 0, 1 << 30, "checkpoint every N steps (0 = none)"),
+    KI(ckpt_every, 0, 0, 1 << 30, "checkpoint every N steps (0 = none; auto = Young/Daly "
+       "sqrt(2 x stall x MTBF), measured)"),
     KI(ckpt_async, 1, 0, 1, "1 = snapshot then write in the background"),
     KI(ckpt_keep, 3, 1, 1 << 20, "committed checkpoints kept per tier"),
     KI(ckpt_major_every, 0, 0, 1 << 30, "also keep every M-th step's checkpoint (0 = none)"),
@@ -101,6 +102,8 @@ static const key_desc KEYS[] = {
     KF(adv_eps, 0.03, 0, 100, "adversarial training eps, relative to the mean wte row norm"),
     KI(adv_steps, 3, 1, 1000, "ascent steps of pgd / freelb adversarial training"),
     KS(adv_norm, "l2", "adversarial training ball: l2 | linf"),
+    KF(mtbf_s, 0, 0, 1e9, "job MTBF for ckpt_every = auto, s (0 = observed from the run's "
+       "failures)"),
 };
 #define NKEYS (sizeof(KEYS) / sizeof(KEYS[0]))
 
@@ -156,6 +159,10 @@ int config_set(mt_config *cfg, const char *key, const char *value, char *err, si
         snprintf(base, k->size, "%s", value);
         return 0;
     }
+    if (strcmp(k->name, "ckpt_every") == 0 && strcmp(value, "auto") == 0) {
+        *(int *)base = CONFIG_CKPT_AUTO; /* the only word a number key takes */
+        return 0;
+    }
     char *end = NULL;
     double v = strtod(value, &end);
     while (end && (*end == ' ' || *end == '\t')) end++;
@@ -183,12 +190,35 @@ typedef struct {
     size_t errlen;
     const char *path;
     int failed;
+    unsigned char seen[NKEYS];  /* 1 once a key has been given in this file */
+    char seen_in[NKEYS][64];    /* section of that first line ("" = above any section) */
 } ini_ctx;
 
+/* A key given twice in one file (same or another section) would silently be "last wins": refuse
+ * it by name, like an unknown key. `fault` is the exception: it is a list, each line adds a spec. */
+static int ini_check_repeat(ini_ctx *c, const char *section, const char *name) {
+    const key_desc *k = find_key(name);
+    if (k == NULL || strcmp(k->name, "fault") == 0) return 0;
+    size_t i = (size_t)(k - KEYS);
+    if (c->seen[i]) {
+        const char *was = c->seen_in[i];
+        snprintf(c->err, c->errlen, "%s: key '%s' is given twice (first %s%s%s, again %s%s%s)",
+                 c->path, k->name, was[0] ? "in [" : "at the top", was, was[0] ? "]" : "",
+                 section[0] ? "in [" : "at the top", section, section[0] ? "]" : "");
+        return -1;
+    }
+    c->seen[i] = 1;
+    snprintf(c->seen_in[i], sizeof(c->seen_in[i]), "%s", section);
+    return 0;
+}
+
 static int on_ini_key(void *user, const char *section, const char *name, const char *value) {
-    (void)section;
     ini_ctx *c = user;
     if (c->failed) return 0;
+    if (ini_check_repeat(c, section, name) != 0) {
+        c->failed = 1;
+        return 0;
+    }
     char msg[512];
     if (config_set(c->cfg, name, value, msg, sizeof(msg)) != 0) {
         snprintf(c->err, c->errlen, "%s: %s", c->path, msg);
@@ -209,10 +239,18 @@ int config_load_ini(mt_config *cfg, const char *path, char *err, size_t errlen) 
         snprintf(err, errlen, "cannot open config '%s'", path);
         return -1;
     }
-    ini_ctx c = {cfg, err, errlen, path, 0};
-    int rc = ini_parse_file(fp, on_ini_key, &c);
+    ini_ctx *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        fclose(fp);
+        snprintf(err, errlen, "out of memory reading config '%s'", path);
+        return -1;
+    }
+    *c = (ini_ctx){.cfg = cfg, .err = err, .errlen = errlen, .path = path};
+    int rc = ini_parse_file(fp, on_ini_key, c);
+    int failed = c->failed;
+    free(c);
     fclose(fp);
-    if (c.failed) return -1; /* message already says file + key */
+    if (failed) return -1; /* message already says file + key */
     if (rc != 0) {
         snprintf(err, errlen, "%s:%d: malformed line (expected 'key = value' or '[section]')", path,
                  rc);
@@ -331,7 +369,10 @@ size_t config_to_json(const mt_config *cfg, char *buf, size_t cap) {
         const key_desc *k = &KEYS[i];
         const char *base = (const char *)cfg + k->offset;
         PUT("%s\"%s\":", i ? "," : "", k->name);
-        if (k->type == KEY_INT) PUT("%d", *(const int *)base);
+        if (k->type == KEY_INT && base == (const char *)&cfg->ckpt_every &&
+            cfg->ckpt_every == CONFIG_CKPT_AUTO)
+            PUT("\"auto\"");
+        else if (k->type == KEY_INT) PUT("%d", *(const int *)base);
         else if (k->type == KEY_FLOAT) PUT("%.9g", *(const float *)base);
         else {
             PUT("\"");

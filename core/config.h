@@ -58,7 +58,7 @@ typedef struct {
     float comm_timeout;  /* seconds before the collective watchdog aborts the job */
     float bucket_mb;     /* data-parallel gradient bucket size */
     /* checkpointing */
-    int ckpt_every;         /* 0 = no periodic checkpoints */
+    int ckpt_every;         /* 0 = no periodic checkpoints; CONFIG_CKPT_AUTO = "auto" */
     int ckpt_async;         /* 1 = snapshot then write in a background thread */
     int ckpt_keep;          /* keep the last K committed checkpoints per tier */
     int ckpt_major_every;   /* also keep every M-th step (0 = none) */
@@ -80,7 +80,12 @@ typedef struct {
     float adv_eps;          /* relative ε of adversarial training */
     int adv_steps;          /* ascent steps K of pgd / freelb */
     char adv_norm[8];       /* l2 | linf */
+    float mtbf_s;     /* job MTBF assumed by ckpt_every = auto (0 = observed), s */
 } mt_config;
+
+/* ckpt_every = auto: the interval follows Young/Daly sqrt(2·C·M) from the measured checkpoint
+ * stall C and the MTBF M (sched/hooks.h, sched_ckpt_auto_hook). */
+#define CONFIG_CKPT_AUTO (-1)
 
 /* Fill cfg with every key's default. */
 void config_defaults(mt_config *cfg);

@@ -35,8 +35,10 @@
                                                   fault_mtbf_s, pid */
 #define EV_LAUNCH "launch"                     /* (0, -1) attempt, pid, resume (bool), argv:
                                                   the exact exec vector, an array of strings */
-#define EV_RECOVERED "recovered"               /* (0, first rank training again) attempt, step,
-                                                  seconds (failure -> training again) */
+#define EV_RECOVERED "recovered"               /* (0, first rank training again) attempt, step
+                                                  (the step the relaunch resumed at), at_step
+                                                  (where it was when seen), seconds (failure ->
+                                                  training again) */
 #define EV_STRAGGLER "straggler"               /* (0, slow rank) attempt, step, busy_ms,
                                                   median_ms, ratio, steps */
 #define EV_MTBF_KILL "mtbf_kill"               /* (0, killed rank) attempt, pid, step */
@@ -50,7 +52,8 @@
 #define EV_SLURM_DRAIN "slurm_drain"           /* (0, blamed rank) host, ok (bool: scontrol drained it),
                                                * why (the reason given to Slurm) */
 #define EV_BACKOFF "backoff"                   /* (0, -1) attempt, seconds */
-#define EV_SUPERVISOR_END "supervisor_end"     /* (0, -1) exit, status (EV_SUP_*) */
+#define EV_SUPERVISOR_END "supervisor_end"     /* (0, -1) exit, status (EV_SUP_*: the job's
+                                                  status), reason ("" when completed) */
 /* the trainer, train/trainer.c and train/cmd_train.c (world rank 0 unless said) */
 #define EV_START "start"         /* (run, 0) the run's config: one key per config key. Its time is
                                     the time base of metrics.wall_s */
@@ -68,6 +71,9 @@
 #define EV_CKPT_ERROR "ckpt_error"     /* (run, rank) step, tier, error */
 #define EV_CKPT_WARNING "ckpt_warning" /* (run, rank) step, tier (absent: not tier-specific),
                                           warning */
+#define EV_CKPT_INTERVAL "ckpt_interval" /* (run, 0) ckpt_every = auto chose a new interval:
+                                          step, every (steps), stall_s, mtbf_s, interval_s (the
+                                          Young/Daly compute seconds), step_s (sched/hooks.h) */
 #define EV_CKPT_WAIT "ckpt_wait"       /* (run, 0) step, waited_ms (a save waited for the last) */
 #define EV_CKPT_SKIP "ckpt_skip"       /* (run, 0) step (-1: a whole tier), tier, warning: a
                                           checkpoint resume passed over (it did not verify) */
@@ -81,15 +87,18 @@
 #define EV_FAILURE_NONFINITE "nonfinite" /* exit MT_EXIT_NONFINITE: the loss was not finite */
 #define EV_FAILURE_HANG "hang"           /* no heartbeat progress for the timeout */
 #define EV_FAILURE_STRAGGLER "straggler" /* evicted straggler (--evict-stragglers) */
+#define EV_FAILURE_IO "io"               /* exit MT_EXIT_IO: a file could not be written */
 
 /* Values of supervisor_end's "status". */
 #define EV_SUP_COMPLETED "completed"
-#define EV_SUP_STOPPED "stopped"
+#define EV_SUP_STOPPED "stopped" /* (older run directories: interrupted) */
+#define EV_SUP_KILLED "killed"   /* the supervisor was interrupted by a signal */
 #define EV_SUP_USAGE_ERROR "usage_error"
 #define EV_SUP_GAVE_UP "gave_up"
 
 /* ---- detail keys (alphabetical; units in the name or here) ---------------------------------- */
 #define EVK_ARGV "argv"               /* array of strings */
+#define EVK_AT_STEP "at_step"         /* the step a rank had reached when the supervisor looked */
 #define EVK_ATTEMPT "attempt"         /* 1, 2, ...: the supervisor's launch number */
 #define EVK_AUX_LOSS "aux_loss"       /* MoE balancing loss, mean per (EP group, microbatch) */
 #define EVK_BACKOFF "backoff"         /* [min, max] seconds */
@@ -98,6 +107,7 @@
 #define EVK_DETECTED_AT "detected_at" /* unix seconds */
 #define EVK_DROPPED "dropped"         /* MoE (token, slot) assignments dropped */
 #define EVK_ERROR "error"             /* a message */
+#define EVK_EVERY "every"             /* steps between checkpoints */
 #define EVK_EXIT "exit"               /* the supervisor's exit status */
 #define EVK_EXIT_CODE "exit_code"     /* the launch's exit status, -1 when signalled */
 #define EVK_FAILED_AT "failed_at"     /* unix seconds, best estimate */
@@ -112,10 +122,12 @@
 #define EVK_KIND "kind"               /* failure: EV_FAILURE_*; fault: sched/fault.h names */
 #define EVK_LOAD_MS "load_ms"         /* reading a checkpoint into the trainer (after verify) */
 #define EVK_LOSS "loss"               /* training loss (mean over the global batch) */
+#define EVK_INTERVAL_S "interval_s"   /* compute seconds between checkpoints */
 #define EVK_MAX_RESTARTS "max_restarts" /* --max-restarts */
 #define EVK_MEDIAN_MS "median_ms"     /* median busy_ms over the ranks */
 #define EVK_MESSAGE "message"         /* a message for a person */
 #define EVK_OK "ok"                   /* bool: the action succeeded */
+#define EVK_MTBF_S "mtbf_s"           /* job MTBF assumed by an interval policy, s */
 #define EVK_PATH "path"               /* a checkpoint directory */
 #define EVK_PID "pid"                 /* process id */
 #define EVK_RATIO "ratio"             /* busy_ms / median_ms */
@@ -127,8 +139,10 @@
 #define EVK_SNAPSHOT_MS "snapshot_ms" /* the training stall of a save */
 #define EVK_SPEC "spec"               /* a fault spec as given */
 #define EVK_STAGE "stage"             /* pipeline stage (pp rank) */
+#define EVK_STALL_S "stall_s"         /* training stall per checkpoint save, s */
 #define EVK_STATUS "status"           /* how a run or the supervisor ended */
 #define EVK_STEP "step"               /* optimizer step (after it), or the checkpoint's step */
+#define EVK_STEP_S "step_s"           /* seconds per optimizer step */
 #define EVK_STEPS "steps"             /* consecutive slow steps */
 #define EVK_TIER "tier"               /* 0 memory, 1 run dir, 2 durable */
 #define EVK_TOKENS_CV "tokens_cv"     /* coefficient of variation of tokens per expert */

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/fs.h"
 
@@ -101,6 +102,17 @@ static int exec_retry(sqlite3 *db, const char *sql, int (*cb)(void *, int, char 
     return rc;
 }
 
+/* Remove a run.db this process created but could not initialise (disk full, read-only
+ * directory), with its WAL and shared-memory files. */
+static void remove_db_files(const char *path) {
+    char p[4300];
+    unlink(path);
+    snprintf(p, sizeof(p), "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s-shm", path);
+    unlink(p);
+}
+
 rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
     int version = 0;
     if (run_dir == NULL || run_dir[0] == '\0') {
@@ -114,11 +126,14 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
     char path[4200];
     rundb_path(run_dir, path, sizeof(path));
     sqlite3 *db = NULL;
+    struct stat sb;
+    int existed = stat(path, &sb) == 0;
     int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
         mt_errf(err, errlen, "cannot open run database '%s': %s", path,
                 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
         sqlite3_close(db);
+        if (!existed) remove_db_files(path);
         return NULL;
     }
     sqlite3_busy_timeout(db, RUNDB_BUSY_TIMEOUT_MS);
@@ -156,6 +171,7 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
                 msg ? msg : sqlite3_errmsg(db));
         sqlite3_free(msg);
         sqlite3_close(db);
+        if (!existed) remove_db_files(path); /* no empty run.db to confuse a later report */
         return NULL;
     }
     rundb *r = callocCheck(1, sizeof(*r));
@@ -221,11 +237,32 @@ int64_t rundb_run_begin(rundb *db, const char *name, const char *config_json,
     return (int64_t)sqlite3_last_insert_rowid(db->db);
 }
 
+int rundb_status_valid(const char *status) {
+    static const char *const OK[] = {"running", "completed", "failed", "stopped",
+                                     "crashed", "hung", "killed"};
+    for (size_t i = 0; status && i < sizeof(OK) / sizeof(OK[0]); i++)
+        if (strcmp(status, OK[i]) == 0) return 1;
+    return 0;
+}
+
+int rundb_end_running(rundb *db, const char *status, double at) {
+    mtCheck(db != NULL && rundb_status_valid(status) && strcmp(status, "running") != 0,
+            "rundb_end_running needs an open database and a final status");
+    sqlite3_stmt *st = NULL;
+    sqliteCheck(sqlite3_prepare_v2(db->db, "UPDATE runs SET status = ?1, ended_at = ?2 WHERE "
+                                           "status = 'running'", -1, &st, NULL), db->db);
+    sqliteCheck(sqlite3_bind_text(st, 1, status, -1, SQLITE_TRANSIENT), db->db);
+    sqliteCheck(sqlite3_bind_double(st, 2, at), db->db);
+    int rc = sqlite3_step(st);
+    while (rc == SQLITE_BUSY) rc = sqlite3_step(st); /* after the busy timeout: keep trying */
+    sqliteCheck(rc, db->db);
+    sqlite3_finalize(st);
+    return sqlite3_changes(db->db);
+}
+
 void rundb_run_end(rundb *db, int64_t run_id, const char *status) {
     mtCheck(db != NULL, "rundb_run_end needs an open run database");
-    mtCheck(status != NULL && (strcmp(status, "running") == 0 || strcmp(status, "completed") == 0 ||
-                               strcmp(status, "failed") == 0 || strcmp(status, "stopped") == 0),
-            "run status must be one of running|completed|failed|stopped");
+    mtCheck(rundb_status_valid(status), "run status must be one of " RUNDB_STATUSES);
     bind_real(db, db->end_run, 1, rundb_now());
     bind_text(db, db->end_run, 2, status);
     sqliteCheck(sqlite3_bind_int64(db->end_run, 3, run_id), db->db);

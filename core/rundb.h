@@ -9,8 +9,9 @@
  * Schema (created if missing; PRAGMA user_version = RUNDB_SCHEMA_VERSION). Later modules add their
  * own tables (checkpoints, evals) through rundb_sqlite(); nothing here assumes it owns the file.
  *   runs(id INTEGER PRIMARY KEY, name TEXT, config TEXT (JSON), git_commit TEXT,
- *        started_at REAL (unix s), ended_at REAL, status TEXT (running|completed|failed|stopped),
- *        world_size INT)
+ *        started_at REAL (unix s), ended_at REAL, status TEXT (RUNDB_STATUSES), world_size INT)
+ *        — the trainer ends its own row (completed|failed|stopped); a process that died without
+ *        a word is ended by the supervisor after the teardown (crashed|hung|killed).
  *   metrics(run_id INT, step INT, train_loss REAL, val_loss REAL (NULL = not evaluated), lr REAL,
  *           grad_norm REAL, tokens_per_s REAL, mfu REAL (fraction of measured peak),
  *           mfu_theoretical REAL (fraction of theoretical peak), step_ms REAL,
@@ -92,9 +93,20 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen);
 int64_t rundb_run_begin(rundb *db, const char *name, const char *config_json,
                         const char *git_commit, int world_size);
 
-/* Set ended_at = now and status (one of running|completed|failed|stopped; anything else is a
- * programming error and exits). */
+#define RUNDB_STATUSES "running|completed|failed|stopped|crashed|hung|killed"
+
+/* 1 when status is one of RUNDB_STATUSES. */
+int rundb_status_valid(const char *status);
+
+/* Set ended_at = now and status (one of RUNDB_STATUSES; anything else is a programming error
+ * and exits). */
 void rundb_run_end(rundb *db, int64_t run_id, const char *status);
+
+/* End every row still "running" with status (crashed|hung|killed|failed|...) and ended_at = at
+ * (unix s): the supervisor's verdict on attempts whose processes died without ending their row
+ * (it calls this only after tearing the whole job down, so no such row is live). Returns the
+ * number of rows changed. */
+int rundb_end_running(rundb *db, const char *status, double at);
 
 /* Append one metrics row (NAN fields -> NULL). Cheap: a reused prepared statement. */
 void rundb_log_metric(rundb *db, int64_t run_id, const rundb_metric *m);

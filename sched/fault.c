@@ -19,7 +19,8 @@
 
 #include "core/check.h"
 
-static const char *const KIND_NAMES[] = {"kill", "hang", "nan", "slow", "exit", "corrupt-ckpt"};
+static const char *const KIND_NAMES[] = {"kill", "hang", "nan", "slow", "exit", "corrupt-ckpt",
+                                         "torn-ckpt"};
 #define NKINDS (int)(sizeof(KIND_NAMES) / sizeof(KIND_NAMES[0]))
 
 const char *fault_kind_name(fault_kind k) {
@@ -65,11 +66,12 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
         if (!strcmp(buf, KIND_NAMES[k])) kind = k;
     if (kind < 0) {
         mt_errf(err, errlen, "fault '%s': unknown kind '%s' (kill, hang, nan, slow, exit, "
-                "corrupt-ckpt)", out->spec, buf);
+                "corrupt-ckpt, torn-ckpt)", out->spec, buf);
         return -1;
     }
     out->kind = (fault_kind)kind;
-    int seen_step = 0, seen_rank = 0, seen_factor = 0, seen_code = 0, seen_kill = 0;
+    int ckpt_kind = out->kind == FAULT_CORRUPT_CKPT || out->kind == FAULT_TORN_CKPT;
+    int seen_step = 0, seen_rank = 0, seen_factor = 0, seen_code = 0, seen_kill = 0, seen_at = 0;
     char *save = NULL;
     for (char *kv = at ? strtok_r(at + 1, ",", &save) : NULL; kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -89,9 +91,13 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
         } else if (!strcmp(key, "code") && out->kind == FAULT_EXIT) {
             seen = &seen_code;
             bad = parse_int(val, 1, 255, &out->code);
-        } else if (!strcmp(key, "kill") && out->kind == FAULT_CORRUPT_CKPT) {
+        } else if (!strcmp(key, "kill") && ckpt_kind) {
             seen = &seen_kill;
             bad = parse_int(val, 0, 1, &out->then_kill);
+        } else if (!strcmp(key, "at") && out->kind == FAULT_KILL) {
+            seen = &seen_at;
+            bad = strcmp(val, "resume") != 0;
+            out->at_resume = !bad;
         } else if (!strcmp(key, "factor") && out->kind == FAULT_SLOW) {
             seen = &seen_factor;
             char *end = NULL;
@@ -100,10 +106,11 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
         } else {
             mt_errf(err, errlen, "fault '%s': unknown key '%s' for %s (keys: step, rank%s)",
                     out->spec, key, KIND_NAMES[kind],
-                    out->kind == FAULT_EXIT           ? ", code"
-                    : out->kind == FAULT_SLOW         ? ", factor"
-                    : out->kind == FAULT_CORRUPT_CKPT ? ", kill"
-                                                      : "");
+                    out->kind == FAULT_EXIT   ? ", code"
+                    : out->kind == FAULT_SLOW ? ", factor"
+                    : ckpt_kind               ? ", kill"
+                    : out->kind == FAULT_KILL ? ", at"
+                                              : "");
             return -1;
         }
         if (*seen) {
@@ -116,6 +123,7 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
                                : !strcmp(key, "rank")   ? "an integer >= 0"
                                : !strcmp(key, "code")   ? "an exit code in 1..255"
                                : !strcmp(key, "kill")   ? "0 or 1"
+                               : !strcmp(key, "at")     ? "'resume'"
                                                         : "a number > 1";
             mt_errf(err, errlen, "fault '%s': %s=%s is not %s", out->spec, key, val, want);
             return -1;
@@ -127,11 +135,17 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
             return -1;
         }
         if (!seen_step) out->step = 1;
+    } else if (out->at_resume) {
+        if (seen_step) {
+            mt_errf(err, errlen, "fault '%s': at=resume fires during the next checkpoint resume; "
+                    "it takes no step", out->spec);
+            return -1;
+        }
     } else if (!seen_step) {
         mt_errf(err, errlen, "fault '%s': %s needs step=N", out->spec, KIND_NAMES[kind]);
         return -1;
     }
-    if (out->kind == FAULT_CORRUPT_CKPT && !seen_rank) out->rank = 0;
+    if (ckpt_kind && !seen_rank) out->rank = 0;
     return 0;
 }
 
@@ -208,14 +222,15 @@ int fault_record_fired(const char *run_dir, const fault_spec *f, int rank, int s
     return ok ? 0 : -1;
 }
 
-int fault_corrupt_checkpoint(const char *step_dir, char *which, size_t whichlen, char *err,
-                             size_t errlen) {
+/* The largest *.safetensors file of step_dir into best (its size returned), or -1 with err. */
+static long long largest_tensor_file(const char *step_dir, char *best, size_t bestlen, char *err,
+                                     size_t errlen) {
     DIR *d = opendir(step_dir);
     if (!d) {
         mt_errf(err, errlen, "cannot open checkpoint directory %s: %s", step_dir, strerror(errno));
         return -1;
     }
-    char best[4200] = "";
+    best[0] = '\0';
     long long best_size = -1;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
@@ -226,14 +241,36 @@ int fault_corrupt_checkpoint(const char *step_dir, char *which, size_t whichlen,
         struct stat st;
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && (long long)st.st_size > best_size) {
             best_size = (long long)st.st_size;
-            snprintf(best, sizeof(best), "%s", p);
+            snprintf(best, bestlen, "%s", p);
         }
     }
     closedir(d);
-    if (best_size < 0) {
-        mt_errf(err, errlen, "no *.safetensors file in %s", step_dir);
+    if (best_size < 0) mt_errf(err, errlen, "no *.safetensors file in %s", step_dir);
+    return best_size;
+}
+
+int fault_tear_checkpoint(const char *step_dir, char *which, size_t whichlen, char *err,
+                          size_t errlen) {
+    char best[4200];
+    long long size = largest_tensor_file(step_dir, best, sizeof(best), err, errlen);
+    if (size < 0) return -1;
+    int fd = open(best, O_WRONLY);
+    int ok = fd >= 0 && ftruncate(fd, size / 2) == 0 && fsync(fd) == 0;
+    int e = errno;
+    if (fd >= 0) close(fd);
+    if (!ok) {
+        mt_errf(err, errlen, "cannot truncate %s: %s", best, strerror(e));
         return -1;
     }
+    if (which && whichlen) snprintf(which, whichlen, "%s", best);
+    return 0;
+}
+
+int fault_corrupt_checkpoint(const char *step_dir, char *which, size_t whichlen, char *err,
+                             size_t errlen) {
+    char best[4200];
+    long long best_size = largest_tensor_file(step_dir, best, sizeof(best), err, errlen);
+    if (best_size < 0) return -1;
     int fd = open(best, O_RDWR);
     if (fd < 0) {
         mt_errf(err, errlen, "cannot open %s: %s", best, strerror(errno));

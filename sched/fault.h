@@ -14,7 +14,12 @@
  *                                a restart tries to load it; pair it with a kill to see recovery)
  *   corrupt-ckpt@step=40,kill=1  the same, then SIGKILL this rank once every tier's copy is
  *                                damaged: the restart must skip step 40 and load an older one
- * rank: the rank the fault fires on; omitted = every rank (corrupt-ckpt: rank 0).
+ *   torn-ckpt@step=40[,kill=1]   once checkpoint step 40 is committed in tier 0 (memory), cut its
+ *                                largest tensor file to half its size (a torn copy); the resume
+ *                                must skip tier 0's copy and load tier 1's of the same step
+ *   kill@at=resume,rank=1        SIGKILL this rank in the middle of the next checkpoint resume
+ *                                (verified, not yet loaded): a failure while recovering
+ * rank: the rank the fault fires on; omitted = every rank (corrupt-ckpt, torn-ckpt: rank 0).
  *
  * Once only: a fault that fired is appended (and fsynced) to RUN_DIR/faults_fired BEFORE it acts,
  * and faults listed there are disarmed at start-up. So a relaunch with the same --fault flags
@@ -37,6 +42,7 @@ typedef enum {
     FAULT_SLOW,
     FAULT_EXIT,
     FAULT_CORRUPT_CKPT,
+    FAULT_TORN_CKPT,
 } fault_kind;
 
 typedef struct {
@@ -45,7 +51,8 @@ typedef struct {
     int rank;      /* -1 = every rank */
     double factor; /* slow: > 1 */
     int code;      /* exit: 1..255 */
-    int then_kill; /* corrupt-ckpt: 1 = SIGKILL after damaging every copy */
+    int then_kill; /* corrupt-ckpt, torn-ckpt: 1 = SIGKILL after damaging every copy */
+    int at_resume; /* kill: 1 = during the next checkpoint resume instead of at a step */
     char spec[128]; /* the spec text (trimmed): its identity in the once-only record */
 } fault_spec;
 
@@ -78,5 +85,10 @@ int fault_record_fired(const char *run_dir, const fault_spec *f, int rank, int s
  * directory / no tensor file / I/O error). The file's path is written to which (may be NULL). */
 int fault_corrupt_checkpoint(const char *step_dir, char *which, size_t whichlen, char *err,
                              size_t errlen);
+
+/* Truncate the largest *.safetensors file of step_dir to half its size (and fsync): a torn copy
+ * that ckpt_verify catches by its size. Returns 0 or -1 with err; which as above. */
+int fault_tear_checkpoint(const char *step_dir, char *which, size_t whichlen, char *err,
+                          size_t errlen);
 
 #endif /* MT_SCHED_FAULT_H */

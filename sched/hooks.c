@@ -9,6 +9,7 @@
 #include "sched/hooks.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,8 @@
 #include "parallel/comm.h"
 #include "sched/fault.h"
 #include "sched/heartbeat.h"
+#include "sched/simulate.h"
+#include "train/checkpoint.h"
 #include "ckpt/tiers.h"
 
 static struct {
@@ -37,6 +40,7 @@ static struct {
     char roots[3][4200]; /* checkpoint tier roots to corrupt (tiers 0 and 1; "" = off) */
     int corrupted[FAULT_MAX][3]; /* corrupt-ckpt: tiers already damaged */
     int active[FAULT_MAX];       /* slow: fired in THIS process (keeps acting) */
+    int last_step;               /* of the last heartbeat */
 } S;
 
 static void sleep_s(double s) {
@@ -81,8 +85,9 @@ static void poison(trainer *tr) {
  * commit at different moments; a copy committed later is damaged at a later step boundary).
  * The once-only record is written at the first damage. */
 static void corrupt(trainer *tr, int i, int final) {
-    int step = S.f[i].step, pending = 0;
+    int step = S.f[i].step, pending = 0, torn = S.f[i].kind == FAULT_TORN_CKPT;
     for (int t = 0; t < 3; t++) {
+        if (torn && t > 0) S.corrupted[i][t] = 1; /* torn-ckpt: tier 0's copy only */
         if (!S.roots[t][0] || S.corrupted[i][t]) continue;
         char dir[4300], man[4400], which[4300], msg[600];
         snprintf(dir, sizeof(dir), "%s/step_%08d", S.roots[t], step);
@@ -93,16 +98,17 @@ static void corrupt(trainer *tr, int i, int final) {
             continue;
         }
         S.corrupted[i][t] = 1;
-        if (fault_corrupt_checkpoint(dir, which, sizeof(which), msg, sizeof(msg)) != 0) {
+        if ((torn ? fault_tear_checkpoint : fault_corrupt_checkpoint)(dir, which, sizeof(which), msg,
+                                                                      sizeof(msg)) != 0) {
             mt_warn("fault '%s': %s", S.f[i].spec, msg);
             continue;
         }
         if (!S.fired[i]) mark_fired(tr, i, step, t, which);
-        else log_fault(tr, FAULT_CORRUPT_CKPT, step, NULL, t, which);
+        else log_fault(tr, S.f[i].kind, step, NULL, t, which);
     }
-    if (final && pending && !S.fired[i])
-        mt_warn("fault '%s': checkpoint step %d was never committed (is it a multiple of "
-                "ckpt_every?); not fired", S.f[i].spec, step);
+    if (final && !S.fired[i] && (pending || (torn && !S.roots[0][0])))
+        mt_warn("fault '%s': checkpoint step %d was never committed%s (is it a multiple of "
+                "ckpt_every?); not fired", S.f[i].spec, step, torn ? " in tier 0" : "");
     if (!pending) {
         S.corrupted[i][0] = S.corrupted[i][1] = S.corrupted[i][2] = 1;
         if (S.f[i].then_kill && S.fired[i]) { /* every copy is damaged: now fail */
@@ -131,14 +137,14 @@ void sched_fault_hook(trainer *tr, int step, int final, void *user) {
             sleep_s((f->factor - 1.0) * tr->last_step_s); /* acts for the rest of this process */
             continue;
         }
-        if (f->kind == FAULT_CORRUPT_CKPT) {
+        if (f->kind == FAULT_CORRUPT_CKPT || f->kind == FAULT_TORN_CKPT) {
             int all = S.corrupted[i][0] && S.corrupted[i][1] && S.corrupted[i][2];
             if (step >= f->step && !all && (!S.fired[i] || S.corrupted[i][0] ||
                                             S.corrupted[i][1] || S.corrupted[i][2]))
                 corrupt(tr, i, final);
             continue;
         }
-        if (S.fired[i]) continue;
+        if (S.fired[i] || f->at_resume) continue; /* at=resume: sched_resume_fault */
         switch (f->kind) {
         case FAULT_KILL:
             if (step != f->step) break;
@@ -170,7 +176,63 @@ void sched_heartbeat_hook(trainer *tr, int step, int final, void *user) {
     double busy = (now - S.hb_t_prev) - (comm - S.hb_comm_prev);
     S.hb_t_prev = now;
     S.hb_comm_prev = comm;
+    S.last_step = step;
     hb_write(&S.hb, step, tr->last_step_s * 1e3, busy * 1e3, final ? "done" : "run");
+}
+
+void sched_exit_heartbeat(int code) {
+    if (!S.attached || code == 0) return;
+    char state[16];
+    snprintf(state, sizeof(state), "exit:%d", code & 255);
+    hb_write(&S.hb, S.last_step, 0, 0, state);
+}
+
+/* ---- the supervisor watch ------------------------------------------------------------------- */
+
+static char g_sup_path[4200];
+
+static void *sup_watch_main(void *arg) {
+    (void)arg;
+    double unreadable_since = NAN;
+    for (;;) {
+        sleep_s(0.25);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        int alive = hb_sup_alive(g_sup_path, HB_SUP_STALE_S, now);
+        if (alive == 1) {
+            unreadable_since = NAN;
+            continue;
+        }
+        if (alive < 0) { /* no record (yet, or being replaced): only a long absence counts */
+            if (isnan(unreadable_since)) unreadable_since = now;
+            if (now - unreadable_since < HB_SUP_STALE_S) continue;
+        }
+        fprintf(stderr, "minitrain: rank %d: the supervisor of this job is gone (%s %s); "
+                "stopping this rank\n", comm_world_rank(), g_sup_path,
+                alive < 0 ? "unreadable" : "names a dead process");
+        fflush(stderr);
+        _exit(MT_EXIT_ERROR); /* the whole process, from any thread */
+    }
+    return NULL;
+}
+
+int sched_watch_supervisor(void) {
+    const char *p = getenv(HB_ENV_SUP);
+    if (!p || !p[0] || g_sup_path[0]) return 0;
+    snprintf(g_sup_path, sizeof(g_sup_path), "%s", p);
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &at, sup_watch_main, NULL);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        mt_warn("cannot start the supervisor watch thread: %s", strerror(rc));
+        g_sup_path[0] = '\0';
+        return 0;
+    }
+    return 1;
 }
 
 int sched_attach_trainer(trainer *tr, char *err, size_t errlen) {
@@ -203,4 +265,129 @@ int sched_attach_trainer(trainer *tr, char *err, size_t errlen) {
     trainer_add_hook(tr, "heartbeat", 1, sched_heartbeat_hook, NULL);
     S.attached = 1;
     return 0;
+}
+
+/* ---- ckpt_every = auto ------------------------------------------------------------------------ */
+
+static struct {
+    checkpointer *ck;
+    int saves_seen, every;
+    double stall_ms_seen, stall_s, step_s; /* smoothed measurements */
+    double job_start;                      /* unix s: this job's first supervisor start or run */
+    int failures;                          /* failures of the job before this process */
+} A;
+
+/* The job's history in run.db (world rank 0): when it started and how often it failed. */
+static void read_history(trainer *tr) {
+    sqlite3 *db = rundb_sqlite(tr->db);
+    sqlite3_stmt *st = NULL;
+    A.job_start = NAN;
+    A.failures = 0;
+    /* the latest supervisor of this run directory, else the first trainer run */
+    if (sqlite3_prepare_v2(db, "SELECT COALESCE((SELECT MAX(time) FROM events WHERE run_id = 0 AND"
+                               " kind = 'supervisor_start'), (SELECT MIN(started_at) FROM runs))",
+                           -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+        sqlite3_column_type(st, 0) != SQLITE_NULL)
+        A.job_start = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (isfinite(A.job_start) &&
+        sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM events WHERE run_id = 0 AND kind = 'failure'"
+                               " AND time >= ?", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_double(st, 1, A.job_start);
+        if (sqlite3_step(st) == SQLITE_ROW) A.failures = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+}
+
+/* The MTBF the interval is computed for, s: mtbf_s when given; else the job's observed wall time
+ * per failure; before any failure, the wall time so far plus an hour (an optimistic guess that
+ * the first failure corrects). */
+static double auto_mtbf(const trainer *tr) {
+    if (tr->cfg.mtbf_s > 0) return tr->cfg.mtbf_s;
+    double wall = isfinite(A.job_start) ? rundb_now() - A.job_start : 0;
+    if (wall < 0) wall = 0;
+    return A.failures > 0 ? fmax(wall / A.failures, 1.0) : wall + 3600.0;
+}
+
+int sched_auto_every(double stall_s, double mtbf_s, double step_s) {
+    double tau = sim_young_daly_interval(fmax(stall_s, 1e-6), mtbf_s);
+    double n = step_s > 0 ? tau / step_s : 1;
+    return !(n < 1e9) ? 1000000000 : n < 1 ? 1 : (int)lround(n);
+}
+
+void sched_ckpt_auto_hook(trainer *tr, int step, int final, void *user) {
+    (void)user;
+    if (final) return;
+    if (tr->last_step_s > 0)
+        A.step_s = A.step_s > 0 ? 0.8 * A.step_s + 0.2 * tr->last_step_s : tr->last_step_s;
+    checkpoint_stats cs;
+    checkpoint_get_stats(A.ck, &cs);
+    if (cs.saves <= A.saves_seen) return; /* re-evaluate after each save: C was just measured */
+    double c = (cs.total_stall_ms - A.stall_ms_seen) / 1e3 / (cs.saves - A.saves_seen);
+    A.saves_seen = cs.saves;
+    A.stall_ms_seen = cs.total_stall_ms;
+    A.stall_s = A.stall_s > 0 ? 0.5 * A.stall_s + 0.5 * c : c;
+    /* every rank must pick the same interval: the slowest stall and step, rank 0's MTBF */
+    double v[3] = {A.stall_s, A.step_s, S.rank == 0 ? auto_mtbf(tr) : 0};
+    if (tr->mesh) comm_all_reduce_f64(tr->mesh->world, v, 3, COMM_MAX);
+    double tau = sim_young_daly_interval(fmax(v[0], 1e-6), v[2]); /* compute seconds */
+    int every = sched_auto_every(v[0], v[2], v[1]);
+    checkpoint_set_every(A.ck, every);
+    if (every != A.every && S.rank == 0) {
+        log_info("ckpt_every auto: every %d steps = %.1f s of compute (Young/Daly sqrt(2 x stall "
+                 "%.1f ms x MTBF %.0f s%s), %.1f ms/step)", every, every * v[1], v[0] * 1e3, v[2],
+                 tr->cfg.mtbf_s > 0 ? ", given" : A.failures ? ", observed" : ", none seen yet",
+                 v[1] * 1e3);
+        cJSON *d = ev_detail();
+        ev_num(d, EVK_STEP, step);
+        ev_num(d, EVK_EVERY, every);
+        ev_num(d, EVK_STALL_S, v[0]);
+        ev_num(d, EVK_MTBF_S, v[2]);
+        ev_num(d, EVK_INTERVAL_S, tau);
+        ev_num(d, EVK_STEP_S, v[1]);
+        ev_log(tr->db, tr->run_id, EV_CKPT_INTERVAL, 0, d);
+    }
+    A.every = every;
+}
+
+void sched_ckpt_auto_attach(trainer *tr, checkpointer *ck) {
+    memset(&A, 0, sizeof(A));
+    A.ck = ck;
+    A.every = CHECKPOINT_AUTO_FIRST;
+    checkpoint_stats cs;
+    checkpoint_get_stats(ck, &cs);
+    A.saves_seen = cs.saves;
+    A.stall_ms_seen = cs.total_stall_ms;
+    if (S.rank == 0 || !tr->mesh) read_history(tr);
+    trainer_add_hook(tr, "ckpt_auto", 1, sched_ckpt_auto_hook, NULL);
+}
+
+/* ---- kill@at=resume ------------------------------------------------------------------------- */
+
+void sched_resume_fault(void *user, int step) {
+    trainer *tr = user;
+    fault_spec f[FAULT_MAX];
+    int fired[FAULT_MAX] = {0};
+    char err[512];
+    int n = fault_parse_list(tr->cfg.fault, f, FAULT_MAX, err, sizeof(err));
+    if (n <= 0) return; /* a bad list is reported by sched_attach_trainer */
+    int rank = tr->mesh ? tr->mesh->rank : 0;
+    fault_load_fired(tr->cfg.run_dir, f, n, fired);
+    for (int i = 0; i < n; i++) {
+        if (f[i].kind != FAULT_KILL || !f[i].at_resume || fired[i] || !fault_applies(&f[i], rank))
+            continue;
+        if (fault_record_fired(tr->cfg.run_dir, &f[i], rank, step) != 0)
+            mt_warn("fault '%s': cannot append to %s/%s; it may fire again after a restart",
+                    f[i].spec, tr->cfg.run_dir, FAULT_RECORD_FILE);
+        cJSON *d = ev_detail();
+        ev_str(d, EVK_KIND, fault_kind_name(FAULT_KILL));
+        ev_num(d, EVK_STEP, step);
+        ev_str(d, EVK_SPEC, f[i].spec);
+        ev_log(tr->db, tr->run_id, EV_FAULT, rank, d);
+        fprintf(stderr, "minitrain: rank %d: injecting fault '%s' while resuming step %d\n", rank,
+                f[i].spec, step);
+        fflush(stderr);
+        kill(getpid(), SIGKILL);
+    }
 }

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 /* Parse tr->cfg.fault, check ranks against the world, disarm faults recorded in
@@ -25,6 +26,38 @@
  * a user-facing message in err (bad fault spec, heartbeat directory not writable). One trainer
  * per process. */
 int sched_attach_trainer(trainer *tr, char *err, size_t errlen);
+
+/* Under `minitrain run` ($MINITRAIN_SUPERVISOR set, sched/heartbeat.h): start a detached thread
+ * that checks the supervisor's record four times a second and ends this process (exit 1) once
+ * the supervisor is gone, so a job never outlives its supervisor, even one killed by SIGKILL, and
+ * even while this rank is blocked in a collective. Call once, as early as possible (before
+ * trainer_init). Returns 1 when watching, 0 when not supervised. */
+int sched_watch_supervisor(void);
+
+/* The rank is about to exit with status code != 0 on purpose (non-finite loss, failed save):
+ * its heartbeat says "exit:<code>", so the supervisor, which may see the process gone before the
+ * launch's exit status arrives, does not take it for a crash. No-op for code 0 or before
+ * sched_attach_trainer. */
+void sched_exit_heartbeat(int code);
+
+/* ckpt_every = auto: register a hook (after the checkpoint hook, after sched_attach_trainer)
+ * that, after every save, sets the checkpoint interval to Young/Daly's τ = √(2·C·M) compute
+ * seconds (Young 1974; Daly 2006) converted to steps at the measured step time: C = the measured
+ * stall per save (snapshot copy plus any wait for the previous save, smoothed), M = cfg.mtbf_s,
+ * or the job's wall time per failure from run.db's supervisor events (before any failure, the
+ * wall time so far plus an hour). All ranks agree (one all-reduce per save). The first save
+ * comes CHECKPOINT_AUTO_FIRST steps after the start; each change is logged and recorded as a
+ * "ckpt_interval" event {step, every, stall_s, mtbf_s, interval_s, step_s}. */
+void sched_ckpt_auto_attach(trainer *tr, checkpointer *ck);
+
+/* The policy itself: steps between saves = round(√(2·stall_s·mtbf_s) / step_s), at least 1, at
+ * most 1e9 (an infinite MTBF, or a stall of 0 taken as 1 µs). */
+int sched_auto_every(double stall_s, double mtbf_s, double step_s);
+void sched_ckpt_auto_hook(trainer *tr, int step, int final, void *user);
+
+/* The checkpoint-resume hook (checkpoint_set_resume_hook, user = the trainer): fires a
+ * kill@at=resume fault not fired yet in this run directory (recorded first, then SIGKILL). */
+void sched_resume_fault(void *user, int step);
 
 /* The hooks themselves (user = NULL), exposed for tests. */
 void sched_fault_hook(trainer *tr, int step, int final, void *user);

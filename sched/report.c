@@ -35,6 +35,7 @@
 
 #include "core/check.h"
 #include "core/rundb.h"
+#include "core/runlock.h"
 #include "sched/ettr.h"
 #include "sched/svg.h"
 
@@ -93,7 +94,10 @@ static int query_real(sqlite3 *db, const char *sql, int64_t bind, double *out) {
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* Fill r from the database. Returns SQLITE_OK, or an SQLite error code (message in db). */
+static int load_metrics(sqlite3 *db, report_summary *r);
+
+/* Fill r's run and metric figures from the database. Returns SQLITE_OK, or an SQLite error code
+ * (message in db). */
 static int load_report(sqlite3 *db, report_summary *r) {
     sqlite3_stmt *st = NULL;
     int rc;
@@ -113,7 +117,7 @@ static int load_report(sqlite3 *db, report_summary *r) {
         r->git_commit = col_strdup(st, 3);
         r->started_at = col_real(st, 4);
         r->ended_at = col_real(st, 5);
-        r->status = col_strdup(st, 6);
+        r->run_status = col_strdup(st, 6);
         r->world_size = sqlite3_column_int64(st, 7);
         r->runs = sqlite3_column_int64(st, 8);
         r->job_start = col_real(st, 9);
@@ -123,7 +127,13 @@ static int load_report(sqlite3 *db, report_summary *r) {
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_OK || r->runs == 0) return rc;
+    return load_metrics(db, r);
+}
 
+/* Metrics of all runs and the latest run's duration. */
+static int load_metrics(sqlite3 *db, report_summary *r) {
+    sqlite3_stmt *st = NULL;
+    int rc;
     /* Metrics of all runs in wall-time order. */
     rc = sqlite3_prepare_v2(db,
                             "SELECT m.step, m.train_loss, m.val_loss, m.tokens_per_s, m.mfu,"
@@ -176,9 +186,13 @@ static int load_report(sqlite3 *db, report_summary *r) {
     r->duration_s = end - r->started_at; /* NAN when nothing after the start was logged */
     if ((rc = query_real(db, LAST_TIME_SQL, -1, &end)) != SQLITE_OK) return rc;
     r->wall_s = end - r->job_start;
+    return SQLITE_OK;
+}
 
-    /* Events by kind, whole job. */
-    rc = sqlite3_prepare_v2(db, "SELECT kind, COUNT(*) FROM events GROUP BY kind ORDER BY kind", -1,
+/* Events by kind, whole job. */
+static int load_event_counts(sqlite3 *db, report_summary *r) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT kind, COUNT(*) FROM events GROUP BY kind ORDER BY kind", -1,
                             &st, NULL);
     if (rc != SQLITE_OK) return rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -188,6 +202,68 @@ static int load_report(sqlite3 *db, report_summary *r) {
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Text of key `key` of a JSON object text, malloc'd, or NULL. */
+static char *detail_text(const char *detail, const char *key) {
+    cJSON *j = detail ? cJSON_Parse(detail) : NULL;
+    const cJSON *it = j ? cJSON_GetObjectItemCaseSensitive(j, key) : NULL;
+    char *out = cJSON_IsString(it) && it->valuestring[0] ? strdup(it->valuestring) : NULL;
+    cJSON_Delete(j);
+    return out;
+}
+
+/* The job's status (see report_summary): from the supervisor's events, else from the latest run
+ * row, each checked against the run directory's lock. */
+static int load_job_status(sqlite3 *db, const char *run_dir, report_summary *r) {
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT kind, time, detail FROM events WHERE run_id = 0 AND"
+                                    " kind IN ('supervisor_start', 'supervisor_end')"
+                                    " ORDER BY time, rowid", -1, &st, NULL);
+    if (rc != SQLITE_OK) return rc;
+    double start = NAN, end = NAN;
+    char *end_detail = NULL;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *kind = (const char *)sqlite3_column_text(st, 0);
+        const char *detail = (const char *)sqlite3_column_text(st, 2);
+        if (kind && !strcmp(kind, "supervisor_start")) { /* a later supervisor of this dir */
+            start = col_real(st, 1);
+            end = NAN;
+            free(end_detail);
+            end_detail = NULL;
+        } else if (kind && isfinite(start)) {
+            end = col_real(st, 1);
+            free(end_detail);
+            end_detail = detail ? strdup(detail) : NULL;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free(end_detail);
+        return rc;
+    }
+    char holder[256];
+    int lock = runlock_probe(run_dir, holder, sizeof(holder)); /* 1 held, 0 free, -1 none */
+    r->supervised = isfinite(start);
+    if (r->supervised && isfinite(end)) {
+        r->status = detail_text(end_detail, "status");
+        r->status_reason = detail_text(end_detail, "reason");
+        r->ended_at = end;
+    } else if (r->supervised) {
+        r->status = strdup(lock == 0 || lock < 0 ? "killed" : "running");
+        if (lock != 1)
+            r->status_reason = strdup("the supervisor ended without a word (killed by SIGKILL, or "
+                                      "its machine went down)");
+        r->ended_at = NAN;
+    } else if (r->run_status && !strcmp(r->run_status, "running") && lock == 0) {
+        r->status = strdup("killed");
+        r->status_reason = strdup("the trainer ended without a word (its run directory's lock is "
+                                  "free)");
+    } else if (r->run_status) {
+        r->status = strdup(r->run_status);
+    }
+    free(end_detail);
+    return SQLITE_OK;
 }
 
 /* ---- output ----------------------------------------------------------------------------------- */
@@ -213,6 +289,9 @@ int report_print_json(const report_summary *r) {
     cJSON_AddNumberToObject(o, "run_id", (double)r->run_id);
     add_str(o, "name", r->name);
     add_str(o, "status", r->status);
+    add_str(o, "status_reason", r->status_reason);
+    add_str(o, "run_status", r->run_status);
+    cJSON_AddBoolToObject(o, "supervised", r->supervised);
     add_str(o, "git_commit", r->git_commit);
     cJSON_AddNumberToObject(o, "world_size", (double)r->world_size);
     add_num(o, "started_at", r->started_at);
@@ -288,10 +367,18 @@ static const char *fmt_num(double v, const char *fmt, double scale, char *buf, s
 
 int report_print_text(const report_summary *r) {
     char a[64], b[64], c[64];
-    printf("run:            %s (id %lld, latest of %lld run%s in this database)\n",
-           r->name ? r->name : "(unnamed)", (long long)r->run_id, (long long)r->runs,
-           r->runs == 1 ? "" : "s");
-    printf("status:         %s\n", r->status ? r->status : "n/a");
+    if (r->runs == 0)
+        printf("run:            none: no launch started a trainer (what the supervisor saw "
+               "follows)\n");
+    else
+        printf("run:            %s (id %lld, latest of %lld run%s in this database)\n",
+               r->name ? r->name : "(unnamed)", (long long)r->run_id, (long long)r->runs,
+               r->runs == 1 ? "" : "s");
+    printf("status:         %s%s%s", r->status ? r->status : "n/a",
+           r->status_reason ? " — " : "", r->status_reason ? r->status_reason : "");
+    if (r->supervised && r->run_status)
+        printf(" (latest run: %s)", r->run_status);
+    printf("\n");
     printf("git commit:     %s\n", r->git_commit ? r->git_commit : "n/a");
     printf("world size:     %lld\n", (long long)r->world_size);
     if (isfinite(r->started_at)) {
@@ -382,14 +469,21 @@ int report_load(const char *run_dir, report_summary *r, char *err, size_t errlen
     mtCheck(r->events != NULL, "out of memory building the report");
     char eerr[512] = "";
     int rc = load_report(r->db, r);
+    if (rc == SQLITE_OK) rc = load_event_counts(r->db, r);
+    if (rc == SQLITE_OK) rc = load_job_status(r->db, run_dir, r);
     if (rc != SQLITE_OK)
         snprintf(err, errlen, "cannot read run database %s: %s", r->path, sqlite3_errmsg(r->db));
-    else if (r->runs == 0)
+    else if (r->runs == 0 && !r->supervised)
         snprintf(err, errlen, "run database %s holds no runs yet", r->path);
     else if (ettr_compute(r->db, &r->ettr, eerr, sizeof(eerr)) != 0)
         snprintf(err, errlen, "ETTR accounting of %s: %s", r->path, eerr);
-    else
+    else {
+        if (r->runs == 0 && r->ettr.wall_s > 0) { /* only the supervisor's events: its span */
+            r->job_start = r->started_at = r->ettr.job_start;
+            r->wall_s = r->ettr.wall_s;
+        }
         return 0;
+    }
     report_free(r);
     return -1;
 }
@@ -406,9 +500,11 @@ void report_free(report_summary *r) {
     r->extra = NULL;
     free(r->name);
     free(r->status);
+    free(r->status_reason);
+    free(r->run_status);
     free(r->git_commit);
     free(r->config);
     r->db = NULL;
     r->events = NULL;
-    r->name = r->status = r->git_commit = r->config = NULL;
+    r->name = r->status = r->status_reason = r->run_status = r->git_commit = r->config = NULL;
 }

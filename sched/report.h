@@ -20,8 +20,15 @@
 /* Everything the report prints. NAN = not available. Times are unix seconds, durations s. */
 typedef struct {
     int64_t runs, run_id, world_size, metric_rows, steps, last_step;
-    char *name, *status, *git_commit, *config; /* of the latest run; config is JSON text */
-    double started_at, ended_at, duration_s, job_start, wall_s;
+    char *name, *git_commit, *config; /* of the latest run; config is JSON text */
+    char *run_status;                 /* of the latest run's row */
+    /* The job's status. Under a supervisor it owns it (supervisor_end: completed | gave_up |
+     * usage_error | killed, with a reason); a supervisor that left no end event is "running"
+     * while RUN_DIR/.lock is held and "killed" once it is not. Unsupervised: the latest run's
+     * row, except that a "running" row whose lock is free is "killed" (the trainer died). */
+    char *status, *status_reason;
+    int supervised;                   /* the supervisor logged its start */
+    double started_at, ended_at, duration_s, job_start, wall_s; /* ended_at: the job's end */
     double first_train_loss, final_train_loss, final_val_loss, best_val_loss;
     double tokens_per_s, mfu, mfu_theoretical; /* medians over every metrics row */
     cJSON *events;                             /* {kind: count}, ordered by kind */
@@ -35,8 +42,10 @@ typedef struct {
 } report_summary;
 
 /* Open RUN_DIR/run.db read-only and fill r. Returns 0, or -1 with a user-facing message in err
- * (no such file, not a minitrain run database — naming the missing table —, unreadable, no runs
- * yet, inconsistent events for the ETTR accounting); r is then freed. */
+ * (no such file, not a minitrain run database — naming the missing table —, unreadable, neither
+ * runs nor supervisor events yet, inconsistent events for the ETTR accounting); r is then freed.
+ * A job whose launches never started a trainer (only the supervisor's events) is reported with
+ * what is known: its status, failures and events. */
 int report_load(const char *run_dir, report_summary *r, char *err, size_t errlen);
 
 /* Print r to stdout as text / as one JSON object (keys in docs/ettr.md). Return MT_EXIT_OK. */

@@ -23,6 +23,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -39,13 +40,14 @@
 #include "core/check.h"
 #include "core/fs.h"
 #include "core/rng.h"
-#include "core/rundb.h"
 #include "core/events.h"
+#include "core/rundb.h"
+#include "core/runlock.h"
 #include "core/timer.h"
 #include "sched/ettr.h"
 #include "sched/slurm.h"
 
-#define SUP_POLL_MS 50
+#define SUP_POLL_MS 20
 #define SUP_MAX_ARGS 512
 
 /* ---- pure helpers (tested in tests/test_sched.c) --------------------------------------------- */
@@ -56,6 +58,15 @@ double sup_backoff_s(double min_s, double max_s, int consecutive) {
     return b < max_s ? b : max_s;
 }
 
+/* The value of a "slots=N" / "count=N" / "max_slots=N" word: 1..SUP_MAX_SLOTS, else -1. */
+static int slots_value(const char *v) {
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || x < 1 || x > SUP_MAX_SLOTS) return -1;
+    return (int)x;
+}
+
 int sup_hosts_parse(const char *path, sup_hosts *h, char *err, size_t errlen) {
     memset(h, 0, sizeof(*h));
     FILE *f = fopen(path, "r");
@@ -64,34 +75,47 @@ int sup_hosts_parse(const char *path, sup_hosts *h, char *err, size_t errlen) {
         return -1;
     }
     char line[512];
-    int ln = 0;
-    while (fgets(line, sizeof(line), f)) {
+    int ln = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof(line), f)) {
         ln++;
+        size_t L = strlen(line);
+        if (L == sizeof(line) - 1 && line[L - 1] != '\n' && !feof(f)) {
+            /* the rest would be read as another line: as another host */
+            snprintf(err, errlen, "%s:%d: line longer than %zu bytes", path, ln, sizeof(line) - 2);
+            rc = -1;
+            break;
+        }
         line[strcspn(line, "#\r\n")] = '\0';
-        char name[128] = "", rest[256] = "";
-        int k = sscanf(line, "%127s %255[^\n]", name, rest);
-        if (k < 1) continue;
+        char *save = NULL, *name = strtok_r(line, " \t\f\v", &save);
+        if (!name) continue;
         if (h->n == SUP_MAX_HOSTS || strlen(name) >= sizeof(h->name[0])) {
-            snprintf(err, errlen, "%s:%d: too many hosts or host name too long", path, ln);
-            fclose(f);
-            return -1;
+            snprintf(err, errlen, "%s:%d: too many hosts (max %d) or host name longer than %zu",
+                     path, ln, SUP_MAX_HOSTS, sizeof(h->name[0]) - 1);
+            rc = -1;
+            break;
         }
         int slots = 1;
-        char *s = strstr(rest, "slots=");
-        if (s && (sscanf(s + 6, "%d", &slots) != 1 || slots < 1)) {
-            snprintf(err, errlen, "%s:%d: slots must be a positive integer", path, ln);
-            fclose(f);
-            return -1;
+        /* OpenMPI's words: slots=N (count=N is its synonym); max_slots and others ignored */
+        for (char *w = strtok_r(NULL, " \t\f\v", &save); w; w = strtok_r(NULL, " \t\f\v", &save)) {
+            const char *v = !strncmp(w, "slots=", 6) ? w + 6 : !strncmp(w, "count=", 6) ? w + 6
+                                                                                        : NULL;
+            if (v && (slots = slots_value(v)) < 0) {
+                snprintf(err, errlen, "%s:%d: slots must be an integer in [1, %d], got '%.40s'",
+                         path, ln, SUP_MAX_SLOTS, w);
+                rc = -1;
+                break;
+            }
         }
+        if (rc != 0) break;
         memcpy(h->name[h->n], name, strlen(name) + 1); /* length checked above */
         h->slots[h->n++] = slots;
     }
     fclose(f);
-    if (h->n == 0) {
+    if (rc == 0 && h->n == 0) {
         snprintf(err, errlen, "hostfile %s lists no hosts", path);
-        return -1;
+        rc = -1;
     }
-    return 0;
+    return rc;
 }
 
 int sup_host_of_rank(const sup_hosts *h, int rank) {
@@ -168,6 +192,10 @@ typedef struct {
     double fail_times[1024]; /* monotonic, of every failure */
     int nfail;
     rng_state rng;
+    runlock lock;            /* RUN_DIR/.lock, held for the whole job */
+    char sup_path[4300];     /* RUN_DIR/heartbeat/supervisor: what the ranks watch */
+    unsigned long long start_ticks; /* this process's start time (/proc), in that record */
+    double last_beat;        /* monotonic time of the last write of that record */
 } sup;
 
 static volatile sig_atomic_t g_stop = 0;
@@ -196,6 +224,20 @@ static cJSON *attempt_detail(int attempt) {
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* Rewrite the supervisor's own record about once a second (sched/heartbeat.h): ranks on another
+ * host judge the supervisor alive by its age. */
+static void beat(sup *s) {
+    if (timer_now() - s->last_beat < 1.0) return;
+    s->last_beat = timer_now();
+    hb_sup_write(s->sup_path, (int)getpid(), s->start_ticks);
+}
+
+/* Sleep ms in short slices, keeping the supervisor's record fresh. */
+static void nap(sup *s, int ms) {
+    beat(s);
+    sleep_ms(ms);
 }
 
 /* Every descendant of root (by /proc/<pid>/stat ppid), appended to out; returns the count. */
@@ -259,14 +301,35 @@ static int reap_all(void) {
 
 /* SIGTERM the group and all descendants, SIGKILL after the grace period, reap everything.
  * Returns the seconds it took. */
-static double teardown(sup *s, pid_t child) {
+/* After a failure the job's ranks are of no further use: SIGKILL every descendant but the launch
+ * process itself, so a launcher like mpirun sees its ranks gone and exits by itself (a SIGTERM
+ * that reaches mpirun while it is already aborting a job can crash it). Returns how many. */
+static int kill_ranks(pid_t child) {
+    pid_t d[4096];
+    int n = descendants(getpid(), d, 4096), k = 0;
+    for (int i = 1; i <= n; i++)
+        if (d[i] != child) k += kill(d[i], SIGKILL) == 0;
+    return k;
+}
+
+static double teardown(sup *s, pid_t child, int failed) {
     double t0 = timer_now();
-    signal_all(child, unreaped(child), SIGTERM);
-    while (!reap_all() && timer_now() - t0 < s->grace_s) sleep_ms(20);
+    if (failed && unreaped(child)) {
+        /* ranks: SIGKILL now; a launcher above them (mpirun): its grace period to exit by
+         * itself, then SIGKILL; a launch that is the rank itself: SIGKILL now */
+        if (kill_ranks(child) == 0) kill(-child, SIGKILL);
+        while (!reap_all() && timer_now() - t0 < s->grace_s) {
+            kill_ranks(child); /* a rank it started meanwhile */
+            nap(s, 5);
+        }
+    } else {
+        signal_all(child, unreaped(child), SIGTERM);
+    }
+    while (!reap_all() && timer_now() - t0 < s->grace_s) nap(s, 5);
     if (!reap_all()) {
         signal_all(child, unreaped(child), SIGKILL);
         double t1 = timer_now();
-        while (!reap_all() && timer_now() - t1 < 10.0) sleep_ms(20);
+        while (!reap_all() && timer_now() - t1 < 10.0) nap(s, 5);
         if (!reap_all()) say("warning: some processes of the job did not exit after SIGKILL");
     }
     return timer_now() - t0;
@@ -312,12 +375,22 @@ static pid_t launch(sup *s, int attempt) {
     clear_heartbeats(s->hb_dir);
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
         setpgid(0, 0);
+        /* the job's lifetime follows ours: SIGKILL when the supervisor dies, however it dies
+         * (the ranks below mpirun watch our record instead, sched_watch_supervisor) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127); /* it died before the prctl */
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        /* the run lock travels down: the job holds it until its last process is gone */
+        if (s->lock.fd >= 0) fcntl(s->lock.fd, F_SETFD, 0);
+        setenv(RUNLOCK_ENV, s->lock.path, 1);
+        setenv(HB_ENV_SUP, s->sup_path, 1);
         char a[32];
         snprintf(a, sizeof(a), "%d", attempt);
         setenv(HB_ENV_DIR, s->hb_dir, 1);
@@ -343,8 +416,34 @@ static pid_t launch(sup *s, int attempt) {
     return pid;
 }
 
+/* Index of a rank (in r[0..n)) whose process is gone although its heartbeat does not say "done":
+ * on this host (by the record's node id), not the launch process itself (its exit status is
+ * better evidence, and waitpid gets it). -1 when every rank lives. */
+static int dead_rank(const hb_record *r, int n, pid_t child) {
+    for (int i = 0; i < n; i++) {
+        if (r[i].pid <= 0 || r[i].pid == child || r[i].node != hb_node_id()) continue;
+        if (!strcmp(r[i].state, "done")) continue;
+        if (!hb_proc_alive(r[i].pid)) return i;
+    }
+    return -1;
+}
+
+/* The failure kind of a launch (or rank) exit status: nonfinite (3), io (4: a file could not be
+ * written, e.g. disk full), else crash (any other status, or -1 = killed by a signal). */
+static const char *failure_kind(int code) {
+    return code == MT_EXIT_NONFINITE ? EV_FAILURE_NONFINITE
+           : code == MT_EXIT_IO      ? EV_FAILURE_IO
+                                     : EV_FAILURE_CRASH;
+}
+
+static const char *exit_meaning(int code) {
+    return code == MT_EXIT_NONFINITE ? " (non-finite loss)"
+           : code == MT_EXIT_IO      ? " (I/O error: disk full?)"
+                                     : "";
+}
+
 typedef struct {
-    const char *kind; /* crash | nonfinite | hang | straggler */
+    const char *kind; /* crash | nonfinite | io | hang | straggler */
     int code, sig, rank, step;
     double failed_at; /* unix s, best estimate of when it broke */
     char why[256];
@@ -390,8 +489,7 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
         if (p == child) {
             if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
             if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
-            f->kind = (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_NONFINITE) ? EV_FAILURE_NONFINITE
-                                                                              : EV_FAILURE_CRASH;
+            f->kind = failure_kind(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
             f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
             f->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
             f->failed_at = isfinite(killed_at) ? killed_at : rundb_now();
@@ -401,7 +499,26 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
                          strsignal(f->sig));
             else
                 snprintf(f->why, sizeof(f->why), "launch process exited with status %d%s", f->code,
-                         f->code == MT_EXIT_NONFINITE ? " (non-finite loss)" : "");
+                         exit_meaning(f->code));
+            break;
+        }
+        /* a rank whose process is gone (SIGKILL, _exit) is a failure now: mpirun takes about a
+         * second to notice, tear the other ranks down and exit */
+        int dead = dead_rank(hb, n, child);
+        if (dead >= 0) {
+            int code = -1;
+            if (sscanf(hb[dead].state, "exit:%d", &code) == 1 && code == MT_EXIT_USAGE) return 2;
+            f->kind = failure_kind(code);
+            f->code = code;
+            f->rank = killed_rank >= 0 ? killed_rank : hb[dead].rank;
+            f->failed_at = isfinite(killed_at) ? killed_at : rundb_now();
+            if (code >= 0)
+                snprintf(f->why, sizeof(f->why), "rank %d (pid %d) exited with status %d%s after "
+                         "step %d", hb[dead].rank, hb[dead].pid, code, exit_meaning(code),
+                         hb[dead].step);
+            else
+                snprintf(f->why, sizeof(f->why), "rank %d (pid %d) died (last heartbeat: step "
+                         "%d, %s)", hb[dead].rank, hb[dead].pid, hb[dead].step, hb[dead].state);
             break;
         }
         /* progress: any rank's (step, state) changed */
@@ -415,13 +532,16 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
                 last_progress = timer_now();
                 last_progress_unix = hb[i].time;
                 if (!recovered && !strcmp(hb[i].state, "run")) {
+                    /* the step it resumed at is the record's start (by the time this poll
+                     * looks it may be several steps further) */
                     recovered = 1;
                     cJSON *d = attempt_detail(attempt);
-                    ev_num(d, EVK_STEP, hb[i].step);
+                    ev_num(d, EVK_STEP, hb[i].start);
+                    ev_num(d, EVK_AT_STEP, hb[i].step);
                     ev_num(d, EVK_SECONDS, hb[i].time - last_fail_unix);
                     event(s, EV_RECOVERED, r, d);
-                    say("attempt %d: training again at step %d, %.1f s after the failure", attempt,
-                        hb[i].step, hb[i].time - last_fail_unix);
+                    say("attempt %d: training again from step %d (where it resumed), %.1f s "
+                        "after the failure", attempt, hb[i].start, hb[i].time - last_fail_unix);
                 }
                 /* stragglers: busy time above k x the median for W consecutive steps */
                 double med = sup_median_busy(hb, n);
@@ -482,7 +602,7 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
                 next_kill = INFINITY;
             }
         }
-        sleep_ms(SUP_POLL_MS);
+        nap(s, SUP_POLL_MS);
     }
     for (int i = 0; i < n; i++)
         if (hb[i].rank == f->rank) f->step = hb[i].step;
@@ -543,11 +663,20 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     }
     if (s.hostfile && sup_hosts_parse(s.hostfile, &s.hosts, err, sizeof(err)) != 0)
         mt_fail("run: %s", err);
+    /* one job per run directory (core/runlock.h): a second supervisor or trainer is refused */
+    if (runlock_acquire(&s.lock, s.run_dir, "run", err, sizeof(err)) != 0) mt_fail("run: %s", err);
     s.db = rundb_open(s.run_dir, err, sizeof(err));
-    if (!s.db) mt_fail("run: %s", err);
+    if (!s.db) {
+        runlock_release(&s.lock);
+        mt_fail("run: %s", err);
+    }
     snprintf(s.hb_dir, sizeof(s.hb_dir), "%s/heartbeat", s.run_dir);
     snprintf(s.active_hostfile, sizeof(s.active_hostfile), "%s/hostfile.active", s.run_dir);
+    snprintf(s.sup_path, sizeof(s.sup_path), "%s/%s", s.hb_dir, HB_SUP_FILE);
     mkdir(s.hb_dir, 0755);
+    s.start_ticks = hb_proc_start((int)getpid());
+    s.last_beat = -INFINITY;
+    beat(&s);
     rng_seed(&s.rng, s.seed);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     struct sigaction sa;
@@ -569,19 +698,21 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     event(&s, EV_SUPERVISOR_START, -1, d);
     int rc = MT_EXIT_ERROR;
     const char *status = EV_SUP_GAVE_UP;
+    char reason[600] = "";
     double last_fail_unix = NAN;
     for (int attempt = 1;; attempt++) {
         if (s.hostfile && sup_hosts_write(&s.hosts, s.active_hostfile) != 0)
             mt_fail("run: cannot write %s: %s", s.active_hostfile, strerror(errno));
         pid_t child = launch(&s, attempt);
         if (child < 0) {
-            say("cannot fork: %s", strerror(errno));
+            snprintf(reason, sizeof(reason), "cannot fork: %s", strerror(errno));
+            say("%s", reason);
             break;
         }
         failure f;
         int w = watch(&s, child, attempt, last_fail_unix, &f);
         if (w == 0) {
-            teardown(&s, child); /* stragglers of a clean exit, if any */
+            teardown(&s, child, 0); /* stragglers of a clean exit, if any */
             rc = MT_EXIT_OK;
             status = EV_SUP_COMPLETED;
             say("attempt %d: job finished cleanly", attempt);
@@ -589,15 +720,20 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         }
         if (w < 0) {
             say("interrupted (signal %d): stopping the job", (int)g_stop);
-            teardown(&s, child);
+            teardown(&s, child, 0);
+            rundb_end_running(s.db, "killed", rundb_now());
             rc = 128 + (int)g_stop;
-            status = EV_SUP_STOPPED;
+            status = EV_SUP_KILLED;
+            snprintf(reason, sizeof(reason), "the supervisor got signal %d (%s)", (int)g_stop,
+                     strsignal((int)g_stop));
             break;
         }
         if (w == 2) {
-            teardown(&s, child);
-            fprintf(stderr, "minitrain: error: run: the launch failed with a usage error (exit 2) "
-                    "on attempt %d; restarting cannot fix that (see its message above)\n", attempt);
+            teardown(&s, child, 0);
+            rundb_end_running(s.db, "failed", rundb_now());
+            snprintf(reason, sizeof(reason), "the launch failed with a usage error (exit 2) on "
+                     "attempt %d; restarting cannot fix that", attempt);
+            fprintf(stderr, "minitrain: error: run: %s (see its message above)\n", reason);
             status = EV_SUP_USAGE_ERROR;
             break;
         }
@@ -621,25 +757,30 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             snprintf(blame, sizeof(blame), "; blamed on rank %d%s%s", f.rank,
                      host >= 0 ? " on host " : "", host >= 0 ? s.hosts.name[host] : "");
         say("attempt %d failed: %s — %s%s", attempt, f.kind, f.why, blame);
-        double td = teardown(&s, child);
+        double td = teardown(&s, child, 1);
         d = attempt_detail(attempt);
         ev_num(d, EVK_SECONDS, td);
         event(&s, EV_TEARDOWN, -1, d);
+        /* every process of the attempt is gone: rows it left "running" get its real outcome */
+        rundb_end_running(s.db, !strcmp(f.kind, EV_FAILURE_HANG) ? "hung"
+                                : !strcmp(f.kind, EV_FAILURE_CRASH) ? "crashed"
+                                : !strcmp(f.kind, EV_FAILURE_STRAGGLER) ? "killed" : "failed",
+                          f.failed_at);
         double now = timer_now();
         if (s.nfail < (int)(sizeof(s.fail_times) / sizeof(s.fail_times[0])))
             s.fail_times[s.nfail++] = now;
         int in_window = 0;
         for (int k = 0; k < s.nfail; k++) in_window += now - s.fail_times[k] <= s.window_s;
         if (in_window > s.max_restarts) {
-            char msg[512];
-            snprintf(msg, sizeof(msg), "giving up: %d failure%s within %.0f s exceeds "
-                     "--max-restarts %d (last: %s, %s)", in_window, in_window == 1 ? "" : "s",
-                     s.window_s, s.max_restarts, f.kind, f.why);
+            snprintf(reason, sizeof(reason), "%d failure%s within %.0f s exceeds --max-restarts "
+                     "%d (last: %s, %s)", in_window, in_window == 1 ? "" : "s", s.window_s,
+                     s.max_restarts, f.kind, f.why);
             d = ev_detail();
             ev_num(d, EVK_FAILURES_IN_WINDOW, in_window);
             ev_num(d, EVK_MAX_RESTARTS, s.max_restarts);
+            ev_str(d, EVK_REASON, reason);
             event(&s, EV_GIVE_UP, -1, d);
-            fprintf(stderr, "minitrain: error: run: %s\n", msg);
+            fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
             break;
         }
         if (host >= 0 && ++s.hosts.blamed[host] >= 2 && !s.hosts.cordoned[host]) {
@@ -653,33 +794,44 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
                 s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
             if (slurm_in_allocation()) slurm_cordon(&s, host, &f);
             if (sup_hosts_slots(&s.hosts) == 0) {
-                fprintf(stderr, "minitrain: error: run: giving up: every host in %s is cordoned\n",
-                        s.hostfile);
+                snprintf(reason, sizeof(reason), "every host in %s is cordoned", s.hostfile);
+                fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
                 d = ev_detail();
                 ev_str(d, EVK_REASON, "no hosts left");
                 event(&s, EV_GIVE_UP, -1, d);
                 break;
             }
         }
-        double b = sup_backoff_s(s.backoff_min, s.backoff_max, in_window);
-        say("restarting in %.1f s (failure %d of at most %d in the window)", b, in_window,
-            s.max_restarts);
+        /* the first failure of a window relaunches at once (a single fault is the common
+         * case and waiting buys nothing); repeated ones back off exponentially */
+        double b = in_window <= 1 ? 0 : sup_backoff_s(s.backoff_min, s.backoff_max, in_window - 1);
+        if (b > 0)
+            say("restarting in %.1f s (failure %d of at most %d in the window)", b, in_window,
+                s.max_restarts);
+        else
+            say("restarting now (failure %d of at most %d in the window)", in_window,
+                s.max_restarts);
         double t_b = timer_now();
-        while (timer_now() - t_b < b && !g_stop) sleep_ms(20);
+        while (timer_now() - t_b < b && !g_stop) nap(&s, 20);
         d = attempt_detail(attempt);
         ev_num(d, EVK_SECONDS, timer_now() - t_b);
         event(&s, EV_BACKOFF, -1, d);
         if (g_stop) {
             rc = 128 + (int)g_stop;
-            status = EV_SUP_STOPPED;
+            status = EV_SUP_KILLED;
+            snprintf(reason, sizeof(reason), "the supervisor got signal %d (%s)", (int)g_stop,
+                     strsignal((int)g_stop));
             break;
         }
     }
     d = ev_detail();
     ev_num(d, EVK_EXIT, rc);
     ev_str(d, EVK_STATUS, status);
+    ev_str(d, EVK_REASON, reason);
     event(&s, EV_SUPERVISOR_END, -1, d);
     rundb_close(s.db);
+    unlink(s.sup_path);
+    runlock_release(&s.lock);
     ettr_report er;
     if (ettr_compute_dir(s.run_dir, &er, err, sizeof(err)) == 0 && er.wall_s > 0) {
         char mttr[32] = "n/a";

@@ -19,8 +19,10 @@
 #include "sched/heartbeat.h"
 
 #define SUP_MAX_HOSTS 256
+#define SUP_MAX_SLOTS 65536 /* per host: so that no slot count overflows */
 
-/* A hostfile in OpenMPI's format: "name [slots=N]" per line, '#' comments. */
+/* A hostfile in OpenMPI's format: "name [slots=N] [max_slots=M] ..." per line, '#' comments;
+ * slots defaults to 1 (count=N is the same), other words are ignored. */
 typedef struct {
     int n;
     char name[SUP_MAX_HOSTS][64];
@@ -33,7 +35,9 @@ typedef struct {
  * min(max_s, min_s · 2^(consecutive-1)). */
 double sup_backoff_s(double min_s, double max_s, int consecutive);
 
-/* Parse a hostfile. Returns 0 or -1 with err naming the file and line. */
+/* Parse a hostfile (the bytes of a user's file: tests/fuzz/fuzz_hostfile.c fuzzes it). Returns 0,
+ * or -1 with err naming the file and line (unreadable, no hosts, more than SUP_MAX_HOSTS, a name
+ * over 63 bytes, slots outside [1, SUP_MAX_SLOTS], a line over 510 bytes). */
 int sup_hosts_parse(const char *path, sup_hosts *h, char *err, size_t errlen);
 
 /* Host index of `rank` when ranks fill the slots of the non-cordoned hosts in file order

@@ -362,8 +362,39 @@ static void test_git_commit_and_path(void **state) {
     assert_string_equal(rundb_path("runs/x", p, sizeof(p)), "runs/x/run.db");
 }
 
+/* The supervisor's verdict on rows left "running" by processes that died: only those change. */
+static void test_end_running(void **state) {
+    (void)state;
+    char dir[300], err[256];
+    snprintf(dir, sizeof(dir), "%s/endrun", tu_dir);
+    rundb *db = rundb_open(dir, err, sizeof(err));
+    assert_non_null(db);
+    int64_t a = rundb_run_begin(db, "a", NULL, NULL, 1);
+    int64_t b = rundb_run_begin(db, "b", NULL, NULL, 1);
+    int64_t c = rundb_run_begin(db, "c", NULL, NULL, 1);
+    rundb_run_end(db, b, "completed");
+    assert_int_equal(rundb_end_running(db, "crashed", 1234.5), 2);
+    assert_int_equal(rundb_end_running(db, "hung", 99), 0); /* nothing is running any more */
+    rundb_close(db);
+    sqlite3 *r = raw_open(dir);
+    char q[160];
+    snprintf(q, sizeof(q), "SELECT ended_at FROM runs WHERE id = %lld AND status = 'crashed'",
+             (long long)a);
+    assert_true(raw_real(r, q) == 1234.5);
+    snprintf(q, sizeof(q), "SELECT ended_at FROM runs WHERE id = %lld AND status = 'crashed'",
+             (long long)c);
+    assert_true(raw_real(r, q) == 1234.5);
+    snprintf(q, sizeof(q), "SELECT ended_at > 1e9 FROM runs WHERE id = %lld AND status = "
+             "'completed'", (long long)b);
+    assert_true(raw_real(r, q) == 1);
+    sqlite3_close(r);
+    assert_true(rundb_status_valid("killed"));
+    assert_false(rundb_status_valid("gave_up")); /* a job status, not a run row's */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_end_running),
         cmocka_unit_test(test_write_and_read_back), cmocka_unit_test(test_report_json),
         cmocka_unit_test(test_report_restart),      cmocka_unit_test(test_report_errors),
         cmocka_unit_test(test_concurrent_writers),  cmocka_unit_test(test_git_commit_and_path),

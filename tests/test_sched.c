@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -27,6 +28,7 @@
 #include "sched/ettr.h"
 #include "sched/fault.h"
 #include "sched/heartbeat.h"
+#include "sched/hooks.h"
 #include "sched/simulate.h"
 #include "sched/supervisor.h"
 
@@ -70,6 +72,35 @@ static void test_fault_parse(void **state) {
     assert_true(fault_applies(&f, 0) && !fault_applies(&f, 1));
     assert_int_equal(fault_parse("corrupt-ckpt@step=40,kill=1", &f, err, sizeof(err)), 0);
     assert_int_equal(f.then_kill, 1);
+    assert_int_equal(fault_parse("torn-ckpt@step=30,kill=1", &f, err, sizeof(err)), 0);
+    assert_int_equal(f.kind, FAULT_TORN_CKPT);
+    assert_int_equal(f.rank, 0);
+    assert_int_equal(f.then_kill, 1);
+    assert_string_equal(fault_kind_name(FAULT_TORN_CKPT), "torn-ckpt");
+    assert_int_equal(fault_parse("kill@at=resume,rank=2", &f, err, sizeof(err)), 0);
+    assert_int_equal(f.kind, FAULT_KILL);
+    assert_int_equal(f.at_resume, 1);
+    assert_int_equal(f.step, -1); /* no step: the next resume */
+    assert_int_equal(f.rank, 2);
+}
+
+/* A torn copy is cut to half its size: the verify of its step must then fail on the size. */
+static void test_fault_tear(void **state) {
+    (void)state;
+    char dir[300], path[400], err[256], which[400];
+    snprintf(dir, sizeof(dir), "%s/tear", tu_dir);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof(path), "%s/a.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    for (int i = 0; i < 1000; i++) fputc(i & 0xff, f);
+    fclose(f);
+    assert_int_equal(fault_tear_checkpoint(dir, which, sizeof(which), err, sizeof(err)), 0);
+    assert_string_equal(which, path);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal((int)st.st_size, 500);
+    snprintf(path, sizeof(path), "%s/none", tu_dir);
+    assert_int_equal(fault_tear_checkpoint(path, NULL, 0, err, sizeof(err)), -1);
 }
 
 static void test_fault_parse_bad(void **state) {
@@ -93,6 +124,10 @@ static void test_fault_parse_bad(void **state) {
         {"nan@step", "not key=value"},
         {"corrupt-ckpt@step=4,kill=2", "kill=2 is not 0 or 1"},
         {"kill@step=4,kill=1", "unknown key 'kill'"},
+        {"kill@at=start", "at=start is not 'resume'"},
+        {"kill@at=resume,step=3", "takes no step"},
+        {"hang@at=resume", "unknown key 'at'"},
+        {"torn-ckpt@rank=0", "needs step"},
     };
     for (size_t i = 0; i < sizeof(BAD) / sizeof(BAD[0]); i++) {
         fault_spec f;
@@ -184,8 +219,8 @@ static void test_fault_corrupt(void **state) {
 
 static void test_heartbeat(void **state) {
     (void)state;
-    hb_record r = {.rank = 3, .pid = 4242, .step = 57, .step_ms = 12.5, .busy_ms = 11.25,
-                   .time = 1732960000.125};
+    hb_record r = {.rank = 3, .pid = 4242, .node = 0xdeadbeef, .start = 40, .step = 57,
+                   .step_ms = 12.5, .busy_ms = 11.25, .time = 1732960000.125};
     snprintf(r.state, sizeof(r.state), "run");
     char buf[HB_RECORD_BYTES + 1];
     hb_format(buf, &r);
@@ -196,6 +231,8 @@ static void test_heartbeat(void **state) {
     assert_int_equal(q.rank, 3);
     assert_int_equal(q.pid, 4242);
     assert_int_equal(q.step, 57);
+    assert_int_equal(q.start, 40);
+    assert_true(q.node == 0xdeadbeefu);
     assert_near(q.step_ms, 12.5, 1e-9);
     assert_near(q.busy_ms, 11.25, 1e-9);
     assert_near(q.time, 1732960000.125, 1e-6);
@@ -219,6 +256,8 @@ static void test_heartbeat(void **state) {
     assert_int_equal(hb_scan(dir, all, 8), 3);
     assert_int_equal(all[0].rank, 0);
     assert_int_equal(all[1].step, 20);
+    assert_int_equal(all[1].start, 11); /* the first record's step, kept for the writer's life */
+    assert_true(all[1].node == hb_node_id());
     assert_string_equal(all[1].state, "done");
     assert_int_equal(all[2].pid, (int)getpid());
     for (int k = 0; k < 3; k++) hb_close(&w[k]);
@@ -228,6 +267,47 @@ static void test_heartbeat(void **state) {
     char missing[320];
     snprintf(missing, sizeof(missing), "%s/none", tu_dir);
     assert_int_equal(hb_scan(missing, all, 8), 0);
+}
+
+/* ckpt_every = auto: Young/Daly's interval in steps. */
+static void test_ckpt_auto_every(void **state) {
+    (void)state;
+    /* C = 0.05 s, M = 100 s: tau = sqrt(10) = 3.162 s; at 0.1 s/step -> 32 steps */
+    assert_int_equal(sched_auto_every(0.05, 100, 0.1), 32);
+    assert_int_equal(sched_auto_every(0.05, 400, 0.1), 63); /* 4x the MTBF: 2x the interval */
+    assert_int_equal(sched_auto_every(0.05, 100, 10), 1);   /* never below one step */
+    assert_int_equal(sched_auto_every(0.05, INFINITY, 0.1), 1000000000); /* never fails */
+    assert_int_equal(sched_auto_every(0, 100, 0.1), 1); /* tau = sqrt(2e-4) = 0.014 s */
+}
+
+/* The supervisor's record: alive while its pid lives with the recorded start time; a dead pid,
+ * a reused pid (other start time) or, for another host, a stale record is gone. */
+static void test_supervisor_record(void **state) {
+    (void)state;
+    char path[320];
+    snprintf(path, sizeof(path), "%s/sup.rec", tu_dir);
+    assert_int_equal(hb_sup_alive(path, 10, 0), -1); /* no record yet */
+    unsigned long long me = hb_proc_start((int)getpid());
+    assert_true(me > 0);
+    assert_true(hb_proc_alive((int)getpid()));
+    assert_int_equal(hb_sup_write(path, (int)getpid(), me), 0);
+    assert_int_equal(hb_sup_alive(path, 10, 0), 1);
+    assert_int_equal(hb_sup_write(path, (int)getpid(), me + 1), 0); /* a reused pid */
+    assert_int_equal(hb_sup_alive(path, 10, 0), 0);
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    int st;
+    waitpid(child, &st, 0);
+    assert_false(hb_proc_alive((int)child)); /* reaped: no such process */
+    assert_int_equal(hb_sup_write(path, (int)child, 0), 0);
+    assert_int_equal(hb_sup_alive(path, 10, 0), 0);
+    /* another host (a foreign node id): judged by the record's age */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "MTSUP1 pid=1 node=%08x start=5 time=1000.000000\n", hb_node_id() ^ 1u);
+    fclose(f);
+    assert_int_equal(hb_sup_alive(path, 10, 1009.0), 1);
+    assert_int_equal(hb_sup_alive(path, 10, 1011.0), 0);
 }
 
 /* ---- supervisor helpers ----------------------------------------------------------------------- */
@@ -264,6 +344,26 @@ static void test_supervisor_helpers(void **state) {
     fclose(f);
     assert_int_equal(sup_hosts_parse(path, &h, err, sizeof(err)), -1);
     assert_non_null(strstr(err, ":1: slots"));
+    /* max_slots= is not slots= (it used to be found by a substring search), count= is */
+    f = fopen(path, "w");
+    fprintf(f, "node-a max_slots=8 slots=2\nnode-b count=3 cpu=x\n");
+    fclose(f);
+    assert_int_equal(sup_hosts_parse(path, &h, err, sizeof(err)), 0);
+    assert_int_equal(h.slots[0], 2);
+    assert_int_equal(h.slots[1], 3);
+    /* slot counts whose sum would overflow an int are refused */
+    f = fopen(path, "w");
+    fprintf(f, "node-a slots=2147483647\n");
+    fclose(f);
+    assert_int_equal(sup_hosts_parse(path, &h, err, sizeof(err)), -1);
+    /* a line longer than the buffer is an error, not a second host made of its tail */
+    f = fopen(path, "w");
+    fprintf(f, "node-a slots=1 ");
+    for (int k = 0; k < 600; k++) fputc(k < 500 ? ' ' : 'x', f);
+    fprintf(f, "\n");
+    fclose(f);
+    assert_int_equal(sup_hosts_parse(path, &h, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "longer than"));
 
     hb_record r[4] = {{.rank = 0, .step = 30, .time = 5, .busy_ms = 10},
                       {.rank = 1, .step = 29, .time = 6, .busy_ms = 31},
@@ -543,9 +643,12 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fault_parse),
         cmocka_unit_test(test_fault_parse_bad),
+        cmocka_unit_test(test_fault_tear),
         cmocka_unit_test(test_fault_record),
         cmocka_unit_test(test_fault_corrupt),
         cmocka_unit_test(test_heartbeat),
+        cmocka_unit_test(test_supervisor_record),
+        cmocka_unit_test(test_ckpt_auto_every),
         cmocka_unit_test(test_supervisor_helpers),
         cmocka_unit_test(test_ettr_hand_made),
         cmocka_unit_test(test_ettr_clean_unsupervised),

@@ -79,6 +79,38 @@ static void test_config_ini_and_overrides(void **state) {
     assert_int_equal(tu_rmtree(dir), 0);
 }
 
+/* Issue 11, finding 5: a key given twice was silently "last wins". It is refused by name, in the
+ * same section or another; `fault` is a list and may repeat (each line adds a spec). */
+static void test_config_duplicate_key_refused(void **state) {
+    (void)state;
+    char dir[] = "/tmp/mt_cfg_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], err[512];
+    snprintf(path, sizeof(path), "%s/d.ini", dir);
+    mt_config c;
+    write_file(path, "[model]\nn_layer = 2\n[train]\nsteps = 3\nn_layer = 3\n");
+    config_defaults(&c);
+    assert_int_equal(config_load_ini(&c, path, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "'n_layer' is given twice"));
+    assert_non_null(strstr(err, "[model]"));
+    assert_non_null(strstr(err, "[train]"));
+    write_file(path, "lr = 1e-3\nlr = 2e-3\n");
+    config_defaults(&c);
+    assert_int_equal(config_load_ini(&c, path, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "'lr'"));
+    /* dashes and underscores name the same key */
+    write_file(path, "warmup_steps = 1\nwarmup-steps = 2\n");
+    config_defaults(&c);
+    assert_int_equal(config_load_ini(&c, path, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "warmup_steps"));
+    write_file(path, "fault = kill@step=3\nfault = hang@step=5\n");
+    config_defaults(&c);
+    assert_int_equal(config_load_ini(&c, path, err, sizeof(err)), 0);
+    assert_string_equal(c.fault, "kill@step=3;hang@step=5");
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_config_json(void **state) {
     (void)state;
     mt_config c;
@@ -92,6 +124,25 @@ static void test_config_json(void **state) {
 }
 
 /* ---- LR schedule ---- */
+
+/* ckpt_every takes "auto" (Young/Daly, sched/hooks.h) and only that word; it survives the JSON
+ * dump as "auto". */
+static void test_config_ckpt_auto(void **state) {
+    (void)state;
+    mt_config c;
+    char err[256], buf[16384];
+    config_defaults(&c);
+    assert_int_equal(config_set(&c, "ckpt-every", "auto", err, sizeof(err)), 0);
+    assert_int_equal(c.ckpt_every, CONFIG_CKPT_AUTO);
+    assert_int_equal(config_set(&c, "mtbf_s", "120", err, sizeof(err)), 0);
+    assert_true(c.mtbf_s == 120.0f);
+    config_to_json(&c, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "\"ckpt_every\":\"auto\""));
+    assert_int_equal(config_set(&c, "ckpt_every", "sometimes", err, sizeof(err)), -1);
+    assert_int_equal(config_set(&c, "ckpt_every", "-1", err, sizeof(err)), -1); /* no back door */
+    assert_int_equal(config_set(&c, "ckpt_every", "25", err, sizeof(err)), 0);
+    assert_int_equal(c.ckpt_every, 25);
+}
 
 static void test_lr_schedule(void **state) {
     (void)state;
@@ -211,7 +262,9 @@ static void test_rng_normal_moments(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_ini_and_overrides),
+        cmocka_unit_test(test_config_duplicate_key_refused),
         cmocka_unit_test(test_config_json),
+        cmocka_unit_test(test_config_ckpt_auto),
         cmocka_unit_test(test_lr_schedule),
         cmocka_unit_test(test_clip_scale),
         cmocka_unit_test(test_optim_step_decay_mask),

@@ -43,6 +43,10 @@ struct checkpointer {
     int n_files;
     int last_saved_step;
     int failures_seen; /* writer failures already handled by apply_failures */
+    int adaptive; /* every = steps since the last save, set by a policy (ckpt_every = auto) */
+    int since;    /* adaptive: step of the last save, or the step before the first hook call */
+    void (*on_resume)(void *user, int step); /* checkpoint_set_resume_hook */
+    void *on_resume_user;
 };
 
 static int world_rank(const checkpointer *ck) { return ck->tr->mesh->rank; }
@@ -109,6 +113,11 @@ checkpointer *checkpoint_create(trainer *tr) {
     const mt_config *c = &tr->cfg;
     ck->tr = tr;
     ck->every = c->ckpt_every;
+    if (ck->every == CONFIG_CKPT_AUTO) { /* an interval policy sets it (checkpoint_set_every) */
+        ck->adaptive = 1;
+        ck->every = CHECKPOINT_AUTO_FIRST;
+    }
+    ck->since = -1;
     ck->async = c->ckpt_async;
     ck->last_saved_step = -1;
     /* dp rank 0 writes its (tp, pp) shard; with expert parallelism the other ranks of the first
@@ -130,6 +139,17 @@ checkpointer *checkpoint_create(trainer *tr) {
     ck->w = ckpt_writer_create(&o);
     if (ck->every > 0) alloc_snapshot(ck);
     return ck;
+}
+
+void checkpoint_set_resume_hook(checkpointer *ck, void (*fn)(void *user, int step), void *user) {
+    ck->on_resume = fn;
+    ck->on_resume_user = user;
+}
+
+void checkpoint_set_every(checkpointer *ck, int every) {
+    ck->adaptive = 1;
+    ck->every = every > 0 ? every : 1;
+    if (ck->snap_m == NULL && !ckpt_writer_busy(ck->w)) alloc_snapshot(ck);
 }
 
 void checkpoint_free(checkpointer *ck) {
@@ -296,6 +316,7 @@ void checkpoint_save(checkpointer *ck, trainer *tr) {
         /* 2. the snapshot: the only part of an async save that stalls training */
         snapshot(ck, tr);
         ck->last_saved_step = tr->step;
+        ck->since = tr->step;
         /* 3. this rank's files and rank 0's trainer_state.json go to the writer's background
          * thread; later hooks see them committed (ckpt_writer_progress) */
         describe_files(ck, tr->step);
@@ -316,7 +337,10 @@ void checkpoint_hook(trainer *tr, int step, int final, void *user) {
     checkpointer *ck = user;
     if (ckpt_writer_busy(ck->w)) ckpt_writer_progress(ck->w, 0);
     apply_failures(ck);
-    int due = ck->every > 0 && (final || step % ck->every == 0);
+    /* fixed: multiples of every; adaptive: every steps since the last save (or the start) */
+    if (ck->adaptive && ck->since < 0) ck->since = step - 1;
+    int due = ck->every > 0 &&
+              (final || (ck->adaptive ? step - ck->since >= ck->every : step % ck->every == 0));
     if (due && !ckpt_writer_failed(ck->w) && step > 0 && step != ck->last_saved_step)
         checkpoint_save(ck, tr);
     if (final) checkpoint_wait(ck, tr);
@@ -506,6 +530,7 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
     int tier = (int)pick[1];
     char dir[CKPT_PATH_MAX];
     ckpt_step_path(dir, sizeof(dir), tiers->root[tier], pick[2], "");
+    if (ck->on_resume) ck->on_resume(ck->on_resume_user, (int)pick[2]);
     if (load_into_trainer(ck, tr, dir, err, errlen) != 0) return -1;
     double ms = (timer_now() - t0) * 1e3, verify_ms = (t_verified - t0) * 1e3;
     if (rank == 0 && tr->db) {

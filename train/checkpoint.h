@@ -65,9 +65,23 @@ checkpointer *checkpoint_create(trainer *tr);
 int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen);
 
 /* Trainer hook; register with every = 1 and user = the checkpointer (it advances an in-flight
- * save at every step boundary, saves when step % ckpt_every == 0 and at the end of the run, and
+ * save at every step boundary, saves when step % ckpt_every == 0 — with ckpt_every = auto,
+ * CHECKPOINT_AUTO_FIRST steps after the start and then as checkpoint_set_every says — and at the
+ * end of the run, and
  * waits for the last save to commit when final = 1). */
 void checkpoint_hook(trainer *tr, int step, int final, void *user);
+
+/* Call fn(user, step) in the middle of every resume: after the step to load is chosen and
+ * verified, before its tensors are read (on every rank). For fault injection (sched/hooks.h). */
+void checkpoint_set_resume_hook(checkpointer *ck, void (*fn)(void *user, int step), void *user);
+
+/* ckpt_every = auto starts with a save after this many steps (to measure the stall). */
+#define CHECKPOINT_AUTO_FIRST 10
+
+/* Switch to "a save every `every` steps since the last one" (every >= 1), for an interval policy
+ * that re-evaluates as it measures (sched/hooks.h, ckpt_every = auto). Must be called with the
+ * same value on every rank at the same step. Allocates the snapshot buffer if needed. */
+void checkpoint_set_every(checkpointer *ck, int every);
 
 /* Save tr->step now (background when ckpt_async, else inline), waiting first for a save in
  * flight. Collective. For tests and benchmarks; the hook calls the same code. */
