@@ -34,7 +34,8 @@ int cmd_simulate(int argc, char **argv) {
         {"trials", ARG_INT, &st.trials, 1, 1000000, "N", "Monte Carlo trials", NULL},
         {"seed", ARG_U64, &seed, 0, 1.8e19, "S", "RNG seed", NULL},
         {"from-run", ARG_STRING, &st.from_run, 0, 0, "DIR", "take C and R as measured in "
-         "DIR/run.db (minitrain report)", ""},
+         "DIR/run.db (minitrain report); alone\n(no --gpus, --mtbf-gpu-hours): replay that "
+         "run (G = 1, its MTBF, length\nand interval) and print its measured ETTR beside", ""},
         {"target-ettr", ARG_DOUBLE, &st.target_ettr, ANY_LO, ANY_HI, "X", "also print the largest "
          "R that reaches ETTR X, per C", ""},
         {"preset", ARG_STRING, &st.preset, 0, 0, "NAME", "llama3|byterobust: published settings, "

@@ -281,6 +281,7 @@ static int event_stalls(const job_data *j, double *sum_s) {
 int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
     memset(r, 0, sizeof(*r));
     r->ettr = r->mttr_s = r->mtbf_s = r->restart_overhead_s = r->ckpt_stall_mean_s = NAN;
+    r->fault_mtbf_s = r->step_s = NAN;
     r->max_recovery_s = NAN;
     job_data j = {0};
     if (load(db, &j, err, errlen) != 0) {
@@ -303,6 +304,10 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
             t0 = fmin(t0, e->time);
         if (e->run_id == 0 && !strcmp(e->kind, EV_LAUNCH)) nlaunch++;
         if (e->run_id == 0 && !strcmp(e->kind, EV_SUPERVISOR_END)) sup_end = e->time;
+        if (e->run_id == 0 && !strcmp(e->kind, EV_SUPERVISOR_START)) {
+            double m = detail_num(e->detail, EVK_FAULT_MTBF_S);
+            r->fault_mtbf_s = m > 0 ? m : NAN;
+        }
     }
     for (long long i = 0; i < j.nsteps; i++) t1 = fmax(t1, j.steps[i].end);
     if (isfinite(sup_end)) t1 = sup_end;
@@ -449,6 +454,7 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
     if (r->recoveries > 0) r->mttr_s = rec_sum / r->recoveries;
     if (nover > 0) r->restart_overhead_s = over_sum / nover;
     if (r->failures > 0) r->mtbf_s = r->wall_s / r->failures;
+    if (r->kept_steps > 0) r->step_s = r->useful_s / r->kept_steps;
     free(load_s);
     free(at);
     job_free(&j);

@@ -62,6 +62,8 @@ typedef struct {
     int recoveries;      /* failures followed by a step */
     double mtbf_s;       /* wall_s / failures; NAN without failures */
     double restart_overhead_s; /* mean per failure of detection+teardown+backoff+relaunch+load */
+    double fault_mtbf_s; /* the supervisor's --fault-mtbf (injected MTBF), NAN when off */
+    double step_s;       /* mean step time of the kept steps; NAN without steps */
     double ckpt_stall_mean_s;  /* mean stall per checkpoint; NAN without checkpoints */
 } ettr_report;
 

@@ -160,7 +160,7 @@ void sim_many(const sim_params *p, int n, uint64_t seed, sim_summary *out) {
 static void print_line(const char *label, const sim_params *p, int trials, uint64_t seed) {
     sim_summary s;
     sim_many(p, trials, seed, &s);
-    printf("  %-22s interval %8.0f s | ETTR %.4f ± %.4f (p5 %.4f, p95 %.4f) | first-order %.4f"
+    printf("  %-22s interval %8.4g s | ETTR %.4f ± %.4f (p5 %.4f, p95 %.4f) | first-order %.4f"
            " | %.1f failures/job\n",
            label, p->interval_s, s.mean, s.std, s.p5, s.p95, sim_first_order_ettr(p),
            s.mean_failures);
@@ -197,8 +197,10 @@ int sim_study_run(const sim_study *st) {
             mt_fail("simulate: unknown --preset '%s' (llama3 | byterobust)", preset);
         }
     }
+    ettr_report er;
+    int replay = 0;      /* --from-run alone: simulate that very run */
+    double run_tau = NAN; /* its compute seconds per checkpoint */
     if (from_run) {
-        ettr_report er;
         char err[512];
         if (ettr_compute_dir(from_run, &er, err, sizeof(err)) != 0) mt_fail("simulate: %s", err);
         if (isnan(C)) {
@@ -215,6 +217,22 @@ int sim_study_run(const sim_study *st) {
         printf("measured in %s: checkpoint stall C = %.3f s (mean of %d), restart R = %.3f s "
                "(mean of %d failures: detection + teardown + backoff + relaunch + load)\n",
                from_run, er.ckpt_stall_mean_s, er.checkpoints, er.restart_overhead_s, er.failures);
+        if (isnan(gpus) && isnan(mtbf_h)) {
+            /* the run itself: one job (G = 1) with its own MTBF, length and interval */
+            replay = 1;
+            double m = isfinite(er.fault_mtbf_s) ? er.fault_mtbf_s : er.mtbf_s;
+            if (!isfinite(m))
+                mt_fail("simulate: %s saw no failure and had no --fault-mtbf; give --gpus and "
+                        "--mtbf-gpu-hours", from_run);
+            gpus = 1;
+            mtbf_h = m / 3600.0;
+            if (isnan(hours)) hours = er.wall_s / 3600.0;
+            if (er.checkpoints > 0) run_tau = (er.useful_s + er.recompute_s) / er.checkpoints;
+            printf("replaying the run: job MTBF M = %.1f s (%s), horizon %.1f s, interval %.2f s "
+                   "of compute per checkpoint (%d saves, %.3f s/step)\n", m,
+                   isfinite(er.fault_mtbf_s) ? "its --fault-mtbf" : "observed", er.wall_s,
+                   run_tau, er.checkpoints, er.step_s);
+        }
     }
     if (isnan(gpus)) mt_fail("simulate: --gpus is required (see --help)");
     if (isnan(mtbf_h)) mt_fail("simulate: --mtbf-gpu-hours is required (inf for no failures)");
@@ -249,8 +267,8 @@ int sim_study_run(const sim_study *st) {
     } else if (!(tau > 0) || isinf(tau)) {
         mt_fail("simulate: --interval must be > 0 or auto");
     }
-    printf("assumptions: %.0f GPUs, per-GPU MTBF %.0f GPU-hours -> job MTBF %.0f s (%.2f h); "
-           "checkpoint stall C = %.2f s; restart R = %.1f s; horizon %.0f h; %d trials, seed %llu\n",
+    printf("assumptions: %.0f GPUs, per-GPU MTBF %.6g GPU-hours -> job MTBF %.6g s (%.3g h); "
+           "checkpoint stall C = %.3g s; restart R = %.3g s; horizon %.6g h; %d trials, seed %llu\n",
            gpus, mtbf_h, M, M / 3600, C, R, hours, trials, (unsigned long long)seed);
     if (preset && !strcmp(preset, "llama3"))
         printf("  preset llama3: 16,384 GPUs, 54 days, 419 unexpected interruptions (Llama 3, "
@@ -258,8 +276,19 @@ int sim_study_run(const sim_study *st) {
     if (preset && !strcmp(preset, "byterobust"))
         printf("  preset byterobust: 9,600 GPUs, 97%% ETTR reported (ByteRobust, 2025); per-GPU "
                "failure rate assumed equal to Llama 3's\n");
-    printf("Young/Daly interval sqrt(2*C*M) = %.0f s\n", yd);
+    printf("Young/Daly interval sqrt(2*C*M) = %.4g s\n", yd);
     sim_params p = {M, C, R, yd, D};
+    if (replay && isfinite(run_tau) && isnan(st->interval_s)) {
+        sim_params q = {M, C, R, run_tau, D};
+        print_line("at the run's interval:", &q, trials, seed);
+        if (isfinite(er.fault_mtbf_s) && isfinite(er.mtbf_s)) {
+            /* a run sees few failures: its own count is a sample; this takes it as given */
+            sim_params o = {er.mtbf_s, C, R, run_tau, D};
+            print_line("... at observed MTBF:", &o, trials, seed);
+        }
+        printf("  %-22s ETTR %.4f (%d failures in %.1f s: MTBF observed %.1f s)\n", "measured:",
+               er.ettr, er.failures, er.wall_s, er.mtbf_s);
+    }
     print_line("at Young/Daly:", &p, trials, seed);
     if (!isnan(st->interval_s)) {
         p.interval_s = tau;

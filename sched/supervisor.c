@@ -3,16 +3,26 @@
  * back off, relaunch.
  *
  * Shape: one single-threaded polling loop (every SUP_POLL_MS) per attempt. Each poll reaps the
- * launch process (waitpid WNOHANG: exit or signal = crash, exit 3 = non-finite loss), reads the
- * heartbeat files (sched/heartbeat.h: progress, stragglers, which rank to blame), and fires the
- * --fault-mtbf kill when it is due. Polling rather than SIGCHLD keeps every decision in one place
- * and bounds detection latency by the poll period, small next to the heartbeat timeout.
+ * launch process (waitpid WNOHANG: exit or signal = crash, exit 3 = non-finite loss, exit 4 = I/O
+ * failure), reads the heartbeat files (sched/heartbeat.h: progress, stragglers, which rank to
+ * blame, and each rank's pid: a rank whose process is gone is a failure at once, without waiting
+ * for mpirun to notice), and fires the --fault-mtbf kill when it is due. Polling rather than
+ * SIGCHLD keeps every decision in one place and bounds detection latency by the poll period.
  *
  * Process hygiene: the launch runs in its own process group (setpgid in both parent and child,
  * so there is no race), and the supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): every
  * descendant that loses its parent (ranks of a dead mpirun) is re-parented to us, so a teardown
  * can signal the group AND every descendant found in /proc, then reap until none is left — no
- * orphan rank keeps running into the next attempt.
+ * orphan rank keeps running into the next attempt. After a failure the ranks get SIGKILL at once
+ * and a launcher above them (mpirun) its grace period to exit by itself. The other direction: the
+ * launch gets PR_SET_PDEATHSIG and every rank watches the supervisor's record in the heartbeat
+ * directory (sched/hooks.h), so a job never outlives a supervisor killed by SIGKILL. The run
+ * directory's lock (core/runlock.h) is held for the whole job and inherited by the launch.
+ *
+ * Status: the supervisor owns the job's (supervisor_end: completed | gave_up | usage_error |
+ * killed, with a reason) and ends the run rows its dead attempts left "running" (crashed | hung |
+ * killed | failed) once their processes are gone. The first failure of a restart window is
+ * relaunched at once; later ones back off exponentially.
  *
  * Time: decisions use the monotonic clock; run.db events carry unix time (rundb_now) so the ETTR
  * accounting can line them up with the trainer's events.
@@ -38,9 +48,9 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "core/fs.h"
 #include "core/rng.h"
 #include "core/events.h"
+#include "core/fs.h"
 #include "core/rundb.h"
 #include "core/runlock.h"
 #include "core/timer.h"
@@ -56,97 +66,6 @@ double sup_backoff_s(double min_s, double max_s, int consecutive) {
     double b = min_s;
     for (int i = 1; i < consecutive && b < max_s; i++) b *= 2;
     return b < max_s ? b : max_s;
-}
-
-/* The value of a "slots=N" / "count=N" / "max_slots=N" word: 1..SUP_MAX_SLOTS, else -1. */
-static int slots_value(const char *v) {
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end != '\0' || errno != 0 || x < 1 || x > SUP_MAX_SLOTS) return -1;
-    return (int)x;
-}
-
-int sup_hosts_parse(const char *path, sup_hosts *h, char *err, size_t errlen) {
-    memset(h, 0, sizeof(*h));
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "cannot read hostfile %s: %s", path, strerror(errno));
-        return -1;
-    }
-    char line[512];
-    int ln = 0, rc = 0;
-    while (rc == 0 && fgets(line, sizeof(line), f)) {
-        ln++;
-        size_t L = strlen(line);
-        if (L == sizeof(line) - 1 && line[L - 1] != '\n' && !feof(f)) {
-            /* the rest would be read as another line: as another host */
-            snprintf(err, errlen, "%s:%d: line longer than %zu bytes", path, ln, sizeof(line) - 2);
-            rc = -1;
-            break;
-        }
-        line[strcspn(line, "#\r\n")] = '\0';
-        char *save = NULL, *name = strtok_r(line, " \t\f\v", &save);
-        if (!name) continue;
-        if (h->n == SUP_MAX_HOSTS || strlen(name) >= sizeof(h->name[0])) {
-            snprintf(err, errlen, "%s:%d: too many hosts (max %d) or host name longer than %zu",
-                     path, ln, SUP_MAX_HOSTS, sizeof(h->name[0]) - 1);
-            rc = -1;
-            break;
-        }
-        int slots = 1;
-        /* OpenMPI's words: slots=N (count=N is its synonym); max_slots and others ignored */
-        for (char *w = strtok_r(NULL, " \t\f\v", &save); w; w = strtok_r(NULL, " \t\f\v", &save)) {
-            const char *v = !strncmp(w, "slots=", 6) ? w + 6 : !strncmp(w, "count=", 6) ? w + 6
-                                                                                        : NULL;
-            if (v && (slots = slots_value(v)) < 0) {
-                snprintf(err, errlen, "%s:%d: slots must be an integer in [1, %d], got '%.40s'",
-                         path, ln, SUP_MAX_SLOTS, w);
-                rc = -1;
-                break;
-            }
-        }
-        if (rc != 0) break;
-        memcpy(h->name[h->n], name, strlen(name) + 1); /* length checked above */
-        h->slots[h->n++] = slots;
-    }
-    fclose(f);
-    if (rc == 0 && h->n == 0) {
-        snprintf(err, errlen, "hostfile %s lists no hosts", path);
-        rc = -1;
-    }
-    return rc;
-}
-
-int sup_host_of_rank(const sup_hosts *h, int rank) {
-    if (rank < 0) return -1;
-    int r = rank;
-    for (int i = 0; i < h->n; i++) {
-        if (h->cordoned[i]) continue;
-        if (r < h->slots[i]) return i;
-        r -= h->slots[i];
-    }
-    return -1;
-}
-
-int sup_hosts_slots(const sup_hosts *h) {
-    int s = 0;
-    for (int i = 0; i < h->n; i++) s += h->cordoned[i] ? 0 : h->slots[i];
-    return s;
-}
-
-int sup_hosts_write(const sup_hosts *h, const char *path) {
-    /* atomic (core/fs.h): a relaunch never reads a half-written hostfile */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return -1;
-    fprintf(f, "# written by minitrain run: cordoned hosts are left out\n");
-    for (int i = 0; i < h->n; i++)
-        if (!h->cordoned[i]) fprintf(f, "%s slots=%d\n", h->name[i], h->slots[i]);
-    int rc = fclose(f) == 0 ? fs_write_atomic(path, text, len, NULL, 0) : -1;
-    free(text);
-    return rc;
 }
 
 int sup_blame(const hb_record *r, int n) {
@@ -302,8 +221,7 @@ static int reap_all(void) {
 /* SIGTERM the group and all descendants, SIGKILL after the grace period, reap everything.
  * Returns the seconds it took. */
 /* After a failure the job's ranks are of no further use: SIGKILL every descendant but the launch
- * process itself, so a launcher like mpirun sees its ranks gone and exits by itself (a SIGTERM
- * that reaches mpirun while it is already aborting a job can crash it). Returns how many. */
+ * process itself. Returns how many. */
 static int kill_ranks(pid_t child) {
     pid_t d[4096];
     int n = descendants(getpid(), d, 4096), k = 0;
@@ -312,16 +230,37 @@ static int kill_ranks(pid_t child) {
     return k;
 }
 
+/* Open MPI's session directory of an mpirun we SIGKILLed ($TMPDIR/ompi.<host>.<uid>/pid.<pid>):
+ * a killed mpirun cannot remove it, and a job that fails every two minutes would leave hundreds. */
+static void remove_mpi_session(pid_t pid) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0]) tmp = "/tmp";
+    DIR *d = opendir(tmp);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "ompi.", 5) != 0) continue;
+        char p[4300];
+        snprintf(p, sizeof(p), "%s/%s/pid.%d", tmp, de->d_name, (int)pid);
+        struct stat sb;
+        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) fs_remove_tree(p, NULL, 0);
+    }
+    closedir(d);
+}
+
 static double teardown(sup *s, pid_t child, int failed) {
     double t0 = timer_now();
     if (failed && unreaped(child)) {
-        /* ranks: SIGKILL now; a launcher above them (mpirun): its grace period to exit by
-         * itself, then SIGKILL; a launch that is the rank itself: SIGKILL now */
-        if (kill_ranks(child) == 0) kill(-child, SIGKILL);
+        /* nothing of a failed attempt is worth waiting for (checkpoints are committed
+         * atomically; run.db is crash-safe): SIGKILL the ranks, then the launcher — mpirun takes
+         * a second to exit by itself, and a SIGTERM reaching it while it aborts can crash it */
+        int ranks = kill_ranks(child);
+        kill(-child, SIGKILL);
         while (!reap_all() && timer_now() - t0 < s->grace_s) {
-            kill_ranks(child); /* a rank it started meanwhile */
+            kill_ranks(child); /* one it started meanwhile */
             nap(s, 5);
         }
+        if (ranks > 0) remove_mpi_session(child);
     } else {
         signal_all(child, unreaped(child), SIGTERM);
     }
@@ -446,6 +385,7 @@ typedef struct {
     const char *kind; /* crash | nonfinite | io | hang | straggler */
     int code, sig, rank, step;
     double failed_at; /* unix s, best estimate of when it broke */
+    int trained;      /* some rank of the attempt had trained (a heartbeat in state "run") */
     char why[256];
 } failure;
 
@@ -525,6 +465,7 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
         for (int i = 0; i < n; i++) {
             int r = hb[i].rank;
             if (r < 0 || r >= HB_MAX_RANKS) continue;
+            if (!strcmp(hb[i].state, "run")) f->trained = 1;
             if (hb[i].step != seen_step[r] || strcmp(hb[i].state, seen_state[r]) != 0) {
                 int advanced = seen_step[r] >= 0 && hb[i].step > seen_step[r];
                 seen_step[r] = hb[i].step;
@@ -700,6 +641,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     const char *status = EV_SUP_GAVE_UP;
     char reason[600] = "";
     double last_fail_unix = NAN;
+    int in_a_row = 0; /* failures since an attempt last trained: a crash loop backs off */
     for (int attempt = 1;; attempt++) {
         if (s.hostfile && sup_hosts_write(&s.hosts, s.active_hostfile) != 0)
             mt_fail("run: cannot write %s: %s", s.active_hostfile, strerror(errno));
@@ -802,12 +744,14 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
                 break;
             }
         }
-        /* the first failure of a window relaunches at once (a single fault is the common
-         * case and waiting buys nothing); repeated ones back off exponentially */
-        double b = in_window <= 1 ? 0 : sup_backoff_s(s.backoff_min, s.backoff_max, in_window - 1);
+        /* an attempt that trained relaunches at once (independent faults are the common case
+         * and waiting buys nothing); failures in a row without training in between — a crash
+         * loop: a bad node, a bad checkpoint — back off exponentially */
+        in_a_row = f.trained ? 1 : in_a_row + 1;
+        double b = in_a_row <= 1 ? 0 : sup_backoff_s(s.backoff_min, s.backoff_max, in_a_row - 1);
         if (b > 0)
-            say("restarting in %.1f s (failure %d of at most %d in the window)", b, in_window,
-                s.max_restarts);
+            say("restarting in %.1f s (failure %d in a row without training; %d of at most %d in "
+                "the window)", b, in_a_row, in_window, s.max_restarts);
         else
             say("restarting now (failure %d of at most %d in the window)", in_window,
                 s.max_restarts);

@@ -5,9 +5,10 @@
  *                 [--hostfile F] [--evict-stragglers] [--fault-mtbf S --seed N] -- LAUNCH...
  *
  * The supervisor starts LAUNCH (e.g. `mpirun -np 4 ./minitrain train --config X`) in its own
- * process group, watches it (exit status, per-rank heartbeats, stragglers), and on a failure
- * kills the whole group (SIGTERM, SIGKILL after a grace period), waits an exponential backoff and
- * relaunches it with `--resume auto` appended. Every event goes to RUN_DIR/run.db with run_id 0
+ * process group, watches it (exit status, per-rank heartbeats and pids, stragglers), and on a
+ * failure kills the whole job (the ranks at once, a launcher like mpirun after a grace period),
+ * relaunches it with `--resume auto` appended — at once for the first failure of the restart
+ * window, after an exponential backoff for later ones. Every event goes to RUN_DIR/run.db with run_id 0
  * (see docs/ettr.md). The pieces that are pure functions are exposed here for the unit tests.
  */
 #ifndef MT_SCHED_SUPERVISOR_H
@@ -21,7 +22,7 @@
 #define SUP_MAX_HOSTS 256
 #define SUP_MAX_SLOTS 65536 /* per host: so that no slot count overflows */
 
-/* A hostfile in OpenMPI's format: "name [slots=N] [max_slots=M] ..." per line, '#' comments;
+/* ---- hosts (sched/hostfile.c) ---- A hostfile in OpenMPI's format: "name [slots=N] [max_slots=M] ..." per line, '#' comments;
  * slots defaults to 1 (count=N is the same), other words are ignored. */
 typedef struct {
     int n;
@@ -84,7 +85,8 @@ const char *sup_launch_run_dir(char **launch, int nlaunch);
 /* Run the restart loop around launch_argv[0..nlaunch-1] until the job finishes, the supervisor gives
  * up, or SIGINT/SIGTERM/SIGHUP. Returns the process exit code: 0 when the job finished cleanly,
  * 1 when it gave up (restarts exhausted, usage error of the launch, no hosts left), 128+signal
- * when interrupted. A bad hostfile or run directory is a user error (one line, exit 2). */
+ * when interrupted. A bad hostfile or run directory, or a run directory another job holds
+ * (RUN_DIR/.lock, core/runlock.h), is a user error (one line, exit 2). */
 int sup_run(const sup_opts *o, char **launch_argv, int nlaunch);
 
 #endif /* MT_SCHED_SUPERVISOR_H */

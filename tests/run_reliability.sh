@@ -215,6 +215,13 @@ got=$(json_get "$R" "r['status'], r['failures'], r['runs']" 2>/dev/null || echo 
   && ok "7: report on a job whose launches never started a trainer: gave_up, 2 failures" \
   || bad "7: report exit $rc, (status, failures, runs) = $got: $(head -2 "$TMP/nolaunch.rep")"
 
+# a crash loop (attempts that never train) backs off exponentially: 0, then MIN, 2 MIN, ...
+R=$TMP/loop
+"${SUP[@]/0.1:0.5/0.2:5}" --run-dir "$R" --max-restarts 3 -- /bin/false > "$TMP/loop.log" 2>&1 || true
+waits=$(sql "$R" "SELECT group_concat(round(json_extract(detail, '\$.seconds'), 1)) FROM events WHERE kind='backoff'" 2>/dev/null || echo none)
+[ "$waits" = "0.0,0.2,0.4" ] && ok "restart: a crash loop backs off 0, 0.2, 0.4 s (--backoff 0.2:5)" \
+  || bad "restart: crash-loop backoffs '$waits' (want 0.0,0.2,0.4)"
+
 # --- restart path: no backoff before the first relaunch, fast dead-rank detection ----------------------
 R=$TMP/fast
 "${SUP[@]/0.1:0.5/2:8}" -- "${MPI[@]}" $MT train --config "$TMP/tiny.ini" "${LAYOUT[@]}" --run-dir "$R" \
@@ -229,6 +236,14 @@ if [ ${#MPI[@]} -gt 0 ]; then
     && ok "restart: a rank killed under mpirun is detected $(printf %.3f "$det") s after its fault event" \
     || bad "restart: detecting a killed rank under mpirun took '$det' s (from its fault event)"
 fi
+
+# --- simulate --from-run replays a run: its measured ETTR printed beside the simulated one ----------
+sim=$($MT simulate --from-run "$TMP/fast" --trials 50 2>&1 || true)
+rep_ettr=$(json_get "$TMP/fast" "'%.4f' % r['ettr']" 2>/dev/null || echo none)
+echo "$sim" | grep -q "replaying the run: job MTBF" && echo "$sim" | grep -q "measured: *ETTR $rep_ettr " \
+  && echo "$sim" | grep -q "at the run's interval:" \
+  && ok "simulate --from-run replays the run (measured ETTR $rep_ettr = report's)" \
+  || bad "simulate --from-run: $(echo "$sim" | head -3)"
 
 echo "run_reliability: $pass passed, $fail failed"
 [ $fail = 0 ]
