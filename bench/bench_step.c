@@ -1,18 +1,29 @@
 /*
- * bench/bench_step.c — one training step of the GPT-2 124M shape on CPU, against the sgemm peak.
+ * bench/bench_step.c — one training step of the GPT-2 124M shape on CPU, against the sgemm peak,
+ * with the time per op kind and the cost of the first step.
  *
  * Shape: 12 layers, d_model 768, 12 heads, vocab 50257, context 1024 (wpe), microbatch B=4 of
- * T=64 tokens, fp32. A step = forward + backward + global norm + AdamW, i.e. what the trainer
- * does. Prints tokens/s, achieved GFLOP/s (FLOPs per token from train/flops.c: 6N + 12·L·d·T)
- * next to the sgemm peak measured in the same run, the ratio, a time breakdown, and the peak
- * resident memory (parameters + grads + AdamW state + activations).
+ * T=64 tokens, fp32. A step = zero grad + forward + backward + global norm + AdamW, i.e. what the
+ * trainer does. Prints:
+ *   - the first step (right after allocation: what a start or a resume pays) with its minor page
+ *     faults and its time per op kind next to a steady step's, so the extra cost has a name;
+ *   - steady steps: median and best time, tokens/s, achieved GFLOP/s (FLOPs per token from
+ *     train/flops.c: 6N + 12·L·d·T) next to the sgemm peak measured in the same run, the ratio;
+ *   - the time per op kind (train/prof.h: matmuls by layer type and direction, attention,
+ *     LayerNorm, GELU, softmax + loss, AdamW, ...) as medians over the profiled steps, with the
+ *     GFLOP/s of each matmul kind against the peak;
+ *   - the peak resident memory.
+ * The machine may be shared: every figure is a median (or best) over steps of this run, and the
+ * load average at start and end is printed. Profiled and unprofiled steps alternate, so the
+ * cost of the instrumentation is visible as the difference of their medians.
  *
- *   make bench && build/bench/bench_step [--threads 2] [--steps 5] [--B 4] [--T 64]
+ *   make bench && build/bench/bench_step [--threads 2] [--steps 8] [--B 4] [--T 64] [--layers 12]
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "core/rng.h"
 #include "core/timer.h"
@@ -20,10 +31,58 @@
 #include "train/model.h"
 #include "train/ops.h"
 #include "train/optim.h"
+#include "train/prof.h"
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v (n), n >= 1; sorts a copy. */
+static double median(const double *v, int n) {
+    double *c = malloc(sizeof(double) * (size_t)n);
+    memcpy(c, v, sizeof(double) * (size_t)n);
+    qsort(c, (size_t)n, sizeof(double), cmp_double);
+    double r = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
+    return r;
+}
+
+static long minor_faults(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+static double loadavg1(void) {
+    double la = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &la) != 1) la = -1;
+        fclose(f);
+    }
+    return la;
+}
+
+/* FLOPs of one step per op kind (0 where the kind is not FLOP-bound). Matmul forward 2·N·in·out,
+ * backward 4·N·in·out (input and weight gradient); attention computes full T×T squares:
+ * forward QKᵀ + PV = 4·B·T²·C, backward twice that. */
+static void kind_flops(double *f, int L, int B, int T, int C, int V) {
+    double N = (double)B * T;
+    memset(f, 0, sizeof(double) * PROF_N);
+    f[PROF_MM_QKV_FWD] = 2 * N * C * 3 * C * L;
+    f[PROF_MM_ATTPROJ_FWD] = 2 * N * C * C * L;
+    f[PROF_MM_FC_FWD] = 2 * N * C * 4 * C * L;
+    f[PROF_MM_FCPROJ_FWD] = 2 * N * 4 * C * C * L;
+    f[PROF_MM_HEAD_FWD] = 2 * N * C * V;
+    for (int k = PROF_MM_QKV_FWD; k <= PROF_MM_HEAD_FWD; k += 2) f[k + 1] = 2 * f[k];
+    f[PROF_ATTN_FWD] = 4.0 * B * T * T * C * L;
+    f[PROF_ATTN_BWD] = 2 * f[PROF_ATTN_FWD];
+}
 
 int main(int argc, char **argv) {
     flops_blas_reexec(argv);
-    int threads = 2, steps = 5, B = 4, T = 64, L = 12, C = 768, NH = 12, V = 50257;
+    int threads = 2, steps = 8, B = 4, T = 64, L = 12, C = 768, NH = 12, V = 50257;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
@@ -35,8 +94,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (argc % 2 == 0 || steps < 2 || threads < 1 || B < 1 || T < 1 || T > 1024 || L < 1) {
+        fprintf(stderr, "usage: bench_step [--threads N] [--steps N>=2] [--B N] [--T N<=1024] [--layers N]\n");
+        return 2;
+    }
+    double la0 = loadavg1();
     ops_set_threads(threads);
     double peak = flops_sgemm_probe(threads, 1.0);
+    double t_init = timer_now();
     gpt_config cfg = {.n_layer = L, .n_head = NH, .d_model = C, .seq_len = 1024, .vocab_size = V};
     gpt_model m;
     char err[256];
@@ -48,6 +113,7 @@ int main(int argc, char **argv) {
     gpt_alloc_training(&m, B, T);
     optim_adamw opt;
     optim_init(&opt, m.num_params, 0.9f, 0.95f, 1e-8f, 0.1f);
+    t_init = timer_now() - t_init;
     int *inp = malloc(sizeof(int) * B * T), *tgt = malloc(sizeof(int) * B * T);
     rng_state r;
     rng_seed(&r, 3);
@@ -55,41 +121,105 @@ int main(int argc, char **argv) {
     gpt_config fc = cfg;
     fc.seq_len = T; /* the FLOPs of the T this bench trains at, not of the context wpe allows */
     double fpt = flops_per_token(&fc);
-    double tf = 0, tb = 0, to = 0, best = 1e30;
-    for (int s = 0; s < steps + 1; s++) { /* step 0 is warm-up (page faults, thread start) */
+
+    /* step 0 = the first step (profiled); then steps alternate profiled (odd) and plain (even) */
+    double *st = calloc((size_t)steps + 1, sizeof(double));
+    double *kt = calloc((size_t)(steps + 1) * PROF_N, sizeof(double)); // (steps+1, PROF_N)
+    double first_phase[3] = {0, 0, 0};
+    long first_faults[3] = {0, 0, 0};
+    for (int s = 0; s <= steps; s++) {
+        prof_reset();
+        prof_enable(s % 2 == 0 ? s == 0 : 1);
+        long f0 = minor_faults();
         double t0 = timer_now();
         gpt_zero_grad(&m);
         float loss = gpt_forward(&m, inp, tgt, B, T, 1.0f / (B * T));
         double t1 = timer_now();
+        long f1 = minor_faults();
         gpt_backward(&m);
         double t2 = timer_now();
+        long f2 = minor_faults();
         double norm = optim_grad_norm(m.grads, m.num_params);
         optim_step(&opt, &m, 1e-4f, optim_clip_scale(norm, 1.0f));
         double t3 = timer_now();
-        if (s == 0) continue;
-        tf += t1 - t0, tb += t2 - t1, to += t3 - t2;
-        if (t3 - t0 < best) best = t3 - t0;
-        printf("step %d: loss %.4f | %.0f ms (fwd %.0f, bwd %.0f, norm+adamw %.0f)\n", s, loss,
-               (t3 - t0) * 1e3, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3);
+        long f3 = minor_faults();
+        st[s] = t3 - t0;
+        memcpy(kt + (size_t)s * PROF_N, prof_acc, sizeof(prof_acc));
+        if (s == 0) {
+            first_phase[0] = t1 - t0, first_phase[1] = t2 - t1, first_phase[2] = t3 - t2;
+            first_faults[0] = f1 - f0, first_faults[1] = f2 - f1, first_faults[2] = f3 - f2;
+        }
+        printf("step %d%s: loss %.4f | %.0f ms (fwd %.0f, bwd %.0f, norm+adamw %.0f) | %ld minor faults\n",
+               s, s == 0 ? " (first)" : s % 2 ? " (profiled)" : "", loss, (t3 - t0) * 1e3,
+               (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, f3 - f0);
     }
-    double mean = (tf + tb + to) / steps;
-    double tps = B * T / mean, achieved = tps * fpt;
+    prof_enable(0);
+    double la1 = loadavg1();
+
+    /* steady: every step after the first; profiled (odd) and plain (even) separately too */
+    int n_on = 0, n_off = 0;
+    double *on = calloc((size_t)steps, sizeof(double)), *off = calloc((size_t)steps, sizeof(double));
+    double best = 1e30;
+    for (int s = 1; s <= steps; s++) {
+        if (s % 2) on[n_on++] = st[s];
+        else off[n_off++] = st[s];
+        if (st[s] < best) best = st[s];
+    }
+    double med = median(st + 1, steps);
+    double med_on = median(on, n_on), med_off = n_off ? median(off, n_off) : med_on;
+    double flo[PROF_N], kmed[PROF_N], col[64];
+    kind_flops(flo, L, B, T, C, V);
+    double ksum = 0;
+    for (int k = 0; k < PROF_N; k++) {
+        int n = 0;
+        for (int s = 1; s <= steps; s += 2) col[n++] = kt[(size_t)s * PROF_N + k];
+        kmed[k] = median(col, n);
+        ksum += kmed[k];
+    }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("\nGPT-2 124M shape (L=%d d=%d H=%d V=%d), B=%d T=%d, fp32, %d threads\n", L, C, NH, V,
-           B, T, threads);
+
+    printf("\nGPT-2 124M shape (L=%d d=%d H=%d V=%d), B=%d T=%d, fp32, %d threads, OPENBLAS_CORETYPE=%s\n",
+           L, C, NH, V, B, T, threads, getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
+    printf("load average        %.2f at start, %.2f at end (%d cores are shared: figures are medians)\n",
+           la0, la1, (int)sysconf(_SC_NPROCESSORS_ONLN));
     printf("parameters          %.1fM (%.0f MB; grads, AdamW m and v the same again x3)\n",
            m.num_params / 1e6, m.num_params * 4 / 1e6);
     printf("FLOPs per token     %.1f MFLOP (6N + 12LdT)\n", fpt / 1e6);
-    printf("step time (mean)    %.1f ms (best %.1f ms): fwd %.0f%%, bwd %.0f%%, optimizer %.0f%%\n",
-           mean * 1e3, best * 1e3, 100 * tf / steps / mean, 100 * tb / steps / mean,
-           100 * to / steps / mean);
-    printf("tokens/s            %.0f\n", tps);
-    printf("achieved            %.1f GFLOP/s\n", achieved / 1e9);
-    printf("sgemm peak          %.1f GFLOP/s (measured in this run)\n", peak / 1e9);
-    printf("ratio               %.1f%% of the sgemm peak (target >= 60%%)\n", 100 * achieved / peak);
+    printf("build + alloc       %.0f ms\n", t_init * 1e3);
+    printf("first step          %.0f ms = %.1fx the median steady step (fwd %.0f, bwd %.0f, "
+           "norm+adamw %.0f ms; minor faults %ld / %ld / %ld)\n",
+           st[0] * 1e3, st[0] / med, first_phase[0] * 1e3, first_phase[1] * 1e3,
+           first_phase[2] * 1e3, first_faults[0], first_faults[1], first_faults[2]);
+    printf("steady step         median %.1f ms, best %.1f ms (over %d steps; profiled %.1f ms, "
+           "plain %.1f ms: instrumentation %+.1f%%)\n",
+           med * 1e3, best * 1e3, steps, med_on * 1e3, med_off * 1e3,
+           100 * (med_on - med_off) / med_off);
+    double tps = B * T / med, achieved = tps * fpt, achieved_best = B * T / best * fpt;
+    printf("tokens/s            %.1f (median step), %.1f (best step)\n", tps, B * T / best);
+    printf("achieved            %.1f GFLOP/s (median), %.1f GFLOP/s (best)\n", achieved / 1e9,
+           achieved_best / 1e9);
+    printf("sgemm peak          %.1f GFLOP/s (n=%d, best call, measured in this run)\n", peak / 1e9,
+           FLOPS_PROBE_N);
+    printf("ratio               %.1f%% of the sgemm peak (median step), %.1f%% (best step); "
+           "target >= 65%%\n", 100 * achieved / peak, 100 * achieved_best / peak);
     printf("peak memory (RSS)   %.2f GB (target <= 2.5 GB)\n", ru.ru_maxrss / 1048576.0);
+    printf("\ntime per op kind (median over %d profiled steps; first step alongside)\n", n_on);
+    printf("  %-22s %9s %6s %9s %7s %11s\n", "kind", "ms", "step%", "GFLOP/s", "%peak", "first ms");
+    for (int k = 0; k < PROF_N; k++) {
+        printf("  %-22s %9.1f %5.1f%%", prof_name((prof_kind)k), kmed[k] * 1e3, 100 * kmed[k] / med_on);
+        if (flo[k] > 0 && kmed[k] > 0)
+            printf(" %9.1f %6.1f%%", flo[k] / kmed[k] / 1e9, 100 * flo[k] / kmed[k] / peak);
+        else
+            printf(" %9s %7s", "", "");
+        printf(" %11.1f\n", kt[k] * 1e3);
+    }
+    double first_sum = 0;
+    for (int k = 0; k < PROF_N; k++) first_sum += kt[k];
+    printf("  %-22s %9.1f %5.1f%% %9s %7s %11.1f\n", "other (untimed)", (med_on - ksum) * 1e3,
+           100 * (med_on - ksum) / med_on, "", "", (st[0] - first_sum) * 1e3);
     gpt_free(&m);
     optim_free(&opt);
+    free(st), free(kt), free(on), free(off), free(inp), free(tgt);
     return 0;
 }
