@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/mem.h"
 #include "parallel/tp.h"
 #include "train/model.h"
 #include "train/moe.h"
@@ -63,7 +64,11 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     size_t Cl = C / c->tp, NH = c->n_head / c->tp; /* local width and heads */
     m->B = B;
     m->T = T;
-    if (!m->grads) m->grads = callocCheck(m->capacity ? m->capacity : 1, sizeof(float));
+    if (!m->grads) {
+        m->grads = callocCheck(m->capacity ? m->capacity : 1, sizeof(float));
+        /* huge pages, faulted now rather than by the first step's zero_grad (core/mem.h) */
+        mem_prepare(m->grads, m->capacity * sizeof(float));
+    }
     gpt_rebind(m);
     gpt_free_activations(m);
     size_t slot_floats, scratch_floats;
@@ -75,6 +80,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     for (int s = 0; s < n_slots; s++) {
         gpt_acts *A = &m->slots[s];
         A->mem = callocCheck(slot_floats, sizeof(float));
+        mem_prepare(A->mem, slot_floats * sizeof(float));
         A->acts = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(gpt_block_acts));
         A->inputs = callocCheck(N, sizeof(int));
         p = A->mem;
@@ -114,6 +120,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     }
     m->logits = m->slots[0].logits;
     m->scratch = callocCheck(scratch_floats, sizeof(float));
+    mem_prepare(m->scratch, scratch_floats * sizeof(float));
     p = m->scratch;
     TAKE(m->dres, N * C);
     TAKE(m->dln, N * C);

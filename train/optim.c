@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/mem.h"
 #include "train/ops.h"
 #include "train/prof.h"
 
@@ -20,6 +21,9 @@ void optim_init(optim_adamw *o, size_t n, float beta1, float beta2, float eps,
     o->weight_decay = weight_decay;
     o->m = callocCheck(n, sizeof(float));
     o->v = callocCheck(n, sizeof(float));
+    /* huge pages, faulted now rather than by the first optimizer step (core/mem.h) */
+    mem_prepare(o->m, n * sizeof(float));
+    mem_prepare(o->v, n * sizeof(float));
 }
 
 float optim_lr(int step, int steps, int warmup, float lr, float min_lr) {
