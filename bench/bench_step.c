@@ -54,6 +54,14 @@ static long minor_faults(void) {
     return ru.ru_minflt;
 }
 
+/* CPU seconds of the process so far: user (u) and system (s, page faults land here). */
+static void cpu_seconds(double *u, double *s) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *u = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6;
+    *s = ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+}
+
 static double loadavg1(void) {
     double la = -1;
     FILE *f = fopen("/proc/loadavg", "r");
@@ -78,6 +86,27 @@ static void kind_flops(double *f, int L, int B, int T, int C, int V) {
     for (int k = PROF_MM_QKV_FWD; k <= PROF_MM_HEAD_FWD; k += 2) f[k + 1] = 2 * f[k];
     f[PROF_ATTN_FWD] = 4.0 * B * T * T * C * L;
     f[PROF_ATTN_BWD] = 2 * f[PROF_ATTN_FWD];
+}
+
+/* Best seconds of one ops_matmul_forward (dir 0) or ops_matmul_backward with input and weight
+ * gradients (dir 1) at (N, C) @ (OC, C)ᵀ, alone, over reps calls: the rate this shape can reach
+ * on this machine with nothing else running in the step (the measured limit of a matmul kind). */
+static double matmul_alone(int N, int C, int OC, int dir, int reps) {
+    float *inp = calloc((size_t)N * C, sizeof(float)), *w = calloc((size_t)OC * C, sizeof(float));
+    float *out = calloc((size_t)N * OC, sizeof(float)), *dw = calloc((size_t)OC * C, sizeof(float));
+    float *dinp = calloc((size_t)N * C, sizeof(float));
+    for (size_t i = 0; i < (size_t)N * C; i++) inp[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)OC * C; i++) w[i] = (float)(i % 5) * 0.01f;
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = timer_now();
+        if (dir == 0) ops_matmul_forward(out, inp, w, NULL, N, C, OC);
+        else ops_matmul_backward(dinp, dw, NULL, out, inp, w, N, C, OC);
+        double t = timer_now() - t0;
+        if (t < best) best = t;
+    }
+    free(inp), free(w), free(out), free(dw), free(dinp);
+    return best;
 }
 
 int main(int argc, char **argv) {
@@ -126,11 +155,14 @@ int main(int argc, char **argv) {
     double *st = calloc((size_t)steps + 1, sizeof(double));
     double *kt = calloc((size_t)(steps + 1) * PROF_N, sizeof(double)); // (steps+1, PROF_N)
     double first_phase[3] = {0, 0, 0};
+    double *su = calloc((size_t)steps + 1, sizeof(double)), *ss = calloc((size_t)steps + 1, sizeof(double));
     long first_faults[3] = {0, 0, 0};
     for (int s = 0; s <= steps; s++) {
         prof_reset();
         prof_enable(s % 2 == 0 ? s == 0 : 1);
         long f0 = minor_faults();
+        double u0, s0, u1, s1;
+        cpu_seconds(&u0, &s0);
         double t0 = timer_now();
         gpt_zero_grad(&m);
         float loss = gpt_forward(&m, inp, tgt, B, T, 1.0f / (B * T));
@@ -143,15 +175,18 @@ int main(int argc, char **argv) {
         optim_step(&opt, &m, 1e-4f, optim_clip_scale(norm, 1.0f));
         double t3 = timer_now();
         long f3 = minor_faults();
+        cpu_seconds(&u1, &s1);
+        su[s] = u1 - u0, ss[s] = s1 - s0;
         st[s] = t3 - t0;
         memcpy(kt + (size_t)s * PROF_N, prof_acc, sizeof(prof_acc));
         if (s == 0) {
             first_phase[0] = t1 - t0, first_phase[1] = t2 - t1, first_phase[2] = t3 - t2;
             first_faults[0] = f1 - f0, first_faults[1] = f2 - f1, first_faults[2] = f3 - f2;
         }
-        printf("step %d%s: loss %.4f | %.0f ms (fwd %.0f, bwd %.0f, norm+adamw %.0f) | %ld minor faults\n",
+        printf("step %d%s: loss %.4f | %.0f ms (fwd %.0f, bwd %.0f, norm+adamw %.0f) | %ld minor "
+               "faults | cpu user %.2f s, sys %.2f s\n",
                s, s == 0 ? " (first)" : s % 2 ? " (profiled)" : "", loss, (t3 - t0) * 1e3,
-               (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, f3 - f0);
+               (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, f3 - f0, su[s], ss[s]);
     }
     prof_enable(0);
     double la1 = loadavg1();
@@ -191,6 +226,9 @@ int main(int argc, char **argv) {
            "norm+adamw %.0f ms; minor faults %ld / %ld / %ld)\n",
            st[0] * 1e3, st[0] / med, first_phase[0] * 1e3, first_phase[1] * 1e3,
            first_phase[2] * 1e3, first_faults[0], first_faults[1], first_faults[2]);
+    printf("first step CPU      user %.2f s, sys %.2f s; steady step median user %.2f s, sys %.2f s "
+           "(CPU time is what the load average does not stretch)\n",
+           su[0], ss[0], median(su + 1, steps), median(ss + 1, steps));
     printf("steady step         median %.1f ms, best %.1f ms (over %d steps; profiled %.1f ms, "
            "plain %.1f ms: instrumentation %+.1f%%)\n",
            med * 1e3, best * 1e3, steps, med_on * 1e3, med_off * 1e3,
@@ -218,8 +256,33 @@ int main(int argc, char **argv) {
     for (int k = 0; k < PROF_N; k++) first_sum += kt[k];
     printf("  %-22s %9.1f %5.1f%% %9s %7s %11.1f\n", "other (untimed)", (med_on - ksum) * 1e3,
            100 * (med_on - ksum) / med_on, "", "", (st[0] - first_sum) * 1e3);
+    /* the measured limit: each matmul kind alone at its own shape (best of 5 calls) */
+    {
+        const int N = B * T;
+        const int sh[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, V}}; // (in, out)
+        const int mult[5] = {L, L, L, L, 1};
+        double mm_flops = 0, mm_alone = 0, mm_step = 0;
+        printf("\nmatmuls alone at the step's shapes (best of 5 calls; the limit of each kind)\n");
+        printf("  %-22s %9s %9s %7s %11s\n", "kind", "ms", "GFLOP/s", "%peak", "step/alone");
+        for (int i = 0; i < 5; i++) {
+            for (int dir = 0; dir < 2; dir++) {
+                const int k = PROF_MM_QKV_FWD + 2 * i + dir;
+                double t = matmul_alone(N, sh[i][0], sh[i][1], dir, 5) * mult[i];
+                mm_flops += flo[k], mm_alone += t, mm_step += kmed[k];
+                printf("  %-22s %9.1f %9.1f %6.1f%% %10.1f%%\n", prof_name((prof_kind)k), t * 1e3,
+                       flo[k] / t / 1e9, 100 * flo[k] / t / peak, 100 * t / kmed[k]);
+            }
+        }
+        printf("  all matmuls: %.1f GFLOP/s alone = %.1f%% of the peak; in the step %.1f GFLOP/s "
+               "(%.0f%% of alone)\n", mm_flops / mm_alone / 1e9, 100 * mm_flops / mm_alone / peak,
+               mm_flops / mm_step / 1e9, 100 * mm_alone / mm_step);
+        double rest = med_on - mm_step; /* everything that is not a matmul, as measured */
+        printf("  ceiling at these shapes: matmuls alone + the rest as measured (%.0f ms) = %.1f%% "
+               "of the peak; matmuls alone + no rest = %.1f%%\n", rest * 1e3,
+               100 * B * T * fpt / (mm_alone + rest) / peak, 100 * B * T * fpt / mm_alone / peak);
+    }
     gpt_free(&m);
     optim_free(&opt);
-    free(st), free(kt), free(on), free(off), free(inp), free(tgt);
+    free(st), free(su), free(ss), free(kt), free(on), free(off), free(inp), free(tgt);
     return 0;
 }

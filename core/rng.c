@@ -34,16 +34,9 @@ uint64_t rng_u64(rng_state *r) {
 
 float rng_uniform(rng_state *r) { return (rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
 
-float rng_normal_of(uint64_t a, uint64_t b) {
-    /* Box–Muller; u1 in (0, 1] so log is finite. Every product here is exact or a lone rounding
-     * (no add to fuse), so the value does not depend on where the compiler inlines this. */
-    float u1 = 1.0f - (a >> 40) * (1.0f / 16777216.0f);
-    float u2 = (b >> 40) * (1.0f / 16777216.0f);
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864f * u2);
-}
-
 float rng_normal(rng_state *r) {
-    uint64_t a = rng_u64(r);
-    uint64_t b = rng_u64(r);
-    return rng_normal_of(a, b);
+    /* Box–Muller; u1 in (0, 1] so log is finite. */
+    float u1 = 1.0f - rng_uniform(r);
+    float u2 = rng_uniform(r);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853071795864f * u2);
 }

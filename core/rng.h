@@ -20,8 +20,5 @@ uint64_t rng_u64(rng_state *r);
 float rng_uniform(rng_state *r);
 /* Standard normal (Box–Muller), mean 0, std 1. */
 float rng_normal(rng_state *r);
-/* The normal rng_normal returns for its two draws a, b (rng_u64, in that order): lets a caller
- * draw sequentially and transform in parallel with the same values (train/model.c's init). */
-float rng_normal_of(uint64_t a, uint64_t b);
 
 #endif /* MT_RNG_H */

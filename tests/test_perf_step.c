@@ -1,7 +1,8 @@
 /*
  * tests/test_perf_step.c — what the step-speed work changed must not change any value:
- *   - the parallel weight initialisation (train/model.c fill_normal) draws exactly the weights the
- *     sequential loop of rng_normal drew, and rng_normal equals its old definition bit for bit;
+ *   - the weight initialisation draws exactly the weights of one sequential walk of rng_normal
+ *     (tensors a pipeline stage does not hold only advance the generator: 2 draws per element),
+ *     and rng_normal is its Box-Muller definition bit for bit;
  *   - core/mem.h's mem_prepare keeps a buffer's contents, and is harmless on small blocks and on
  *     memory that cannot be touched (PROT_NONE, as the guard backend maps it);
  *   - train/prof.h accounts time only while on, and the statement runs either way.
@@ -24,7 +25,7 @@
 #include "train/ops.h"
 #include "train/prof.h"
 
-/* rng_normal as it was written before rng_normal_of existed (the reference). */
+/* rng_normal written out (the reference). */
 static float old_normal(rng_state *r) {
     float u1 = 1.0f - rng_uniform(r);
     float u2 = rng_uniform(r);
@@ -42,8 +43,7 @@ static void test_rng_normal_unchanged(void **state) {
     }
 }
 
-/* gpt_init_weights (parallel transforms) against the sequential walk it replaces, for a model
- * with tensors larger than one chunk of draws (wte: 70000 x 16 > 65536). */
+/* gpt_init_weights against the sequential walk, tensor by tensor in the model's order. */
 static void test_init_weights_sequential(void **state) {
     (void)state;
     ops_set_threads(2);

@@ -301,20 +301,6 @@ void gpt_take_from_full(gpt_model *dst, const gpt_model *full) {
 
 /* Fill one tensor (or draw and discard its values when this rank does not hold it) so the random
  * stream advances exactly as for the whole, unsharded model. */
-/* p (n) = std * rng_normal(rng) n times, the same values as that loop: the draws are sequential
- * (cheap), the Box-Muller transforms (logf, cosf: most of the time) run on the OpenMP threads. */
-static void fill_normal(rng_state *rng, float *p, size_t n, float std) {
-    enum { CHUNK = 1 << 16 };
-    uint64_t *d = mallocCheck(2 * CHUNK * sizeof(uint64_t)); // (CHUNK, 2) draws
-    for (size_t j0 = 0; j0 < n; j0 += CHUNK) {
-        const size_t c = n - j0 < CHUNK ? n - j0 : CHUNK;
-        for (size_t j = 0; j < 2 * c; j++) d[j] = rng_u64(rng);
-#pragma omp parallel for if (c >= 4096) schedule(static)
-        for (size_t j = 0; j < c; j++) p[j0 + j] = std * rng_normal_of(d[2 * j], d[2 * j + 1]);
-    }
-    free(d);
-}
-
 static void init_tensor(gpt_model *m, rng_state *rng, const char *name, size_t gnumel,
                         float resid_std) {
     size_t len = strlen(name);
@@ -335,10 +321,10 @@ static void init_tensor(gpt_model *m, rng_state *rng, const char *name, size_t g
     const gpt_tensor *t = &m->tensors[i];
     float *p = m->params + t->offset;
     if (gnumel == t->numel) {
-        fill_normal(rng, p, t->numel, std);
+        for (size_t j = 0; j < t->numel; j++) p[j] = std * rng_normal(rng);
     } else { /* tensor-parallel shard: draw the global tensor, keep this rank's box */
         float *g = mallocCheck(gnumel * sizeof(float));
-        fill_normal(rng, g, gnumel, std);
+        for (size_t j = 0; j < gnumel; j++) g[j] = std * rng_normal(rng);
         box_copy(g, t->g_shape, p, t->g_local, t->g_offset, t->g_ndim, 0);
         free(g);
     }

@@ -135,8 +135,20 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
 
 void gpt_alloc_training(gpt_model *m, int B, int T) { gpt_alloc_slots(m, B, T, 1); }
 
+/* dst (n) = 0 with the OpenMP threads: one core's memset does not reach the memory bandwidth
+ * on 498 MB of gradients. Same bytes as one memset. */
+static void zero_floats(float *dst, size_t n) {
+    const size_t chunk = (size_t)1 << 18; /* 1 MiB of floats per piece */
+    const long pieces = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for if (pieces > 4) schedule(static)
+    for (long i = 0; i < pieces; i++) {
+        const size_t a = (size_t)i * chunk, b = a + chunk < n ? a + chunk : n;
+        memset(dst + a, 0, (b - a) * sizeof(float));
+    }
+}
+
 void gpt_zero_grad(gpt_model *m) {
-    if (m->grads) PROF(PROF_ZERO_GRAD, memset(m->grads, 0, m->num_params * sizeof(float)));
+    if (m->grads) PROF(PROF_ZERO_GRAD, zero_floats(m->grads, m->num_params));
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
