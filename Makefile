@@ -160,10 +160,25 @@ ifeq ($(GPU),1)
   ifneq ($(NVCC),)
     $(info ✓ CUDA (nvcc $(NVCC)))
     CFLAGS_BASE += -DMT_HAVE_CUDA -I$(CUDA)/include
-    LDLIBS += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lcublas -lcudart -lnccl
+    LDLIBS += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++
   else
     $(error ✗ GPU=1 but nvcc not found under $(CUDA))
   endif
+endif
+
+# The CUDA backend (train/ops_cuda*.cu, GPU=1 only): machine code for Hopper (sm_90: H100/H200)
+# and Ampere (sm_80: A100), plus sm_90 PTX for newer parts. Warnings are errors in nvcc, in the
+# host compiler and in ptxas; -warn-spills/-warn-lmem-usage make a register spill or a kernel's
+# local-memory use a warning, hence a build failure.
+CUDA_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 \
+              -gencode arch=compute_90,code=compute_90
+NVCCFLAGS = -std=c++17 -O3 -I. $(CUDA_ARCHS) -Werror all-warnings \
+            -Xcompiler -Wall,-Wextra,-Werror,-fopenmp -Xptxas -warn-spills,-warn-lmem-usage,-Werror \
+            -MMD -MP
+ifeq ($(GPU),1)
+  CU_SRCS = $(wildcard train/ops_cuda*.cu)
+else
+  CU_SRCS =
 endif
 
 LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhiredis -lpthread -lm
@@ -172,13 +187,18 @@ CFLAGS = $(CFLAGS_BASE)
 # --- sources ------------------------------------------------------------------------------------
 MODULES = core parallel ckpt train safety gateway sched cmd
 SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
-OBJS = $(SRCS:%.c=$(BUILD)/%.o)
+OBJS = $(SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
+# GPU=1 also builds the device check's driver (tests/gpu/run_gpu_checks.sh runs it on a GPU)
+ifeq ($(GPU),1)
+  GPU_TOOLS = $(BUILD)/tests/gpu/gpu_parity
+endif
+
 .PHONY: all deps test-deps demo test unit asan nompi fuzz bench clean js-tiktoken
-all: $(BIN)
+all: $(BIN) $(GPU_TOOLS)
 
 # V=1 shows full command lines
 Q = $(if $(filter 1,$(V)),,@)
@@ -186,6 +206,11 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC   $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(LIB): $(OBJS)
 	@rm -f $@
@@ -199,6 +224,11 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  TEST $@")
 	$(Q)$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS_ASAN) $(LDLIBS) -lcmocka
+
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GPU  $@")
+	$(Q)$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS_ASAN) $(LDLIBS)
 
 # --- packages -----------------------------------------------------------------------------------
 # What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
