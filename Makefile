@@ -175,8 +175,15 @@ CUDA_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=
 NVCCFLAGS = -std=c++17 -O3 -I. $(CUDA_ARCHS) -Werror all-warnings \
             -Xcompiler -Wall,-Wextra,-Werror,-fopenmp -Xptxas -warn-spills,-warn-lmem-usage,-Werror \
             -MMD -MP
+# train/ops_cuda_table.c puts the kernels in the backend table (train/ops_backend.h, branch
+# gpu-backend): compiled only in GPU=1 builds of a tree that has that header.
+CUDA_TABLE = train/ops_cuda_table.c
 ifeq ($(GPU),1)
   CU_SRCS = $(wildcard train/ops_cuda*.cu)
+  ifneq ($(wildcard train/ops_backend.h),)
+    CFLAGS_BASE += -DMT_HAVE_CUDA_KERNELS
+    CUDA_TABLE =
+  endif
 else
   CU_SRCS =
 endif
@@ -186,7 +193,7 @@ CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
 MODULES = core parallel ckpt train safety gateway sched cmd
-SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
+SRCS = $(filter-out $(CUDA_TABLE),$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 OBJS = $(SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a
 TEST_SRCS = $(wildcard tests/test_*.c)
@@ -237,7 +244,7 @@ DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-d
            libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev libhwloc-dev \
            libcurl4-openssl-dev libpcre2-dev
 DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge \
-                clang libclang-rt-14-dev libomp-14-dev
+                clang libclang-rt-14-dev libomp-14-dev shellcheck
 # Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
 # tokenizer tests' reference) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.

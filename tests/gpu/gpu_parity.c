@@ -36,6 +36,7 @@
 #include <cuda_runtime.h>
 
 #include "core/check.h"
+#include "train/flops.h"
 #include "train/ops.h"
 #include "train/ops_cuda.h"
 
@@ -526,7 +527,7 @@ static int bench(int B, int T, const char *prec, int steps, double peak_meas) {
     }
     const double dt = t_total / steps, tps = N / dt;
     const double n_matmul = (double)L * 12 * C * C + (double)V * C;
-    const double fpt = 6.0 * n_matmul + 12.0 * L * C * T;
+    const double fpt = flops_per_token_n(n_matmul, L, C, T); /* 6N + 12·L·d·T, train/flops.h */
     const double mfu = fpt * tps / 989e12, mfu_meas = peak_meas > 0 ? fpt * tps / (peak_meas * 1e12) : NAN;
     printf("bench B=%d T=%d precision=%s step_ms=%.1f tokens_per_s=%.0f TFLOPs=%.1f MFU_vs_989=%.3f "
            "MFU_vs_measured_peak=%.3f\n", B, T, prec, dt * 1e3, tps, fpt * tps / 1e12, mfu, mfu_meas);
