@@ -106,7 +106,7 @@ extern "C" const char *ops_cuda_device_name(void) { return g_cuda.ready ? g_cuda
 
 extern "C" void *ops_cuda_alloc(size_t bytes) {
     require_ready();
-    if (bytes == 0) return NULL;
+    if (bytes == 0) bytes = 256; /* a valid pointer for an empty tensor, as the cpu backend */
     void *p = NULL;
     if (cudaMalloc(&p, bytes) != cudaSuccess) {
         (void)cudaGetLastError(); /* clear the sticky-free out-of-memory error */

@@ -35,7 +35,7 @@ extern "C" {
 int ops_cuda_init(int local_rank, char *err, size_t errlen);
 /* The selected device's name ("NVIDIA H200"), or "" before ops_cuda_init. */
 const char *ops_cuda_device_name(void);
-/* bytes of zeroed device memory; NULL on failure (out of memory) or for 0 bytes. */
+/* bytes of zeroed device memory (0 bytes: a valid 256-byte block); NULL when out of memory. */
 void *ops_cuda_alloc(size_t bytes);
 void ops_cuda_free(void *p);
 void ops_cuda_zero(void *p, size_t bytes);
