@@ -14,7 +14,12 @@
  *   - Precision (ops_cuda_set_precision) is a property of the GEMM only: fp32 = CUBLAS_COMPUTE_32F
  *     (no tensor cores), tf32 = CUBLAS_COMPUTE_32F_FAST_TF32, bf16 = the operands rounded to bf16
  *     into scratch, fp32 accumulation and fp32 outputs. Everything stored stays fp32.
+ *   - In tf32 and bf16 the forward matmul with a bias runs through cuBLASLt with the BIAS
+ *     epilogue (the bias is added as the tile is written: no broadcast pass over the output);
+ *     if cuBLASLt offers no algorithm for a shape, the plain path runs. fp32 keeps the plain
+ *     cuBLAS path, whose parity with the CPU is the reference.
  */
+#include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <math.h>
 
@@ -62,6 +67,67 @@ static void gemm_rm(int ta, int tb, int M, int N, int K, float alpha, const floa
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* cuBLASLt: forward matmul + bias epilogue (tf32, bf16)                                       */
+
+static cublasLtHandle_t g_lt;
+static void *g_lt_ws;
+static size_t g_lt_ws_bytes;
+
+/* out (N,OC) = inp (N,C) @ w(OC,C)ᵀ + bias through cuBLASLt; 0 done, -1 no algorithm (the
+ * caller falls back). Column-major view: outᵀ (OC,N) = op_T(w as (C,OC)) · inpᵀ (C,N). */
+static int lt_matmul_bias(float *out, const float *inp, const float *w, const float *bias, int N,
+                          int C, int OC, int prec) {
+    if (g_lt == NULL) {
+        cublasCheck(cublasLtCreate(&g_lt));
+        int dev = 0, major = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        g_lt_ws_bytes = ops_cuda_cublaslt_workspace(major);
+        cudaCheck(cudaMalloc(&g_lt_ws, g_lt_ws_bytes));
+    }
+    const int bf = prec == OPS_CUDA_BF16;
+    const cudaDataType_t ab = bf ? CUDA_R_16BF : CUDA_R_32F;
+    const void *A = w, *B = inp;
+    if (bf) {
+        A = to_bf16(OPS_CUDA_SCRATCH_BF16A, w, (size_t)OC * C);
+        B = to_bf16(OPS_CUDA_SCRATCH_BF16B, inp, (size_t)N * C);
+    }
+    cublasLtMatmulDesc_t op = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    const cublasComputeType_t ct = bf ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cublasCheck(cublasLtMatmulDescCreate(&op, ct, CUDA_R_32F));
+    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof tA));
+    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof tB));
+    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    cublasCheck(cublasLtMatrixLayoutCreate(&la, ab, C, OC, C));   /* w as (C,OC), transposed */
+    cublasCheck(cublasLtMatrixLayoutCreate(&lb, ab, C, N, C));    /* inpᵀ (C,N) */
+    cublasCheck(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, OC, N, OC)); /* outᵀ (OC,N) */
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &g_lt_ws_bytes, sizeof g_lt_ws_bytes));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g_lt, op, la, lb, lc, lc, pref, 1, &heur, &found);
+    int rc = -1;
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+        const float one = 1.0f, zero = 0.0f;
+        cublasCheck(cublasLtMatmul(g_lt, op, &one, A, la, B, lb, &zero, out, lc, out, lc, &heur.algo,
+                                   g_lt_ws, g_lt_ws_bytes, ops_cuda_i_stream()));
+        rc = 0;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(op);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* bias and matmul                                                                            */
 
 /* out[n, o] = (accumulate ? out[n, o] : 0) + bias[o] */
@@ -88,6 +154,10 @@ extern "C" void ops_cuda_matmul_forward(float *out, const float *inp, const floa
                                         const float *bias, int N, int C, int OC) {
     // out (N,OC) = inp (N,C) @ w(OC,C)ᵀ [+ bias]: the bias goes in first and the GEMM adds to it
     // (beta = 1), so the result is the CPU's (Σ) + b with one rounding of the sum
+    const int prec = ops_cuda_i_precision();
+    if (bias != NULL && prec != OPS_CUDA_FP32 && N > 0 &&
+        lt_matmul_bias(out, inp, w, bias, N, C, OC, prec) == 0)
+        return;
     if (bias != NULL) bias_rows(out, bias, N, OC, 0);
     gemm_rm(0, 1, N, OC, C, 1.0f, inp, C, 0, w, C, 0, bias != NULL ? 1.0f : 0.0f, out, OC, 0, 1);
 }

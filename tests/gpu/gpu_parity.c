@@ -3,6 +3,7 @@
  * tests/gpu/run_gpu_checks.sh on a GPU machine): op parity of the CUDA backend against the CPU
  * backend, a bit-identical rerun, the bf16 GEMM peak, and a synthetic GPT-2 training-step bench.
  *
+ *   gpu_parity info                                  the device (name, capability, SMs, memory)
  *   gpu_parity parity [--precision fp32|tf32|bf16]   every op, CUDA vs CPU, on random data
  *   gpu_parity peak                                  bf16 GEMM 8192³ through cuBLAS, TFLOP/s
  *   gpu_parity bench B T [--precision P] [--steps N] [--peak TFLOPS]
@@ -442,6 +443,36 @@ static double peak_tflops(void) {
     return best;
 }
 
+/* Where the step's time goes: CUDA events recorded between ops on the compute stream during one
+ * extra step, each interval charged to the category of the op it starts (host round trips, e.g.
+ * the encoder backward's token bucketing or the loss's 8-byte copy, count to their op). */
+enum { BK_MM, BK_CLS, BK_ATT, BK_LN, BK_EW, BK_LOSS, BK_EMB, BK_OPT, BK_N };
+static const char *const bk_name[BK_N] = {"matmul (cuBLAS, layers)", "classifier matmul", "attention (GEMMs + softmax)",
+                                          "layernorm", "element-wise (gelu, residual, copies)", "softmax + cross-entropy",
+                                          "embedding fwd/bwd", "grad zero + norm + AdamW"};
+#define BK_MAX 2048
+static cudaEvent_t bk_ev[BK_MAX];
+static int bk_cat[BK_MAX], bk_n, bk_on;
+static void bk(int cat) {
+    if (!bk_on || bk_n >= BK_MAX - 1) return;
+    cudaEventRecord(bk_ev[bk_n], (cudaStream_t)ops_cuda_stream());
+    bk_cat[bk_n++] = cat;
+}
+static void bk_report(double step_s) {
+    cudaEventRecord(bk_ev[bk_n], (cudaStream_t)ops_cuda_stream());
+    ops_cuda_sync();
+    double ms[BK_N] = {0}, total = 0;
+    for (int i = 0; i < bk_n; i++) {
+        float m = 0;
+        cudaEventElapsedTime(&m, bk_ev[i], bk_ev[i + 1]);
+        ms[bk_cat[i]] += m;
+        total += m;
+    }
+    printf("breakdown (one step, %.1f ms on the GPU timeline, %.1f ms wall):\n", total, step_s * 1e3);
+    for (int c = 0; c < BK_N; c++)
+        printf("  %-40s %8.2f ms  %5.1f%%\n", bk_name[c], ms[c], total > 0 ? 100.0 * ms[c] / total : 0.0);
+}
+
 /* synthetic GPT-2 124M step (see the file comment) */
 static int bench(int B, int T, const char *prec, int steps, double peak_meas) {
     const int L = 12, C = 768, NH = 12, HS = C / NH, V = 50257, N = B * T;
@@ -473,34 +504,56 @@ static int bench(int B, int T, const char *prec, int steps, double peak_meas) {
           *datt = dout + NC;
     float *mean = stats, *rstd = stats + N, *mean2 = stats + 2 * N, *rstd2 = stats + 3 * N;
     double t_total = 0;
-    for (int s = 0; s < steps + 2; s++) { /* 2 warm-up steps */
+    for (int i = 0; i < BK_MAX; i++) cudaEventCreate(&bk_ev[i]);
+    double t_bk = 0;
+    for (int s = 0; s < steps + 3; s++) { /* 2 warm-up steps, steps timed, 1 with the breakdown */
+        bk_on = s == steps + 2;
+        bk_n = 0;
         ops_cuda_sync();
         const double t0 = now_s();
+        bk(BK_OPT);
         ops_cuda_zero(G, nparams * 4);
+        bk(BK_EMB);
         ops_cuda_encoder_forward(x, tok, wte, wpe, B, T, C);
         for (int l = 0; l < L; l++) {
             float *w = lw + l * per_layer;
             float *l1w = w, *l1b = w + C, *qw = w + 2 * C, *qb = qw + 3 * C * C, *pw = qb + 3 * C,
                   *pb = pw + C * C, *l2w = pb + C, *l2b = l2w + C, *fw = l2b + C, *fb = fw + 4 * C * C,
                   *fpw = fb + 4 * C, *fpb = fpw + 4 * C * C;
+            bk(BK_LN);
             ops_cuda_layernorm_forward(ln, mean, rstd, x, l1w, l1b, N, C);
+            bk(BK_MM);
             ops_cuda_matmul_forward(qkv, ln, qw, qb, N, C, 3 * C);
+            bk(BK_ATT);
             ops_cuda_attention_forward(atty, att, qkv, B, T, NH, HS);
+            bk(BK_MM);
             ops_cuda_matmul_forward(fcp, atty, pw, pb, N, C, C);
+            bk(BK_EW);
             ops_cuda_residual_forward(res, x, fcp, NC);
+            bk(BK_LN);
             ops_cuda_layernorm_forward(ln2, mean2, rstd2, res, l2w, l2b, N, C);
+            bk(BK_MM);
             ops_cuda_matmul_forward(fc, ln2, fw, fb, N, C, 4 * C);
+            bk(BK_EW);
             ops_cuda_gelu_forward(fcg, fc, 4 * NC);
+            bk(BK_MM);
             ops_cuda_matmul_forward(out, fcg, fpw, fpb, N, 4 * C, C);
+            bk(BK_EW);
             ops_cuda_residual_forward(x, res, out, NC);
         }
         float *lfw = lw + L * per_layer, *lfb = lfw + C;
+        bk(BK_LN);
         ops_cuda_layernorm_forward(ln, mean, rstd, x, lfw, lfb, N, C);
+        bk(BK_CLS);
         ops_cuda_matmul_forward(logits, ln, wte, NULL, N, C, V);
+        bk(BK_LOSS);
         const double loss = ops_cuda_softmax_crossentropy(logits, (float *)(stats + 4 * N), tok, N, V, 1.0f / N);
         (void)loss;
+        bk(BK_EW);
         ops_cuda_zero(D, act * 4);
+        bk(BK_CLS);
         ops_cuda_matmul_backward(dln, gte, NULL, logits, ln, wte, N, C, V);
+        bk(BK_LN);
         ops_cuda_layernorm_backward(dx, lg + L * per_layer, lg + L * per_layer + C, dln, x, lfw, mean, rstd, N, C);
         for (int l = L - 1; l >= 0; l--) {
             float *w = lw + l * per_layer, *g = lg + l * per_layer;
@@ -508,22 +561,36 @@ static int bench(int B, int T, const char *prec, int steps, double peak_meas) {
                   *fw = l2w + 2 * C, *fpw = fw + 4 * C * C + 4 * C;
             float *gl1w = g, *gqw = g + 2 * C, *gpw = gqw + 3 * C * C + 3 * C, *gl2w = gpw + C * C + C,
                   *gfw = gl2w + 2 * C, *gfpw = gfw + 4 * C * C + 4 * C;
+            bk(BK_EW);
             ops_cuda_copy_d2d(dres, dx, NC * 4);
+            bk(BK_MM);
             ops_cuda_matmul_backward(dfcg, gfpw, gfpw + 4 * C * C, dx, fcg, fpw, N, 4 * C, C);
+            bk(BK_EW);
             ops_cuda_gelu_backward(dfc, fc, dfcg, 4 * NC);
+            bk(BK_MM);
             ops_cuda_matmul_backward(dln2, gfw, gfw + 4 * C * C, dfc, ln2, fw, N, C, 4 * C);
+            bk(BK_LN);
             ops_cuda_layernorm_backward(dres, gl2w, gl2w + C, dln2, res, l2w, mean2, rstd2, N, C);
+            bk(BK_EW);
             ops_cuda_copy_d2d(dx, dres, NC * 4);
+            bk(BK_MM);
             ops_cuda_matmul_backward(datty, gpw, gpw + C * C, dres, atty, pw, N, C, C);
+            bk(BK_ATT);
             ops_cuda_attention_backward(dqkv, datt, datty, qkv, att, B, T, NH, HS);
+            bk(BK_MM);
             ops_cuda_matmul_backward(dln, gqw, gqw + 3 * C * C, dqkv, ln, qw, N, C, 3 * C);
+            bk(BK_LN);
             ops_cuda_layernorm_backward(dx, gl1w, gl1w + C, dln, x, l1w, mean, rstd, N, C);
         }
+        bk(BK_EMB);
         ops_cuda_encoder_backward(gte, gpe, dx, tok, B, T, C);
+        bk(BK_OPT);
         const double gn = ops_cuda_sumsq(G, nparams);
+        bk(BK_OPT);
         ops_cuda_adamw(P, G, M, Vv, nparams, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, s + 1, gn > 1.0 ? (float)(1.0 / sqrt(gn)) : 1.0f);
         ops_cuda_sync();
-        if (s >= 2) t_total += now_s() - t0;
+        if (s >= 2 && !bk_on) t_total += now_s() - t0;
+        if (bk_on) t_bk = now_s() - t0;
     }
     const double dt = t_total / steps, tps = N / dt;
     const double n_matmul = (double)L * 12 * C * C + (double)V * C;
@@ -531,6 +598,9 @@ static int bench(int B, int T, const char *prec, int steps, double peak_meas) {
     const double mfu = fpt * tps / 989e12, mfu_meas = peak_meas > 0 ? fpt * tps / (peak_meas * 1e12) : NAN;
     printf("bench B=%d T=%d precision=%s step_ms=%.1f tokens_per_s=%.0f TFLOPs=%.1f MFU_vs_989=%.3f "
            "MFU_vs_measured_peak=%.3f\n", B, T, prec, dt * 1e3, tps, fpt * tps / 1e12, mfu, mfu_meas);
+    bk_on = 1;
+    bk_report(t_bk);
+    for (int i = 0; i < BK_MAX; i++) cudaEventDestroy(bk_ev[i]);
     ops_cuda_free(P), ops_cuda_free(G), ops_cuda_free(M), ops_cuda_free(Vv), ops_cuda_free(A);
     ops_cuda_free(D), ops_cuda_free(logits), ops_cuda_free(stats), ops_cuda_free(tok);
     return 0;
@@ -538,7 +608,8 @@ static int bench(int B, int T, const char *prec, int steps, double peak_meas) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        printf("usage: gpu_parity parity [--precision fp32|tf32|bf16]\n"
+        printf("usage: gpu_parity info\n"
+               "       gpu_parity parity [--precision fp32|tf32|bf16]\n"
                "       gpu_parity peak\n"
                "       gpu_parity bench B T [--precision P] [--steps N] [--peak TFLOPS]\n");
         return argc < 2 ? MT_EXIT_USAGE : 0;
@@ -557,6 +628,18 @@ int main(int argc, char **argv) {
         return MT_EXIT_ERROR;
     }
     if (ops_cuda_set_precision(prec) != 0) mt_fail("unknown precision '%s' (fp32, tf32, bf16)", prec);
+    if (strcmp(argv[1], "info") == 0) {
+        int dev = 0, major = 0, minor = 0, sms = 0;
+        size_t freeb = 0, total = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaMemGetInfo(&freeb, &total);
+        printf("device %d: %s, compute capability %d.%d, %d SMs, %.1f of %.1f GiB free\n", dev,
+               ops_cuda_device_name(), major, minor, sms, freeb / 1073741824.0, total / 1073741824.0);
+        return 0;
+    }
     if (strcmp(argv[1], "parity") == 0) return parity(prec);
     if (strcmp(argv[1], "peak") == 0) {
         printf("bf16 GEMM 8192^3 peak: %.1f TFLOP/s\n", peak_tflops());
@@ -565,5 +648,5 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "bench") == 0 && argc >= 4) {
         return bench(atoi(argv[2]), atoi(argv[3]), prec, steps > 0 ? steps : 5, peak);
     }
-    mt_fail("unknown command '%s' (parity, peak, bench B T)", argv[1]);
+    mt_fail("unknown command '%s' (info, parity, peak, bench B T)", argv[1]);
 }

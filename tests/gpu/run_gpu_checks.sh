@@ -52,13 +52,12 @@ if [ -f .gpucarry/carry.tar.gz ]; then
   tar -xzf .gpucarry/carry.tar.gz -C "$CARRY"
   MT=$CARRY/bin/minitrain
   GP=$CARRY/bin/gpu_parity
-  # NCCL is not carried (200 MB): the image's PyTorch wheel has one
-  NCCL_DIR=$(dirname "$(find /usr/local/cuda/lib64 /usr/lib /opt /usr/local/lib -name 'libnccl.so.2' 2>/dev/null | head -1)" 2>/dev/null)
-  export LD_LIBRARY_PATH="$CARRY/lib:${NCCL_DIR:-/nonexistent}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$CARRY/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   note "binaries: carried ($(cat "$CARRY/BUILD_INFO" 2>/dev/null || echo 'no BUILD_INFO'))"
 else
-  note "binaries: none carried; building here with make GPU=1 MPICC= (needs the Debian libraries)"
-  if make -j"$(nproc)" GPU=1 MPICC= BUILD=build-gpu-dev BIN=build-gpu-dev/minitrain \
+  note "binaries: none carried; building here with make GPU=1 (needs the Debian libraries)"
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+  if make -j"$(nproc)" GPU=1 BUILD=build-gpu-dev BIN=build-gpu-dev/minitrain \
        build-gpu-dev/minitrain build-gpu-dev/tests/gpu/gpu_parity > "$OUT/build.txt" 2>&1; then
     MT=$ROOT/build-gpu-dev/minitrain
     GP=$ROOT/build-gpu-dev/tests/gpu/gpu_parity
@@ -68,10 +67,22 @@ else
     exit 1
   fi
 fi
+# CUDA's own libraries (cuBLAS, cudart, NCCL) come from the image: the toolkit or PyTorch's wheels
+for lib in $(ldd "$GP" "$MT" 2>&1 | awk '/not found/ {print $1}' | sort -u); do
+  dir=$(dirname "$(find /usr/local/cuda/ /usr/local/cuda*/lib64 /opt /usr/lib /usr/local/lib -name "$lib" 2>/dev/null | head -1)")
+  [ "$dir" != . ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"
+done
 missing=$(ldd "$GP" "$MT" 2>&1 | grep 'not found' | sort -u)
 if [ -n "$missing" ]; then
   echo "$missing"
   fail "libraries missing on the device: $(echo "$missing" | awk '{print $1}' | tr '\n' ' ')"
+  exit 1
+fi
+
+if info=$("$GP" info 2>&1); then
+  note "$info"
+else
+  fail "no usable CUDA device: $info"
   exit 1
 fi
 
@@ -81,7 +92,7 @@ for p in fp32 tf32 bf16; do
   if timeout 120 "$GP" parity --precision "$p" >> "$OUT/parity.txt" 2>&1; then
     pass "parity $p ($(grep -c PASS "$OUT/parity.txt") PASS lines so far)"
   else
-    fail "parity $p: $(grep -E 'FAIL|error' "$OUT/parity.txt" | head -5 | tr '\n' ';')"
+    fail "parity $p: $( (grep -E 'FAIL|error' "$OUT/parity.txt" || tail -2 "$OUT/parity.txt") | head -5 | tr '\n' ';')"
   fi
 done
 note "after parity: $(elapsed) s"
