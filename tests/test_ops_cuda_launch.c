@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "train/ops.h"
 #include "train/ops_cuda_launch.h"
 
 /* Simulate a grid-stride loop of `blocks` x `block` threads, per_thread = 1: every index in
@@ -182,6 +183,35 @@ static void test_bucket_tokens(void **state) {
     assert_int_equal(offs[0], 0);
 }
 
+/* The device's encoder backward (k_encoder_bwd_wte: per bucket, per column, acc = dwte; acc +=
+ * dout of each position in bucket order) replayed on the host from ops_cuda_bucket_tokens'
+ * output gives the CPU backend's dwte BIT FOR BIT: the claim in ops_cuda.h. */
+static void test_bucketed_encoder_backward_matches_cpu(void **state) {
+    (void)state;
+    enum { B = 3, T = 40, C = 16, V = 11, BT = B * T };
+    int inp[BT], pos[BT], offs[BT + 1], tok[BT];
+    static float dout[BT * C], want[V * C], got[V * C], wpe[T * C];
+    uint64_t s = 99;
+    for (int i = 0; i < BT; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        inp[i] = (int)((s >> 33) % V);
+    }
+    for (int i = 0; i < BT * C; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        dout[i] = (float)((double)(s >> 40) / 16777216.0 - 0.5) * 3.0f;
+    }
+    for (int i = 0; i < V * C; i++) want[i] = got[i] = 0.1f * (float)(i % 7) - 0.3f;
+    ops_encoder_backward(want, wpe, dout, inp, B, T, C);
+    const int U = ops_cuda_bucket_tokens(inp, BT, pos, offs, tok);
+    for (int u = 0; u < U; u++)
+        for (int c = 0; c < C; c++) {
+            float acc = got[tok[u] * C + c];
+            for (int j = offs[u]; j < offs[u + 1]; j++) acc += dout[pos[j] * C + c];
+            got[tok[u] * C + c] = acc;
+        }
+    assert_memory_equal(got, want, sizeof got);
+}
+
 static void test_precision(void **state) {
     (void)state;
     assert_int_equal(ops_cuda_parse_precision("fp32"), OPS_CUDA_FP32);
@@ -199,6 +229,7 @@ int main(void) {
         cmocka_unit_test(test_warp_rows),     cmocka_unit_test(test_workspaces),
         cmocka_unit_test(test_matrix_span),   cmocka_unit_test(test_bucket_tokens),
         cmocka_unit_test(test_precision),
+        cmocka_unit_test(test_bucketed_encoder_backward_matches_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
