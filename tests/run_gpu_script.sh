@@ -26,7 +26,7 @@ done
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   objs=$(for f in train/ops_cuda*.cu; do echo "build-gpu/${f%.cu}.o"; done)
   # shellcheck disable=SC2086
-  make -s GPU=1 $objs >/dev/null && ok "CUDA kernels compile (sm_90, sm_80) with warnings and spills as errors" \
+  make -s -j2 GPU=1 $objs >/dev/null && ok "CUDA kernels compile (sm_90, sm_80) with warnings and spills as errors" \
     || bad "CUDA kernels do not compile cleanly (make GPU=1)"
 else
   echo "  skip CUDA compile (no /usr/local/cuda/bin/nvcc)"
