@@ -17,7 +17,7 @@ for s in tests/gpu/run_gpu_checks.sh tests/gpu/pack_carry.sh; do
     echo "  skip shellcheck (not installed)"
   fi
 done
-for stage in 'nvidia-smi' 'parity --precision' 'device cuda' 'stop-after 10' ' peak' 'bench "\$B" 1024'; do
+for stage in 'nvidia-smi' 'parity --precision' 'MINITRAIN_DEVICE' 'train cuda' 'stop-after 10' ' peak' 'bench "\$B" 1024'; do
   grep -q -- "$stage" tests/gpu/run_gpu_checks.sh && ok "run_gpu_checks.sh has stage: $stage" \
     || bad "run_gpu_checks.sh lacks stage: $stage"
 done
