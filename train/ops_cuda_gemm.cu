@@ -22,6 +22,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "train/ops_cuda_impl.cuh"
 
@@ -70,6 +71,13 @@ static void gemm_rm(int ta, int tb, int M, int N, int K, float alpha, const floa
 /* cuBLASLt: forward matmul + bias epilogue (tf32, bf16)                                       */
 
 static cublasLtHandle_t g_lt;
+
+/* the largest power of two (<= 256) dividing the address: the pointer's alignment in bytes */
+static uint32_t align_of(const void *p) {
+    uint32_t a = 256;
+    while (a > 1 && ((uintptr_t)p % a) != 0) a >>= 1;
+    return a;
+}
 static void *g_lt_ws;
 static size_t g_lt_ws_bytes;
 
@@ -109,15 +117,23 @@ static int lt_matmul_bias(float *out, const float *inp, const float *w, const fl
     cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                      &g_lt_ws_bytes, sizeof g_lt_ws_bytes));
+    /* parameters sit at arbitrary float offsets of one allocation: tell the heuristic the real
+     * alignment of every pointer so it offers only kernels that accept it */
+    const uint32_t alA = align_of(A), alB = align_of(B), alC = align_of(out), alBias = align_of(bias);
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alA, sizeof alA));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alB, sizeof alB));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alC, sizeof alC));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alC, sizeof alC));
+    (void)alBias; /* no preference attribute for the bias; a refusal below falls back */
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g_lt, op, la, lb, lc, lc, pref, 1, &heur, &found);
     int rc = -1;
     if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
         const float one = 1.0f, zero = 0.0f;
-        cublasCheck(cublasLtMatmul(g_lt, op, &one, A, la, B, lb, &zero, out, lc, out, lc, &heur.algo,
-                                   g_lt_ws, g_lt_ws_bytes, ops_cuda_i_stream()));
-        rc = 0;
+        st = cublasLtMatmul(g_lt, op, &one, A, la, B, lb, &zero, out, lc, out, lc, &heur.algo,
+                            g_lt_ws, g_lt_ws_bytes, ops_cuda_i_stream());
+        rc = st == CUBLAS_STATUS_SUCCESS ? 0 : -1; /* refused (e.g. bias alignment): plain path */
     }
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
