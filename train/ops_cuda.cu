@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "train/ops_cuda_impl.cuh"
@@ -98,6 +99,15 @@ extern "C" int ops_cuda_init(int local_rank, char *err, size_t errlen) {
         return -1;
     }
     g_cuda.precision = OPS_CUDA_FP32;
+    const char *env = getenv("MINITRAIN_PRECISION");
+    if (env != NULL && *env != '\0') {
+        const int v = ops_cuda_parse_precision(env);
+        if (v < 0) {
+            mt_errf(err, errlen, "MINITRAIN_PRECISION must be fp32, tf32 or bf16 (got '%s')", env);
+            return -1;
+        }
+        g_cuda.precision = v;
+    }
     g_cuda.ready = 1;
     return 0;
 }

@@ -30,8 +30,10 @@ extern "C" {
 
 /* --- lifecycle and memory ------------------------------------------------------------------ */
 
-/* Select device local_rank % device_count, create the compute stream and the cuBLAS/cuBLASLt
- * handles. Idempotent. 0 ok; -1 with the reason in err (no device, driver too old, ...). */
+/* Select device local_rank % device_count, create the compute stream and the cuBLAS handle.
+ * The GEMM precision starts as fp32, or as the environment's MINITRAIN_PRECISION (fp32 | tf32 |
+ * bf16: a run picks it without a config key). Idempotent. 0 ok; -1 with the reason in err (no
+ * device, driver too old, a bad MINITRAIN_PRECISION, ...). */
 int ops_cuda_init(int local_rank, char *err, size_t errlen);
 /* The selected device's name ("NVIDIA H200"), or "" before ops_cuda_init. */
 const char *ops_cuda_device_name(void);

@@ -173,5 +173,25 @@ for B in 16 32; do
   done
 done
 
+# the trainer's own step on cuda at the same shape (needs the backend table): tokens/s and MFU as
+# the trainer logs them (run.db), fp32 and bf16 (MINITRAIN_PRECISION, read by ops_cuda_init)
+if [ -n "${T:-}" ] && [ -d "${T:-/nonexistent}/data" ]; then
+  for p in bf16 fp32; do
+    if [ "$(elapsed)" -gt 285 ]; then skip "trainer step $p: time budget spent"; continue; fi
+    rd=$T/gpt2-$p
+    MINITRAIN_DEVICE=cuda MINITRAIN_PRECISION=$p timeout 60 "$MT" train --data "$T/data" --run-dir "$rd" \
+      --n-layer 12 --n-head 12 --d-model 768 --seq-len 1024 --vocab-size 50257 --batch-size 16 \
+      --global-batch 16 --steps 6 --warmup-steps 1 --log-every 1 --eval-every 0 --eval-batches 1 \
+      --sample-tokens 0 >> "$OUT/bench.txt" 2>&1
+    r=$(python3 -c "
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1] + '/run.db').execute('SELECT tokens_per_s, mfu, step_ms FROM metrics WHERE train_loss IS NOT NULL ORDER BY rowid').fetchall()[2:]
+if rows:
+    rows.sort(); t, m, s = rows[len(rows) // 2]
+    print('tokens_per_s=%.0f mfu=%.3f step_ms=%.1f' % (t, m or float('nan'), s))" "$rd" 2>&1)
+    if [ -n "$r" ]; then note "trainer GPT-2 124M B=16 T=1024 $p on cuda (median of steps 3-6): $r"; else fail "trainer step $p (see bench.txt)"; fi
+  done
+fi
+
 note "total: $(elapsed) s, failures: $fails"
 exit $((fails > 0))
