@@ -55,6 +55,7 @@
 #include "core/runlock.h"
 #include "core/timer.h"
 #include "sched/ettr.h"
+#include "sched/proctree.h"
 #include "sched/replan.h"
 #include "sched/slurm.h"
 
@@ -165,117 +166,28 @@ static void nap(sup *s, int ms) {
     sleep_ms(ms);
 }
 
-/* Every descendant of root (by /proc/<pid>/stat ppid), appended to out; returns the count. */
-static int descendants(pid_t root, pid_t *out, int max) {
-    enum { NP = 32768 };
-    static pid_t pid[NP], ppid[NP];
-    int n = 0;
-    DIR *d = opendir("/proc");
-    if (!d) return 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL && n < NP) {
-        if (!isdigit((unsigned char)de->d_name[0])) continue;
-        char p[300], buf[512];
-        snprintf(p, sizeof(p), "/proc/%s/stat", de->d_name);
-        FILE *f = fopen(p, "r");
-        if (!f) continue;
-        size_t got = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[got] = '\0';
-        char *rp = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
-        int pp;
-        if (!rp || sscanf(rp + 1, " %*c %d", &pp) != 1) continue;
-        pid[n] = (pid_t)atoi(de->d_name);
-        ppid[n++] = (pid_t)pp;
-    }
-    closedir(d);
-    int m = 0;
-    out[m++] = root;
-    for (int head = 0; head < m; head++) /* BFS over the parent links */
-        for (int i = 0; i < n && m < max; i++)
-            if (ppid[i] == out[head] && pid[i] != root) out[m++] = pid[i];
-    return m - 1 > 0 ? m - 1 : 0;
-}
-
-/* Signal the job: its process group (only while the launch process is unreaped: a reaped
- * leader's pid may be reused) and every descendant of the supervisor — as a subreaper it adopts
- * the job's orphans, and it has no other children. */
-static void signal_all(pid_t child, int child_alive, int sig) {
-    pid_t d[4096];
-    int n = descendants(getpid(), d, 4096);
-    if (child_alive) kill(-child, sig);
-    for (int i = 1; i <= n; i++) kill(d[i], sig);
-}
-
-/* 1 while the launch process has not been reaped. */
-static int unreaped(pid_t child) {
-    siginfo_t si;
-    memset(&si, 0, sizeof(si));
-    return waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
-}
-
-/* Reap every child (and adopted orphan) that has exited; returns 1 when none is left. */
-static int reap_all(void) {
-    for (;;) {
-        int st;
-        pid_t p = waitpid(-1, &st, WNOHANG);
-        if (p > 0) continue;
-        return p < 0 && errno == ECHILD;
-    }
-}
-
-/* SIGTERM the group and all descendants, SIGKILL after the grace period, reap everything.
- * Returns the seconds it took. */
-/* After a failure the job's ranks are of no further use: SIGKILL every descendant but the launch
- * process itself. Returns how many. */
-static int kill_ranks(pid_t child) {
-    pid_t d[4096];
-    int n = descendants(getpid(), d, 4096), k = 0;
-    for (int i = 1; i <= n; i++)
-        if (d[i] != child) k += kill(d[i], SIGKILL) == 0;
-    return k;
-}
-
-/* Open MPI's session directory of an mpirun we SIGKILLed ($TMPDIR/ompi.<host>.<uid>/pid.<pid>):
- * a killed mpirun cannot remove it, and a job that fails every two minutes would leave hundreds. */
-static void remove_mpi_session(pid_t pid) {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !tmp[0]) tmp = "/tmp";
-    DIR *d = opendir(tmp);
-    if (!d) return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "ompi.", 5) != 0) continue;
-        char p[4300];
-        snprintf(p, sizeof(p), "%s/%s/pid.%d", tmp, de->d_name, (int)pid);
-        struct stat sb;
-        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) fs_remove_tree(p, NULL, 0);
-    }
-    closedir(d);
-}
-
 static double teardown(sup *s, pid_t child, int failed) {
     double t0 = timer_now();
-    if (failed && unreaped(child)) {
+    if (failed && proc_unreaped(child)) {
         /* nothing of a failed attempt is worth waiting for (checkpoints are committed
          * atomically; run.db is crash-safe): SIGKILL the ranks, then the launcher — mpirun takes
          * a second to exit by itself, and a SIGTERM reaching it while it aborts can crash it */
-        int ranks = kill_ranks(child);
+        int ranks = proc_kill_ranks(child);
         kill(-child, SIGKILL);
-        while (!reap_all() && timer_now() - t0 < s->grace_s) {
-            kill_ranks(child); /* one it started meanwhile */
+        while (!proc_reap_all() && timer_now() - t0 < s->grace_s) {
+            proc_kill_ranks(child); /* one it started meanwhile */
             nap(s, 5);
         }
-        if (ranks > 0) remove_mpi_session(child);
+        if (ranks > 0) proc_remove_mpi_session(child);
     } else {
-        signal_all(child, unreaped(child), SIGTERM);
+        proc_signal_all(child, proc_unreaped(child), SIGTERM);
     }
-    while (!reap_all() && timer_now() - t0 < s->grace_s) nap(s, 5);
-    if (!reap_all()) {
-        signal_all(child, unreaped(child), SIGKILL);
+    while (!proc_reap_all() && timer_now() - t0 < s->grace_s) nap(s, 5);
+    if (!proc_reap_all()) {
+        proc_signal_all(child, proc_unreaped(child), SIGKILL);
         double t1 = timer_now();
-        while (!reap_all() && timer_now() - t1 < 10.0) nap(s, 5);
-        if (!reap_all()) say("warning: some processes of the job did not exit after SIGKILL");
+        while (!proc_reap_all() && timer_now() - t1 < 10.0) nap(s, 5);
+        if (!proc_reap_all()) say("warning: some processes of the job did not exit after SIGKILL");
     }
     return timer_now() - t0;
 }
@@ -458,6 +370,35 @@ static int replan(sup *s, int host, char *reason, size_t rlen) {
     return 0;
 }
 
+/* Cordon host (blamed for s->cordon_after failures): leave it out of later launches, drain it in
+ * Slurm inside an allocation, and re-plan a rankfile job without it. Returns 0, or -1 when the job
+ * cannot go on (no slots left, no placement without it: reason filled, give_up logged). */
+static int cordon(sup *s, int host, const failure *f, char *reason, size_t rlen) {
+    s->hosts.cordoned[host] = 1;
+    cJSON *d = ev_detail();
+    ev_str(d, EVK_HOST, s->hosts.name[host]);
+    ev_num(d, EVK_FAILURES, s->hosts.blamed[host]);
+    ev_num(d, EVK_SLOTS_LEFT, sup_hosts_slots(&s->hosts));
+    event(s, EV_CORDON, f->rank, d);
+    say("cordoning host %s (blamed for %d failure%s); %d slots left", s->hosts.name[host],
+        s->hosts.blamed[host], s->hosts.blamed[host] == 1 ? "" : "s", sup_hosts_slots(&s->hosts));
+    if (slurm_in_allocation()) slurm_cordon(s, host, f);
+    int rc = 0;
+    if (sup_hosts_slots(&s->hosts) == 0) {
+        snprintf(reason, rlen, "every host in %s is cordoned", s->hostfile);
+        rc = -1;
+    } else if (s->have_rf) {
+        rc = replan(s, host, reason, rlen);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
+        d = ev_detail();
+        ev_str(d, EVK_REASON, reason);
+        event(s, EV_GIVE_UP, -1, d);
+    }
+    return rc;
+}
+
 /* The job stopped after SIGUSR1 (its checkpoint is committed): inside a Slurm allocation requeue
  * it (`scontrol requeue`: the requeued job resumes from that checkpoint). Returns the job's status
  * (EV_SUP_REQUEUED or EV_SUP_STOPPED); reason says what happened. */
@@ -629,6 +570,34 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
     return 1;
 }
 
+/* The job's hosts: --hostfile, else the Slurm allocation's (RUN_DIR/hostfile.slurm); with
+ * --rankfile, its placement (RUN_DIR/rankfile.active). A bad file is a user error (exit 2). */
+static void setup_hosts(sup *s, const sup_opts *o) {
+    char err[1024];
+    static char slurm_hostfile[4200]; /* sched/slurm.h: the hosts of the Slurm allocation */
+    if (!s->hostfile && slurm_in_allocation()) {
+        mkdir(s->run_dir, 0755);
+        snprintf(slurm_hostfile, sizeof(slurm_hostfile), "%s/hostfile.slurm", s->run_dir);
+        if (slurm_write_hostfile(slurm_hostfile, err, sizeof(err)) < 0) mt_fail("run: %s", err);
+        s->hostfile = slurm_hostfile;
+    }
+    if (s->hostfile && sup_hosts_parse(s->hostfile, &s->hosts, err, sizeof(err)) != 0)
+        mt_fail("run: %s", err);
+    if (o->rankfile) { /* sched/replan.h: ranks -> hosts, and the re-plan after a cordon */
+        if (!s->hostfile)
+            mt_fail("run: --rankfile needs the job's hosts to re-plan on: run inside a Slurm "
+                    "allocation or give --hostfile");
+        if (replan_read(o->rankfile, &s->rf, err, sizeof(err)) != 0 ||
+            replan_check_hosts(&s->rf, &s->hosts, err, sizeof(err)) != 0)
+            mt_fail("run: %s", err);
+        s->have_rf = 1;
+        mkdir(s->run_dir, 0755);
+        snprintf(s->active_rankfile, sizeof(s->active_rankfile), "%s/rankfile.active", s->run_dir);
+        if (fs_copy_file(o->rankfile, s->active_rankfile, err, sizeof(err)) != 0)
+            mt_fail("run: %s", err);
+    }
+}
+
 void sup_opts_default(sup_opts *o) {
     memset(o, 0, sizeof(*o));
     o->max_restarts = 5;
@@ -676,28 +645,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     if (nlaunch > SUP_MAX_ARGS) mt_fail("run: launch command has more than %d words", SUP_MAX_ARGS);
     if (!s.run_dir) mt_fail("run: no run directory");
     char err[1024];
-    static char slurm_hostfile[4200]; /* sched/slurm.h: the hosts of the Slurm allocation */
-    if (!s.hostfile && slurm_in_allocation()) {
-        mkdir(s.run_dir, 0755);
-        snprintf(slurm_hostfile, sizeof(slurm_hostfile), "%s/hostfile.slurm", s.run_dir);
-        if (slurm_write_hostfile(slurm_hostfile, err, sizeof(err)) < 0) mt_fail("run: %s", err);
-        s.hostfile = slurm_hostfile;
-    }
-    if (s.hostfile && sup_hosts_parse(s.hostfile, &s.hosts, err, sizeof(err)) != 0)
-        mt_fail("run: %s", err);
-    if (o->rankfile) { /* sched/replan.h: ranks -> hosts, and the re-plan after a cordon */
-        if (!s.hostfile)
-            mt_fail("run: --rankfile needs the job's hosts to re-plan on: run inside a Slurm "
-                    "allocation or give --hostfile");
-        if (replan_read(o->rankfile, &s.rf, err, sizeof(err)) != 0 ||
-            replan_check_hosts(&s.rf, &s.hosts, err, sizeof(err)) != 0)
-            mt_fail("run: %s", err);
-        s.have_rf = 1;
-        mkdir(s.run_dir, 0755);
-        snprintf(s.active_rankfile, sizeof(s.active_rankfile), "%s/rankfile.active", s.run_dir);
-        if (fs_copy_file(o->rankfile, s.active_rankfile, err, sizeof(err)) != 0)
-            mt_fail("run: %s", err);
-    }
+    setup_hosts(&s, o);
     /* one job per run directory (core/runlock.h): a second supervisor or trainer is refused */
     if (runlock_acquire(&s.lock, s.run_dir, "run", err, sizeof(err)) != 0) mt_fail("run: %s", err);
     s.db = rundb_open(s.run_dir, err, sizeof(err));
@@ -831,32 +779,9 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
             break;
         }
-        if (host >= 0 && ++s.hosts.blamed[host] >= s.cordon_after && !s.hosts.cordoned[host]) {
-            s.hosts.cordoned[host] = 1;
-            d = ev_detail();
-            ev_str(d, EVK_HOST, s.hosts.name[host]);
-            ev_num(d, EVK_FAILURES, s.hosts.blamed[host]);
-            ev_num(d, EVK_SLOTS_LEFT, sup_hosts_slots(&s.hosts));
-            event(&s, EV_CORDON, f.rank, d);
-            say("cordoning host %s (blamed for %d failures); %d slots left", s.hosts.name[host],
-                s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
-            if (slurm_in_allocation()) slurm_cordon(&s, host, &f);
-            if (sup_hosts_slots(&s.hosts) == 0) {
-                snprintf(reason, sizeof(reason), "every host in %s is cordoned", s.hostfile);
-                fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
-                d = ev_detail();
-                ev_str(d, EVK_REASON, "no hosts left");
-                event(&s, EV_GIVE_UP, -1, d);
-                break;
-            }
-            if (s.have_rf && replan(&s, host, reason, sizeof(reason)) != 0) {
-                fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
-                d = ev_detail();
-                ev_str(d, EVK_REASON, reason);
-                event(&s, EV_GIVE_UP, -1, d);
-                break;
-            }
-        }
+        if (host >= 0 && ++s.hosts.blamed[host] >= s.cordon_after && !s.hosts.cordoned[host] &&
+            cordon(&s, host, &f, reason, sizeof(reason)) != 0)
+            break;
         /* an attempt that trained relaunches at once (independent faults are the common case
          * and waiting buys nothing); failures in a row without training in between — a crash
          * loop: a bad node, a bad checkpoint — back off exponentially */
