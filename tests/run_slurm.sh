@@ -151,8 +151,9 @@ PY
 # an unfaulted reference: the same layout, outside Slurm
 timeout 120 mpirun $MPI_ARGS --oversubscribe -np 4 $MT train --config "$TMP/tiny.ini" --tp 2 --dp 2 \
   --run-dir "$TMP/ref" > "$TMP/ref.log" 2>&1 || { bad "reference run: $(tail -3 "$TMP/ref.log")"; }
-# node_watch NODE STEP HB_DIR OUT: every 50 ms, note (attempt, node) of each minitrain process of
-# this test (its environment: MINITRAIN_ATTEMPT, SLURMD_NODENAME); the first time a heartbeat in
+# node_watch NODE STEP HB_DIR OUT: every 50 ms, note (attempt, node, name) of each minitrain rank
+# and Open MPI daemon (orted) of this test (from its environment: MINITRAIN_ATTEMPT,
+# SLURMD_NODENAME), one "attempt node name" line each in OUT; the first time a heartbeat in
 # HB_DIR passes STEP (STEP > 0), SIGKILL the minitrain processes on NODE. Ends when STOP appears.
 node_watch() {
   $PY - "$@" <<'PY' &
@@ -164,25 +165,29 @@ def procs():
     for d in os.listdir("/proc"):
         if not d.isdigit(): continue
         try:
-            if open(f"/proc/{d}/comm").read().strip() != "minitrain": continue
+            comm = open(f"/proc/{d}/comm").read().strip()
+            if comm not in ("minitrain", "orted"): continue
             env = dict(e.split(b"=", 1) for e in open(f"/proc/{d}/environ", "rb").read().split(b"\0") if b"=" in e)
         except OSError: continue
         if env.get(b"MINITRAIN_HEARTBEAT_DIR", b"").startswith(mine) and b"SLURMD_NODENAME" in env:
+            env[b"comm"] = comm.encode()
             yield int(d), env
 while not os.path.exists(out + ".stop") and time.time() - t0 < 240:
     ps = list(procs())
     for pid, env in ps:
-        seen.add((env.get(b"MINITRAIN_ATTEMPT", b"?").decode(), env[b"SLURMD_NODENAME"].decode()))
+        seen.add((env.get(b"MINITRAIN_ATTEMPT", b"?").decode(), env[b"SLURMD_NODENAME"].decode(),
+                  env[b"comm"].decode()))
     if not killed:
         steps = [int(m.group(1)) for f in glob.glob(hb + "/rank_*")
                  for m in [re.search(r"step=(\d+)", open(f).read())] if m]
         if steps and max(steps) >= step:
-            victims = [pid for pid, env in ps if env[b"SLURMD_NODENAME"] == node]
+            victims = [pid for pid, env in ps
+                       if env[b"SLURMD_NODENAME"] == node and env[b"comm"] == b"minitrain"]
             for pid in victims: os.kill(pid, signal.SIGKILL)
             killed = True
             open(out + ".kill", "w").write(f"{len(victims)} {max(steps)}\n")
     time.sleep(0.05)
-open(out, "w").write("".join(f"{a} {n}\n" for a, n in sorted(seen)))
+open(out, "w").write("".join(f"{a} {n} {c}\n" for a, n, c in sorted(seen)))
 PY
   echo $! > "$4.pid"; PIDS+=("$4.pid")
 }
@@ -191,7 +196,7 @@ set +e
 MINITRAIN_SHM_DIR="$TMP/shm2" timeout 200 salloc -Q -N3 --ntasks-per-node=2 bash -c "
   $MT plan --from-slurm --tp 2 --dp 2 --spares 1 --quiet --out '$TMP/heal.rankfile' > /dev/null &&
   $MT run --rankfile '$TMP/heal.rankfile' --cordon-after 1 --backoff 0:0 --run-dir '$TMP/heal' -- \
-    mpirun $MPI_ARGS --rankfile {rankfile} -np 4 $MT train --config '$TMP/tiny.ini' \
+    mpirun $MPI_ARGS --hostfile {hostfile} --rankfile {rankfile} -np 4 $MT train --config '$TMP/tiny.ini' \
     --rankfile {rankfile} --run-dir '$TMP/heal'" > "$TMP/heal.log" 2>&1
 rc=$?
 set -e
@@ -210,10 +215,11 @@ drain=$(q "select json_extract(detail,'\$.host')||' '||json_extract(detail,'\$.o
 replan=$(q "select json_extract(detail,'\$.hosts') from events where kind='replan'")
 [ "$drain" = "n2 1" ] && [ "$replan" = "n1,n3" ] && ok "run.db records the drain of n2 and the re-plan onto n1,n3" \
   || bad "run.db: slurm_drain '$drain', replan '$replan'"
-a2=$(awk '$1 == 2 {print $2}' "$TMP/heal.nodes" | sort -u | tr '\n' ' ')
-a1=$(awk '$1 == 1 {print $2}' "$TMP/heal.nodes" | sort -u | tr '\n' ' ')
-[ "$a1" = "n1 n2 " ] && [ "$a2" = "n1 n3 " ] && ok "ranks ran on n1+n2, then on n1+n3 after the re-plan" \
-  || bad "nodes seen: attempt 1 on '$a1', attempt 2 on '$a2'"
+seen() { awk -v a="$1" -v c="$2" '$1 == a && $3 == c {print $2}' "$TMP/heal.nodes" | sort -u | tr '\n' ' '; }
+a1=$(seen 1 minitrain); a2=$(seen 2 minitrain); d2=$(seen 2 orted)
+[ "$a1" = "n1 n2 " ] && [ "$a2" = "n1 n3 " ] && [ "$d2" = "n1 n3 " ] \
+  && ok "ranks ran on n1+n2, then on n1+n3 after the re-plan (Open MPI's daemons too: none on n2)" \
+  || bad "nodes seen: attempt 1 ranks on '$a1', attempt 2 ranks on '$a2', daemons on '$d2'"
 resumed=$(grep -o 'resumed from step [0-9]*' "$TMP/heal.log" | head -1)
 if [ $rc = 0 ] && grep -q 'attempt 2: job finished cleanly' "$TMP/heal.log" && [ -n "$resumed" ] \
    && same_params "$TMP/heal" "$TMP/ref" 2> "$TMP/heal.cmp"; then
