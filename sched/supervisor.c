@@ -12,8 +12,8 @@
  * Process hygiene: the launch runs in its own process group (setpgid in both parent and child,
  * so there is no race), and the supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): every
  * descendant that loses its parent (ranks of a dead mpirun) is re-parented to us, so a teardown
- * can signal the group AND every descendant found in /proc, then reap until none is left — no
- * orphan rank keeps running into the next attempt. After a failure the ranks get SIGKILL at once
+ * can signal the group AND every descendant found in /proc (sched/proctree.h), then reap until
+ * none is left — no orphan rank keeps running into the next attempt. After a failure the ranks get SIGKILL at once
  * and a launcher above them (mpirun) its grace period to exit by itself. The other direction: the
  * launch gets PR_SET_PDEATHSIG and every rank watches the supervisor's record in the heartbeat
  * directory (sched/hooks.h), so a job never outlives a supervisor killed by SIGKILL. The run
@@ -23,6 +23,12 @@
  * killed, with a reason) and ends the run rows its dead attempts left "running" (crashed | hung |
  * killed | failed) once their processes are gone. The first failure of a restart window is
  * relaunched at once; later ones back off exponentially.
+ *
+ * Placement and Slurm (docs/slurm.md): the hosts come from --hostfile or the Slurm allocation; with
+ * --rankfile a failed rank's host is the rankfile's, and a host blamed --cordon-after times is
+ * cordoned, drained in Slurm (sched/slurm.h) and the layout re-planned without it onto a spare
+ * (sched/replan.h) before the relaunch. SIGUSR1 asks the ranks to checkpoint now and stop
+ * (sched/preempt.h); the job is then requeued in Slurm.
  *
  * Time: decisions use the monotonic clock; run.db events carry unix time (rundb_now) so the ETTR
  * accounting can line them up with the trainer's events.
