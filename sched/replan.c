@@ -41,8 +41,13 @@ int replan_read(const char *path, replan_rankfile *rf, char *err, size_t errlen)
         lineno++;
         if (sscanf(line, "# spare %255s", name) == 1) rf->n_spares++;
         if (sscanf(line, " rank %d=%255[^ \t\n]", &r, name) != 2) continue;
-        /* plan_read_rankfile checked 0..world-1 in order */
-        if (strlen(name) >= REPLAN_HOST_MAX) {
+        /* plan_read_rankfile checked 0..world-1 in order; checked again, in case the file
+         * changed between the two reads */
+        if (r < 0 || r >= rf->world) {
+            snprintf(err, errlen, "%s:%d: rank %d outside 0..%d (did the file change?)", path,
+                     lineno, r, rf->world - 1);
+            rc = -1;
+        } else if (strlen(name) >= REPLAN_HOST_MAX) {
             snprintf(err, errlen, "%s:%d: host name longer than %d bytes", path, lineno,
                      REPLAN_HOST_MAX - 1);
             rc = -1;
