@@ -46,6 +46,11 @@ static const char CSS[] =
     "svg.mt-picture{max-width:100%;height:auto;border:1px solid #ccc;margin:6px 0}"
     ".note{color:#555;font-size:13px}code{background:#f0f0f0;padding:0 3px}"
     "details summary{cursor:pointer;font-weight:600;margin:6px 0}"
+    "table.events{width:100%}table.events td code,table.checkpoints td code{white-space:pre-wrap;"
+    "word-break:break-all;background:none}"
+    "tr.ev-failure td,tr.ev-give_up td{background:#f6d5d8;font-weight:700}"
+    "tr.ev-fault td{background:#fbe9d0;font-style:italic}tr.ev-recovered td,tr.ev-resume td{"
+    "background:#dcefdc}"
     "@media print{nav{display:none}section{break-inside:avoid}}";
 
 static void esc(FILE *f, const char *s) { svgd_text(f, s ? s : ""); }

@@ -98,7 +98,8 @@ int svg_layout(sqlite3 *db, FILE *f) {
                                      begin, err, sizeof(err)) == 0;
     const int W = 960, ML = 20, GAPX = 44, MT = 80;
     const double pw = (W - 2 * ML - (pp - 1) * GAPX) / (double)pp;
-    const double cw = pw / tp, ch = fmin(60, fmax(16, 420.0 / dp));
+    const double cw = pw / tp, ch = fmin(68, fmax(18, 420.0 / dp));
+    const double in = ch >= 40 && cw >= 60 ? 8 : 2; /* cell inset: room for the group outlines */
     const int H = (int)(MT + dp * ch + 46 + (ep > 1 ? 5 : 3) * 18);
     char title[200];
     snprintf(title, sizeof(title), "parallel layout: %d rank%s = tp %d × pp %d × dp %d%s", world,
@@ -133,20 +134,20 @@ int svg_layout(sqlite3 *db, FILE *f) {
                 double x = px + t * cw, y = MT + d * ch;
                 fprintf(f, "<g class=\"layout-rank\" data-rank=\"%d\"><title>rank %d: tp %d, pp %d, "
                         "dp %d, ep %d</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                        "fill=\"%s\" stroke=\"#666\"/>", r, r, tr_, pr_, dr_, er_, x + 2, y + 2,
-                        cw - 4, ch - 4, ep > 1 ? EPFILL[er_ % 8] : "#ffffff");
+                        "fill=\"%s\" stroke=\"#666\"/>", r, r, tr_, pr_, dr_, er_, x + in, y + in,
+                        cw - 2 * in, ch - 2 * in, ep > 1 ? EPFILL[er_ % 8] : "#ffffff");
                 if (cw >= 60 && ch >= 30) {
                     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                            "font-weight=\"bold\">rank %d</text>", x + cw / 2, y + 17, r);
+                            "font-weight=\"bold\">rank %d</text>", x + cw / 2, y + in + 14, r);
                     char sub[96];
                     int n = snprintf(sub, sizeof(sub), "tp %d · dp %d", tr_, dr_);
                     if (ep > 1) snprintf(sub + n, sizeof(sub) - n, " · ep %d", er_);
                     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                            "font-size=\"%d\">%s</text>", x + cw / 2, y + 32, cw > 110 ? 11 : 9, sub);
-                    if (moe_every > 0 && E > 0 && ch >= 46)
+                            "font-size=\"%d\">%s</text>", x + cw / 2, y + in + 28, cw > 110 ? 11 : 9, sub);
+                    if (moe_every > 0 && E > 0 && ch >= 62)
                         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
                                 "font-size=\"9\" fill=\"#444\">experts %d–%d</text>", x + cw / 2,
-                                y + 45, er_ * E / ep, (er_ + 1) * E / ep - 1);
+                                y + in + 41, er_ * E / ep, (er_ + 1) * E / ep - 1);
                 } else if (cw >= 18 && ch >= 14) {
                     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
                             "font-size=\"9\">%d</text>", x + cw / 2, y + ch / 2 + 3, r);
@@ -158,15 +159,15 @@ int svg_layout(sqlite3 *db, FILE *f) {
             for (int d = 0; d < dp; d++)
                 fprintf(f, "<rect class=\"layout-tp\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                         "height=\"%.1f\" rx=\"5\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
-                        px, MT + d * ch, pw, ch, SVGD_COLORS[0]);
+                        px + 0.5, MT + d * ch + 0.5, pw - 1, ch - 1, SVGD_COLORS[0]);
         /* EP groups: ep consecutive dp rows of one column */
         if (ep > 1)
             for (int t = 0; t < tp; t++)
                 for (int d = 0; d < dp; d += ep)
                     fprintf(f, "<rect class=\"layout-ep\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                             "height=\"%.1f\" rx=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-                            "stroke-dasharray=\"6,3\"/>\n", px + t * cw + 0.5, MT + d * ch - 2,
-                            cw - 1, ep * ch + 4, SVGD_COLORS[1]);
+                            "stroke-dasharray=\"6,3\"/>\n", px + t * cw + in / 2, MT + d * ch + in / 2,
+                            cw - in, ep * ch - in, SVGD_COLORS[1]);
         /* PP: arrows to the next stage, one per row */
         if (s + 1 < pp)
             for (int d = 0; d < dp; d++) {
@@ -180,11 +181,14 @@ int svg_layout(sqlite3 *db, FILE *f) {
             }
     }
     double y = MT + dp * ch + 26, lx = 20;
-    if (tp > 1) lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[0], NULL, 0, "TP group (all-reduce per layer)");
-    if (ep > 1) lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[1], NULL, 0, "EP group (all-to-all of tokens)");
+    if (tp > 1) lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[0], NULL, 0, "TP group (all-reduces)");
+    if (ep > 1) {
+        lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[1], NULL, 0, "EP group (all-to-all)");
+        lx = svgd_legend(f, lx, y, EPFILL[1], "#666", NULL, 0, "shade: ep_rank");
+    }
     if (pp > 1) {
-        lx = svgd_legend(f, lx, y, NULL, "#222", NULL, 1, "activations →");
-        lx = svgd_legend(f, lx, y, NULL, "#888", "3,2", 1, "← gradients (PP, point-to-point)");
+        lx = svgd_legend(f, lx, y, NULL, "#222", NULL, 1, "activations");
+        lx = svgd_legend(f, lx, y, NULL, "#888", "3,2", 1, "gradients (PP send/recv)");
     }
     y += 20;
     group_line(f, 20, y, "TP groups", world, tp, pp, dp, ep, MESH_TP);
