@@ -8,6 +8,7 @@
  *   moe:      per-layer loads and drops → load share × E in the cells, overall drop rate
  *   layout:   tp 2 × pp 2 × dp 2 with ep 2 → rank coordinates and the TP/PP groups in words
  *   applicability: a dense single-stage run draws no pipeline and no MoE picture
+ *   html:     the page holds each applicable section once, no script, escaped event text
  */
 #include <math.h>
 #include <setjmp.h>
@@ -24,6 +25,7 @@
 #include "tests/testutil.h"
 
 #include "core/rundb.h"
+#include "sched/report.h"
 #include "sched/svg.h"
 
 /* Draw picture `draw` of db into a malloc'd string (caller frees); *drawn its return value. */
@@ -159,12 +161,57 @@ static void test_dense_run_has_no_pp_or_moe_picture(void **state) {
     rundb_close(db);
 }
 
+/* The HTML page of a small pp run: every section that applies, each once, and the pictures
+ * inline (the browser-side checks are tests/run_report_html.sh's). */
+static void test_html_page(void **state) {
+    (void)state;
+    rundb *db = fresh_db("html", "{\"tp\":1,\"pp\":2,\"dp\":1,\"ep\":1,\"n_layer\":2}", 2);
+    rundb_log_event(db, 1, "start", 0, "{}");
+    for (int s = 1; s <= 3; s++) {
+        rundb_metric m = {.step = s, .train_loss = 5.0 - s * 0.1, .val_loss = NAN, .lr = 1e-3,
+                          .grad_norm = 1, .tokens_per_s = 1000, .mfu = 0.1,
+                          .mfu_theoretical = 0.05, .step_ms = 10, .wall_s = 0.1 * s};
+        rundb_log_metric(db, 1, &m);
+    }
+    const double f0[] = {0, 1, 1, 2}, b0[] = {3, 4, 5, 6}, f1[] = {1, 2, 2.5, 3.5},
+                 b1[] = {2, 3, 4, 5};
+    timeline(db, 3, 0, 0, f0, b0, 2);
+    timeline(db, 3, 1, 0, f1, b1, 2);
+    rundb_log_event(db, 1, "eval", 0, "{\"step\":3,\"val_loss\":\"<&>\"}");
+    rundb_run_end(db, 1, "completed");
+    rundb_close(db);
+    char dir[512], page[600], err[512];
+    tu_path(dir, sizeof(dir), "html");
+    snprintf(page, sizeof(page), "%s/report.html", dir);
+    report_summary r;
+    assert_int_equal(report_load(dir, &r, err, sizeof(err)), 0);
+    assert_int_equal(report_html(&r, NULL, NULL, 0, page, err, sizeof(err)), 0);
+    report_free(&r);
+    FILE *f = fopen(page, "r");
+    assert_non_null(f);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = 0;
+    fclose(f);
+    static const char *ONCE[] = {"<section id=\"summary\">", "<section id=\"config\">",
+                                 "<section id=\"ettr\">", "<section id=\"metrics\">",
+                                 "<section id=\"pipeline\">", "<section id=\"checkpoints\">",
+                                 "<section id=\"events\">", "id=\"pic-pipeline\"",
+                                 "id=\"pic-layout\"", "id=\"pic-metrics\""};
+    for (size_t i = 0; i < sizeof(ONCE) / sizeof(ONCE[0]); i++) assert_int_equal(count(text, ONCE[i]), 1);
+    assert_int_equal(count(text, "<section id=\"moe\">"), 0);   /* not a MoE run */
+    assert_int_equal(count(text, "<script"), 0);
+    assert_null(strstr(text, "<?xml"));                        /* no prolog inside HTML */
+    assert_non_null(strstr(text, "&quot;&lt;&amp;&gt;&quot;")); /* event text escaped */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pipeline_picture),
         cmocka_unit_test(test_moe_picture),
         cmocka_unit_test(test_layout_picture),
         cmocka_unit_test(test_dense_run_has_no_pp_or_moe_picture),
+        cmocka_unit_test(test_html_page),
     };
     return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }
