@@ -4,10 +4,11 @@
  * The 1F1B / GPipe picture of the papers (Huang et al. 2019, fig. 2; Narayanan et al. 2021,
  * fig. 4), but drawn from what happened: one row per stage, each microbatch's forward and
  * backward a box over the measured time (event pp_timeline, logged by the trainer from the
- * spans parallel/pp.c stamps), the gaps between boxes the stage's idle time. Which step: the
- * newest one that every stage logged (a steady-state step, past the first step's warm-up).
+ * spans parallel/pp.c stamps), the gaps between boxes the stage's idle time. Which step: of the
+ * steps every stage logged, the one of median duration (pick_step) — typical, neither the first
+ * step's warm-up nor a step a busy machine stretched.
  *
- * Shape: read the newest complete step's events (one per stage, times as ms offsets from each
+ * Shape: pick the step, read its events (one per stage, times as ms offsets from each
  * stage's own t0, put on one clock by their unix t0), then draw rows back to front: the idle
  * background (dotted), the boxes (forward dark blue, backward light yellow with hatching, so
  * the two differ in lightness and texture, not only in hue), microbatch numbers on boxes wide
@@ -40,14 +41,67 @@ static int num_array(const cJSON *a, double *out, int n) {
     return 0;
 }
 
-/* The newest step that every stage of the newest traced run logged, into rows[0..P). Returns P
- * (0: no complete step). */
-static int load_step(sqlite3 *db, stage_row *rows, int *step_out, char *schedule, size_t sl) {
+static int cmp_win(const void *a, const void *b) {
+    const double *x = a, *y = b;
+    if (x[1] != y[1]) return (x[1] > y[1]) - (x[1] < y[1]);
+    return (x[0] < y[0]) - (x[0] > y[0]); /* equal durations: the newer step first */
+}
+
+/* Of the steps that every stage of the newest traced run logged, the one of median duration
+ * (first forward to last backward over all stages): a typical step, not the first (warm-up) nor
+ * one a busy machine stretched. Returns the step, or -1 when no step is complete. */
+static int pick_step(sqlite3 *db) {
+    sqlite3_stmt *st = NULL;
+    const char *sql = "SELECT json_extract(detail, '$.step'), json_extract(detail, '$.stages'),"
+                      " 1e3 * json_extract(detail, '$.t0') + json_extract(detail, '$.forward_ms[0]'),"
+                      " 1e3 * json_extract(detail, '$.t0') + json_extract(detail, '$.backward_ms['"
+                      " || (json_array_length(detail, '$.backward_ms') - 1) || ']') FROM events"
+                      " WHERE kind = 'pp_timeline' AND run_id = (SELECT MAX(run_id) FROM events"
+                      " WHERE kind = 'pp_timeline') ORDER BY 1, rowid";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
+    size_t n = 0, cap = 64;
+    double *w = mallocCheck(cap * 2 * sizeof(double)); /* (step, duration ms) of complete steps */
+    int cur = -1, got = 0, need = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int rc = sqlite3_step(st);; rc = sqlite3_step(st)) {
+        int row = rc == SQLITE_ROW, s = row ? sqlite3_column_int(st, 0) : -2;
+        if (s != cur) { /* close the previous step */
+            if (cur >= 0 && got == need && need > 0 && hi > lo) {
+                if (n == cap) {
+                    cap *= 2;
+                    w = realloc(w, cap * 2 * sizeof(double));
+                    mtCheck(w != NULL, "out of memory");
+                }
+                w[2 * n] = cur, w[2 * n + 1] = hi - lo, n++;
+            }
+            cur = s, got = 0, lo = INFINITY, hi = -INFINITY;
+        }
+        if (!row) break;
+        need = sqlite3_column_int(st, 1);
+        got++;
+        lo = fmin(lo, sqlite3_column_double(st, 2));
+        hi = fmax(hi, sqlite3_column_double(st, 3));
+    }
+    sqlite3_finalize(st);
+    int step = -1;
+    if (n > 0) {
+        qsort(w, n, 2 * sizeof(double), cmp_win);
+        step = (int)w[2 * ((n - 1) / 2)];
+    }
+    free(w);
+    return step;
+}
+
+/* Step `want` of the newest traced run, one row per stage, into rows[0..P). Returns P (0: not
+ * every stage logged it). */
+static int load_step(sqlite3 *db, int want, stage_row *rows, int *step_out, char *schedule,
+                     size_t sl) {
     sqlite3_stmt *st = NULL;
     const char *sql = "SELECT detail FROM events WHERE kind = 'pp_timeline' AND run_id = (SELECT"
-                      " MAX(run_id) FROM events WHERE kind = 'pp_timeline') ORDER BY"
-                      " json_extract(detail, '$.step') DESC, rowid";
+                      " MAX(run_id) FROM events WHERE kind = 'pp_timeline') AND"
+                      " json_extract(detail, '$.step') = ?1 ORDER BY rowid";
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return 0;
+    sqlite3_bind_int(st, 1, want);
     int P = 0, step = -1, got = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
         const char *d = (const char *)sqlite3_column_text(st, 0);
@@ -114,7 +168,8 @@ int svg_pipeline(sqlite3 *db, FILE *f) {
     stage_row rows[PP_MAX_STAGES] = {{0}};
     int step = 0;
     char schedule[16] = "1f1b";
-    int P = load_step(db, rows, &step, schedule, sizeof(schedule));
+    int want = pick_step(db);
+    int P = want >= 0 ? load_step(db, want, rows, &step, schedule, sizeof(schedule)) : 0;
     if (P == 0) return 0;
     int M = rows[0].M;
     /* one clock: ms after the earliest stage's t0 */

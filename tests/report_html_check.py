@@ -14,6 +14,8 @@ EXPECT is a JSON object:
     texts      {css selector: substring its textContent must contain}
     pipeline_order  true: in every stage row the forward boxes of microbatches 0..M-1 start in
                order and no two boxes of one stage overlap (measured by the browser's layout)
+    schedule, stages, micro   with pipeline_order: the boxes of each stage, left to right,
+               follow that schedule's order (1f1b | gpipe) for P stages and M microbatches
 Also always: no console error, no uncaught exception, no log entry of level error (a failed
 resource load, say), no <script>, no element that loads a URL (self-contained), every inline
 <svg> laid out with a non-zero size.
@@ -137,8 +139,10 @@ DOM_PROBE = r"""
       const boxes = [];
       for (const g of document.querySelectorAll('#pic-pipeline g.pp-forward, #pic-pipeline g.pp-backward')) {
         const b = g.querySelector('rect').getBBox();
+        const m = /microbatch (\d+)/.exec(g.querySelector('title').textContent);
         if (Math.abs(b.y - (y + 2)) < 1)
-          boxes.push({fwd: g.classList.contains('pp-forward'), x: b.x, w: b.width});
+          boxes.push({fwd: g.classList.contains('pp-forward'), x: b.x, w: b.width,
+                      micro: m ? +m[1] : -1});
       }
       out.order.push({stage, boxes});
     }
@@ -146,6 +150,24 @@ DOM_PROBE = r"""
   return JSON.stringify(out);
 })()
 """
+
+
+def schedule_order(schedule, P, M, s):
+    """The order of forwards (F) and backwards (B) on stage s of P with M microbatches, from the
+    papers: GPipe all forwards then all backwards (Huang et al. 2019); 1F1B min(P-s-1, M)
+    warm-up forwards, then one forward one backward, then the remaining backwards (Narayanan et
+    al. 2021)."""
+    if schedule == "gpipe":
+        seq = [f"F{i}" for i in range(M)] + [f"B{i}" for i in range(M)]
+    else:
+        warm = min(P - s - 1, M)
+        seq = [f"F{i}" for i in range(warm)]
+        f, b = warm, 0
+        while f < M:
+            seq += [f"F{f}", f"B{b}"]
+            f, b = f + 1, b + 1
+        seq += [f"B{i}" for i in range(b, M)]
+    return " ".join(seq)
 
 
 def main():
@@ -236,6 +258,12 @@ def main():
                            for i in range(1, len(allb)))
             check(ordered and disjoint, f"stage {row['stage']}: {len(fw)} forwards in microbatch "
                   f"order, {len(allb)} boxes without overlap")
+            if expect.get("schedule"):
+                got = " ".join(("F" if bx["fwd"] else "B") + str(bx["micro"]) for bx in allb)
+                want = schedule_order(expect["schedule"], expect["stages"], expect["micro"],
+                                      row["stage"])
+                check(got == want, f"stage {row['stage']}: measured order is {expect['schedule']}'s"
+                      f" ({got})" + ("" if got == want else f", expected {want}"))
     print(f"report html: {'all checks passed' if not fails else str(len(fails)) + ' FAILED'}"
           f" (screenshots in {shots})")
     return 1 if fails else 0

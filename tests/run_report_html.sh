@@ -2,14 +2,16 @@
 # tests/run_report_html.sh — `minitrain report --svg/--html` for a pp + MoE run and a faulted run,
 # checked in a real browser.
 #
-# Two jobs on the tiny Shakespeare slice: (1) 4 ranks, pp 2 × dp 2 with ep 2, a MoE block every
-# second layer, 4 microbatches, checkpoints and one robustness evaluation; (2) one process under
-# the supervisor with a kill fault at step 25 (a crash, a restart from the step-20 checkpoint).
+# Three jobs on the tiny Shakespeare slice: (1) 4 ranks, pp 2 × dp 2 with ep 2, a MoE block every
+# second layer, 4 microbatches (1F1B), checkpoints and one robustness evaluation; (1b) pp 2 under
+# GPipe; (2) one process under the supervisor with a kill fault at step 25 (a crash, a restart
+# from the newest committed checkpoint).
 # For each: report --svg writes the ETTR plot and the pictures that apply (each parsed as XML
 # here), report --html the page, which tests/report_html_check.py opens in headless Chromium
 # (Debian's; `make test-deps` installs it — this script installs nothing) and checks from the
 # DOM: sections, SVG element counts derived from the run's own layout (P·M pipeline boxes, one
-# rank cell per rank), microbatch order on every stage, the failure in the ETTR picture and
+# rank cell per rank), each stage's measured box order = its schedule's (1F1B's warm-up /
+# steady state / cool-down, GPipe's all-forwards-first), the failure in the ETTR picture and
 # events, no console errors, nothing loaded from outside the file. Screenshots go to
 # $REPORT_SHOTS (default: a temporary directory, removed unless KEEP=1). About 40 s.
 set -euo pipefail
@@ -83,12 +85,36 @@ cat > "$TMP/pp_expect.json" <<JSON
               "table.checkpoints tr": 3, "table.events tr": 3, "#pic-robustness polyline": 1},
  "texts": {"#pic-pipeline title": "$P stages × $M microbatches", "#pic-moe title": "2 layers × 4 experts",
            "#pic-layout title": "tp 1 × pp 2 × dp 2"},
- "pipeline_order": true, "stages": $P}
+ "pipeline_order": true, "stages": $P, "micro": $M, "schedule": "1f1b"}
 JSON
 mkdir -p "$SHOTS"
 if timeout 60 $PY tests/report_html_check.py "$TMP/pp/report.html" "$TMP/pp_expect.json" "$SHOTS/pp_moe" \
    > "$TMP/pp_check.log" 2>&1; then ok "chromium: the pp + MoE page ($(grep -c '  ok ' "$TMP/pp_check.log") DOM checks)"
 else bad "chromium, pp + MoE page:"; grep -v '  ok ' "$TMP/pp_check.log" || true; fi
+
+# --- 1b. the same pipeline under GPipe (dense, 2 ranks): all forwards, then all backwards -------
+cp "$TMP/base.ini" "$TMP/gp.ini"
+cat >> "$TMP/gp.ini" <<INI
+n_layer = 2
+global_batch = 8
+batch_size = 2
+steps = 10
+log_every = 2
+eval_every = 10
+INI
+OMP_NUM_THREADS=1 timeout 120 $MPI -np $P $MT train --config "$TMP/gp.ini" --run-dir "$TMP/gpipe" \
+  --pp $P --pp-schedule gpipe --microbatches $M > "$TMP/gpipe.log" 2>&1 \
+  && ok "pp 2 GPipe run trained" || bad "GPipe run: $(tail -2 "$TMP/gpipe.log")"
+$MT report --run "$TMP/gpipe" --html "$TMP/gpipe/report.html" > /dev/null 2>&1 || bad "report --html (GPipe)"
+cat > "$TMP/gp_expect.json" <<JSON
+{"sections": ["pipeline"], "absent": ["moe"],
+ "counts": {"#pic-pipeline g.pp-forward": $((P * M)), "#pic-layout g.layout-rank": $P},
+ "texts": {"#pic-pipeline title": "GPipe, $P stages × $M microbatches"},
+ "pipeline_order": true, "stages": $P, "micro": $M, "schedule": "gpipe"}
+JSON
+if timeout 60 $PY tests/report_html_check.py "$TMP/gpipe/report.html" "$TMP/gp_expect.json" "$SHOTS/gpipe" \
+   > "$TMP/gp_check.log" 2>&1; then ok "chromium: the GPipe page ($(grep -c '  ok ' "$TMP/gp_check.log") DOM checks)"
+else bad "chromium, GPipe page:"; grep -v '  ok ' "$TMP/gp_check.log" || true; fi
 
 # --- 2. a faulted run: kill at step 25 under the supervisor, resume from step 20 --------------
 cp "$TMP/base.ini" "$TMP/f.ini"

@@ -3,8 +3,8 @@
  * were written here with known values: what each picture says (titles, tooltips, element counts)
  * is checked against figures computed in this file by hand, not read back from the drawing code.
  *
- *   pipeline: two stages on different t0 clocks, one newer incomplete step that must be passed
- *             over; measured idle share, ideal bubble, and the one-clock alignment of the boxes
+ *   pipeline: two stages on different t0 clocks; of the complete steps the one of median
+ *             duration is drawn; measured idle share, ideal bubble, one-clock box alignment
  *   moe:      per-layer loads and drops → load share × E in the cells, overall drop rate
  *   layout:   tp 2 × pp 2 × dp 2 with ep 2 → rank coordinates and the TP/PP groups in words
  *   applicability: a dense single-stage run draws no pipeline and no MoE picture
@@ -75,11 +75,21 @@ static void test_pipeline_picture(void **state) {
      * busy 6 ms, idle 5/11 = 45%; the ideal bubble (P-1)/(M+P-1) = 1/4 = 25%. */
     const double f0[] = {0, 1, 1, 2, 2, 3}, b0[] = {6, 7, 8, 9, 10, 11};
     const double f1[] = {1, 2, 3, 4, 5, 6}, b1[] = {2, 3, 4, 5, 6, 7};
-    timeline(db, 2, 0, 0, f0, b0, 3); /* an older complete step */
-    timeline(db, 2, 1, 0.5, f1, b1, 3);
+    /* the picture shows the complete step of median duration: step 2 stretched to 33 ms, step
+     * 8 shrunk to 10 ms, step 4 (11 ms) between them; step 6 is incomplete */
+    double f0s[6], b0s[6], f1s[6], b1s[6], f0q[6], b0q[6], f1q[6], b1q[6];
+    for (int i = 0; i < 6; i++) {
+        f0s[i] = 3 * f0[i], b0s[i] = 3 * b0[i], f1s[i] = 3 * f1[i], b1s[i] = 3 * b1[i];
+        f0q[i] = f0[i] * 10 / 11, b0q[i] = b0[i] * 10 / 11, f1q[i] = f1[i] * 10 / 11,
+        b1q[i] = b1[i] * 10 / 11;
+    }
+    timeline(db, 2, 0, 0, f0s, b0s, 3);
+    timeline(db, 2, 1, 1.5, f1s, b1s, 3);
     timeline(db, 4, 0, 0, f0, b0, 3);
     timeline(db, 4, 1, 0.5, f1, b1, 3);
-    timeline(db, 6, 0, 0, f0, b0, 3); /* newer, but stage 1 never logged it */
+    timeline(db, 6, 0, 0, f0, b0, 3); /* stage 1 never logged step 6 */
+    timeline(db, 8, 0, 0, f0q, b0q, 3);
+    timeline(db, 8, 1, 0.5, f1q, b1q, 3);
     int drawn;
     char *svg = draw_text(svg_pipeline, db, &drawn);
     assert_int_equal(drawn, 1);
