@@ -91,7 +91,7 @@ void svgd_axes(FILE *f, const svgd_frame *fr, const char *xlabel, const char *yl
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", fr->x0 + fr->w / 2,
             fr->y0 + fr->h + 32);
     svgd_text(f, xlabel);
-    double yc = fr->y0 + fr->h / 2, xc = fr->x0 - 48;
+    double yc = fr->y0 + fr->h / 2, xc = fr->x0 - 60;
     fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
             "transform=\"rotate(-90 %.1f %.1f)\">", xc, yc, xc, yc);
     svgd_text(f, ylabel);

@@ -40,15 +40,18 @@ static double col(sqlite3_stmt *st, int i) {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
-/* A polyline of field k per run (dash NULL = solid), or dots when dots. */
+/* A polyline of field k per run (dash NULL = solid), or dots when dots. The latest launch is
+ * drawn full; earlier ones (whose last steps a restart recomputed) faint and dotted. */
 static void series(FILE *f, const svgd_frame *fr, const mrow *p, size_t n, int k,
                    const char *color, const char *dash, int dots) {
     for (size_t i = 0; i < n;) {
         size_t j = i;
+        int old = p[i].run != p[n - 1].run;
+        const char *d = old ? "2,3" : dash;
         if (!dots)
-            fprintf(f, "<polyline class=\"series\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s%s%s "
-                    "points=\"", color, dash ? " stroke-dasharray=\"" : "", dash ? dash : "",
-                    dash ? "\"" : "");
+            fprintf(f, "<polyline class=\"series\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s%s%s%s "
+                    "points=\"", color, d ? " stroke-dasharray=\"" : "", d ? d : "", d ? "\"" : "",
+                    old ? " stroke-opacity=\"0.55\"" : "");
         for (; j < n && p[j].run == p[i].run; j++) {
             double v = field(&p[j], k);
             if (!isfinite(v)) continue;
@@ -97,7 +100,7 @@ int svg_metrics(sqlite3 *db, FILE *f) {
         return 0;
     }
     if (shi - slo < 1) shi = slo + 1;
-    const int W = 960, ML = 80, MR = 30, PH = 150, GAP = 70, MT = 60;
+    const int W = 960, ML = 92, MR = 30, PH = 150, GAP = 70, MT = 60;
     const int H = MT + 3 * PH + 2 * GAP + 50;
     char title[160];
     snprintf(title, sizeof(title), "training over steps: loss, throughput, MFU (%zu metric rows)", n);
@@ -130,10 +133,19 @@ int svg_metrics(sqlite3 *db, FILE *f) {
         fputs("</g>\n", f);
     }
     double y = MT - 14, x = ML;
-    x = svgd_legend(f, x, y, NULL, SVGD_COLORS[0], NULL, 1, "train loss (one line per launch)");
+    int launches = 1;
+    for (size_t i = 1; i < n; i++) launches += p[i].run != p[i - 1].run;
+    x = svgd_legend(f, x, y, NULL, SVGD_COLORS[0], NULL, 1, "train loss");
     fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"white\" stroke=\"%s\" "
             "stroke-width=\"2\"/>", x + 11, y - 4, SVGD_COLORS[1]);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">val loss</text>\n", x + 27, y);
+    if (launches > 1) {
+        fprintf(f, "<g stroke-opacity=\"0.55\">");
+        svgd_legend(f, x + 110, y, NULL, SVGD_COLORS[0], "2,3", 1,
+                    "an earlier launch (dotted, faint): the steps after its last checkpoint were "
+                    "recomputed");
+        fputs("</g>\n", f);
+    }
     y = MT + PH + GAP - 14, x = ML;
     svgd_legend(f, x, y, NULL, SVGD_COLORS[3], NULL, 1, "tokens/s of the whole job, per step");
     y = MT + 2 * (PH + GAP) - 14;
