@@ -353,7 +353,9 @@ int report_html(const report_summary *r, const svg_panel *beside, const report_s
                     "Each box is one microbatch's forward (dark) or backward (light, hatched) on "
                     "one stage, over the time the trainer measured (event pp_timeline); the dotted "
                     "background is idle time. The ideal bubble (p−1)/(m+p−1) assumes equal "
-                    "stage times and free communication.");
+                    "stage times and free communication. Drawn: the logged step of median "
+                    "duration, of the pipeline of tp rank 0, dp rank 0 (the others run the same "
+                    "schedule).");
     picture_section(f, r, "moe", "Mixture of experts: expert load and drops", svg_moe, NULL);
     for (int i = 0; i < n_extra; i++) {
         if (xl[i]) {
