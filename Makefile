@@ -244,7 +244,7 @@ DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-d
            libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev libhwloc-dev \
            libcurl4-openssl-dev libpcre2-dev
 DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge \
-                clang libclang-rt-14-dev libomp-14-dev shellcheck
+                clang libclang-rt-14-dev libomp-14-dev shellcheck chromium
 # Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
 # tokenizer tests' reference) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.
