@@ -6,7 +6,8 @@
 # The machine may be shared: the two alternate ROUNDS times, each figure is the median of its
 # steps, the ratio is of the medians over all rounds, and the load average is printed.
 #
-#   make bench && bash bench/bench_vs_torch.sh [THREADS=2] [STEPS=4] [ROUNDS=1]
+#   make bench && [VERBOSE=1] bash bench/bench_vs_torch.sh [THREADS=2] [STEPS=4] [ROUNDS=1]
+# (VERBOSE=1 also prints both full outputs: bench_step's time per op kind and its limits)
 set -euo pipefail
 THREADS=${1:-2}
 STEPS=${2:-4}
@@ -27,6 +28,7 @@ for r in $(seq 1 "$ROUNDS"); do
   grep '^torch tok/s' "$TMP/torch_$r.txt" | sed "s/^/round $r: /"
   build/bench/bench_step --threads "$THREADS" --steps "$STEPS" > "$TMP/mt_$r.txt"
   grep '^tokens/s' "$TMP/mt_$r.txt" | sed "s/^/round $r: minitrain /"
+  [ -z "${VERBOSE:-}" ] || cat "$TMP/torch_$r.txt" "$TMP/mt_$r.txt"
 done
 /usr/bin/python3 - "$TMP" "$ROUNDS" <<'PY'
 import re, statistics, sys
