@@ -185,22 +185,27 @@ int ckpt_peer_pack(const char *root, int64_t step, void **out, size_t *len, char
                 memcpy(b + at, mtext, sizes[j]); /* the manifest as read, not re-serialised */
                 break;
             }
-            char *data = NULL;
+            /* straight into the buffer: a shard is never held twice */
+            FILE *fp = NULL;
             size_t got = 0;
-            if (fs_join(path, sizeof(path), dir, names[j], err, errlen) != 0 ||
-                fs_read_file(path, (size_t)sizes[j] + 1, &data, &got, err, errlen) != 0) {
+            if (fs_join(path, sizeof(path), dir, names[j], err, errlen) != 0) {
                 rc = -1;
                 break;
             }
-            if (got != sizes[j]) {
-                mt_errf(err, errlen, "%s: %zu bytes, manifest says %" PRIu64, path, got,
+            if ((fp = fopen(path, "rb")) == NULL) {
+                mt_errf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+                rc = -1;
+                break;
+            }
+            got = fread(b + at, 1, (size_t)sizes[j], fp);
+            int extra = fgetc(fp) != EOF; /* longer than the manifest says */
+            fclose(fp);
+            if (got != sizes[j] || extra) {
+                mt_errf(err, errlen, "%s: size differs from the manifest's %" PRIu64 " bytes", path,
                         sizes[j]);
                 rc = -1;
-            } else {
-                memcpy(b + at, data, got);
-                at += got;
             }
-            free(data);
+            at += got;
         }
     }
     free(names);

@@ -246,6 +246,9 @@ void ckpt_peer_tr_save(ckpt_peer_tr *p, int64_t step, const float *params, const
     exchange(p, b, len, step);
     free(b);
     p->stats.copy_ms = (timer_now() - t1) * 1e3;
+    log_info("tier 0 (peer): step %" PRId64 " of rank 0: own %.1f MB in %.0f ms, copy to rank %d "
+             "(node %s) %.0f ms (training stall)", step, p->stats.bytes / 1e6, p->stats.own_ms,
+             p->buddy[0], p->buddy[0] >= 0 ? p->node[p->buddy[0]] : "-", p->stats.copy_ms);
 }
 
 /* ---- restart ----------------------------------------------------------------------------------- */
