@@ -81,7 +81,7 @@ print(f"\nrestart of the GPT-2 124M shape, 2 ranks (pp 2) on 2 fake nodes; check
       f"{int(sys.argv[2]) / 1e9:.2f} GB in tier 1, {int(sys.argv[3]) / 1e9:.2f} GB in one node's "
       f"tier 0 (own + peer copy); median of {sys.argv[4]}")
 print(f"| {'loaded from':26} | {'restart ms':>10} | {'verify ms':>9} | {'load ms':>7} |")
-print(f"|{'-' * 28}|{'-' * 12}:|{'-' * 10}:|{'-' * 8}:|".replace(":|", "|"))
+print(f"|{'-' * 28}|{'-' * 11}:|{'-' * 10}:|{'-' * 8}:|")
 for k in ["own", "peer", "tier1", "tier2"]:
     v = [list(map(float, r[1:])) for r in rows if r[0] == k and len(r) == 4]
     if not v: continue

@@ -296,10 +296,30 @@ int ckpt_peer_unpack(const char *root, int64_t step, const void *buf, size_t len
         return -1;
     }
     ckpt_step_path(fin, sizeof(fin), root, step, "");
-    if (same_files(manifest, manifest_len, fin, err, errlen) != 0 ||
-        ckpt_verify(root, step, err, errlen) != 0) {
+    if (same_files(manifest, manifest_len, fin, err, errlen) != 0) {
         fs_remove_tree(fin, ignored, sizeof(ignored));
         return -1;
     }
     return 0;
+}
+
+int ckpt_peer_retain(const char *root, int keep, char *err, size_t errlen) {
+    int64_t *steps = NULL;
+    int n = 0, rc = 0;
+    if (ckpt_list(root, &steps, &n, err, errlen) != 0) return -1;
+    for (int i = 0; i + (keep > 1 ? keep : 1) < n && rc == 0; i++) {
+        char dir[CKPT_PATH_MAX], del[CKPT_PATH_MAX];
+        if (ckpt_step_path(dir, sizeof(dir), root, steps[i], "") != 0 ||
+            ckpt_step_path(del, sizeof(del), root, steps[i], ".del") != 0) {
+            mt_errf(err, errlen, "%s: path too long", root);
+            rc = -1;
+        } else if (rename(dir, del) != 0) { /* atomic: no longer a committed step */
+            mt_errf(err, errlen, "cannot rename '%s': %s", dir, strerror(errno));
+            rc = -1;
+        } else {
+            rc = fs_remove_tree(del, err, errlen);
+        }
+    }
+    free(steps);
+    return rc;
 }

@@ -53,10 +53,18 @@ int ckpt_peer_pack(const char *root, int64_t step, void **out, size_t *len, char
                    size_t errlen);
 
 /* Unpack a ckpt_peer_pack buffer as committed ROOT/step_N: ckpt_begin, every file written
- * durably, ckpt_commit, then the new manifest's names, sizes and CRC-32C compared with the
- * sender's manifest (a copy torn or flipped in flight is removed again) and ckpt_verify. Returns
- * 0 or -1 with err; on -1 no committed step_N is left behind. */
+ * durably, ckpt_commit (which computes every file's CRC-32C), then the new manifest's names,
+ * sizes and CRC-32C compared with the sender's manifest: a copy torn or flipped in flight is
+ * removed again, an accepted one is bit-identical to what the sender committed. (ckpt_verify's
+ * safetensors checks are the reader's, before use.) Returns 0 or -1 with err; on -1 no committed
+ * step_N is left behind. */
 int ckpt_peer_unpack(const char *root, int64_t step, const void *buf, size_t len, char *err,
                      size_t errlen);
+
+/* Retention of a tier-0 directory of one rank: keep the `keep` (>= 1) newest committed steps,
+ * remove the others (renamed to step_N.del, then deleted). Unlike ckpt_retain it does not
+ * re-verify the newest (a memory tier is re-verified before any use, and tier 1 stays the
+ * checkpoint of record), so a save does not read its own shard back. Returns 0 or -1 with err. */
+int ckpt_peer_retain(const char *root, int keep, char *err, size_t errlen);
 
 #endif /* CKPT_PEER_H */

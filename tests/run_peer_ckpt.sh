@@ -51,7 +51,12 @@ INI
 # world rank r runs on fake node n(r/2 + 1); exec keeps the pid mpirun knows
 cat > "$TMP/node.sh" <<'SH'
 #!/bin/sh
-export MINITRAIN_NODE=n$(( ${OMPI_COMM_WORLD_RANK:-0} / ${RANKS_PER_NODE:-2} + 1 ))
+node=$(( ${OMPI_COMM_WORLD_RANK:-0} / ${RANKS_PER_NODE:-2} + 1 ))
+export MINITRAIN_NODE=n$node
+# LEAF_A_NODES=k: nodes 1..k behind leaf A, the others behind leaf B
+if [ -n "${LEAF_A_NODES:-}" ]; then
+  if [ "$node" -le "$LEAF_A_NODES" ]; then export MINITRAIN_LEAF=A; else export MINITRAIN_LEAF=B; fi
+fi
 exec "$@"
 SH
 chmod +x "$TMP/node.sh"
@@ -132,6 +137,14 @@ RANKS_PER_NODE=6 timeout 60 "${MPI[@]}" -x RANKS_PER_NODE "$TMP/node.sh" "$MT" t
   --config "$TMP/tiny.ini" --data "$TMP/data" --pp 3 --steps 5 --run-dir "$TMP/D" > "$TMP/D.log" 2>&1
 check "one node: warns that tier 0 is not replicated" grep -q "every rank runs on node 'n1'" "$TMP/D.log"
 check "... and still completes" test -f "$TMP/D/model.safetensors"
+
+# ---- leaves: n1, n2 behind leaf A, n3 behind leaf B -> copies cross to the other leaf ------------
+# (not a permutation: n3's ranks hold two copies each, so the copies go one pair at a time)
+rm -rf "$TMP/shm"
+LEAF_A_NODES=2 train --run-dir "$TMP/E" --stop-after 5 > "$TMP/E.log" 2>&1 || true
+check "leaves: n1 and n2 copy to n3, n3 to n1" grep -q "0@n1->4@n3 1@n1->5@n3 2@n2->4@n3 3@n2->5@n3 4@n3->0@n1 5@n3->1@n1" "$TMP/E.log"
+N3=$(t0dir n3)
+check "... rank 4 on n3 holds the copies of ranks 0 and 2" test -f "$N3/peer/rank_00000/step_00000005/manifest.json" -a -f "$N3/peer/rank_00002/step_00000005/manifest.json"
 
 echo "run_peer_ckpt: $pass passed, $fail failed"
 [ "$fail" = 0 ]

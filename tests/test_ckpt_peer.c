@@ -193,6 +193,24 @@ static void test_pack_unpack(void **state) {
     assert_int_equal(ckpt_peer_pack(src, 11, &buf, &len, err, sizeof(err)), -1);
 }
 
+static void test_retain(void **state) {
+    (void)state;
+    char root[CKPT_PATH_MAX], err[512];
+    tu_path(root, sizeof(root), "ret");
+    for (int64_t s = 5; s <= 20; s += 5) make_step(root, s, "x", "y");
+    assert_int_equal(ckpt_peer_retain(root, 2, err, sizeof(err)), 0);
+    int64_t *steps = NULL;
+    int n = 0;
+    assert_int_equal(ckpt_list(root, &steps, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(steps[0], 15);
+    assert_int_equal(steps[1], 20);
+    free(steps);
+    assert_int_equal(ckpt_peer_retain(root, 0, err, sizeof(err)), 0); /* keeps at least one */
+    assert_true(committed(root, 20));
+    assert_false(committed(root, 15));
+}
+
 static void test_roots(void **state) {
     (void)state;
     char r[CKPT_PATH_MAX];
@@ -211,6 +229,7 @@ int main(void) {
         cmocka_unit_test(test_buddies_by_hand),
         cmocka_unit_test(test_buddies_random),
         cmocka_unit_test_setup_teardown(test_pack_unpack, tu_setup, tu_teardown),
+        cmocka_unit_test_setup_teardown(test_retain, tu_setup, tu_teardown),
         cmocka_unit_test(test_roots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -105,7 +105,24 @@ ckpt_peer_tr *ckpt_peer_tr_create(trainer *tr) {
         while (strcmp(p->node[q], p->node[r]) != 0) q++;
         p->node_id[r] = q;
     }
-    int with = c->ckpt_replicas > 0 ? ckpt_peer_buddies(p->size, p->node_id, NULL, p->buddy) : 0;
+    /* leaf switches: $MINITRAIN_LEAF names this rank's leaf (a launcher that knows the
+     * topology sets it); when no rank names one, all nodes count as one leaf */
+    char (*leafname)[CKPT_PEER_NODE_MAX] = callocCheck((size_t)p->size, sizeof(*leafname));
+    const char *lf = getenv("MINITRAIN_LEAF");
+    if (p->size > 1) gather_names(p->world, lf ? lf : "", leafname, p->size);
+    int *leaf = callocCheck((size_t)p->size, sizeof(int)), named = 0;
+    for (int r = 0; r < p->size; r++) {
+        leafname[r][CKPT_PEER_NODE_MAX - 1] = 0;
+        named |= leafname[r][0] != 0;
+        int q = 0;
+        while (strcmp(leafname[q], leafname[r]) != 0) q++;
+        leaf[r] = q;
+    }
+    int with = c->ckpt_replicas > 0
+                   ? ckpt_peer_buddies(p->size, p->node_id, named ? leaf : NULL, p->buddy)
+                   : 0;
+    free(leaf);
+    free(leafname);
     if (c->ckpt_replicas == 0)
         for (int r = 0; r < p->size; r++) p->buddy[r] = -1;
     int *held = callocCheck((size_t)p->size, sizeof(int));
@@ -143,8 +160,6 @@ void ckpt_peer_tr_get_stats(const ckpt_peer_tr *p, ckpt_peer_stats *out) { *out 
 
 /* ---- save -------------------------------------------------------------------------------------- */
 
-static void quiet(void *user, const char *msg) { (void)user, (void)msg; }
-
 /* This rank's own step: local.safetensors + trainer_state.json, committed, retained. */
 static int save_own(ckpt_peer_tr *p, int64_t step, const float *params, const float *m,
                     const float *v, const char *state_json, char *err, size_t errlen) {
@@ -164,7 +179,7 @@ static int save_own(ckpt_peer_tr *p, int64_t step, const float *params, const fl
         return -1;
     }
     p->stats.bytes = (int64_t)(3 * n * sizeof(float));
-    return ckpt_retain(p->own, p->keep, 0, NULL, quiet, NULL, err, errlen) != 0 ? 1 : 0;
+    return ckpt_peer_retain(p->own, p->keep, err, errlen) != 0 ? 1 : 0;
 }
 
 static void send_bytes(ckpt_peer_tr *p, const void *buf, size_t len, int to) {
@@ -192,7 +207,7 @@ static void store_held(ckpt_peer_tr *p, int src, int64_t step, const void *b, si
         mt_warn("tier 0 (peer): copy of rank %d's step %" PRId64 " not kept: %s", src, step, err);
         return;
     }
-    if (ckpt_retain(root, p->keep, 0, NULL, quiet, NULL, err, sizeof(err)) != 0)
+    if (ckpt_peer_retain(root, p->keep, err, sizeof(err)) != 0)
         mt_warn("tier 0 (peer): retention of %s: %s", root, err);
 }
 
