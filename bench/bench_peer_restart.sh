@@ -50,7 +50,7 @@ ms() { sed -n 's/.*resumed from step 1 (\(.*\)) in \([0-9]*\) ms (verify \([0-9]
 
 echo "bench_peer_restart: training one step of the 124M shape on 2 ranks (pp = 2) ..."
 train > "$TMP/save.log" 2>&1 || { tail -5 "$TMP/save.log"; exit 1; }
-grep "checkpoint step 1 committed" "$TMP/save.log" || true
+grep -E "checkpoint step 1 committed|tier 0 \(peer\): step 1" "$TMP/save.log" || true
 bytes=$(du -sb "$TMP/run/ckpt/step_00000001" | cut -f1)
 t0bytes=$(du -sb "$SHM/n2" | cut -f1)
 : > "$TMP/results"
