@@ -129,7 +129,7 @@ set +e
 rc=$?
 set -e
 where=$(cat "$TMP/current" 2>/dev/null || echo "?")
-if [ "$rc" != 0 ] || [ "$where" != done ]; then
+if [ "$rc" != 0 ] || [ "$where" != "done" ]; then
   bad "tutorial block '$where' failed (exit $rc); its output:"
   tail -20 "$TMP/out/$where.out" 2>/dev/null | sed 's/^/      /'
   echo "$pass passed, $fail failed"; exit 1
