@@ -199,10 +199,10 @@ if [ "$N_200" -ge 200 ]; then check "dp 2 = section 1 through the warm-up (steps
 check "pp: predicted bubble printed: 20.0%" grep -q "bubble (P-1)/(M+P-1) = 20.0%" "$O/pp.out"
 check "pp 2 and dp 2: the same train losses" same_losses dp2 pp2 1 "$N_200"
 read -r s0 s1 < <(db pp2 "SELECT group_concat(v, ' ') FROM (SELECT avg(json_extract(detail,'\$.idle_share')) AS v FROM events WHERE kind='pp_idle' GROUP BY json_extract(detail,'\$.stage') ORDER BY json_extract(detail,'\$.stage'))")
-check "pp: measured idle share, stage 0 $s0 in 0.15..0.45, stage 1 $s1 in 0..0.35" \
-  bash -c "$(declare -f in_range); in_range '$s0' 0.15 0.45 && in_range '$s1' 0 0.35"
+check "pp: measured idle share, stage 0 $s0 in 0.15..0.55, stage 1 $s1 in 0..0.35" \
+  bash -c "$(declare -f in_range); in_range '$s0' 0.15 0.55 && in_range '$s1' 0 0.35"
 mean=$($PY -c "print(($s0 + $s1) / 2)")
-check "pp: mean idle share $mean in 0.10..0.32 (predicted 0.20)" in_range "$mean" 0.10 0.32
+check "pp: mean idle share $mean in 0.10..0.35 (predicted 0.20)" in_range "$mean" 0.10 0.35
 check "report --svg draws an SVG" grep -q "<svg" "$W/runs/pp2/report.svg"
 if "$W/minitrain" report --help 2>&1 | grep -q -- --html; then
   check "report --html: the pp page has the pipeline section and its SVG" \
@@ -243,6 +243,7 @@ check "the fault fires at step $KILL on rank 1" grep -q "injecting fault 'kill@s
 check "the supervisor blames rank 1 and relaunches" bash -c "grep -q 'attempt 1 failed: crash' '$O/faulted.out' && grep -q 'blamed on rank 1' '$O/faulted.out' && grep -q 'attempt 2' '$O/faulted.out'"
 check "the relaunch resumes from checkpoint $LAST" grep -q "resumed from step $LAST " "$O/faulted.out"
 check "report: 1 failure, 1 restart" grep -q "^failures: 1 (crash 1) | restarts 1 " "$O/faulted.out"
+check "the supervisor's last line: completed, 1 failure, 1 restart" grep -q "^minitrain run: completed: ETTR .*, 1 failure, 1 restart, MTTR" "$O/faulted.out"
 e=$(grep -o "^ETTR [0-9.]*" "$O/faulted.out" | awk '{print $2}')
 if [ "$N_200" -ge 200 ]; then check "faulted ETTR $e in 0.70..0.90" in_range "$e" 0.70 0.90
 else check "faulted ETTR $e in 0.05..0.95 (a ${N_200}-step job: start-up dominates)" in_range "$e" 0.05 0.95; fi
