@@ -5,6 +5,8 @@
  * panel beside the plot. sched/ knows nothing of safety/; this file wires the two.
  */
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -50,6 +52,40 @@ static int robust_section(void *user, FILE *f, int table) {
     return 1;
 }
 static int robust_html(void *user, FILE *f) { return robust_section(user, f, 1); }
+
+/* 1 when paths a and b name the same file: the same inode when both exist, else the same
+ * string (an output that does not exist yet cannot be an existing input). */
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return strcmp(a, b) == 0;
+}
+
+/* An output (--svg, --html) must not overwrite the run database it is drawn from, nor the other
+ * output: `report --html runs/x/run.db` once replaced a run's only record with a web page.
+ * Returns 0, or MT_EXIT_USAGE after one line on stderr. */
+static int check_outputs(const char *run_dir, const char *svg, const char *html) {
+    static const char *const db_files[] = {"run.db", "run.db-wal", "run.db-shm"};
+    const char *outs[2] = {svg, html}, *names[2] = {"--svg", "--html"};
+    for (int o = 0; o < 2; o++) {
+        if (outs[o] == NULL) continue;
+        for (size_t k = 0; k < sizeof(db_files) / sizeof(db_files[0]); k++) {
+            char db[4096];
+            snprintf(db, sizeof(db), "%s/%s", run_dir, db_files[k]);
+            if (same_file(outs[o], db)) {
+                fprintf(stderr, "minitrain: error: report %s %s would overwrite the run database "
+                        "(%s); write the output elsewhere\n", names[o], outs[o], db);
+                return MT_EXIT_USAGE;
+            }
+        }
+    }
+    if (svg && html && same_file(svg, html)) {
+        fprintf(stderr, "minitrain: error: report: --svg and --html name the same file (%s); give "
+                "each its own\n", svg);
+        return MT_EXIT_USAGE;
+    }
+    return 0;
+}
 static int robust_picture(void *user, FILE *f) { return robust_section(user, f, 0); }
 
 int cmd_report(int argc, char **argv) {
@@ -82,6 +118,7 @@ int cmd_report(int argc, char **argv) {
                 "--help`)\n");
         return MT_EXIT_USAGE;
     }
+    if (check_outputs(run_dir, svg, html) != 0) return MT_EXIT_USAGE;
     report_summary r;
     char err[8600];
     if (report_load(run_dir, &r, err, sizeof(err)) != 0) {

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# tests/run_bad_inputs.sh — what a new user's mistakes do: each bad input found by trying the
+# commands as written (the "breaker" pass of 2026-12-01) gives one clear line and a non-zero exit,
+# and leaves no file half-written or destroyed. One tiny single-process run (2 steps) feeds the
+# report cases; everything else needs no training. About 5 s.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MT=${MT:-./minitrain}
+TMP=$(mktemp -d /tmp/mt_bad_inputs_XXXXXX)
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT
+export MINITRAIN_SHM_DIR="$TMP/shm"
+pass=0; fail=0
+ok()  { echo "  ok   $1"; pass=$((pass+1)); }
+bad() { echo "  FAIL $1"; fail=$((fail+1)); }
+# expect_usage NAME CMD...: exit status 2 and exactly one "minitrain: error:" line on stderr
+expect_usage() {
+  local name=$1; shift
+  "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+  local n; n=$(grep -c '^minitrain: error: ' "$TMP/err")
+  if [ "$rc" -eq 2 ] && [ "$n" -eq 1 ]; then ok "$name (rc 2: $(grep '^minitrain: error: ' "$TMP/err" | cut -c1-90))"
+  else bad "$name: rc $rc, $n error lines: $(head -c 300 "$TMP/err")"; fi
+}
+
+head -c 20000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
+$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null 2>&1
+$MT train --data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 \
+  --global-batch 2 --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 \
+  --run-dir "$TMP/run" >"$TMP/train.log" 2>&1 || { echo "train failed:"; cat "$TMP/train.log"; exit 1; }
+
+echo "== report: an output never overwrites the run database or the other output"
+cp "$TMP/run/run.db" "$TMP/run.db.orig"
+expect_usage "report --html DIR/run.db" $MT report --run "$TMP/run" --html "$TMP/run/run.db"
+expect_usage "report --svg DIR/./run.db" $MT report --run "$TMP/run" --svg "$TMP/run/./run.db"
+if $MT report --run "$TMP/run" >/dev/null 2>&1; then ok "run.db still a readable run database"
+else bad "run.db destroyed by report"; fi
+expect_usage "report --svg X --html X" $MT report --run "$TMP/run" --svg "$TMP/same.x" --html "$TMP/same.x"
+[ ! -e "$TMP/same.x" ] && ok "nothing written for clashing outputs" || bad "same.x written"
+
+echo "run_bad_inputs: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
