@@ -5,7 +5,9 @@
  * configured).
  *
  * Leaves are kept as indices; files and Slurm name them, so names are mapped to indices as they
- * are met (a linear search: there are few leaves, and it runs once per node).
+ * are met (the last leaf first — a [nodes] section makes its leaves in order — then a hash
+ * table: nodes_per_leaf = 1 makes a leaf per host). A file's hosts are checked for duplicates by sorting
+ * their names: a [nodes] section may list up to PLAN_TOPO_MAX_NODES hosts.
  */
 #include "sched/plan.h"
 
@@ -89,18 +91,53 @@ typedef struct {
     char leaf[PLAN_NAME_MAX];
     char (*leaf_names)[PLAN_NAME_MAX];
     int n_leaf_names, leaf_cap;
+    int *slots, slot_cap; /* leaf-name hash table (leaf_index) */
+    unsigned seen; /* keys given in this section (bit per key): a repeat is an error */
 } topo_reader;
 
+/* the most hosts a topology file may describe (as `plan --nodes`) */
+#define PLAN_TOPO_MAX_NODES 1000000
+
+/* FNV-1a: the leaf-name hash */
+static size_t name_hash(const char *s) {
+    size_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The index of leaf `name`, added when new. An open-addressing table of indices (-1 = empty),
+ * kept at most half full: a [nodes] section with nodes_per_leaf = 1 makes a leaf per host. */
 static int leaf_index(topo_reader *r, const char *name) {
-    for (int i = 0; i < r->n_leaf_names; i++)
-        if (!strcmp(r->leaf_names[i], name)) return i;
+    if (r->n_leaf_names > 0 && !strcmp(r->leaf_names[r->n_leaf_names - 1], name))
+        return r->n_leaf_names - 1;
+    size_t mask = (size_t)r->slot_cap - 1;
+    for (size_t h = name_hash(name) & mask; r->slot_cap && r->slots[h] >= 0; h = (h + 1) & mask)
+        if (!strcmp(r->leaf_names[r->slots[h]], name)) return r->slots[h];
     if (r->n_leaf_names == r->leaf_cap) {
         r->leaf_cap = r->leaf_cap ? 2 * r->leaf_cap : 16;
         r->leaf_names = realloc(r->leaf_names, sizeof(*r->leaf_names) * (size_t)r->leaf_cap);
         mtCheck(r->leaf_names != NULL, "out of memory");
     }
     snprintf(r->leaf_names[r->n_leaf_names], PLAN_NAME_MAX, "%s", name);
-    return r->n_leaf_names++;
+    int idx = r->n_leaf_names++;
+    if (2 * r->n_leaf_names > r->slot_cap) { /* grow and rehash every name */
+        free(r->slots);
+        r->slot_cap = r->slot_cap ? 2 * r->slot_cap : 64;
+        r->slots = malloc(sizeof(*r->slots) * (size_t)r->slot_cap);
+        mtCheck(r->slots != NULL, "out of memory");
+        memset(r->slots, 0xff, sizeof(*r->slots) * (size_t)r->slot_cap);
+        mask = (size_t)r->slot_cap - 1;
+        for (int i = 0; i < r->n_leaf_names; i++) {
+            size_t h = name_hash(r->leaf_names[i]) & mask;
+            while (r->slots[h] >= 0) h = (h + 1) & mask;
+            r->slots[h] = i;
+        }
+    } else {
+        size_t h = name_hash(name) & mask;
+        while (r->slots[h] >= 0) h = (h + 1) & mask;
+        r->slots[h] = idx;
+    }
+    return idx;
 }
 
 /* Add the nodes of the section just finished. Returns 0 or -1 with r->err. */
@@ -124,6 +161,18 @@ static int flush_section(topo_reader *r) {
         return -1;
     }
     const char *name = strchr(r->section, ' ') + 1;
+    size_t name_room = PLAN_NAME_MAX - 1 - (r->kind == 2 ? 8 : 0); /* [nodes]: room for the index */
+    if (strlen(name) > name_room || strpbrk(name, " \t=,") != NULL) {
+        snprintf(r->err, sizeof(r->err), "[%s]: a host name must be at most %zu characters, "
+                 "without spaces, '=' or ','", what, name_room);
+        return -1;
+    }
+    long total = (long)r->t->n_nodes + (r->kind == 2 ? r->count : 1);
+    if (total > PLAN_TOPO_MAX_NODES) {
+        snprintf(r->err, sizeof(r->err), "[%s]: the file describes %ld hosts; at most %d",
+                 what, total, PLAN_TOPO_MAX_NODES);
+        return -1;
+    }
     if (r->kind == 1) {
         plan_topo_add(r->t, name, r->gpus, domain, rails, leaf_index(r, r->leaf[0] ? r->leaf
                                                                                    : "default"));
@@ -175,7 +224,21 @@ static int on_topo_key(void *user, const char *section, const char *key, const c
         }
         r->gpus = r->domain = r->rails = r->count = r->first = r->per_leaf = 0;
         r->leaf[0] = 0;
+        r->seen = 0;
     }
+    /* inih runs two sections of one name on as one: a key given twice is how a repeat shows */
+    static const char *const keys[] = {"gpus", "domain", "rails", "count", "first",
+                                       "nodes_per_leaf", "leaf", "scaleup_gbs", "intranode_gbs",
+                                       "nic_gbs", "oversubscription"};
+    for (unsigned k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        if (!strcmp(key, keys[k])) {
+            if (r->seen & (1u << k)) {
+                snprintf(r->err, sizeof(r->err), "[%s]: '%s' given twice (or the section is "
+                         "repeated: a host listed twice)", section, key);
+                return 0;
+            }
+            r->seen |= 1u << k;
+        }
     double x;
     if (r->kind == 0) {
         double *dst = !strcmp(key, "scaleup_gbs") ? &r->t->scaleup_gbs
@@ -213,6 +276,10 @@ static int on_topo_key(void *user, const char *section, const char *key, const c
     return 1;
 }
 
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen) {
     FILE *fp = fopen(path, "r");
     if (!fp) {
@@ -224,6 +291,7 @@ int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen) {
     fclose(fp);
     if (rc == 0 && flush_section(&r) != 0) rc = -2;
     free(r.leaf_names);
+    free(r.slots);
     if (rc != 0) {
         if (rc > 0)
             snprintf(err, errlen, "%s:%d: %s", path, rc, r.err[0] ? r.err : "syntax error");
@@ -235,13 +303,16 @@ int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: no [node NAME] or [nodes PREFIX] section", path);
         return -1;
     }
-    for (int i = 0; i < t->n_nodes; i++)
-        for (int j = i + 1; j < t->n_nodes; j++)
-            if (!strcmp(t->nodes[i].name, t->nodes[j].name)) {
-                snprintf(err, errlen, "%s: host %s is listed twice", path, t->nodes[i].name);
-                return -1;
-            }
-    return 0;
+    const char **names = malloc(sizeof(*names) * (size_t)t->n_nodes);
+    mtCheck(names != NULL, "out of memory checking the host names");
+    for (int i = 0; i < t->n_nodes; i++) names[i] = t->nodes[i].name;
+    qsort(names, (size_t)t->n_nodes, sizeof(*names), cmp_name);
+    int dup = -1;
+    for (int i = 1; i < t->n_nodes && dup < 0; i++)
+        if (!strcmp(names[i - 1], names[i])) dup = i;
+    if (dup >= 0) snprintf(err, errlen, "%s: host %s is listed twice", path, names[dup]);
+    free(names);
+    return dup >= 0 ? -1 : 0;
 }
 
 /* ---- hwloc ------------------------------------------------------------------------------------ */

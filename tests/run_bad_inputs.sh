@@ -36,5 +36,19 @@ else bad "run.db destroyed by report"; fi
 expect_usage "report --svg X --html X" $MT report --run "$TMP/run" --svg "$TMP/same.x" --html "$TMP/same.x"
 [ ! -e "$TMP/same.x" ] && ok "nothing written for clashing outputs" || bad "same.x written"
 
+echo "== plan --topology: a file's mistakes are named; a big file is read in well under a second"
+topo() { printf "$1" > "$TMP/topo.ini"; expect_usage "$2" $MT plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1; }
+topo '[node a]\ngpus = 2\n[node a]\ngpus = 4\n' "the same [node a] twice in a row"
+topo '[node a b]\ngpus = 2\n' "a host name with a space (would break the rankfile)"
+topo '[nodes g]\ncount = 2000000\ngpus = 8\n' "2M hosts (more than plan --nodes allows)"
+# 200,000 hosts, a leaf per host: the duplicate check and the leaf names used to be quadratic
+# (20,000 hosts took 4.7 s; 1M never finished)
+printf '[nodes g]\ncount = 200000\ngpus = 8\nnodes_per_leaf = 1\n' > "$TMP/big.ini"
+start=$(date +%s%N)
+if timeout 60 $MT plan --topology "$TMP/big.ini" --tp 8 --pp 1 --dp 2 --quiet >/dev/null 2>&1; then
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  [ "$ms" -lt 5000 ] && ok "200,000-host file planned in $ms ms" || bad "200,000-host file took $ms ms"
+else bad "200,000-host file: plan failed or timed out"; fi
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
