@@ -206,6 +206,16 @@ int cmd_scrub(int argc, char **argv) {
     struct stat st;
     if (!from_stdin && fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode))
         total = (uint64_t)st.st_size;
+    /* the report's partial file is opened before the scrub: a bad --report path fails now, not
+     * after the whole input is scrubbed and --out already committed under its name */
+    fs_afile rep;
+    FILE *rep_fp = NULL;
+    if (report && ((!from_stdin && same_file(input, report)) ||
+                   (strcmp(outp, "-") && (same_file(outp, report) || !strcmp(outp, report)))))
+        mt_fail("scrub: --report is the same file as --%s", !from_stdin && same_file(input, report)
+                                                                 ? "input" : "out");
+    if (report && (rep_fp = fs_stream_open(&rep, report, err, sizeof(err))) == NULL)
+        mt_fail("scrub: --report: %s", err);
     out_file of;
     out_open(&of, outp);
 
@@ -219,6 +229,7 @@ int cmd_scrub(int argc, char **argv) {
     if (rc != 0) {
         int e = errno;
         out_abort(&of);
+        if (rep_fp) fs_stream_abort(&rep, rep_fp);
         mt_fail("scrub: %s error on '%s': %s", rc == 1 ? "read" : "write",
                 rc == 1 ? input : outp, strerror(e));
     }
@@ -235,11 +246,11 @@ int cmd_scrub(int argc, char **argv) {
         char *js = pii_report_json(&c, mode, types, secs);
         mtCheck(js != NULL, "out of memory");
         size_t jn = strlen(js);
-        js = realloc(js, jn + 2);
-        mtCheck(js != NULL, "out of memory");
-        memcpy(js + jn, "\n", 2); /* a text file ends in a newline (`cat` then keeps lines apart) */
-        if (fs_write_atomic(report, js, jn + 1, err, sizeof(err)) != 0)
-            mt_fail("scrub: --report: %s", err);
+        /* a text file ends in a newline (`cat` then keeps lines apart) */
+        err[0] = 0;
+        if (fwrite(js, 1, jn, rep_fp) != jn || fputc('\n', rep_fp) == EOF ||
+            fs_stream_commit(&rep, rep_fp, err, sizeof(err)) != 0)
+            mt_fail("scrub: --report: %s", err[0] ? err : strerror(errno));
         free(js);
     }
     if (!quiet) {

@@ -15,7 +15,7 @@ bad() { echo "  FAIL $1"; fail=$((fail+1)); }
 # expect_usage NAME CMD...: exit status 2 and exactly one "minitrain: error:" line on stderr
 expect_usage() {
   local name=$1; shift
-  "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+  timeout 30 "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
   local n; n=$(grep -c '^minitrain: error: ' "$TMP/err")
   if [ "$rc" -eq 2 ] && [ "$n" -eq 1 ]; then ok "$name (rc 2: $(grep '^minitrain: error: ' "$TMP/err" | cut -c1-90))"
   else bad "$name: rc $rc, $n error lines: $(head -c 300 "$TMP/err")"; fi
@@ -49,6 +49,14 @@ if timeout 60 $MT plan --topology "$TMP/big.ini" --tp 8 --pp 1 --dp 2 --quiet >/
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   [ "$ms" -lt 5000 ] && ok "200,000-host file planned in $ms ms" || bad "200,000-host file took $ms ms"
 else bad "200,000-host file: plan failed or timed out"; fi
+
+echo "== scrub: a bad --report fails before anything is written; it never overwrites --input/--out"
+printf 'Mail juliet@verona.it now\n' > "$TMP/pii.txt"; cp "$TMP/pii.txt" "$TMP/pii.orig"
+expect_usage "scrub --report in a missing directory" $MT scrub --input "$TMP/pii.txt" --out "$TMP/clean.txt" --report "$TMP/nodir/r.json"
+[ ! -e "$TMP/clean.txt" ] && ok "no --out committed when --report cannot be written" || bad "--out committed although the command failed"
+expect_usage "scrub --report = --input" $MT scrub --input "$TMP/pii.txt" --out "$TMP/clean.txt" --report "$TMP/pii.txt"
+cmp -s "$TMP/pii.txt" "$TMP/pii.orig" && ok "--input left intact" || bad "--input overwritten by the report"
+expect_usage "scrub --report = --out (new file)" $MT scrub --input "$TMP/pii.txt" --out "$TMP/c2.txt" --report "$TMP/c2.txt"
 
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
