@@ -44,6 +44,15 @@ int ckpt_peer_expand(char *buf, size_t len, const char *tmpl, const char *node, 
                                  "$MINITRAIN_NODE", "%n"};
     size_t o = 0;
     int named = 0;
+    /* the node name becomes one path component: "..", "a/b" or "" would put tier 0 outside
+     * its root (MINITRAIN_NODE=../../x wrote /dev/x) */
+    if (strstr(tmpl, "%n") || strstr(tmpl, "NODENAME") || strstr(tmpl, "MINITRAIN_NODE")) {
+        if (node[0] == 0 || !strcmp(node, ".") || !strcmp(node, "..") || strchr(node, '/')) {
+            mt_errf(err, errlen, "ckpt_tier0_root '%s': node name '%s' (MINITRAIN_NODE, "
+                    "SLURMD_NODENAME or the hostname) is not one path component", tmpl, node);
+            return -1;
+        }
+    }
     for (const char *p = tmpl; *p;) {
         const char *put = NULL;
         size_t skip = 0;

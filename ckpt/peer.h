@@ -29,7 +29,8 @@ void ckpt_peer_node_name(char *buf, size_t len);
 /* Expand the node name into a tier-0 root template: "%n", "$SLURMD_NODENAME",
  * "${SLURMD_NODENAME}", "$MINITRAIN_NODE" and "${MINITRAIN_NODE}" become `node`, "%%" becomes
  * "%". Returns 1 when the template named the node (a per-node root), 0 when it did not, -1 when
- * the result does not fit in len or the template holds another "%x" (err says which). */
+ * the result does not fit in len, the template holds another "%x", or it names the node and the
+ * node is not one path component ("", ".", "..", or holding '/') (err says which). */
 int ckpt_peer_expand(char *buf, size_t len, const char *tmpl, const char *node, char *err,
                      size_t errlen);
 

@@ -27,6 +27,24 @@
 #define TU_PREFIX "test_ckpt_peer"
 #include "tests/testutil.h"
 
+/* a node name is one path component: ".." or "a/b" would put tier 0 outside its root */
+static void test_expand_node_component(void **state) {
+    (void)state;
+    char out[256], err[256];
+    const char *bad[] = {"..", ".", "", "../../escape", "a/b"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = 0;
+        assert_int_equal(ckpt_peer_expand(out, sizeof(out), "/dev/shm/mt/%n", bad[i], err,
+                                          sizeof(err)), -1);
+        assert_non_null(strstr(err, "path component"));
+    }
+    /* a template without the node does not care what the node is called */
+    assert_int_equal(ckpt_peer_expand(out, sizeof(out), "/dev/shm/mt", "..", err, sizeof(err)), 0);
+    assert_int_equal(ckpt_peer_expand(out, sizeof(out), "/dev/shm/mt/%n", "gpu-7.rack", err,
+                                      sizeof(err)), 1);
+    assert_string_equal(out, "/dev/shm/mt/gpu-7.rack");
+}
+
 static void test_expand(void **state) {
     (void)state;
     char out[64], err[256];
@@ -225,6 +243,7 @@ static void test_roots(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expand),
+        cmocka_unit_test(test_expand_node_component),
         cmocka_unit_test(test_node_name),
         cmocka_unit_test(test_buddies_by_hand),
         cmocka_unit_test(test_buddies_random),
