@@ -276,6 +276,27 @@ static int on_topo_key(void *user, const char *section, const char *key, const c
     return 1;
 }
 
+/* inih reports the first bad line, whether its own syntax error or our handler's refusal, and
+ * parses on: r->err may be a later line's. Returns 1 when line `lineno` of path is itself a
+ * syntax error (a section header without ']', a line with neither '=' nor ':'), with its text. */
+static int topo_syntax_line(const char *path, int lineno, char *text, size_t len) {
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) return 0;
+    char line[512];
+    int n = 0, bad = 0;
+    while (fgets(line, sizeof(line), fp))
+        if (++n == lineno) {
+            line[strcspn(line, "\r\n")] = 0;
+            const char *p = line;
+            while (isspace((unsigned char)*p)) p++;
+            bad = *p == '[' ? strchr(p, ']') == NULL : strpbrk(p, "=:") == NULL;
+            snprintf(text, len, "%.100s", p);
+            break;
+        }
+    fclose(fp);
+    return bad;
+}
+
 static int cmp_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -293,7 +314,11 @@ int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen) {
     free(r.leaf_names);
     free(r.slots);
     if (rc != 0) {
-        if (rc > 0)
+        char text[128];
+        if (rc > 0 && topo_syntax_line(path, rc, text, sizeof(text)))
+            snprintf(err, errlen, "%s:%d: cannot parse '%s' (%s)", path, rc, text,
+                     text[0] == '[' ? "a section header ends in ']'" : "expected key = value");
+        else if (rc > 0)
             snprintf(err, errlen, "%s:%d: %s", path, rc, r.err[0] ? r.err : "syntax error");
         else
             snprintf(err, errlen, "%s: %s", path, r.err[0] ? r.err : "cannot parse");

@@ -41,6 +41,10 @@ topo() { printf "$1" > "$TMP/topo.ini"; expect_usage "$2" $MT plan --topology "$
 topo '[node a]\ngpus = 2\n[node a]\ngpus = 4\n' "the same [node a] twice in a row"
 topo '[node a b]\ngpus = 2\n' "a host name with a space (would break the rankfile)"
 topo '[nodes g]\ncount = 2000000\ngpus = 8\n' "2M hosts (more than plan --nodes allows)"
+# a header without ']' used to be blamed on the next line's key ("[fabric]: unknown key 'gpus'")
+printf '[node a]\ngpus = 2\n[node b\ngpus = 2\n' > "$TMP/topo.ini"
+timeout 30 $MT plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
+grep -q "topo.ini:3: cannot parse '\[node b'" "$TMP/err" && ok "unterminated header named with its line" || bad "unterminated header: $(cat "$TMP/err")"
 # 200,000 hosts, a leaf per host: the duplicate check and the leaf names used to be quadratic
 # (20,000 hosts took 4.7 s; 1M never finished)
 printf '[nodes g]\ncount = 200000\ngpus = 8\nnodes_per_leaf = 1\n' > "$TMP/big.ini"
