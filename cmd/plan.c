@@ -177,11 +177,17 @@ int cmd_plan(int argc, char **argv) {
                 if (!g) g = t.nodes[i].gpus;
                 if (t.nodes[i].gpus == g) gpus += g;
             }
+        long all = gpus;
         gpus -= (long)spares * g;
+        if (gpus < 0) gpus = 0;
         m.dp = (int)(gpus / ((long)m.tp * m.pp));
-        if (m.dp < 1) mt_fail("plan: tp x pp = %d does not fit the %ld usable GPUs", m.tp * m.pp,
-                              gpus);
+        if (m.dp < 1)
+            mt_fail("plan: tp x pp = %d does not fit the %ld usable GPUs (%ld on hosts not "
+                    "excluded, %d spare node(s) held back)", m.tp * m.pp, gpus, all, spares);
         m.dp -= m.dp % m.ep;
+        if (m.dp < 1)
+            mt_fail("plan: --dp 0 gives dp %d, fewer than ep %d (dp must be a multiple of ep): "
+                    "lower --ep or add GPUs", (int)(gpus / ((long)m.tp * m.pp)), m.ep);
     }
 
     double t0 = timer_now();

@@ -45,6 +45,10 @@ topo '[nodes g]\ncount = 2000000\ngpus = 8\n' "2M hosts (more than plan --nodes 
 printf '[node a]\ngpus = 2\n[node b\ngpus = 2\n' > "$TMP/topo.ini"
 timeout 30 $MT plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
 grep -q "topo.ini:3: cannot parse '\[node b'" "$TMP/err" && ok "unterminated header named with its line" || bad "unterminated header: $(cat "$TMP/err")"
+expect_usage "plan --dp 0 --ep 4 where only dp 2 fits" $MT plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --ep 4
+grep -q 'fewer than ep 4' "$TMP/err" && ok "... says ep is the reason" || bad "dp 0 / ep: $(cat "$TMP/err")"
+expect_usage "plan --spares 5 on 2 nodes" $MT plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --spares 5
+grep -q -- '-[0-9]* usable' "$TMP/err" && bad "negative GPU count: $(cat "$TMP/err")" || ok "... no negative GPU count"
 # 200,000 hosts, a leaf per host: the duplicate check and the leaf names used to be quadratic
 # (20,000 hosts took 4.7 s; 1M never finished)
 printf '[nodes g]\ncount = 200000\ngpus = 8\nnodes_per_leaf = 1\n' > "$TMP/big.ini"
