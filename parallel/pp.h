@@ -36,6 +36,10 @@ typedef struct {
     /* run the stage backward of microbatch i given the gradient of its output (NULL on the last
      * stage); returns the gradient of its input to send back (ignored on the first stage) */
     const float *(*backward)(void *user, int micro, const float *dout);
+    /* where the gradient from the next stage is received (count floats): device memory when the
+     * model lives on a device, so the p2p goes device to device; NULL = pp_run allocates host
+     * memory */
+    float *grad_buf;
 } pp_stage_fns;
 
 /* Run one optimizer step's M microbatches through the pipeline. Collective over pp.

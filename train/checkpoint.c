@@ -12,6 +12,7 @@
  * communicator (the writer's collectives) and to run.db (the catalog and events).
  */
 #include "train/checkpoint.h"
+#include "train/ops.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -266,16 +267,22 @@ static void par_copy(float *dst, const float *src, size_t n) {
     }
 }
 
+/* par_copy from device memory when src is on the device (device → host snapshot). */
+static void snap_copy(float *dst, const float *src, size_t n) {
+    if (ops_is_device(src)) ops_copy_d2h(dst, src, n * sizeof(float));
+    else par_copy(dst, src, n);
+}
+
 /* Copy what the save writes into the snapshot buffer: parameters (async only; a synchronous save
  * writes them live) and the full-layout AdamW m, v of this rank's shard. */
 static void snapshot(checkpointer *ck, trainer *tr) {
     size_t n = tr->model.num_params;
-    if (ck->async) par_copy(ck->snap_p, tr->model.params, n);
+    if (ck->async) snap_copy(ck->snap_p, tr->model.params, n);
     if (!tr->cfg.zero && tr->opt.n == n && tr->opt.offset == 0) {
         /* unsharded AdamW state: what trainer_gather_optimizer_state copies, but on all cores,
          * since this copy is the stall */
-        par_copy(ck->snap_m, tr->opt.m, n);
-        par_copy(ck->snap_v, tr->opt.v, n);
+        snap_copy(ck->snap_m, tr->opt.m, n);
+        snap_copy(ck->snap_v, tr->opt.v, n);
     } else {
         trainer_gather_optimizer_state(tr, ck->snap_m, ck->snap_v); /* collective over DP */
     }
@@ -286,7 +293,8 @@ static void describe_files(checkpointer *ck, int step) {
     for (int i = 0; i < 2; i++) model_ckpt_file_free(&ck->files[i]);
     ck->n_files = 0;
     if (!ck->writes_shard) return;
-    const float *params = ck->async ? ck->snap_p : ck->tr->model.params;
+    /* synchronous: the live parameters, through the host mirror when they are device memory */
+    const float *params = ck->async ? ck->snap_p : gpt_params_host(&ck->tr->model);
     const float *ps[1] = {params}, *os[2] = {ck->snap_m, ck->snap_v};
     const char *pp[1] = {""}, *op[2] = {"optim.m.", "optim.v."};
     char err[CKPT_MSG];
@@ -414,11 +422,13 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
     /* parameters, then optimizer state (full local layout, scattered to ZeRO shards) */
     gpt_model *m = &tr->model;
     if (ckpt_fileset_open(&fs, dir, "model-", err, errlen) != 0 ||
-        model_ckpt_read_tensors(&fs, m, "", m->params, err, errlen) != 0)
+        model_ckpt_read_tensors(&fs, m, "", gpt_params_host(m), err, errlen) != 0)
         goto out;
+    gpt_params_upload(m);
     ckpt_fileset_close(&fs);
     /* unsharded AdamW state is read in place; ZeRO shards go through a full-size buffer */
-    int direct = !tr->cfg.zero && tr->opt.n == m->num_params && tr->opt.offset == 0;
+    int direct = !tr->cfg.zero && tr->opt.n == m->num_params && tr->opt.offset == 0 &&
+                 !ops_is_device(tr->opt.m);
     if (direct) {
         mbuf = tr->opt.m;
         vbuf = tr->opt.v;

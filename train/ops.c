@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "parallel/comm.h"
 #include "train/ops_backend.h"
 #include "train/ops_cpu.h"
 
