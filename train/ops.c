@@ -133,6 +133,9 @@ int ops_select(const char *device, int local_rank, char *err, size_t errlen) {
     if (b->init && b->init(local_rank, err, errlen) != 0)
         return -1;
     g_backend = b;
+    /* collectives on device buffers: NCCL where a group has it, else staged through the host */
+    static const comm_devmem devmem = {ops_is_device, ops_copy_h2d, ops_copy_d2h, ops_copy_d2d};
+    comm_set_devmem(b == &ops_backend_cpu ? NULL : &devmem);
     return 0;
 }
 
