@@ -90,15 +90,27 @@ static void fault_handler(int sig, siginfo_t *si, void *ctx) {
     _exit(GUARD_EXIT);
 }
 
-static int guard_init(int local_rank, char *err, size_t errlen) {
-    (void)local_rank;
-    g_page = (size_t)sysconf(_SC_PAGESIZE);
+/* Install the fault handler unless it is in place already (another library, a test harness or
+ * MPI may have installed its own since): checked at every allocation, so the first stray access
+ * to any allocation is reported by the guard. Returns 0, or -1 if sigaction fails. */
+static int install_handler(void) {
+    struct sigaction old;
+    if (sigaction(SIGSEGV, NULL, &old) == 0 && (old.sa_flags & SA_SIGINFO) &&
+        old.sa_sigaction == fault_handler)
+        return 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = fault_handler;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGSEGV, &sa, NULL) != 0 || sigaction(SIGBUS, &sa, NULL) != 0) {
+    if (sigaction(SIGSEGV, &sa, NULL) != 0 || sigaction(SIGBUS, &sa, NULL) != 0) return -1;
+    return 0;
+}
+
+static int guard_init(int local_rank, char *err, size_t errlen) {
+    (void)local_rank;
+    g_page = (size_t)sysconf(_SC_PAGESIZE);
+    if (install_handler() != 0) {
         snprintf(err, errlen, "device = guard: cannot install the SIGSEGV handler");
         return -1;
     }
@@ -110,6 +122,7 @@ static const char *guard_device_name(void) { return "guard (cpu kernels, PROT_NO
 static void *guard_alloc(size_t bytes, const char *what) {
     if (!g_page)
         g_page = (size_t)sysconf(_SC_PAGESIZE);
+    (void)install_handler();
     size_t mapped = (bytes + g_page - 1) / g_page * g_page + g_page;
     void *p = mmap(NULL, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
