@@ -333,6 +333,9 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     /* per rank: the ranks on this node share its cores (train/flops.h flops_rank_cores) */
     tr->peak_theoretical = flops_theoretical_peak_rank(threads, local_ranks, tr->peak_desc,
                                                        sizeof(tr->peak_desc));
+    if (strcmp(ops_device(), "cuda") == 0) /* a GPU: the datasheet's peak, by device name */
+        tr->peak_theoretical = flops_gpu_peak_describe(ops_device_name(), tr->peak_desc,
+                                                       sizeof(tr->peak_desc));
     tr->threads = threads;
     tr->last_val_loss = NAN;
     return 0;
