@@ -52,6 +52,14 @@
 #define EV_SLURM_DRAIN "slurm_drain"           /* (0, blamed rank) host, ok (bool: scontrol drained it),
                                                * why (the reason given to Slurm) */
 #define EV_BACKOFF "backoff"                   /* (0, -1) attempt, seconds */
+#define EV_REPLAN "replan"                     /* (0, -1) host (the cordoned one), hosts (the new
+                                                  placement's, comma-separated), spares (left),
+                                                  path (the next launch's rankfile) */
+#define EV_CHECKPOINT_NOW "checkpoint_now"     /* (0, -1) attempt, ok: SIGUSR1 asked the ranks to
+                                                  checkpoint now and stop; (run, 0) step: the
+                                                  trainer agreed to stop after that step */
+#define EV_REQUEUE "requeue"                   /* (0, -1) attempt, ok, reason: `scontrol requeue`
+                                                  after that checkpoint */
 #define EV_SUPERVISOR_END "supervisor_end"     /* (0, -1) exit, status (EV_SUP_*: the job's
                                                   status), reason ("" when completed) */
 /* the trainer, train/trainer.c and train/cmd_train.c (world rank 0 unless said) */
@@ -95,6 +103,7 @@
 #define EV_SUP_KILLED "killed"   /* the supervisor was interrupted by a signal */
 #define EV_SUP_USAGE_ERROR "usage_error"
 #define EV_SUP_GAVE_UP "gave_up"
+#define EV_SUP_REQUEUED "requeued" /* stopped on SIGUSR1 after a checkpoint, requeued in Slurm */
 
 /* ---- detail keys (alphabetical; units in the name or here) ---------------------------------- */
 #define EVK_ARGV "argv"               /* array of strings */
@@ -118,6 +127,8 @@
 #define EVK_GRAD_NORM "grad_norm"     /* global gradient norm */
 #define EVK_HEARTBEAT_TIMEOUT_S "heartbeat_timeout_s" /* no progress for this long = hang */
 #define EVK_HOST "host"               /* host name from --hostfile ("" = none) */
+#define EVK_HOSTS "hosts"             /* host names, comma-separated */
+#define EVK_SPARES "spares"           /* spare nodes held back */
 #define EVK_IDLE_SHARE "idle_share"   /* fraction of the step a pipeline stage waited */
 #define EVK_KIND "kind"               /* failure: EV_FAILURE_*; fault: sched/fault.h names */
 #define EVK_LOAD_MS "load_ms"         /* reading a checkpoint into the trainer (after verify) */
