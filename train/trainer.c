@@ -666,7 +666,8 @@ static void pp_tied_check(trainer *tr) {
     if (m->cfg.pp == 1 || m->i_wte < 0) return;
     size_t n = m->tensors[m->i_wte].numel;
     float *mine = mallocCheck(n * sizeof(float)), *neg = mallocCheck(n * sizeof(float));
-    for (size_t j = 0; j < n; j++) mine[j] = m->wte[j], neg[j] = -m->wte[j];
+    ops_copy_d2h(mine, m->wte, n * sizeof(float)); /* wte is device memory */
+    for (size_t j = 0; j < n; j++) neg[j] = -mine[j];
     comm_all_reduce(tr->mesh->embed_group, mine, n, COMM_MAX);
     comm_all_reduce(tr->mesh->embed_group, neg, n, COMM_MAX);
     float spread = 0;
