@@ -1,33 +1,19 @@
 /*
- * train/ops_cuda_table.c — the cuda entry of the backend table (train/ops_backend.h), filled from
- * the ops_cuda_<name> kernels of train/ops_cuda*.cu (declared in train/ops_cuda.h, a plain C
- * header). Compiled to something only in GPU=1 builds that have those kernels
- * (MT_HAVE_CUDA_KERNELS, set by the Makefile when train/ops_cuda.h exists); elsewhere this file
- * is empty and device = cuda is refused with one line (train/ops.c).
+ * train/ops_cuda_table.c — the cuda entry of the backend table (train/ops_backend.h, gpu-backend's
+ * branch): train/ops_cuda.h's free functions in ops_backend's slots. GPU=1 builds only, and only
+ * once the tree has train/ops_backend.h (the Makefile checks; the two branches land separately).
  *
- * The memory API adapts the contract's ops_cuda_alloc(bytes) to the table's (bytes, what): the
- * name only matters to the guard device. is_device asks the CUDA runtime, so the comm split
- * (parallel/comm_dev.c) sends device buffers to NCCL and host scalars to MPI.
+ * Why a separate file: ops_cuda*.cu stay free of the table's type (they implement the contract of
+ * notes/GPU_CONTRACT.md, plain C names), and the table's shape can change without touching a
+ * kernel. The one adapter is alloc, whose table slot also takes a label for error messages.
  */
-#ifdef MT_HAVE_CUDA_KERNELS
-#include <cuda_runtime.h>
-#include <stddef.h>
-
 #include "train/ops_backend.h"
+
 #include "train/ops_cuda.h"
 
 static void *cuda_alloc(size_t bytes, const char *what) {
-    (void)what;
-    return ops_cuda_alloc(bytes ? bytes : 1);
-}
-
-static int cuda_is_device(const void *p) {
-    struct cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError(); /* clear the sticky error of a host pointer */
-        return 0;
-    }
-    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+    (void)what; /* ops.c reports the failure with the label; the device has no use for it */
+    return ops_cuda_alloc(bytes);
 }
 
 const ops_backend ops_backend_cuda = {
@@ -41,7 +27,7 @@ const ops_backend ops_backend_cuda = {
     .copy_d2h = ops_cuda_copy_d2h,
     .copy_d2d = ops_cuda_copy_d2d,
     .sync = ops_cuda_sync,
-    .is_device = cuda_is_device,
+    .is_device = ops_cuda_is_device,
     .encoder_forward = ops_cuda_encoder_forward,
     .encoder_backward = ops_cuda_encoder_backward,
     .layernorm_forward = ops_cuda_layernorm_forward,
@@ -72,6 +58,3 @@ const ops_backend ops_backend_cuda = {
     .moe_scatter_add = ops_cuda_moe_scatter_add,
     .moe_router_backward = ops_cuda_moe_router_backward,
 };
-#else
-typedef int ops_cuda_table_empty; /* ISO C: a translation unit must not be empty */
-#endif
