@@ -428,7 +428,7 @@ static int do_export(ckpt_args *a) {
     st_tensor *t = callocCheck((size_t)m.n_tensors, sizeof(*t));
     for (int i = 0; i < m.n_tensors; i++) {
         const gpt_tensor *g = &m.tensors[i];
-        const float *src = m.params + g->offset;
+        const float *src = gpt_params_host(&m) + g->offset; /* the host mirror */
         float *dst = hf + g->offset;
         t[i].name = g->name;
         t[i].dtype = ST_F32;

@@ -188,7 +188,7 @@ static int read_tensors(gpt_model *m, const st_file *f, const char *prefix, cons
             return -1;
         }
         to_f32(tmp, raw, g->numel, info->dtype);
-        float *dst = m->params + g->offset;
+        float *dst = gpt_params_host(m) + g->offset; /* host mirror, uploaded below */
         if (conv) { // (in, out) -> (out, in)
             int64_t in = ws[0], out = ws[1];
             for (int64_t r = 0; r < in; r++)
@@ -198,6 +198,7 @@ static int read_tensors(gpt_model *m, const st_file *f, const char *prefix, cons
         }
         free(raw), free(tmp);
     }
+    gpt_params_upload(m);
     const st_info *head = st_find(f, "lm_head.weight");
     if (head) {
         size_t n = (size_t)c->vocab_size * c->d_model;
@@ -210,7 +211,8 @@ static int read_tensors(gpt_model *m, const st_file *f, const char *prefix, cons
             same = st_read_tensor(f, "lm_head.weight", raw, nb, err, errlen) == 0;
             if (same) {
                 to_f32(tmp, raw, n, head->dtype);
-                same = memcmp(tmp, m->wte, n * sizeof(float)) == 0;
+                same = memcmp(tmp, gpt_params_host(m) + (m->wte - m->params),
+                              n * sizeof(float)) == 0;
             }
             free(raw), free(tmp);
         }
