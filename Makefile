@@ -300,10 +300,10 @@ test: test-deps
 
 # The guard device (docs/gpu.md): these end-to-end scripts again with every model buffer PROT_NONE
 # outside the ops (MINITRAIN_DEVICE=guard overrides each run's device). Every layout is compared
-# bit for bit with cpu by tests/run_guard.sh in the loop above; these add checkpoint resume,
-# resilience (fault injection, restarts), sample, serve and expert parallelism.
-GUARD_TESTS ?= tests/run_e2e.sh tests/run_ckpt.sh tests/run_resilience.sh tests/run_serve.sh \
-               tests/run_moe_ep.sh
+# bit for bit with cpu by tests/run_guard.sh in the loop above; these add checkpoint resume (own
+# and peer tiers), resilience (fault injection, restarts), sample, serve and expert parallelism.
+GUARD_TESTS ?= tests/run_e2e.sh tests/run_ckpt.sh tests/run_peer_ckpt.sh tests/run_resilience.sh \
+               tests/run_serve.sh tests/run_moe_ep.sh
 guard:
 	@set -e; for s in $(GUARD_TESTS); do echo "== guard: $$s"; MINITRAIN_DEVICE=guard bash $$s; done
 
