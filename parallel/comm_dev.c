@@ -26,25 +26,34 @@ void comm_set_devmem(const comm_devmem *d) { g_dev = d; }
 static int is_dev(const void *p) { return g_dev && p && g_dev->is_device(p); }
 
 void comm_copy(void *dst, const void *src, size_t bytes) {
-    if (!bytes || dst == src) return;
+    if (!bytes || dst == src)
+        return;
     int dd = is_dev(dst), ds = is_dev(src);
-    if (dd && ds) g_dev->d2d(dst, src, bytes);
-    else if (dd) g_dev->h2d(dst, src, bytes);
-    else if (ds) g_dev->d2h(dst, src, bytes);
-    else memmove(dst, src, bytes);
+    if (dd && ds)
+        g_dev->d2d(dst, src, bytes);
+    else if (dd)
+        g_dev->h2d(dst, src, bytes);
+    else if (ds)
+        g_dev->d2h(dst, src, bytes);
+    else
+        memmove(dst, src, bytes);
 }
 
 /* A host view of buffer p of `bytes`: p itself when it is host memory, else a host copy (filled
  * from the device if `in`). unstage copies a staged view back (if `out`) and frees it. */
 static void *stage(const void *p, size_t bytes, int in) {
-    if (!is_dev(p)) return (void *)p;
+    if (!is_dev(p))
+        return (void *)p;
     void *h = mallocCheck(bytes ? bytes : 1);
-    if (in && bytes) g_dev->d2h(h, p, bytes);
+    if (in && bytes)
+        g_dev->d2h(h, p, bytes);
     return h;
 }
 static void unstage(void *p, void *h, size_t bytes, int out) {
-    if (h == p) return;
-    if (out && bytes) g_dev->h2d(p, h, bytes);
+    if (h == p)
+        return;
+    if (out && bytes)
+        g_dev->h2d(p, h, bytes);
     free(h);
 }
 
@@ -59,7 +68,8 @@ static int g_n_nccl;
 
 int comm_enable_nccl(comm *c, char *err, size_t errlen) {
 #ifdef MT_HAVE_CUDA
-    if (comm_size(c) == 1 || comm_get_nccl(c)) return 0;
+    if (comm_size(c) == 1 || comm_get_nccl(c))
+        return 0;
     if (g_n_nccl == MAX_NCCL) {
         snprintf(err, errlen, "too many NCCL communicators (%d)", MAX_NCCL);
         return -1;
@@ -79,7 +89,8 @@ int comm_has_nccl(const comm *c) { return comm_get_nccl(c) != NULL; }
 
 void comm_nccl_abort_all(void) {
 #ifdef MT_HAVE_CUDA
-    for (int i = 0; i < g_n_nccl; i++) comm_nccl_abort(g_nccl[i]);
+    for (int i = 0; i < g_n_nccl; i++)
+        comm_nccl_abort(g_nccl[i]);
     g_n_nccl = 0;
 #endif
 }
@@ -87,10 +98,17 @@ void comm_nccl_abort_all(void) {
 /* ---- the wrappers ---------------------------------------------------------------------------- */
 
 void comm_all_reduce(comm *c, float *buf, size_t count, comm_op op) {
-    if (!is_dev(buf)) return comm_host_all_reduce(c, buf, count, op);
-    if (comm_size(c) == 1 || count == 0) return;
+    if (!is_dev(buf)) {
+        comm_host_all_reduce(c, buf, count, op);
+        return;
+    }
+    if (comm_size(c) == 1 || count == 0)
+        return;
 #ifdef MT_HAVE_CUDA
-    if (comm_get_nccl(c)) return comm_nccl_all_reduce(NCCL_OF(c), buf, count, op);
+    if (comm_get_nccl(c)) {
+        comm_nccl_all_reduce(NCCL_OF(c), buf, count, op);
+        return;
+    }
 #endif
     float *h = stage(buf, count * sizeof(float), 1);
     comm_host_all_reduce(c, h, count, op);
@@ -98,13 +116,20 @@ void comm_all_reduce(comm *c, float *buf, size_t count, comm_op op) {
 }
 
 void comm_reduce_scatter(comm *c, const float *send, float *recv, size_t recv_count, comm_op op) {
-    if (!is_dev(send) && !is_dev(recv))
-        return comm_host_reduce_scatter(c, send, recv, recv_count, op);
+    if (!is_dev(send) && !is_dev(recv)) {
+        comm_host_reduce_scatter(c, send, recv, recv_count, op);
+        return;
+    }
     const size_t n = (size_t)comm_size(c) * recv_count;
-    if (comm_size(c) == 1) return comm_copy(recv, send, recv_count * sizeof(float));
+    if (comm_size(c) == 1) {
+        comm_copy(recv, send, recv_count * sizeof(float));
+        return;
+    }
 #ifdef MT_HAVE_CUDA
-    if (comm_get_nccl(c) && is_dev(send) && is_dev(recv))
-        return comm_nccl_reduce_scatter(NCCL_OF(c), send, recv, recv_count, op);
+    if (comm_get_nccl(c) && is_dev(send) && is_dev(recv)) {
+        comm_nccl_reduce_scatter(NCCL_OF(c), send, recv, recv_count, op);
+        return;
+    }
 #endif
     float *hs = stage(send, n * sizeof(float), 1), *hr = stage(recv, recv_count * sizeof(float), 0);
     comm_host_reduce_scatter(c, hs, hr, recv_count, op);
@@ -113,12 +138,20 @@ void comm_reduce_scatter(comm *c, const float *send, float *recv, size_t recv_co
 }
 
 void comm_all_gather(comm *c, const float *send, float *recv, size_t send_count) {
-    if (!is_dev(send) && !is_dev(recv)) return comm_host_all_gather(c, send, recv, send_count);
+    if (!is_dev(send) && !is_dev(recv)) {
+        comm_host_all_gather(c, send, recv, send_count);
+        return;
+    }
     const size_t n = (size_t)comm_size(c) * send_count;
-    if (comm_size(c) == 1) return comm_copy(recv, send, send_count * sizeof(float));
+    if (comm_size(c) == 1) {
+        comm_copy(recv, send, send_count * sizeof(float));
+        return;
+    }
 #ifdef MT_HAVE_CUDA
-    if (comm_get_nccl(c) && is_dev(send) && is_dev(recv))
-        return comm_nccl_all_gather(NCCL_OF(c), send, recv, send_count);
+    if (comm_get_nccl(c) && is_dev(send) && is_dev(recv)) {
+        comm_nccl_all_gather(NCCL_OF(c), send, recv, send_count);
+        return;
+    }
 #endif
     float *hs = stage(send, send_count * sizeof(float), 1), *hr = stage(recv, n * sizeof(float), 0);
     comm_host_all_gather(c, hs, hr, send_count);
@@ -127,7 +160,10 @@ void comm_all_gather(comm *c, const float *send, float *recv, size_t send_count)
 }
 
 void comm_broadcast_bytes(comm *c, void *buf, size_t count, int root) {
-    if (!is_dev(buf) || comm_size(c) == 1) return comm_host_broadcast_bytes(c, buf, count, root);
+    if (!is_dev(buf) || comm_size(c) == 1) {
+        comm_host_broadcast_bytes(c, buf, count, root);
+        return;
+    }
     void *h = stage(buf, count, comm_rank(c) == root);
     comm_host_broadcast_bytes(c, h, count, root);
     unstage(buf, h, count, 1);
@@ -136,17 +172,21 @@ void comm_broadcast_bytes(comm *c, void *buf, size_t count, int root) {
 void comm_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
                        const size_t *send_displs, float *recv, const size_t *recv_counts,
                        const size_t *recv_displs) {
-    if (!is_dev(send) && !is_dev(recv))
-        return comm_host_all_to_all_v(c, send, send_counts, send_displs, recv, recv_counts,
-                                      recv_displs);
+    if (!is_dev(send) && !is_dev(recv)) {
+        comm_host_all_to_all_v(c, send, send_counts, send_displs, recv, recv_counts, recv_displs);
+        return;
+    }
     const int p = comm_size(c);
-    if (p == 1)
-        return comm_copy(recv + recv_displs[0], send + send_displs[0],
-                         send_counts[0] * sizeof(float));
+    if (p == 1) {
+        comm_copy(recv + recv_displs[0], send + send_displs[0], send_counts[0] * sizeof(float));
+        return;
+    }
 #ifdef MT_HAVE_CUDA
-    if (comm_get_nccl(c) && is_dev(send) && is_dev(recv))
-        return comm_nccl_all_to_all_v(NCCL_OF(c), send, send_counts, send_displs, recv,
-                                      recv_counts, recv_displs);
+    if (comm_get_nccl(c) && is_dev(send) && is_dev(recv)) {
+        comm_nccl_all_to_all_v(NCCL_OF(c), send, send_counts, send_displs, recv, recv_counts,
+                               recv_displs);
+        return;
+    }
 #endif
     size_t sn = 0, rn = 0;
     for (int i = 0; i < p; i++) {
@@ -162,15 +202,22 @@ void comm_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
 /* Device buffers complete before returning (staged, or NCCL with a stream sync): the request is
  * already done. Overlap of NCCL buckets with the backward is future work (docs/gpu.md). */
 comm_request *comm_iall_reduce(comm *c, float *buf, size_t count) {
-    if (!is_dev(buf)) return comm_host_iall_reduce(c, buf, count);
+    if (!is_dev(buf))
+        return comm_host_iall_reduce(c, buf, count);
     comm_all_reduce(c, buf, count, COMM_SUM);
     return comm_host_iall_reduce(c, buf, 0); /* an empty, completed request */
 }
 
 void comm_send(comm *c, const float *buf, size_t count, int peer, int tag) {
-    if (!is_dev(buf)) return comm_host_send(c, buf, count, peer, tag);
+    if (!is_dev(buf)) {
+        comm_host_send(c, buf, count, peer, tag);
+        return;
+    }
 #ifdef MT_HAVE_CUDA
-    if (comm_get_nccl(c)) return comm_nccl_send(NCCL_OF(c), buf, count, peer);
+    if (comm_get_nccl(c)) {
+        comm_nccl_send(NCCL_OF(c), buf, count, peer);
+        return;
+    }
 #endif
     float *h = stage(buf, count * sizeof(float), 1);
     comm_host_send(c, h, count, peer, tag);
@@ -178,9 +225,15 @@ void comm_send(comm *c, const float *buf, size_t count, int peer, int tag) {
 }
 
 void comm_recv(comm *c, float *buf, size_t count, int peer, int tag) {
-    if (!is_dev(buf)) return comm_host_recv(c, buf, count, peer, tag);
+    if (!is_dev(buf)) {
+        comm_host_recv(c, buf, count, peer, tag);
+        return;
+    }
 #ifdef MT_HAVE_CUDA
-    if (comm_get_nccl(c)) return comm_nccl_recv(NCCL_OF(c), buf, count, peer);
+    if (comm_get_nccl(c)) {
+        comm_nccl_recv(NCCL_OF(c), buf, count, peer);
+        return;
+    }
 #endif
     float *h = stage(buf, count * sizeof(float), 0);
     comm_host_recv(c, h, count, peer, tag);
@@ -189,11 +242,15 @@ void comm_recv(comm *c, float *buf, size_t count, int peer, int tag) {
 
 void comm_sendrecv(comm *c, const float *sendbuf, size_t send_count, int to, float *recvbuf,
                    size_t recv_count, int from, int tag) {
-    if (!is_dev(sendbuf) && !is_dev(recvbuf))
-        return comm_host_sendrecv(c, sendbuf, send_count, to, recvbuf, recv_count, from, tag);
+    if (!is_dev(sendbuf) && !is_dev(recvbuf)) {
+        comm_host_sendrecv(c, sendbuf, send_count, to, recvbuf, recv_count, from, tag);
+        return;
+    }
 #ifdef MT_HAVE_CUDA
-    if (comm_get_nccl(c) && is_dev(sendbuf) && is_dev(recvbuf))
-        return comm_nccl_sendrecv(NCCL_OF(c), sendbuf, send_count, to, recvbuf, recv_count, from);
+    if (comm_get_nccl(c) && is_dev(sendbuf) && is_dev(recvbuf)) {
+        comm_nccl_sendrecv(NCCL_OF(c), sendbuf, send_count, to, recvbuf, recv_count, from);
+        return;
+    }
 #endif
     float *hs = stage(sendbuf, send_count * sizeof(float), 1);
     float *hr = stage(recvbuf, recv_count * sizeof(float), 0);
