@@ -338,7 +338,7 @@ static void init_tensor(gpt_model *m, float *hp, rng_state *rng, const char *nam
     }
     float std = strstr(name, "c_proj.weight") ? resid_std : 0.02f;
     if (i < 0) {
-        for (size_t j = 0; j < gnumel; j++) (void)rng_normal(rng);
+        for (size_t j = 0; j < 2 * gnumel; j++) (void)rng_u64(rng); /* rng_normal's 2 draws */
         return;
     }
     const gpt_tensor *t = &m->tensors[i];

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/mem.h"
 #include "parallel/comm.h"
 #include "train/ops_backend.h"
 #include "train/ops_cpu.h"
@@ -26,6 +27,7 @@ static void *cpu_alloc(size_t bytes, const char *what) {
     size_t n = (bytes + 63) / 64 * 64;
     if (posix_memalign(&p, 64, n ? n : 64) != 0)
         return NULL;
+    mem_prepare(p, n); /* huge pages, faulted now rather than by the first step (core/mem.h) */
     memset(p, 0, n ? n : 64);
     return p;
 }
