@@ -234,7 +234,11 @@ int cmd_scrub(int argc, char **argv) {
     if (report) {
         char *js = pii_report_json(&c, mode, types, secs);
         mtCheck(js != NULL, "out of memory");
-        if (fs_write_atomic(report, js, strlen(js), err, sizeof(err)) != 0)
+        size_t jn = strlen(js);
+        js = realloc(js, jn + 2);
+        mtCheck(js != NULL, "out of memory");
+        memcpy(js + jn, "\n", 2); /* a text file ends in a newline (`cat` then keeps lines apart) */
+        if (fs_write_atomic(report, js, jn + 1, err, sizeof(err)) != 0)
             mt_fail("scrub: --report: %s", err);
         free(js);
     }
