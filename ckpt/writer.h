@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt/bulkio.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/tiers.h"
 
@@ -58,10 +59,16 @@ typedef struct {
     ckpt_tiers tiers;
     int async;         /* 1: files written and committed by a background thread */
     int stop_on_error; /* 1: after a failed save, refuse further saves */
-    int delay_ms;      /* test hook: sleep this long before each file */
+    int delay_ms;      /* test hook: sleep this long before each file (files then written by one
+                          thread, in order) */
+    int io_threads;    /* threads writing the files of a save (0: CKPT_WRITER_THREADS) */
+    int io_direct;     /* 1: O_DIRECT writes (ckpt/bulkio.h) where the file system allows */
     ckpt_group group;
     ckpt_sink sink;
 } ckpt_writer_opts;
+
+#define CKPT_WRITER_THREADS 2
+#define CKPT_WRITER_MAX_THREADS 16
 
 /* Counters of one writer (for logs and benchmarks). Times in milliseconds. */
 typedef struct {
@@ -75,6 +82,7 @@ typedef struct {
     double total_wait_ms;    /* of which: waiting for a previous save to finish */
     int64_t last_bytes;      /* bytes of the last committed tier-1 step (all files; rank 0) */
     int64_t last_failed_step; /* step of the last failed save, -1 when none */
+    ckpt_io_stats last_io;   /* phases of the files of the last committed save (thread times) */
 } ckpt_writer_stats;
 
 typedef struct ckpt_writer ckpt_writer;
