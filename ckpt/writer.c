@@ -57,6 +57,13 @@ struct ckpt_writer {
     pthread_t thread;
     int thread_live;
     atomic_int done;
+    /* a snapshot copied by the background job (ckpt_writer_start_deferred) */
+    ckpt_snapshot_fn snap_fn;
+    void *snap_user;
+    int snap_pending;       /* main thread: the copy may still run; the caller must wait for it */
+    int snap_done;          /* guarded by snap_lock */
+    pthread_mutex_t snap_lock;
+    pthread_cond_t snap_cond;
     int w_err[2];                          /* [bg] writer failed in tier t */
     char w_msg[2][CKPT_MSG];               /* [bg] */
     ckpt_known_file *known[2];             /* [bg] CRCs computed while writing, per tier */
@@ -108,6 +115,8 @@ ckpt_writer *ckpt_writer_create(const ckpt_writer_opts *o) {
     w->o = *o;
     w->stats.last_failed_step = -1;
     atomic_init(&w->done, 1);
+    pthread_mutex_init(&w->snap_lock, NULL);
+    pthread_cond_init(&w->snap_cond, NULL);
     return w;
 }
 
@@ -128,6 +137,8 @@ void ckpt_writer_free(ckpt_writer *w) {
     free(w->state_json);
     free(w->known[0]);
     free(w->known[1]);
+    pthread_mutex_destroy(&w->snap_lock);
+    pthread_cond_destroy(&w->snap_cond);
     free(w);
 }
 
@@ -206,8 +217,19 @@ static void run_pool(write_pool *p, int threads) {
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
+/* The deferred snapshot copy, first thing of the background job; then the training thread may
+ * modify what was copied (ckpt_writer_snapshot_wait returns). */
+static void run_snapshot(ckpt_writer *w) {
+    if (w->snap_fn) w->snap_fn(w->snap_user);
+    pthread_mutex_lock(&w->snap_lock);
+    w->snap_done = 1;
+    pthread_cond_broadcast(&w->snap_cond);
+    pthread_mutex_unlock(&w->snap_lock);
+}
+
 static void *writer_main(void *arg) {
     ckpt_writer *w = arg;
+    run_snapshot(w);
     double t0 = timer_now();
     write_pool p;
     memset(&p, 0, sizeof(p));
@@ -285,6 +307,7 @@ static void join_job(ckpt_writer *w) {
         pthread_join(w->thread, NULL);
         w->thread_live = 0;
     }
+    if (w->phase == W_WRITING) w->snap_pending = 0; /* the job copied the snapshot first */
 }
 
 /* ---- the main-thread state machine ------------------------------------------------------------- */
@@ -442,8 +465,28 @@ int ckpt_writer_begin(ckpt_writer *w, int64_t step) {
     return 0;
 }
 
+void ckpt_writer_snapshot_wait(ckpt_writer *w) {
+    if (!w->snap_pending) return;
+    double t = timer_now();
+    pthread_mutex_lock(&w->snap_lock);
+    while (!w->snap_done) pthread_cond_wait(&w->snap_cond, &w->snap_lock);
+    pthread_mutex_unlock(&w->snap_lock);
+    double waited = (timer_now() - t) * 1e3;
+    w->snap_pending = 0;
+    w->snapshot_ms += waited; /* the training thread was blocked by this save */
+    w->stats.last_snapshot_ms += waited;
+    w->stats.last_snapshot_wait_ms = waited;
+    w->stats.total_stall_ms += waited;
+}
+
 void ckpt_writer_start(ckpt_writer *w, const ckpt_file *files, int n_files,
                        const char *state_name, const char *state_json) {
+    ckpt_writer_start_deferred(w, files, n_files, state_name, state_json, NULL, NULL);
+}
+
+void ckpt_writer_start_deferred(ckpt_writer *w, const ckpt_file *files, int n_files,
+                                const char *state_name, const char *state_json,
+                                ckpt_snapshot_fn copy, void *copy_user) {
     w->files = files;
     w->n_files = n_files;
     free(w->state_json);
@@ -457,6 +500,11 @@ void ckpt_writer_start(ckpt_writer *w, const ckpt_file *files, int n_files,
         if (w->tier_ok[t]) ckpt_catalog(w, t, w->step, "writing", -1, NULL, NAN, NAN);
     w->snapshot_ms = (timer_now() - w->t_begin) * 1e3;
     w->phase = W_WRITING;
+    w->snap_fn = copy;
+    w->snap_user = copy_user;
+    w->snap_done = 0;
+    w->snap_pending = 1;
+    w->stats.last_snapshot_wait_ms = 0;
     start_job(w, writer_main);
     if (!w->o.async) {
         ckpt_writer_progress(w, 1);
@@ -464,6 +512,7 @@ void ckpt_writer_start(ckpt_writer *w, const ckpt_file *files, int n_files,
     }
     w->stats.last_snapshot_ms = w->snapshot_ms;
     w->stats.total_stall_ms += w->snapshot_ms;
+    if (!w->o.async || !w->thread_live) w->snap_pending = 0; /* copied inline already */
 }
 
 int ckpt_writer_finish(ckpt_writer *w, int drop_memory) {

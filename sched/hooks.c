@@ -78,6 +78,7 @@ static void mark_fired(trainer *tr, int i, int step, int tier, const char *file)
 }
 
 static void poison(trainer *tr) {
+    trainer_before_update(tr); /* a checkpoint's snapshot taken in the background is complete */
     for (size_t k = 0; k < tr->model.num_params; k++) tr->model.params[k] = NAN;
 }
 
