@@ -20,15 +20,14 @@
  *     completion or a key (only the key's public id).
  */
 #include "gateway/gw_impl.h"
+#include "gateway/listen.h"
 
 #include <ctype.h>
 #include <math.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -578,18 +577,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_unref(cc);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
-    char msg[512];
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    size_t n = strlen(msg);
-    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
-    /* our handler returns MHD_NO on purpose when the client left mid-request (the access log
-     * already says 499); MHD calls that an "internal error" — not worth a second line */
-    if (strstr(msg, "Application reported internal error")) return;
-    fprintf(stderr, "minitrain: gateway: libmicrohttpd: %s\n", msg);
-}
-
 /* ---- active health ------------------------------------------------------------------------------------- */
 
 static void health_round(gw_gateway *g) {
@@ -709,39 +696,15 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
         }
     }
     if (cfg->pol.health_interval_s > 0) health_round(g); /* know the upstreams before serving */
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port[16];
-    snprintf(port, sizeof(port), "%d", cfg->port);
-    int rc = getaddrinfo(cfg->host, port, &hints, &ai);
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot resolve host '%s': %s", cfg->host, gai_strerror(rc));
-        free_parts(g);
-        return NULL;
-    }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    g->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, g,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* must come first */
-                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->pol.client_timeout_s,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, g,
-                            MHD_OPTION_CONNECTION_LIMIT, 1024u,
-                            MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-                            MHD_OPTION_END);
-    freeaddrinfo(ai);
+    gw_listen_opts lo = {.host = cfg->host, .port = cfg->port, .who = "gateway",
+                         .timeout_s = (unsigned)cfg->pol.client_timeout_s, .conn_limit = 1024u,
+                         .backlog = 1024u, .on_request = on_request,
+                         .on_completed = on_completed, .cls = g};
+    g->d = gw_listen(&lo, &g->port, err, errlen);
     if (!g->d) {
-        snprintf(err, errlen, "cannot listen on %s:%d (port in use, or no permission?)",
-                 cfg->host, cfg->port);
         free_parts(g);
         return NULL;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(g->d, MHD_DAEMON_INFO_BIND_PORT);
-    g->port = di ? di->port : cfg->port;
     if (cfg->pol.health_interval_s > 0) {
         mtCheck(pthread_create(&g->health_thread, NULL, health_main, g) == 0,
                 "cannot start the health-check thread");

@@ -68,22 +68,10 @@ void gw_mx_observe(gw_hist *h, double seconds) {
     h->sum += seconds;
 }
 
-static void family(gw_buf *b, const char *name, const char *type, const char *help) {
-    gw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 static void histogram(gw_buf *b, const char *name, const char *model, const gw_hist *h) {
-    uint64_t cum = 0;
-    for (int i = 0; i < GW_LAT_NBUCKETS; i++) {
-        cum += h->b[i];
-        gw_buf_printf(b, "%s_bucket{model=\"%s\",le=\"%g\"} %llu\n", name, model,
-                      gw_latency_bounds[i], (unsigned long long)cum);
-    }
-    cum += h->b[GW_LAT_NBUCKETS];
-    gw_buf_printf(b, "%s_bucket{model=\"%s\",le=\"+Inf\"} %llu\n", name, model,
-                  (unsigned long long)cum);
-    gw_buf_printf(b, "%s_sum{model=\"%s\"} %.9g\n", name, model, h->sum);
-    gw_buf_printf(b, "%s_count{model=\"%s\"} %llu\n", name, model, (unsigned long long)h->count);
+    char labels[160];
+    snprintf(labels, sizeof(labels), "model=\"%s\"", model);
+    gw_prom_histogram(b, name, labels, h->b, h->sum, h->count);
 }
 
 static void upstream_metrics(gw_gateway *g, gw_buf *b) {
@@ -105,22 +93,22 @@ static void upstream_metrics(gw_gateway *g, gw_buf *b) {
         memcpy(s[u].failures, up->failures, sizeof(s[u].failures));
         pthread_mutex_unlock(&up->mu);
     }
-    family(b, "minitrain_gateway_upstream_state", "gauge",
+    gw_prom_family(b, "minitrain_gateway_upstream_state", "gauge",
            "Upstream state: 0 healthy, 1 ejected (or failing its active health check), 2 probing "
            "(half-open).");
     for (int u = 0; u < c->n_up; u++)
         gw_buf_printf(b, "minitrain_gateway_upstream_state{upstream=\"%s\"} %d\n", c->up[u].name,
                       s[u].state);
-    family(b, "minitrain_gateway_upstream_in_flight", "gauge", "Requests in flight per upstream.");
+    gw_prom_family(b, "minitrain_gateway_upstream_in_flight", "gauge", "Requests in flight per upstream.");
     for (int u = 0; u < c->n_up; u++)
         gw_buf_printf(b, "minitrain_gateway_upstream_in_flight{upstream=\"%s\"} %d\n",
                       c->up[u].name, s[u].in_flight);
-    family(b, "minitrain_gateway_upstream_attempts_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_upstream_attempts_total", "counter",
            "Attempts sent to each upstream (first tries, retries, fallbacks, probes).");
     for (int u = 0; u < c->n_up; u++)
         gw_buf_printf(b, "minitrain_gateway_upstream_attempts_total{upstream=\"%s\"} %llu\n",
                       c->up[u].name, (unsigned long long)s[u].attempts);
-    family(b, "minitrain_gateway_upstream_failures_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_upstream_failures_total", "counter",
            "Failed attempts per upstream, by reason.");
     for (int u = 0; u < c->n_up; u++)
         for (int o = 0; o < GW_OUT_COUNT; o++)
@@ -129,12 +117,12 @@ static void upstream_metrics(gw_gateway *g, gw_buf *b) {
                                  "reason=\"%s\"} %llu\n",
                               c->up[u].name, gw_outcome_name((gw_outcome)o),
                               (unsigned long long)s[u].failures[o]);
-    family(b, "minitrain_gateway_ejections_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_ejections_total", "counter",
            "Outlier ejections per upstream (consecutive failures or a failed probe).");
     for (int u = 0; u < c->n_up; u++)
         gw_buf_printf(b, "minitrain_gateway_ejections_total{upstream=\"%s\"} %llu\n",
                       c->up[u].name, (unsigned long long)s[u].ejections);
-    family(b, "minitrain_gateway_retries_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_retries_total", "counter",
            "Retries on the same upstream (after backoff or Retry-After).");
     for (int u = 0; u < c->n_up; u++)
         gw_buf_printf(b, "minitrain_gateway_retries_total{upstream=\"%s\"} %llu\n", c->up[u].name,
@@ -148,13 +136,13 @@ void gw_mx_render(gw_gateway *g, gw_buf *b) {
     pthread_mutex_lock(&g->budget_mu);
     gw_budget bud = g->budget;
     pthread_mutex_unlock(&g->budget_mu);
-    family(b, "minitrain_gateway_requests_in_flight", "gauge", "Requests being proxied.");
+    gw_prom_family(b, "minitrain_gateway_requests_in_flight", "gauge", "Requests being proxied.");
     gw_buf_printf(b, "minitrain_gateway_requests_in_flight %d\n", bud.in_flight);
-    family(b, "minitrain_gateway_retries_in_flight", "gauge",
+    gw_prom_family(b, "minitrain_gateway_retries_in_flight", "gauge",
            "Retries in flight (what the retry budget bounds).");
     gw_buf_printf(b, "minitrain_gateway_retries_in_flight %d\n", bud.retrying);
     pthread_mutex_lock(&m->mu);
-    family(b, "minitrain_gateway_requests_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_requests_total", "counter",
            "Requests answered, by key id, model, upstream that answered and status code.");
     for (int i = 0; i < m->n_req; i++) {
         const gw_mx_series *s = &m->req[i];
@@ -164,64 +152,64 @@ void gw_mx_render(gw_gateway *g, gw_buf *b) {
                       s->upstream >= 0 ? c->up[s->upstream].name : "none", s->status,
                       (unsigned long long)s->n);
     }
-    family(b, "minitrain_gateway_requests_overflow_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_requests_overflow_total", "counter",
            "Requests not labelled because too many distinct series exist.");
     gw_buf_printf(b, "minitrain_gateway_requests_overflow_total %llu\n",
                   (unsigned long long)m->req_overflow);
-    family(b, "minitrain_gateway_fallbacks_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_fallbacks_total", "counter",
            "Requests that moved on to another upstream after a failure.");
     for (int r = 0; r < c->n_routes; r++)
         gw_buf_printf(b, "minitrain_gateway_fallbacks_total{model=\"%s\"} %llu\n",
                       c->routes[r].name, (unsigned long long)m->fallbacks[r]);
-    family(b, "minitrain_gateway_retry_budget_exhausted_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_retry_budget_exhausted_total", "counter",
            "Retries not made because the retry budget was spent (the request fell back instead).");
     gw_buf_printf(b, "minitrain_gateway_retry_budget_exhausted_total %llu\n",
                   (unsigned long long)m->budget_exhausted);
-    family(b, "minitrain_gateway_all_ejected_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_all_ejected_total", "counter",
            "Requests that found every target of their model out of service.");
     gw_buf_printf(b, "minitrain_gateway_all_ejected_total %llu\n",
                   (unsigned long long)m->all_ejected);
-    family(b, "minitrain_gateway_rate_limited_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_rate_limited_total", "counter",
            "Requests refused with 429 by a key's rate limits.");
     for (int i = 0; i < m->n_limited; i++)
         gw_buf_printf(b, "minitrain_gateway_rate_limited_total{key=\"%s\"} %llu\n",
                       m->limited[i].key, (unsigned long long)m->limited[i].n);
-    family(b, "minitrain_gateway_reservations_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_reservations_total", "counter",
            "Rate-limit reservations ended: settled with the real usage, or released (error, "
            "cancel, client disconnect).");
     gw_buf_printf(b, "minitrain_gateway_reservations_total{outcome=\"settled\"} %llu\n",
                   (unsigned long long)m->settled);
     gw_buf_printf(b, "minitrain_gateway_reservations_total{outcome=\"released\"} %llu\n",
                   (unsigned long long)m->released);
-    family(b, "minitrain_gateway_streams_cancelled_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_streams_cancelled_total", "counter",
            "Streams whose client went away (the upstream call was cancelled).");
     gw_buf_printf(b, "minitrain_gateway_streams_cancelled_total %llu\n",
                   (unsigned long long)m->stream_cancelled);
-    family(b, "minitrain_gateway_streams_broken_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_streams_broken_total", "counter",
            "Streams the upstream broke after their first event (never retried).");
     gw_buf_printf(b, "minitrain_gateway_streams_broken_total %llu\n",
                   (unsigned long long)m->stream_broken);
-    family(b, "minitrain_gateway_blocked_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_blocked_total", "counter",
            "Prompts refused and completions stopped by the content rules.");
     gw_buf_printf(b, "minitrain_gateway_blocked_total{on=\"prompt\"} %llu\n",
                   (unsigned long long)m->blocked_prompts);
     gw_buf_printf(b, "minitrain_gateway_blocked_total{on=\"completion\"} %llu\n",
                   (unsigned long long)m->blocked_completions);
-    family(b, "minitrain_gateway_prompt_tokens_total", "counter", "Prompt tokens (upstream usage).");
+    gw_prom_family(b, "minitrain_gateway_prompt_tokens_total", "counter", "Prompt tokens (upstream usage).");
     for (int r = 0; r < c->n_routes; r++)
         gw_buf_printf(b, "minitrain_gateway_prompt_tokens_total{model=\"%s\"} %llu\n",
                       c->routes[r].name, (unsigned long long)m->tokens_in[r]);
-    family(b, "minitrain_gateway_completion_tokens_total", "counter",
+    gw_prom_family(b, "minitrain_gateway_completion_tokens_total", "counter",
            "Completion tokens (upstream usage).");
     for (int r = 0; r < c->n_routes; r++)
         gw_buf_printf(b, "minitrain_gateway_completion_tokens_total{model=\"%s\"} %llu\n",
                       c->routes[r].name, (unsigned long long)m->tokens_out[r]);
-    family(b, "minitrain_gateway_request_duration_seconds", "histogram",
+    gw_prom_family(b, "minitrain_gateway_request_duration_seconds", "histogram",
            "End-to-end latency of successful requests through the gateway (retries included).");
     for (int r = 0; r < c->n_routes; r++)
         histogram(b, "minitrain_gateway_request_duration_seconds", c->routes[r].name,
                   &m->latency[r]);
-    family(b, "minitrain_gateway_ttft_seconds", "histogram",
+    gw_prom_family(b, "minitrain_gateway_ttft_seconds", "histogram",
            "Time from a streamed request's arrival to its first event sent to the client.");
     for (int r = 0; r < c->n_routes; r++)
         histogram(b, "minitrain_gateway_ttft_seconds", c->routes[r].name, &m->ttft[r]);

@@ -74,57 +74,68 @@ void gw_metrics_fault(gw_metrics *m) {
     pthread_mutex_unlock(&m->mu);
 }
 
-static void family(gw_buf *b, const char *name, const char *type, const char *help) {
+void gw_prom_family(gw_buf *b, const char *name, const char *type, const char *help) {
     gw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void gw_prom_histogram(gw_buf *b, const char *name, const char *labels, const uint64_t *bucket,
+                       double sum, uint64_t count) {
+    const char *sep = labels[0] ? "," : "";
+    uint64_t cum = 0;
+    for (int i = 0; i < GW_LAT_NBUCKETS; i++) {
+        cum += bucket[i];
+        gw_buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
+                      gw_latency_bounds[i], (unsigned long long)cum);
+    }
+    cum += bucket[GW_LAT_NBUCKETS];
+    gw_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+                  (unsigned long long)cum);
+    if (labels[0]) {
+        gw_buf_printf(b, "%s_sum{%s} %.9g\n", name, labels, sum);
+        gw_buf_printf(b, "%s_count{%s} %llu\n", name, labels, (unsigned long long)count);
+    } else {
+        gw_buf_printf(b, "%s_sum %.9g\n", name, sum);
+        gw_buf_printf(b, "%s_count %llu\n", name, (unsigned long long)count);
+    }
 }
 
 void gw_metrics_render(gw_metrics *m, const gw_gauges *g, gw_buf *b) {
     pthread_mutex_lock(&m->mu);
-    family(b, "minitrain_http_requests_total", "counter",
+    gw_prom_family(b, "minitrain_http_requests_total", "counter",
            "HTTP requests answered, by endpoint and status code.");
     for (int e = 0; e < GW_EP_COUNT; e++)
         for (int s = 100; s < 600; s++)
             if (m->requests[e][s])
                 gw_buf_printf(b, "minitrain_http_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n",
                               EP_NAMES[e], s, (unsigned long long)m->requests[e][s]);
-    family(b, "minitrain_prompt_tokens_total", "counter", "Prompt tokens processed.");
+    gw_prom_family(b, "minitrain_prompt_tokens_total", "counter", "Prompt tokens processed.");
     gw_buf_printf(b, "minitrain_prompt_tokens_total %llu\n", (unsigned long long)m->prompt_tokens);
-    family(b, "minitrain_completion_tokens_total", "counter", "Completion tokens generated.");
+    gw_prom_family(b, "minitrain_completion_tokens_total", "counter", "Completion tokens generated.");
     gw_buf_printf(b, "minitrain_completion_tokens_total %llu\n",
                   (unsigned long long)m->completion_tokens);
-    family(b, "minitrain_generations_cancelled_total", "counter",
+    gw_prom_family(b, "minitrain_generations_cancelled_total", "counter",
            "Generations stopped early because the client disconnected or the server stopped.");
     gw_buf_printf(b, "minitrain_generations_cancelled_total %llu\n",
                   (unsigned long long)m->cancelled);
-    family(b, "minitrain_queue_full_total", "counter",
+    gw_prom_family(b, "minitrain_queue_full_total", "counter",
            "Completion requests refused with 503 because the queue was full.");
     gw_buf_printf(b, "minitrain_queue_full_total %llu\n", (unsigned long long)m->queue_full);
-    family(b, "minitrain_faults_injected_total", "counter",
+    gw_prom_family(b, "minitrain_faults_injected_total", "counter",
            "Answers changed by the test-only --fault-* flags (errors, empty answers).");
     gw_buf_printf(b, "minitrain_faults_injected_total %llu\n", (unsigned long long)m->faults);
-    family(b, "minitrain_request_duration_seconds", "histogram",
+    gw_prom_family(b, "minitrain_request_duration_seconds", "histogram",
            "End-to-end latency of successful completion requests (queueing included).");
-    uint64_t cum = 0;
-    for (int i = 0; i < GW_LAT_NBUCKETS; i++) {
-        cum += m->lat_bucket[i];
-        gw_buf_printf(b, "minitrain_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
-                      gw_latency_bounds[i], (unsigned long long)cum);
-    }
-    cum += m->lat_bucket[GW_LAT_NBUCKETS];
-    gw_buf_printf(b, "minitrain_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
-                  (unsigned long long)cum);
-    gw_buf_printf(b, "minitrain_request_duration_seconds_sum %.9g\n", m->lat_sum);
-    gw_buf_printf(b, "minitrain_request_duration_seconds_count %llu\n",
-                  (unsigned long long)m->lat_count);
+    gw_prom_histogram(b, "minitrain_request_duration_seconds", "", m->lat_bucket, m->lat_sum,
+                      m->lat_count);
     pthread_mutex_unlock(&m->mu);
-    family(b, "minitrain_ready", "gauge", "1 once the model is loaded and requests are served.");
+    gw_prom_family(b, "minitrain_ready", "gauge", "1 once the model is loaded and requests are served.");
     gw_buf_printf(b, "minitrain_ready %d\n", g->ready);
-    family(b, "minitrain_slots", "gauge", "Generation slots (parallel generations).");
+    gw_prom_family(b, "minitrain_slots", "gauge", "Generation slots (parallel generations).");
     gw_buf_printf(b, "minitrain_slots %d\n", g->slots_total);
-    family(b, "minitrain_slots_busy", "gauge", "Slots generating right now.");
+    gw_prom_family(b, "minitrain_slots_busy", "gauge", "Slots generating right now.");
     gw_buf_printf(b, "minitrain_slots_busy %d\n", g->slots_busy);
-    family(b, "minitrain_queue_capacity", "gauge", "Requests that may wait for a slot.");
+    gw_prom_family(b, "minitrain_queue_capacity", "gauge", "Requests that may wait for a slot.");
     gw_buf_printf(b, "minitrain_queue_capacity %d\n", g->queue_capacity);
-    family(b, "minitrain_queue_depth", "gauge", "Requests waiting for a slot right now.");
+    gw_prom_family(b, "minitrain_queue_depth", "gauge", "Requests waiting for a slot right now.");
     gw_buf_printf(b, "minitrain_queue_depth %d\n", g->queue_depth);
 }

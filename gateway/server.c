@@ -26,15 +26,14 @@
  */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "gateway/server.h"
+#include "gateway/listen.h"
 
 #include <microhttpd.h>
-#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -617,30 +616,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     free(cc);
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
-    char msg[512];
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    size_t n = strlen(msg);
-    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
-    fprintf(stderr, "minitrain: serve: libmicrohttpd: %s\n", msg);
-}
-
 /* ---- lifecycle -------------------------------------------------------------------------------- */
 
 gw_server *gw_server_start(const gw_server_opts *o, char *err, size_t errlen) {
-    struct addrinfo hints, *ai = NULL;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port[16];
-    snprintf(port, sizeof(port), "%d", o->port);
-    int rc = getaddrinfo(o->host, port, &hints, &ai);
-    if (rc != 0) {
-        snprintf(err, errlen, "cannot resolve --host '%s': %s", o->host, gai_strerror(rc));
-        return NULL;
-    }
     gw_server *s = callocCheck(1, sizeof(gw_server));
     s->o = *o;
     atomic_init(&s->ready, 0);
@@ -652,29 +630,18 @@ gw_server *gw_server_start(const gw_server_opts *o, char *err, size_t errlen) {
     if (s->o.fault_status == 0) s->o.fault_status = 500;
     if (s->o.fault_retry_after_s <= 0) s->o.fault_retry_after_s = 1;
     s->started = (long)time(NULL);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    unsigned limit = (unsigned)(4 * (o->slots + o->queue) + 64);
-    s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, s,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* must come first */
-                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_CONNECTION_LIMIT, limit,
-                            MHD_OPTION_END);
-    freeaddrinfo(ai);
+    gw_listen_opts lo = {.host = o->host, .port = o->port, .who = "serve",
+                         .timeout_s = (unsigned)o->timeout_s,
+                         .conn_limit = (unsigned)(4 * (o->slots + o->queue) + 64),
+                         .on_request = on_request, .on_completed = on_completed, .cls = s};
+    s->d = gw_listen(&lo, &s->port, err, errlen);
     if (s->d == NULL) {
-        snprintf(err, errlen, "cannot listen on %s:%d (port in use, or no permission?)", o->host,
-                 o->port);
         gw_metrics_destroy(&s->metrics);
         pthread_mutex_destroy(&s->id_mu);
         pthread_mutex_destroy(&s->fault_mu);
         free(s);
         return NULL;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : o->port;
     return s;
 }
 

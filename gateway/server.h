@@ -208,6 +208,15 @@ typedef struct {
     uint64_t faults;      /* answers changed by the test-only --fault-* flags */
 } gw_metrics;
 
+/* Prometheus text exposition (https://prometheus.io/docs/instrumenting/exposition_formats/):
+ * the "# HELP" and "# TYPE" lines of one metric family. type: "counter" | "gauge" | "histogram". */
+void gw_prom_family(gw_buf *b, const char *name, const char *type, const char *help);
+/* One histogram series over gw_latency_bounds: cumulative name_bucket{labels,le=...} lines, +Inf,
+ * name_sum and name_count. bucket (GW_LAT_NBUCKETS+1) holds NON-cumulative counts, the last one
+ * above every bound; labels is "" or e.g. model="m" (without braces); sum in seconds. */
+void gw_prom_histogram(gw_buf *b, const char *name, const char *labels, const uint64_t *bucket,
+                       double sum, uint64_t count);
+
 /* Point-in-time values read from the slots when /metrics is rendered. */
 typedef struct {
     int ready;  /* 1 once the model is loaded */
