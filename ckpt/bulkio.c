@@ -125,8 +125,14 @@ static int pwrite_all(int fd, const unsigned char *p, size_t n, uint64_t off) {
 static int io_flush_bounce(io_sink *s, size_t n) {
     double t = timer_now();
     int rc = pwrite_all(s->dfd, s->bounce, n, s->off);
+    if (rc != 0 && errno == EINVAL && s->off == 0) {
+        /* a file system that opens O_DIRECT but refuses its writes: buffered from here on */
+        close(s->dfd);
+        s->dfd = -1;
+        rc = pwrite_all(s->a.fd, s->bounce, n, s->off);
+    }
     s->st.write_ms += (timer_now() - t) * 1e3;
-    if (rc != 0) return io_fail(s, "O_DIRECT write");
+    if (rc != 0) return io_fail(s, s->dfd >= 0 ? "O_DIRECT write" : "write");
     s->off += n;
     s->a.bytes = s->off;
     return 0;

@@ -62,7 +62,8 @@ typedef struct {
     int delay_ms;      /* test hook: sleep this long before each file (files then written by one
                           thread, in order) */
     int io_threads;    /* threads writing the files of a save (0: CKPT_WRITER_THREADS) */
-    int io_direct;     /* 1: O_DIRECT writes (ckpt/bulkio.h) where the file system allows */
+    int io_direct;     /* 1: O_DIRECT writes (ckpt/bulkio.h) where the file system allows; 0:
+                          buffered writes with writeback windows */
     ckpt_group group;
     ckpt_sink sink;
 } ckpt_writer_opts;
