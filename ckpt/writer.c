@@ -12,6 +12,12 @@
  * reports the commit's outcome. One save in flight at a time keeps the memory cost to one
  * snapshot.
  *
+ * Speed (bench/bench_ckpt): the files of a save are written by a small pool (tier 0's memory copy
+ * and tier 1's disk writes overlap, two streams keep the disk busy) through ckpt/bulkio.c, whose
+ * CRCs go to the commit (ckpt_commit_known) so nothing is read back. The snapshot itself may be
+ * deferred to the job (ckpt_writer_start_deferred): the caller's next forward/backward hides the
+ * copy, and ckpt_writer_snapshot_wait() before its optimizer step is the only stall left.
+ *
  * Threads: the main thread owns everything except the fields marked [bg], which the background
  * job (writer, then on rank 0 the committer) writes while `done` is 0; the main thread reads
  * them only after joining it. Reports (the sink) and collectives happen on the main thread only.
