@@ -160,10 +160,32 @@ ifeq ($(GPU),1)
   ifneq ($(NVCC),)
     $(info ✓ CUDA (nvcc $(NVCC)))
     CFLAGS_BASE += -DMT_HAVE_CUDA -I$(CUDA)/include
-    LDLIBS += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lcublas -lcudart -lnccl
+    LDLIBS += -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++
   else
     $(error ✗ GPU=1 but nvcc not found under $(CUDA))
   endif
+endif
+
+# The CUDA backend (train/ops_cuda*.cu, GPU=1 only): machine code for Hopper (sm_90: H100/H200)
+# and Ampere (sm_80: A100), plus sm_90 PTX for newer parts. Warnings are errors in nvcc, in the
+# host compiler and in ptxas; -warn-spills/-warn-lmem-usage make a register spill or a kernel's
+# local-memory use a warning, hence a build failure.
+CUDA_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 \
+              -gencode arch=compute_90,code=compute_90
+NVCCFLAGS = -std=c++17 -O3 -I. $(CUDA_ARCHS) -Werror all-warnings \
+            -Xcompiler -Wall,-Wextra,-Werror,-fopenmp -Xptxas -warn-spills,-warn-lmem-usage,-Werror \
+            -MMD -MP
+# train/ops_cuda_table.c puts the kernels in the backend table (train/ops_backend.h, branch
+# gpu-backend): compiled only in GPU=1 builds of a tree that has that header.
+CUDA_TABLE = train/ops_cuda_table.c
+ifeq ($(GPU),1)
+  CU_SRCS = $(wildcard train/ops_cuda*.cu)
+  ifneq ($(wildcard train/ops_backend.h),)
+    CFLAGS_BASE += -DMT_HAVE_CUDA_KERNELS
+    CUDA_TABLE =
+  endif
+else
+  CU_SRCS =
 endif
 
 LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhiredis -lpthread -lm
@@ -171,14 +193,19 @@ CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
 MODULES = core parallel ckpt train safety gateway sched cmd
-SRCS = $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
-OBJS = $(SRCS:%.c=$(BUILD)/%.o)
+SRCS = $(filter-out $(CUDA_TABLE),$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
+OBJS = $(SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a
 TEST_SRCS = $(wildcard tests/test_*.c)
 TEST_BINS = $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
+# GPU=1 also builds the device check's driver (tests/gpu/run_gpu_checks.sh runs it on a GPU)
+ifeq ($(GPU),1)
+  GPU_TOOLS = $(BUILD)/tests/gpu/gpu_parity
+endif
+
 .PHONY: all deps test-deps demo test unit asan nompi fuzz bench clean js-tiktoken
-all: $(BIN)
+all: $(BIN) $(GPU_TOOLS)
 
 # V=1 shows full command lines
 Q = $(if $(filter 1,$(V)),,@)
@@ -186,6 +213,11 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC   $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(LIB): $(OBJS)
 	@rm -f $@
@@ -200,6 +232,11 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	@$(if $(Q),echo "  TEST $@")
 	$(Q)$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS_ASAN) $(LDLIBS) -lcmocka
 
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GPU  $@")
+	$(Q)$(CC) $(CFLAGS) $< $(LIB) -o $@ $(LDFLAGS_ASAN) $(LDLIBS)
+
 # --- packages -----------------------------------------------------------------------------------
 # What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
 # most of a gigabyte that a newcomer running the demo should not wait for.
@@ -207,7 +244,7 @@ DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-d
            libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev libhwloc-dev \
            libcurl4-openssl-dev libpcre2-dev
 DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge \
-                clang libclang-rt-14-dev libomp-14-dev
+                clang libclang-rt-14-dev libomp-14-dev shellcheck chromium
 # Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
 # tokenizer tests' reference) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.

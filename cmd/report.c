@@ -1,10 +1,12 @@
 /*
- * cmd/report.c — `minitrain report --run DIR [--json] [--svg FILE]`: the summary of a job from
+ * cmd/report.c — `minitrain report --run DIR [--json] [--svg FILE] [--html FILE]`: the summary of a job from
  * its run database (sched/report.h), as text or JSON, and optionally its loss plot — with the
  * newest robustness evaluation (safety/robust.h) added to each: a table, a "robustness" key, a
  * panel beside the plot. sched/ knows nothing of safety/; this file wires the two.
  */
 #include <stdio.h>
+
+#include <cjson/cJSON.h>
 
 #include "cmd/args.h"
 #include "cmd/cmd.h"
@@ -15,20 +17,59 @@
 /* safety's adversarial-loss-vs-eps panel (user = the run database) */
 static void robust_panel(void *user, FILE *f, int x0, int h) { robust_svg_panel(user, f, x0, h); }
 
+/* HTML/picture section "robustness": the panel as its own <svg>, then (in the page) the newest
+ * evaluation as a table. Returns 0 when the run has no robustness evaluation. */
+static int robust_section(void *user, FILE *f, int table) {
+    sqlite3 *db = user;
+    int w = robust_svg_width(db);
+    if (w <= 0) return 0;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"pic-robustness\" "
+            "class=\"mt-picture\" width=\"%d\" height=\"460\" viewBox=\"0 0 %d 460\" "
+            "font-family=\"sans-serif\" font-size=\"12\"><title>adversarial loss vs eps</title>"
+            "<rect width=\"%d\" height=\"460\" fill=\"white\"/>\n", w, w, w);
+    robust_svg_panel(db, f, 0, 460);
+    fputs("</svg>\n", f);
+    cJSON *j = table ? robust_report_json(db) : NULL;
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
+    if (cJSON_IsArray(rows) && rows->child) {
+        fputs("<table class=\"robustness\"><tr>", f);
+        for (const cJSON *k = rows->child->child; k; k = k->next) fprintf(f, "<th>%s</th>", k->string);
+        fputs("</tr>\n", f);
+        for (const cJSON *r = rows->child; r; r = r->next) {
+            fputs("<tr>", f);
+            for (const cJSON *k = r->child; k; k = k->next) {
+                if (cJSON_IsNumber(k)) fprintf(f, "<td class=\"num\">%.4g</td>", k->valuedouble);
+                else if (cJSON_IsString(k)) fprintf(f, "<td>%s</td>", k->valuestring);
+                else fputs("<td>n/a</td>", f);
+            }
+            fputs("</tr>\n", f);
+        }
+        fputs("</table>\n", f);
+    }
+    cJSON_Delete(j);
+    return 1;
+}
+static int robust_html(void *user, FILE *f) { return robust_section(user, f, 1); }
+static int robust_picture(void *user, FILE *f) { return robust_section(user, f, 0); }
+
 int cmd_report(int argc, char **argv) {
-    const char *run_dir = NULL, *svg = NULL;
+    const char *run_dir = NULL, *svg = NULL, *html = NULL;
     int json = 0;
     const args_opt opts[] = {
         {"run", ARG_STRING, &run_dir, 0, 0, "DIR", "run directory (holds run.db)", ""},
         {"json", ARG_FLAG, &json, 0, 0, NULL, "print one JSON object instead of text", NULL},
         {"svg", ARG_STRING, &svg, 0, 0, "FILE", "also draw loss vs wall time with failures and "
-         "restarts marked\n(and adversarial loss vs eps beside it, when the run has robustness "
-         "evaluations)", ""},
+         "restarts marked\n(adversarial loss vs eps beside it when the run has robustness evals),"
+         "\nand each other picture that applies as FILE-NAME.svg: metrics,\npipeline (pp runs), "
+         "moe (MoE runs), layout, robustness", ""},
+        {"html", ARG_STRING, &html, 0, 0, "FILE", "write one self-contained HTML page: summary, "
+         "config and layout,\nevery picture, checkpoint catalog, events, ETTR and MFU tables",
+         ""},
         {0},
     };
     const args_spec spec = {
         .cmd = "report",
-        .synopsis = "usage: minitrain report --run DIR [--json] [--svg FILE]",
+        .synopsis = "usage: minitrain report --run DIR [--json] [--svg FILE] [--html FILE]",
         .about = "Summarise the job recorded in DIR/run.db: run status and duration, steps,\n"
                  "train/val losses, median tokens/s and MFU, events by kind, and ETTR with its\n"
                  "breakdown, failures by kind, MTBF/MTTR and recomputed steps (docs/ettr.md).",
@@ -59,8 +100,20 @@ int cmd_report(int argc, char **argv) {
     if (svg && report_svg(&r, &beside, svg, err, sizeof(err)) != 0) {
         fprintf(stderr, "minitrain: error: report --svg: %s\n", err);
         ret = MT_EXIT_USAGE;
-    } else if (svg && !json) {
-        printf("plot:           %s\n", svg);
+    } else if (svg) {
+        if (!json) printf("plot:           %s\n", svg);
+        report_section pic = {"robustness", "Robustness", robust_picture, r.db};
+        if (report_svg_pictures(&r, &pic, 1, svg, !json, err, sizeof(err)) < 0) {
+            fprintf(stderr, "minitrain: error: report --svg: %s\n", err);
+            ret = MT_EXIT_USAGE;
+        }
+    }
+    report_section sec = {"robustness", "Robustness: adversarial loss vs ε", robust_html, r.db};
+    if (html && report_html(&r, NULL, &sec, 1, html, err, sizeof(err)) != 0) {
+        fprintf(stderr, "minitrain: error: report --html: %s\n", err);
+        ret = MT_EXIT_USAGE;
+    } else if (html && !json) {
+        printf("html:           %s\n", html);
     }
     report_free(&r);
     return ret;

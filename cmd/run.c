@@ -51,6 +51,13 @@ int cmd_run(int argc, char **argv) {
         {"hostfile", ARG_STRING, &o.hostfile, 0, 0, "F", "hosts (OpenMPI format); a host blamed "
          "for 2 failures is\ncordoned: left out of RUN_DIR/hostfile.active, passed as\n"
          "$MINITRAIN_HOSTFILE and in place of a LAUNCH word {hostfile}", ""},
+        {"rankfile", ARG_STRING, &o.rankfile, 0, 0, "F", "a `minitrain plan` rankfile: a failed "
+         "rank's host comes from it, and\nwhen a host is cordoned the layout is placed again on "
+         "the\nhosts left plus a spare (RUN_DIR/rankfile.active, passed as\n$MINITRAIN_RANKFILE "
+         "and in place of a LAUNCH word {rankfile});\nneeds a Slurm allocation or --hostfile",
+         ""},
+        {"cordon-after", ARG_INT, &o.cordon_after, 1, 1e9, "N", "cordon a host after N failures "
+         "blamed on it (inside a Slurm\nallocation: drain it too)", NULL},
         {"evict-stragglers", ARG_FLAG, &o.evict_stragglers, 0, 0, NULL, "treat a straggler as a "
          "failure (restart without it)", NULL},
         {"straggler-factor", ARG_DOUBLE, &o.straggler_k, 1, INFINITY, "K", "busy time above K x "
@@ -68,12 +75,16 @@ int cmd_run(int argc, char **argv) {
         .about = "Supervise a training job: start LAUNCH in its own process group, watch its exit\n"
                  "status and per-rank heartbeats, and on a failure kill the group, back off and "
                  "relaunch\nit with `--resume auto` appended (and `--run-dir DIR` when LAUNCH has "
-                 "none).\nEvents go to RUN_DIR/run.db; `minitrain report --run DIR` shows ETTR and "
-                 "MTTR.",
+                 "none).\nInside a Slurm allocation the hosts come from SLURM_*, a cordoned host is "
+                 "drained\n(scontrol), and SIGUSR1 (sbatch --signal=B:USR1@S) makes the job "
+                 "checkpoint now,\nstop and requeue itself. Events go to RUN_DIR/run.db; "
+                 "`minitrain report --run DIR`\nshows ETTR and MTTR.",
         .opts = opts,
         .epilog = "example:\n"
                   "  minitrain run --max-restarts 5 --heartbeat-timeout 30 -- \\\n"
-                  "      mpirun -np 4 ./minitrain train --config examples/shakespeare.ini --tp 2",
+                  "      mpirun -np 4 ./minitrain train --config examples/shakespeare.ini --tp 2\n"
+                  "  minitrain run --rankfile job.rankfile -- mpirun --rankfile {rankfile} -np 4 \\\n"
+                  "      ./minitrain train --config C --rankfile {rankfile}   (examples/slurm/)",
         .dashdash = 1,
         .hint = "the launch command goes after --",
     };

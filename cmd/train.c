@@ -24,6 +24,7 @@
 #include "parallel/mesh.h"
 #include "safety/robust.h"
 #include "sched/hooks.h"
+#include "sched/preempt.h"
 #include "sched/plan.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -217,6 +218,7 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
      * corrupt-ckpt fault waits for the step's commit). */
     if (sched_attach_trainer(tr, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
     if (c->ckpt_every == CONFIG_CKPT_AUTO) sched_ckpt_auto_attach(tr, j->ckpt);
+    sched_preempt_attach(tr); /* SIGUSR1 to `minitrain run`: checkpoint now, stop (sched/preempt.h) */
 
     double t0 = timer_now();
     int end = c->stop_after > 0 ? c->stop_after : c->steps;

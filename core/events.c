@@ -44,6 +44,17 @@ void ev_strv(cJSON *d, const char *key, char *const *v, int n) {
     add(d, key, a);
 }
 
+void ev_numv(cJSON *d, const char *key, const double *v, int n) {
+    cJSON *a = cJSON_CreateArray();
+    mtCheck(a != NULL, "out of memory building an event detail");
+    for (int i = 0; i < n; i++) {
+        cJSON *x = isfinite(v[i]) ? cJSON_CreateNumber(v[i])
+                                  : cJSON_CreateString(isnan(v[i]) ? "nan" : v[i] > 0 ? "inf" : "-inf");
+        mtCheck(x != NULL && cJSON_AddItemToArray(a, x), "out of memory building an event detail");
+    }
+    add(d, key, a);
+}
+
 char *ev_text(const cJSON *d) {
     if (d == NULL) return NULL;
     char *s = cJSON_PrintUnformatted(d);

@@ -52,6 +52,14 @@
 #define EV_SLURM_DRAIN "slurm_drain"           /* (0, blamed rank) host, ok (bool: scontrol drained it),
                                                * why (the reason given to Slurm) */
 #define EV_BACKOFF "backoff"                   /* (0, -1) attempt, seconds */
+#define EV_REPLAN "replan"                     /* (0, -1) host (the cordoned one), hosts (the new
+                                                  placement's, comma-separated), spares (left),
+                                                  path (the next launch's rankfile) */
+#define EV_CHECKPOINT_NOW "checkpoint_now"     /* (0, -1) attempt, ok: SIGUSR1 asked the ranks to
+                                                  checkpoint now and stop; (run, 0) step: the
+                                                  trainer agreed to stop after that step */
+#define EV_REQUEUE "requeue"                   /* (0, -1) attempt, ok, reason: `scontrol requeue`
+                                                  after that checkpoint */
 #define EV_SUPERVISOR_END "supervisor_end"     /* (0, -1) exit, status (EV_SUP_*: the job's
                                                   status), reason ("" when completed) */
 /* the trainer, train/trainer.c and train/cmd_train.c (world rank 0 unless said) */
@@ -59,9 +67,16 @@
                                     the time base of metrics.wall_s */
 #define EV_EVAL "eval"           /* (run, 0) step, val_loss */
 #define EV_MOE "moe"             /* (run, 0) step, aux_loss, z_loss, dropped, tokens_min,
-                                    tokens_max, tokens_cv */
+                                    tokens_max, tokens_cv; layers (global indices of the MoE
+                                    blocks), experts, load ((layers, experts) assignments per
+                                    expert before capacity, row-major), dropped_layer (per
+                                    layer), all summed over the step's microbatches and the job */
 #define EV_NONFINITE "nonfinite" /* (run, 0) step, loss, grad_norm (strings when not finite) */
 #define EV_PP_IDLE "pp_idle"     /* (run, stage's first rank) step, stage, idle_share */
+#define EV_PP_TIMELINE "pp_timeline" /* (run, stage's first rank) on the steps that log: step,
+                                        stage, stages, schedule (1f1b|gpipe), t0 (unix s: the
+                                        stage entered the schedule), forward_ms, backward_ms:
+                                        [start, end, start, end, ...] per microbatch, ms after t0 */
 #define EV_END "end"             /* (run, 0) status (completed|failed|stopped), step, message */
 #define EV_ERROR "error"         /* (run, 0) error (the message), step */
 /* the checkpointer: ckpt/writer.c and ckpt/tiers.c through train/checkpoint.c's sink, and
@@ -95,6 +110,7 @@
 #define EV_SUP_KILLED "killed"   /* the supervisor was interrupted by a signal */
 #define EV_SUP_USAGE_ERROR "usage_error"
 #define EV_SUP_GAVE_UP "gave_up"
+#define EV_SUP_REQUEUED "requeued" /* stopped on SIGUSR1 after a checkpoint, requeued in Slurm */
 
 /* ---- detail keys (alphabetical; units in the name or here) ---------------------------------- */
 #define EVK_ARGV "argv"               /* array of strings */
@@ -102,24 +118,32 @@
 #define EVK_ATTEMPT "attempt"         /* 1, 2, ...: the supervisor's launch number */
 #define EVK_AUX_LOSS "aux_loss"       /* MoE balancing loss, mean per (EP group, microbatch) */
 #define EVK_BACKOFF "backoff"         /* [min, max] seconds */
+#define EVK_BACKWARD_MS "backward_ms" /* [start, end] pairs per microbatch, ms after t0 */
 #define EVK_BUSY_MS "busy_ms"         /* a rank's compute time in its last step (ms) */
 #define EVK_BYTES "bytes"             /* size of a committed checkpoint */
 #define EVK_DETECTED_AT "detected_at" /* unix seconds */
 #define EVK_DROPPED "dropped"         /* MoE (token, slot) assignments dropped */
+#define EVK_DROPPED_LAYER "dropped_layer" /* MoE assignments dropped, per MoE layer */
 #define EVK_ERROR "error"             /* a message */
 #define EVK_EVERY "every"             /* steps between checkpoints */
 #define EVK_EXIT "exit"               /* the supervisor's exit status */
+#define EVK_EXPERTS "experts"         /* experts per MoE layer */
 #define EVK_EXIT_CODE "exit_code"     /* the launch's exit status, -1 when signalled */
 #define EVK_FAILED_AT "failed_at"     /* unix seconds, best estimate */
 #define EVK_FAILURES "failures"       /* failures blamed on a host */
 #define EVK_FAILURES_IN_WINDOW "failures_in_window" /* failures within --restart-window */
 #define EVK_FAULT_MTBF_S "fault_mtbf_s" /* mean seconds between --fault-mtbf kills (0 = off) */
 #define EVK_FILE "file"               /* a path */
+#define EVK_FORWARD_MS "forward_ms"   /* [start, end] pairs per microbatch, ms after t0 */
 #define EVK_GRAD_NORM "grad_norm"     /* global gradient norm */
 #define EVK_HEARTBEAT_TIMEOUT_S "heartbeat_timeout_s" /* no progress for this long = hang */
 #define EVK_HOST "host"               /* host name from --hostfile ("" = none) */
+#define EVK_HOSTS "hosts"             /* host names, comma-separated */
+#define EVK_SPARES "spares"           /* spare nodes held back */
 #define EVK_IDLE_SHARE "idle_share"   /* fraction of the step a pipeline stage waited */
 #define EVK_KIND "kind"               /* failure: EV_FAILURE_*; fault: sched/fault.h names */
+#define EVK_LAYERS "layers"           /* global layer indices */
+#define EVK_LOAD "load"               /* MoE assignments per (layer, expert), row-major */
 #define EVK_LOAD_MS "load_ms"         /* reading a checkpoint into the trainer (after verify) */
 #define EVK_LOSS "loss"               /* training loss (mean over the global batch) */
 #define EVK_INTERVAL_S "interval_s"   /* compute seconds between checkpoints */
@@ -133,6 +157,7 @@
 #define EVK_RATIO "ratio"             /* busy_ms / median_ms */
 #define EVK_REASON "reason"           /* why the supervisor gave up, in words */
 #define EVK_RESUME "resume"           /* bool: the launch resumes (--resume auto) */
+#define EVK_SCHEDULE "schedule"       /* pipeline schedule: 1f1b | gpipe */
 #define EVK_SECONDS "seconds"         /* duration of the phase the kind names */
 #define EVK_SIGNAL "signal"           /* 0 = none */
 #define EVK_SLOTS_LEFT "slots_left"   /* slots on hosts not cordoned */
@@ -140,10 +165,12 @@
 #define EVK_SPEC "spec"               /* a fault spec as given */
 #define EVK_STAGE "stage"             /* pipeline stage (pp rank) */
 #define EVK_STALL_S "stall_s"         /* training stall per checkpoint save, s */
+#define EVK_STAGES "stages"           /* pipeline stages (pp) */
 #define EVK_STATUS "status"           /* how a run or the supervisor ended */
 #define EVK_STEP "step"               /* optimizer step (after it), or the checkpoint's step */
 #define EVK_STEP_S "step_s"           /* seconds per optimizer step */
 #define EVK_STEPS "steps"             /* consecutive slow steps */
+#define EVK_T0 "t0"                   /* unix s: the origin of the *_ms offsets */
 #define EVK_TIER "tier"               /* 0 memory, 1 run dir, 2 durable */
 #define EVK_TOKENS_CV "tokens_cv"     /* coefficient of variation of tokens per expert */
 #define EVK_TOKENS_MAX "tokens_max"   /* most (token, slot) assignments an expert got */
@@ -174,6 +201,9 @@ void ev_bool(cJSON *d, const char *key, int b);
 
 /* Add key: an array of the n strings v[0..n-1] (an exec vector, byte for byte). */
 void ev_strv(cJSON *d, const char *key, char *const *v, int n);
+
+/* Add key: an array of the n numbers v[0..n-1] (non-finite ones as strings, like ev_num). */
+void ev_numv(cJSON *d, const char *key, const double *v, int n);
 
 /* The detail as compact JSON text (malloc'd, caller frees), or NULL for d == NULL. */
 char *ev_text(const cJSON *d);

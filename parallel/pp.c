@@ -1,5 +1,8 @@
 /*
  * parallel/pp.c — 1F1B and GPipe schedules (see parallel/pp.h).
+ *
+ * Every forward and backward goes through fwd()/bwd(), which also stamp the microbatch's span
+ * when the caller asked for a trace: the measured pipeline picture (sched/svg_pipeline.c).
  */
 #include "parallel/pp.h"
 
@@ -8,6 +11,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/timer.h"
 
 typedef struct {
     comm *pp;
@@ -15,6 +19,22 @@ typedef struct {
     int s, P;
     float *grad_in; // (count) gradient received from the next stage
 } pipe;
+
+/* Stage forward / backward of microbatch i, timed into the trace when there is one. */
+static const float *fwd(const pp_stage_fns *f, int i) {
+    if (!f->trace) return f->forward(f->user, i);
+    f->trace[i].f0 = timer_unix();
+    const float *out = f->forward(f->user, i);
+    f->trace[i].f1 = timer_unix();
+    return out;
+}
+static const float *bwd(const pp_stage_fns *f, int i, const float *dout) {
+    if (!f->trace) return f->backward(f->user, i, dout);
+    f->trace[i].b0 = timer_unix();
+    const float *g = f->backward(f->user, i, dout);
+    f->trace[i].b1 = timer_unix();
+    return g;
+}
 
 static int first(const pipe *p) { return p->s == 0; }
 static int last(const pipe *p) { return p->s == p->P - 1; }
@@ -40,25 +60,25 @@ void pp_run(comm *pp, pp_schedule schedule, int M, const pp_stage_fns *f, double
     if (schedule == PP_GPIPE) {
         for (int i = 0; i < M; i++) {
             recv_forward(&p, i);
-            send_forward(&p, f->forward(f->user, i));
+            send_forward(&p, fwd(f, i));
         }
         for (int i = 0; i < M; i++) {
             recv_backward(&p);
-            send_backward(&p, f->backward(f->user, i, dout));
+            send_backward(&p, bwd(f, i, dout));
         }
     } else {
         int warm = pp_warmup_forwards(PP_1F1B, p.P, p.s, M), rem = M - warm;
         int fi = 0, bi = 0;
         for (int i = 0; i < warm; i++, fi++) { /* warm-up forwards */
             recv_forward(&p, fi);
-            send_forward(&p, f->forward(f->user, fi));
+            send_forward(&p, fwd(f, fi));
         }
         if (rem > 0) recv_forward(&p, fi);
         for (int i = 0; i < rem; i++) { /* steady state: one forward, one backward */
-            const float *out = f->forward(f->user, fi++);
+            const float *out = fwd(f, fi++);
             if (!last(&p)) /* send_forward_recv_backward */
                 comm_sendrecv(pp, out, f->count, p.s + 1, p.grad_in, f->count, p.s + 1, 0);
-            const float *g = f->backward(f->user, bi++, dout);
+            const float *g = bwd(f, bi++, dout);
             if (i == rem - 1) {
                 send_backward(&p, g);
             } else if (!first(&p)) { /* send_backward_recv_forward */
@@ -68,7 +88,7 @@ void pp_run(comm *pp, pp_schedule schedule, int M, const pp_stage_fns *f, double
         }
         for (int i = 0; i < warm; i++) { /* cool-down backwards */
             recv_backward(&p);
-            send_backward(&p, f->backward(f->user, bi++, dout));
+            send_backward(&p, bwd(f, bi++, dout));
         }
     }
     if (idle_s) *idle_s = comm_seconds() - c0;

@@ -26,6 +26,14 @@
 
 typedef enum { PP_1F1B = 0, PP_GPIPE = 1 } pp_schedule;
 
+/* When one microbatch's forward and backward ran on this stage: unix seconds (CLOCK_REALTIME,
+ * so the stages of one machine, each its own process, share the clock; across machines it is as
+ * good as their clock sync). The gaps between spans are the stage's idle time (the bubble). */
+typedef struct {
+    double f0, f1; /* forward start, end */
+    double b0, b1; /* backward start, end */
+} pp_span;
+
 typedef struct {
     void *user;
     size_t count; /* floats in every activation and gradient message (N·C) */
@@ -36,6 +44,9 @@ typedef struct {
     /* run the stage backward of microbatch i given the gradient of its output (NULL on the last
      * stage); returns the gradient of its input to send back (ignored on the first stage) */
     const float *(*backward)(void *user, int micro, const float *dout);
+    /* (M) NULL = no record; else trace[i] receives microbatch i's times (two clock reads per
+     * call: the cost of recording is negligible next to a stage's forward) */
+    pp_span *trace;
 } pp_stage_fns;
 
 /* Run one optimizer step's M microbatches through the pipeline. Collective over pp.

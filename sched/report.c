@@ -282,6 +282,33 @@ static void add_str(cJSON *o, const char *key, const char *s) {
         cJSON_AddNullToObject(o, key);
 }
 
+/* The nodes the supervisor drained in Slurm (its slurm_drain events, sched/slurm.h), in time
+ * order: [{host, why, ok, time}]. Read at print time from r->db; an empty array when none. */
+static cJSON *drained_nodes(const report_summary *r) {
+    cJSON *a = cJSON_CreateArray();
+    mtCheck(a != NULL, "out of memory");
+    sqlite3_stmt *st = NULL;
+    if (!r->db || sqlite3_prepare_v2(r->db, "SELECT time, detail FROM events WHERE run_id = 0 AND "
+                                     "kind = 'slurm_drain' ORDER BY time, rowid", -1, &st,
+                                     NULL) != SQLITE_OK)
+        return a;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *detail = (const char *)sqlite3_column_text(st, 1);
+        cJSON *d = detail ? cJSON_Parse(detail) : NULL, *o = cJSON_CreateObject();
+        mtCheck(o != NULL, "out of memory");
+        const cJSON *host = cJSON_GetObjectItemCaseSensitive(d, "host");
+        const cJSON *why = cJSON_GetObjectItemCaseSensitive(d, "why");
+        add_str(o, "host", cJSON_IsString(host) ? host->valuestring : NULL);
+        add_str(o, "why", cJSON_IsString(why) ? why->valuestring : NULL);
+        cJSON_AddBoolToObject(o, "ok", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "ok")));
+        add_num(o, "time", col_real(st, 0));
+        cJSON_AddItemToArray(a, o);
+        cJSON_Delete(d);
+    }
+    sqlite3_finalize(st);
+    return a;
+}
+
 int report_print_json(const report_summary *r) {
     cJSON *o = cJSON_CreateObject();
     mtCheck(o != NULL, "out of memory building the JSON report");
@@ -341,6 +368,7 @@ int report_print_json(const report_summary *r) {
     add_num(b, "ckpt_load_s", e->ckpt_load_s);
     add_num(b, "ckpt_stall_s", e->ckpt_stall_s);
     add_num(b, "other_s", e->other_s);
+    cJSON_AddItemToObject(o, "drained", drained_nodes(r));
     for (const cJSON *x = r->extra ? r->extra->child : NULL; x; x = x->next)
         cJSON_AddItemToObject(o, x->string, cJSON_Duplicate(x, 1));
     char *s = cJSON_Print(o);
@@ -415,6 +443,16 @@ int report_print_text(const report_summary *r) {
     for (cJSON *e = r->events->child; e; e = e->next, any = 1)
         printf("%s %s %d", any ? "," : "", e->string, (int)e->valuedouble);
     printf("%s\n", any ? "" : " none");
+    cJSON *dr = drained_nodes(r);
+    for (const cJSON *x = dr->child; x; x = x->next) {
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(x, "host");
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(x, "why");
+        printf("drained:        %s in Slurm%s — minitrain: %s\n",
+               cJSON_IsString(h) ? h->valuestring : "?",
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "ok")) ? "" : " (scontrol FAILED)",
+               cJSON_IsString(w) ? w->valuestring : "?");
+    }
+    cJSON_Delete(dr);
     ettr_print(&r->ettr, "");
     return MT_EXIT_OK;
 }

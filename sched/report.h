@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 #include <sqlite3.h>
@@ -56,6 +57,29 @@ int report_print_json(const report_summary *r);
  * with `beside` (may be NULL) drawn to its right. Returns 0 or -1 with err. */
 int report_svg(const report_summary *r, const svg_panel *beside, const char *path, char *err,
                size_t errlen);
+
+/* A section another module contributes to the HTML page and the pictures (cmd/report.c wires
+ * safety's robustness): id (HTML anchor and file suffix), heading, and draw(user, f), which
+ * writes HTML — here an inline <svg> element, so the same text is also a standalone picture —
+ * and returns 1, or returns 0 when it does not apply. */
+typedef struct {
+    const char *id, *heading;
+    int (*draw)(void *user, FILE *f);
+    void *user;
+} report_section;
+
+/* Write the self-contained HTML page of r (sched/report_html.c) to path, atomically: summary,
+ * config and layout, the ETTR picture (with `beside`, may be NULL) and tables, the metrics and
+ * MFU table, the pipeline and MoE pictures when they apply, the n_extra contributed sections,
+ * the checkpoint catalog and the events. Returns 0 or -1 with err (cannot write path). */
+int report_html(const report_summary *r, const svg_panel *beside, const report_section *extra,
+                int n_extra, const char *path, char *err, size_t errlen);
+
+/* Beside the ettr picture at path ("plot.svg"), write every other picture that applies
+ * (sched/svg.h's table, then the contributed sections) as "plot-<name>.svg", printing each
+ * path when print. Returns how many were written, or -1 with err. */
+int report_svg_pictures(const report_summary *r, const report_section *extra, int n_extra,
+                        const char *path, int print, char *err, size_t errlen);
 
 /* Close the database and free r's strings. Safe twice. */
 void report_free(report_summary *r);

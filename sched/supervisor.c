@@ -12,8 +12,8 @@
  * Process hygiene: the launch runs in its own process group (setpgid in both parent and child,
  * so there is no race), and the supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER): every
  * descendant that loses its parent (ranks of a dead mpirun) is re-parented to us, so a teardown
- * can signal the group AND every descendant found in /proc, then reap until none is left — no
- * orphan rank keeps running into the next attempt. After a failure the ranks get SIGKILL at once
+ * can signal the group AND every descendant found in /proc (sched/proctree.h), then reap until
+ * none is left — no orphan rank keeps running into the next attempt. After a failure the ranks get SIGKILL at once
  * and a launcher above them (mpirun) its grace period to exit by itself. The other direction: the
  * launch gets PR_SET_PDEATHSIG and every rank watches the supervisor's record in the heartbeat
  * directory (sched/hooks.h), so a job never outlives a supervisor killed by SIGKILL. The run
@@ -23,6 +23,12 @@
  * killed, with a reason) and ends the run rows its dead attempts left "running" (crashed | hung |
  * killed | failed) once their processes are gone. The first failure of a restart window is
  * relaunched at once; later ones back off exponentially.
+ *
+ * Placement and Slurm (docs/slurm.md): the hosts come from --hostfile or the Slurm allocation; with
+ * --rankfile a failed rank's host is the rankfile's, and a host blamed --cordon-after times is
+ * cordoned, drained in Slurm (sched/slurm.h) and the layout re-planned without it onto a spare
+ * (sched/replan.h) before the relaunch. SIGUSR1 asks the ranks to checkpoint now and stop
+ * (sched/preempt.h); the job is then requeued in Slurm.
  *
  * Time: decisions use the monotonic clock; run.db events carry unix time (rundb_now) so the ETTR
  * accounting can line them up with the trainer's events.
@@ -55,6 +61,8 @@
 #include "core/runlock.h"
 #include "core/timer.h"
 #include "sched/ettr.h"
+#include "sched/proctree.h"
+#include "sched/replan.h"
 #include "sched/slurm.h"
 
 #define SUP_POLL_MS 20
@@ -102,12 +110,16 @@ typedef struct {
     int straggler_w, evict_stragglers;
     uint64_t seed;
     const char *run_dir, *hostfile;
+    int cordon_after;
     char **launch;
     int nlaunch;
     /* state */
     rundb *db;
     sup_hosts hosts;
     char hb_dir[4200], active_hostfile[4200];
+    replan_rankfile rf;      /* --rankfile: the active placement (sched/replan.h) */
+    int have_rf;
+    char active_rankfile[4200], stop_path[4300];
     double fail_times[1024]; /* monotonic, of every failure */
     int nfail;
     rng_state rng;
@@ -117,8 +129,9 @@ typedef struct {
     double last_beat;        /* monotonic time of the last write of that record */
 } sup;
 
-static volatile sig_atomic_t g_stop = 0;
+static volatile sig_atomic_t g_stop = 0, g_ckpt_now = 0;
 static void on_signal(int sig) { g_stop = sig; }
+static void on_usr1(int sig) { (void)sig; g_ckpt_now = 1; }
 
 static MT_PRINTF(1, 2) void say(const char *fmt, ...) {
     va_list ap;
@@ -159,117 +172,28 @@ static void nap(sup *s, int ms) {
     sleep_ms(ms);
 }
 
-/* Every descendant of root (by /proc/<pid>/stat ppid), appended to out; returns the count. */
-static int descendants(pid_t root, pid_t *out, int max) {
-    enum { NP = 32768 };
-    static pid_t pid[NP], ppid[NP];
-    int n = 0;
-    DIR *d = opendir("/proc");
-    if (!d) return 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL && n < NP) {
-        if (!isdigit((unsigned char)de->d_name[0])) continue;
-        char p[300], buf[512];
-        snprintf(p, sizeof(p), "/proc/%s/stat", de->d_name);
-        FILE *f = fopen(p, "r");
-        if (!f) continue;
-        size_t got = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[got] = '\0';
-        char *rp = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
-        int pp;
-        if (!rp || sscanf(rp + 1, " %*c %d", &pp) != 1) continue;
-        pid[n] = (pid_t)atoi(de->d_name);
-        ppid[n++] = (pid_t)pp;
-    }
-    closedir(d);
-    int m = 0;
-    out[m++] = root;
-    for (int head = 0; head < m; head++) /* BFS over the parent links */
-        for (int i = 0; i < n && m < max; i++)
-            if (ppid[i] == out[head] && pid[i] != root) out[m++] = pid[i];
-    return m - 1 > 0 ? m - 1 : 0;
-}
-
-/* Signal the job: its process group (only while the launch process is unreaped: a reaped
- * leader's pid may be reused) and every descendant of the supervisor — as a subreaper it adopts
- * the job's orphans, and it has no other children. */
-static void signal_all(pid_t child, int child_alive, int sig) {
-    pid_t d[4096];
-    int n = descendants(getpid(), d, 4096);
-    if (child_alive) kill(-child, sig);
-    for (int i = 1; i <= n; i++) kill(d[i], sig);
-}
-
-/* 1 while the launch process has not been reaped. */
-static int unreaped(pid_t child) {
-    siginfo_t si;
-    memset(&si, 0, sizeof(si));
-    return waitid(P_PID, (id_t)child, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
-}
-
-/* Reap every child (and adopted orphan) that has exited; returns 1 when none is left. */
-static int reap_all(void) {
-    for (;;) {
-        int st;
-        pid_t p = waitpid(-1, &st, WNOHANG);
-        if (p > 0) continue;
-        return p < 0 && errno == ECHILD;
-    }
-}
-
-/* SIGTERM the group and all descendants, SIGKILL after the grace period, reap everything.
- * Returns the seconds it took. */
-/* After a failure the job's ranks are of no further use: SIGKILL every descendant but the launch
- * process itself. Returns how many. */
-static int kill_ranks(pid_t child) {
-    pid_t d[4096];
-    int n = descendants(getpid(), d, 4096), k = 0;
-    for (int i = 1; i <= n; i++)
-        if (d[i] != child) k += kill(d[i], SIGKILL) == 0;
-    return k;
-}
-
-/* Open MPI's session directory of an mpirun we SIGKILLed ($TMPDIR/ompi.<host>.<uid>/pid.<pid>):
- * a killed mpirun cannot remove it, and a job that fails every two minutes would leave hundreds. */
-static void remove_mpi_session(pid_t pid) {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !tmp[0]) tmp = "/tmp";
-    DIR *d = opendir(tmp);
-    if (!d) return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "ompi.", 5) != 0) continue;
-        char p[4300];
-        snprintf(p, sizeof(p), "%s/%s/pid.%d", tmp, de->d_name, (int)pid);
-        struct stat sb;
-        if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) fs_remove_tree(p, NULL, 0);
-    }
-    closedir(d);
-}
-
 static double teardown(sup *s, pid_t child, int failed) {
     double t0 = timer_now();
-    if (failed && unreaped(child)) {
+    if (failed && proc_unreaped(child)) {
         /* nothing of a failed attempt is worth waiting for (checkpoints are committed
          * atomically; run.db is crash-safe): SIGKILL the ranks, then the launcher — mpirun takes
          * a second to exit by itself, and a SIGTERM reaching it while it aborts can crash it */
-        int ranks = kill_ranks(child);
+        int ranks = proc_kill_ranks(child);
         kill(-child, SIGKILL);
-        while (!reap_all() && timer_now() - t0 < s->grace_s) {
-            kill_ranks(child); /* one it started meanwhile */
+        while (!proc_reap_all() && timer_now() - t0 < s->grace_s) {
+            proc_kill_ranks(child); /* one it started meanwhile */
             nap(s, 5);
         }
-        if (ranks > 0) remove_mpi_session(child);
+        if (ranks > 0) proc_remove_mpi_session(child);
     } else {
-        signal_all(child, unreaped(child), SIGTERM);
+        proc_signal_all(child, proc_unreaped(child), SIGTERM);
     }
-    while (!reap_all() && timer_now() - t0 < s->grace_s) nap(s, 5);
-    if (!reap_all()) {
-        signal_all(child, unreaped(child), SIGKILL);
+    while (!proc_reap_all() && timer_now() - t0 < s->grace_s) nap(s, 5);
+    if (!proc_reap_all()) {
+        proc_signal_all(child, proc_unreaped(child), SIGKILL);
         double t1 = timer_now();
-        while (!reap_all() && timer_now() - t1 < 10.0) nap(s, 5);
-        if (!reap_all()) say("warning: some processes of the job did not exit after SIGKILL");
+        while (!proc_reap_all() && timer_now() - t1 < 10.0) nap(s, 5);
+        if (!proc_reap_all()) say("warning: some processes of the job did not exit after SIGKILL");
     }
     return timer_now() - t0;
 }
@@ -297,7 +221,8 @@ static pid_t launch(sup *s, int attempt) {
     int n = 0;
     for (int i = 0; i < s->nlaunch && n < SUP_MAX_ARGS; i++)
         argv[n++] = (s->hostfile && !strcmp(s->launch[i], "{hostfile}")) ? s->active_hostfile
-                                                                         : s->launch[i];
+                    : (s->have_rf && !strcmp(s->launch[i], "{rankfile}")) ? s->active_rankfile
+                                                                          : s->launch[i];
     int has_run_dir = 0;
     for (int i = 0; i < s->nlaunch; i++)
         if (!strncmp(s->launch[i], "--run-dir", 9) || !strncmp(s->launch[i], "--run_dir", 9))
@@ -306,7 +231,10 @@ static pid_t launch(sup *s, int attempt) {
         argv[n++] = "--run-dir";
         argv[n++] = (char *)s->run_dir;
     }
-    if (attempt > 1) {
+    /* a relaunch resumes; so does the first launch of a job Slurm requeued (USR1, node loss) */
+    const char *requeued = getenv("SLURM_RESTART_COUNT");
+    int resume = attempt > 1 || (requeued && atoi(requeued) > 0);
+    if (resume) {
         argv[n++] = "--resume";
         argv[n++] = "auto";
     }
@@ -335,6 +263,7 @@ static pid_t launch(sup *s, int attempt) {
         setenv(HB_ENV_DIR, s->hb_dir, 1);
         setenv("MINITRAIN_ATTEMPT", a, 1);
         if (s->hostfile) setenv("MINITRAIN_HOSTFILE", s->active_hostfile, 1);
+        if (s->have_rf) setenv("MINITRAIN_RANKFILE", s->active_rankfile, 1);
         execvp(argv[0], argv);
         fprintf(stderr, "minitrain: error: run: cannot execute '%s': %s\n", argv[0],
                 strerror(errno));
@@ -348,7 +277,7 @@ static pid_t launch(sup *s, int attempt) {
     }
     cJSON *d = attempt_detail(attempt);
     ev_num(d, EVK_PID, (double)pid);
-    ev_bool(d, EVK_RESUME, attempt > 1);
+    ev_bool(d, EVK_RESUME, resume);
     ev_strv(d, EVK_ARGV, argv, n); /* what execvp ran, word for word */
     event(s, EV_LAUNCH, -1, d);
     say("attempt %d: launched pid %d: %s", attempt, (int)pid, cmd);
@@ -393,7 +322,9 @@ typedef struct {
  * the failure as the reason, and record it (event EV_SLURM_DRAIN) in run.db. */
 static void slurm_cordon(sup *s, int host, const failure *f) {
     char why[300], err[512];
-    snprintf(why, sizeof(why), "%s of rank %d blamed twice (%s)", f->kind, f->rank, f->why);
+    int k = s->hosts.blamed[host];
+    snprintf(why, sizeof(why), "%s of rank %d, %d failure%s blamed on the node (%s)", f->kind,
+             f->rank, k, k == 1 ? "" : "s", f->why);
     int ok = slurm_drain(s->hosts.name[host], why, err, sizeof(err)) == 0;
     cJSON *d = ev_detail();
     ev_str(d, EVK_HOST, s->hosts.name[host]);
@@ -404,8 +335,102 @@ static void slurm_cordon(sup *s, int host, const failure *f) {
     else mt_warn("run: could not drain %s in Slurm: %s", s->hosts.name[host], err);
 }
 
+/* SIGUSR1 arrived (sbatch --signal=B:USR1@S: time limit near, or preemption): ask the ranks to
+ * checkpoint now and stop, by creating the request file they poll (sched/preempt.h). Once. */
+static void ask_checkpoint_now(sup *s, int attempt) {
+    g_ckpt_now = 2;
+    int ok = fs_write_atomic(s->stop_path, "SIGUSR1\n", 8, NULL, 0) == 0;
+    cJSON *d = attempt_detail(attempt);
+    ev_bool(d, EVK_OK, ok);
+    event(s, EV_CHECKPOINT_NOW, -1, d);
+    say("attempt %d: SIGUSR1: asking the job to checkpoint now and stop%s", attempt,
+        ok ? "" : " (cannot write the request file!)");
+}
+
+/* A host was cordoned and the job runs from a rankfile: place the same layout again on the hosts
+ * left plus a spare (sched/replan.h) for the next launch. 0, or -1 with reason filled. */
+static int replan(sup *s, int host, char *reason, size_t rlen) {
+    char err[400];
+    int spares = s->rf.n_spares > 0 ? s->rf.n_spares - 1 : 0;
+    if (replan_write(&s->rf, &s->hosts, spares, s->active_rankfile, err, sizeof(err)) != 0) {
+        snprintf(reason, rlen, "host %s is cordoned and the job cannot be placed without it: %s",
+                 s->hosts.name[host], err);
+        return -1;
+    }
+    char hosts[1024] = "";
+    for (int r = 0; r < s->rf.world; r++) { /* the distinct hosts, in rank order */
+        if (r > 0 && !strcmp(s->rf.host[r], s->rf.host[r - 1])) continue;
+        size_t L = strlen(hosts);
+        if (!strstr(hosts, s->rf.host[r]))
+            snprintf(hosts + L, sizeof(hosts) - L, "%s%s", L ? "," : "", s->rf.host[r]);
+    }
+    cJSON *d = ev_detail();
+    ev_str(d, EVK_HOST, s->hosts.name[host]);
+    ev_str(d, EVK_HOSTS, hosts);
+    ev_num(d, EVK_SPARES, s->rf.n_spares);
+    ev_str(d, EVK_PATH, s->active_rankfile);
+    event(s, EV_REPLAN, -1, d);
+    say("re-planned tp %d x pp %d x dp %d without %s: ranks on %s, %d spare(s) left (%s)",
+        s->rf.tp, s->rf.pp, s->rf.dp, s->hosts.name[host], hosts, s->rf.n_spares,
+        s->active_rankfile);
+    return 0;
+}
+
+/* Cordon host (blamed for s->cordon_after failures): leave it out of later launches, drain it in
+ * Slurm inside an allocation, and re-plan a rankfile job without it. Returns 0, or -1 when the job
+ * cannot go on (no slots left, no placement without it: reason filled, give_up logged). */
+static int cordon(sup *s, int host, const failure *f, char *reason, size_t rlen) {
+    s->hosts.cordoned[host] = 1;
+    cJSON *d = ev_detail();
+    ev_str(d, EVK_HOST, s->hosts.name[host]);
+    ev_num(d, EVK_FAILURES, s->hosts.blamed[host]);
+    ev_num(d, EVK_SLOTS_LEFT, sup_hosts_slots(&s->hosts));
+    event(s, EV_CORDON, f->rank, d);
+    say("cordoning host %s (blamed for %d failure%s); %d slots left", s->hosts.name[host],
+        s->hosts.blamed[host], s->hosts.blamed[host] == 1 ? "" : "s", sup_hosts_slots(&s->hosts));
+    if (slurm_in_allocation()) slurm_cordon(s, host, f);
+    int rc = 0;
+    if (sup_hosts_slots(&s->hosts) == 0) {
+        snprintf(reason, rlen, "every host in %s is cordoned", s->hostfile);
+        rc = -1;
+    } else if (s->have_rf) {
+        rc = replan(s, host, reason, rlen);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
+        d = ev_detail();
+        ev_str(d, EVK_REASON, reason);
+        event(s, EV_GIVE_UP, -1, d);
+    }
+    return rc;
+}
+
+/* The job stopped after SIGUSR1 (its checkpoint is committed): inside a Slurm allocation requeue
+ * it (`scontrol requeue`: the requeued job resumes from that checkpoint). Returns the job's status
+ * (EV_SUP_REQUEUED or EV_SUP_STOPPED); reason says what happened. */
+static const char *stopped_on_usr1(sup *s, int attempt, char *reason, size_t rlen) {
+    unlink(s->stop_path);
+    if (!slurm_in_allocation()) {
+        snprintf(reason, rlen, "stopped on SIGUSR1 after a checkpoint (attempt %d)", attempt);
+        say("%s; not in a Slurm job: resume with --resume auto", reason);
+        return EV_SUP_STOPPED;
+    }
+    char err[512];
+    int ok = slurm_requeue(err, sizeof(err)) == 0;
+    cJSON *d = attempt_detail(attempt);
+    ev_bool(d, EVK_OK, ok);
+    ev_str(d, EVK_REASON, ok ? "SIGUSR1" : err);
+    event(s, EV_REQUEUE, -1, d);
+    snprintf(reason, rlen, "checkpointed on SIGUSR1 and %s Slurm job %s", ok ? "requeued" :
+             "could not requeue", getenv("SLURM_JOB_ID"));
+    if (ok) say("%s", reason);
+    else mt_warn("run: %s: %s", reason, err);
+    return ok ? EV_SUP_REQUEUED : EV_SUP_STOPPED;
+}
+
 /* Watch one attempt until it ends. Returns 0 for a clean finish, 1 for a failure (f filled),
- * 2 for a usage error of the launch (exit 2: restarting cannot help), -1 interrupted. */
+ * 2 for a usage error of the launch (exit 2: restarting cannot help), 3 for a clean stop after
+ * SIGUSR1 asked for a checkpoint now, -1 interrupted. */
 static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failure *f) {
     memset(f, 0, sizeof(*f));
     f->rank = -1;
@@ -423,11 +448,12 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
     int n = 0;
     for (;;) {
         if (g_stop) return -1;
+        if (g_ckpt_now == 1) ask_checkpoint_now(s, attempt);
         int st;
         pid_t p = waitpid(child, &st, WNOHANG);
         n = hb_scan(s->hb_dir, hb, HB_MAX_RANKS);
         if (p == child) {
-            if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return g_ckpt_now ? 3 : 0;
             if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
             f->kind = failure_kind(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
             f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -550,6 +576,34 @@ static int watch(sup *s, pid_t child, int attempt, double last_fail_unix, failur
     return 1;
 }
 
+/* The job's hosts: --hostfile, else the Slurm allocation's (RUN_DIR/hostfile.slurm); with
+ * --rankfile, its placement (RUN_DIR/rankfile.active). A bad file is a user error (exit 2). */
+static void setup_hosts(sup *s, const sup_opts *o) {
+    char err[1024];
+    static char slurm_hostfile[4200]; /* sched/slurm.h: the hosts of the Slurm allocation */
+    if (!s->hostfile && slurm_in_allocation()) {
+        mkdir(s->run_dir, 0755);
+        snprintf(slurm_hostfile, sizeof(slurm_hostfile), "%s/hostfile.slurm", s->run_dir);
+        if (slurm_write_hostfile(slurm_hostfile, err, sizeof(err)) < 0) mt_fail("run: %s", err);
+        s->hostfile = slurm_hostfile;
+    }
+    if (s->hostfile && sup_hosts_parse(s->hostfile, &s->hosts, err, sizeof(err)) != 0)
+        mt_fail("run: %s", err);
+    if (o->rankfile) { /* sched/replan.h: ranks -> hosts, and the re-plan after a cordon */
+        if (!s->hostfile)
+            mt_fail("run: --rankfile needs the job's hosts to re-plan on: run inside a Slurm "
+                    "allocation or give --hostfile");
+        if (replan_read(o->rankfile, &s->rf, err, sizeof(err)) != 0 ||
+            replan_check_hosts(&s->rf, &s->hosts, err, sizeof(err)) != 0)
+            mt_fail("run: %s", err);
+        s->have_rf = 1;
+        mkdir(s->run_dir, 0755);
+        snprintf(s->active_rankfile, sizeof(s->active_rankfile), "%s/rankfile.active", s->run_dir);
+        if (fs_copy_file(o->rankfile, s->active_rankfile, err, sizeof(err)) != 0)
+            mt_fail("run: %s", err);
+    }
+}
+
 void sup_opts_default(sup_opts *o) {
     memset(o, 0, sizeof(*o));
     o->max_restarts = 5;
@@ -561,6 +615,7 @@ void sup_opts_default(sup_opts *o) {
     o->straggler_k = 2.0;
     o->straggler_w = 10;
     o->seed = 1;
+    o->cordon_after = 2;
 }
 
 const char *sup_launch_run_dir(char **launch, int nlaunch) {
@@ -589,21 +644,14 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     s.seed = o->seed;
     s.run_dir = o->run_dir;
     s.hostfile = o->hostfile;
+    s.cordon_after = o->cordon_after > 0 ? o->cordon_after : 2;
     s.launch = launch_argv;
     s.nlaunch = nlaunch;
     if (nlaunch < 1) mt_fail("run: no launch command (usage: minitrain run [options] -- LAUNCH...)");
     if (nlaunch > SUP_MAX_ARGS) mt_fail("run: launch command has more than %d words", SUP_MAX_ARGS);
     if (!s.run_dir) mt_fail("run: no run directory");
     char err[1024];
-    static char slurm_hostfile[4200]; /* sched/slurm.h: the hosts of the Slurm allocation */
-    if (!s.hostfile && slurm_in_allocation()) {
-        mkdir(s.run_dir, 0755);
-        snprintf(slurm_hostfile, sizeof(slurm_hostfile), "%s/hostfile.slurm", s.run_dir);
-        if (slurm_write_hostfile(slurm_hostfile, err, sizeof(err)) < 0) mt_fail("run: %s", err);
-        s.hostfile = slurm_hostfile;
-    }
-    if (s.hostfile && sup_hosts_parse(s.hostfile, &s.hosts, err, sizeof(err)) != 0)
-        mt_fail("run: %s", err);
+    setup_hosts(&s, o);
     /* one job per run directory (core/runlock.h): a second supervisor or trainer is refused */
     if (runlock_acquire(&s.lock, s.run_dir, "run", err, sizeof(err)) != 0) mt_fail("run: %s", err);
     s.db = rundb_open(s.run_dir, err, sizeof(err));
@@ -614,7 +662,9 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     snprintf(s.hb_dir, sizeof(s.hb_dir), "%s/heartbeat", s.run_dir);
     snprintf(s.active_hostfile, sizeof(s.active_hostfile), "%s/hostfile.active", s.run_dir);
     snprintf(s.sup_path, sizeof(s.sup_path), "%s/%s", s.hb_dir, HB_SUP_FILE);
+    snprintf(s.stop_path, sizeof(s.stop_path), "%s/%s", s.hb_dir, SUP_STOP_REQUEST_FILE);
     mkdir(s.hb_dir, 0755);
+    unlink(s.stop_path); /* a request of an earlier job (the one Slurm requeued) is answered */
     s.start_ticks = hb_proc_start((int)getpid());
     s.last_beat = -INFINITY;
     beat(&s);
@@ -626,6 +676,8 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
 
     cJSON *d = ev_detail();
     ev_num(d, EVK_MAX_RESTARTS, s.max_restarts);
@@ -670,6 +722,12 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
                      strsignal((int)g_stop));
             break;
         }
+        if (w == 3) {
+            teardown(&s, child, 0);
+            rc = MT_EXIT_OK;
+            status = stopped_on_usr1(&s, attempt, reason, sizeof(reason));
+            break;
+        }
         if (w == 2) {
             teardown(&s, child, 0);
             rundb_end_running(s.db, "failed", rundb_now());
@@ -682,7 +740,9 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         /* a failure */
         double t_det = rundb_now();
         last_fail_unix = f.failed_at;
-        int host = s.hostfile ? sup_host_of_rank(&s.hosts, f.rank) : -1;
+        int host = s.have_rf    ? replan_host_of_rank(&s.rf, &s.hosts, f.rank)
+                   : s.hostfile ? sup_host_of_rank(&s.hosts, f.rank)
+                                : -1;
         d = ev_detail();
         ev_str(d, EVK_KIND, f.kind);
         ev_num(d, EVK_ATTEMPT, attempt);
@@ -725,25 +785,9 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
             break;
         }
-        if (host >= 0 && ++s.hosts.blamed[host] >= 2 && !s.hosts.cordoned[host]) {
-            s.hosts.cordoned[host] = 1;
-            d = ev_detail();
-            ev_str(d, EVK_HOST, s.hosts.name[host]);
-            ev_num(d, EVK_FAILURES, s.hosts.blamed[host]);
-            ev_num(d, EVK_SLOTS_LEFT, sup_hosts_slots(&s.hosts));
-            event(&s, EV_CORDON, f.rank, d);
-            say("cordoning host %s (blamed for %d failures); %d slots left", s.hosts.name[host],
-                s.hosts.blamed[host], sup_hosts_slots(&s.hosts));
-            if (slurm_in_allocation()) slurm_cordon(&s, host, &f);
-            if (sup_hosts_slots(&s.hosts) == 0) {
-                snprintf(reason, sizeof(reason), "every host in %s is cordoned", s.hostfile);
-                fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
-                d = ev_detail();
-                ev_str(d, EVK_REASON, "no hosts left");
-                event(&s, EV_GIVE_UP, -1, d);
-                break;
-            }
-        }
+        if (host >= 0 && ++s.hosts.blamed[host] >= s.cordon_after && !s.hosts.cordoned[host] &&
+            cordon(&s, host, &f, reason, sizeof(reason)) != 0)
+            break;
         /* an attempt that trained relaunches at once (independent faults are the common case
          * and waiting buys nothing); failures in a row without training in between — a crash
          * loop: a bad node, a bad checkpoint — back off exponentially */
@@ -760,6 +804,11 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         d = attempt_detail(attempt);
         ev_num(d, EVK_SECONDS, timer_now() - t_b);
         event(&s, EV_BACKOFF, -1, d);
+        if (g_ckpt_now) { /* USR1 while backing off: the last checkpoint is the one to resume */
+            rc = MT_EXIT_OK;
+            status = stopped_on_usr1(&s, attempt, reason, sizeof(reason));
+            break;
+        }
         if (g_stop) {
             rc = 128 + (int)g_stop;
             status = EV_SUP_KILLED;
@@ -775,6 +824,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     event(&s, EV_SUPERVISOR_END, -1, d);
     rundb_close(s.db);
     unlink(s.sup_path);
+    replan_free(&s.rf);
     runlock_release(&s.lock);
     ettr_report er;
     if (ettr_compute_dir(s.run_dir, &er, err, sizeof(err)) == 0 && er.wall_s > 0) {

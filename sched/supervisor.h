@@ -72,18 +72,29 @@ typedef struct {
     uint64_t seed;            /* of fault_mtbf_s */
     const char *run_dir;      /* the job's run directory (required) */
     const char *hostfile;     /* OpenMPI hostfile, or NULL */
+    const char *rankfile;     /* a `minitrain plan` rankfile: ranks -> hosts, re-planned on a
+                               * cordon (sched/replan.h), or NULL */
+    int cordon_after;         /* failures blamed on a host before it is cordoned (default 2) */
 } sup_opts;
 
 /* The defaults of `minitrain run`: 5 restarts in 3600 s, heartbeat timeout 60 s, backoff 1..30 s,
- * grace 5 s, stragglers at 2x the median for 10 steps, seed 1, no faults, no hostfile. */
+ * grace 5 s, stragglers at 2x the median for 10 steps, seed 1, no faults, no hostfile, no
+ * rankfile, a host cordoned after 2 failures blamed on it. */
 void sup_opts_default(sup_opts *o);
 
 /* The run directory a launch command names (`--run-dir DIR`, `--run-dir=DIR`, or with an
  * underscore), or NULL. */
 const char *sup_launch_run_dir(char **launch, int nlaunch);
 
+/* The file a supervisor creates in the heartbeat directory to ask the ranks to checkpoint now and
+ * stop (on SIGUSR1: `sbatch --signal=B:USR1@S`, time limit near or preemption; sched/preempt.h). */
+#define SUP_STOP_REQUEST_FILE "checkpoint_now"
+
 /* Run the restart loop around launch_argv[0..nlaunch-1] until the job finishes, the supervisor gives
- * up, or SIGINT/SIGTERM/SIGHUP. Returns the process exit code: 0 when the job finished cleanly,
+ * up, or SIGINT/SIGTERM/SIGHUP. SIGUSR1 asks the job to checkpoint now and stop (the ranks agree on
+ * the step, sched/preempt.h); once it has, inside a Slurm allocation the supervisor requeues the
+ * job (`scontrol requeue`, sched/slurm.h) and the requeued job resumes from that checkpoint.
+ * Returns the process exit code: 0 when the job finished cleanly or stopped on SIGUSR1,
  * 1 when it gave up (restarts exhausted, usage error of the launch, no hosts left), 128+signal
  * when interrupted. A bad hostfile or run directory, or a run directory another job holds
  * (RUN_DIR/.lock, core/runlock.h), is a user error (one line, exit 2). */

@@ -1,7 +1,7 @@
 /*
  * sched/svg.c — the loss-vs-wall-time picture (sched/svg.h), written as SVG text by hand.
  *
- * Shape: read the points (metrics rows placed on the job's clock: run start event + wall_s) and
+ * Shape (svg_loss_draw): read the points (metrics rows placed on the job's clock: run start event + wall_s) and
  * the supervisor's failure/launch events, compute the axes' ranges, then print the elements back
  * to front (shading, grid, curves, markers, labels) into memory, and write the file atomically
  * (core/fs.h). Nothing here is clever: a fixed 960x540 view, "nice" tick steps of 1/2/5 x 10^k.
@@ -47,8 +47,8 @@ static double col_real(sqlite3_stmt *st, int i) {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
-int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, const char *path,
-                  char *err, size_t errlen) {
+int svg_loss_draw(sqlite3 *db, const ettr_report *e, const svg_panel *beside, FILE *f, char *err,
+                  size_t errlen) {
     sqlite3_stmt *st = NULL;
     const char *sql =
         "SELECT m.run_id, COALESCE((SELECT MIN(time) FROM events v WHERE v.run_id = m.run_id AND"
@@ -57,7 +57,7 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, co
         " m.run_id, m.wall_s, m.rowid";
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "reading metrics: %s", sqlite3_errmsg(db));
-        return -1;
+        return 0;
     }
     size_t n = 0, cap = 1024;
     pt *p = mallocCheck(cap * sizeof(pt));
@@ -105,7 +105,7 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, co
     if (!isfinite(lo) || !isfinite(t0)) {
         free(p);
         snprintf(err, errlen, "no losses logged: nothing to plot");
-        return -1;
+        return 0;
     }
     if (e && e->wall_s > 0) t0 = e->job_start, t1 = fmax(t1, e->job_end);
     for (int i = 0; i < nl; i++) t0 = fmin(t0, launches[i]);
@@ -115,17 +115,11 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, co
     double pad = 0.05 * (hi - lo);
     lo -= pad;
     hi += pad;
-    /* the picture is printed into memory, then written atomically (core/fs.h) */
-    char *text = NULL;
-    size_t text_len = 0;
-    FILE *f = open_memstream(&text, &text_len);
-    mtCheck(f != NULL, "out of memory");
     const double pw = W - ML - MR, ph = H - MT - MB;
 #define X(t) (ML + ((t) - t0) / (t1 - t0) * pw)
 #define Y(v) (MT + (hi - (v)) / (hi - lo) * ph)
     const int WT = W + (beside && beside->width > 0 ? beside->width : 0);
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 "
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"pic-ettr\" class=\"mt-picture\" width=\"%d\" height=\"%d\" viewBox=\"0 0 "
                "%d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
                "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", WT, H, WT, H, WT, H);
     /* downtime shading: failure -> first point after the detection */
@@ -206,8 +200,37 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, co
 #undef X
 #undef Y
     free(p);
+    return 1;
+}
+
+int svg_write_file(const char *path, const char *text, size_t len, char *err, size_t errlen) {
+    static const char PROLOG[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+    char *all = mallocCheck(sizeof(PROLOG) + len);
+    memcpy(all, PROLOG, sizeof(PROLOG) - 1);
+    memcpy(all + sizeof(PROLOG) - 1, text, len);
+    int rc = fs_write_atomic(path, all, sizeof(PROLOG) - 1 + len, err, errlen);
+    free(all);
+    return rc;
+}
+
+int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, const char *path,
+                  char *err, size_t errlen) {
+    /* the picture is printed into memory, then written atomically (core/fs.h) */
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *f = open_memstream(&text, &text_len);
+    mtCheck(f != NULL, "out of memory");
+    int drawn = svg_loss_draw(db, e, beside, f, err, errlen);
     mtCheck(fclose(f) == 0, "out of memory");
-    int rc = fs_write_atomic(path, text, text_len, err, errlen);
+    int rc = drawn ? svg_write_file(path, text, text_len, err, errlen) : -1;
     free(text);
     return rc;
 }
+
+const svg_picture SVG_PICTURES[] = {
+    {"metrics", "Loss, throughput and MFU over steps", svg_metrics},
+    {"pipeline", "Pipeline timeline (measured)", svg_pipeline},
+    {"moe", "Mixture of experts: expert load and drops", svg_moe},
+    {"layout", "Parallel layout", svg_layout},
+    {NULL, NULL, NULL},
+};

@@ -1,6 +1,20 @@
 /*
- * sched/svg.h — `minitrain report --svg FILE`: loss against job wall time, failures marked.
+ * sched/svg.h — the pictures of `minitrain report` (--svg FILE, --html FILE), from run.db alone.
  *
+ * Each picture is hand-written SVG 1.1 (no plotting library), greyscale-safe (series differ in
+ * lightness, dash or hatch as well as hue), with axis labels and units and a legend:
+ *   ettr      loss against job wall time, failures and restarts marked (below; the title
+ *             carries ETTR and MTTR) — sched/svg.c
+ *   metrics   train/val loss, tokens/s and MFU over steps — sched/svg_metrics.c
+ *   pipeline  the measured 1F1B / GPipe timeline of one step — sched/svg_pipeline.c
+ *   moe       expert load per MoE layer over steps (heat map) and drop rate — sched/svg_moe.c
+ *   layout    the parallel mesh: which rank holds which tp/pp/dp/ep coordinate, the groups —
+ *             sched/svg_layout.c
+ * A drawing function writes one <svg> element (no XML prolog, ids prefixed "pic-<name>", so that
+ * several sit inline in one HTML page) and returns 1, or writes nothing and returns 0 when the
+ * run holds nothing it shows (no pipeline, no MoE, ...).
+ *
+ * The ettr picture in detail:
  * One hand-written SVG 1.1 file (no library): train loss of every run as a polyline (one colour
  * per run, so a restart shows as a new colour picking up from the resumed step's loss), val loss
  * as dots, each failure as a red line labelled with its kind, the downtime (failure -> first step
@@ -31,5 +45,28 @@ typedef struct {
  * path). */
 int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, const char *path,
                   char *err, size_t errlen);
+
+/* The ettr picture as an <svg> element into f (the loss plot above, without a file). Returns 1,
+ * or 0 with err when there are no losses to plot. */
+int svg_loss_draw(sqlite3 *db, const ettr_report *e, const svg_panel *beside, FILE *f, char *err,
+                  size_t errlen);
+
+/* The pictures drawn from the database alone (see the list above). */
+int svg_metrics(sqlite3 *db, FILE *f);
+int svg_pipeline(sqlite3 *db, FILE *f);
+int svg_moe(sqlite3 *db, FILE *f);
+int svg_layout(sqlite3 *db, FILE *f);
+
+/* The table of those pictures, in the order a report shows them, ended by {NULL}. */
+typedef struct {
+    const char *name;  /* "metrics", "pipeline", ...: file suffix and HTML anchor */
+    const char *title; /* a heading for a person */
+    int (*draw)(sqlite3 *db, FILE *f);
+} svg_picture;
+extern const svg_picture SVG_PICTURES[];
+
+/* Write the SVG text (an <svg> element) to path as a standalone file: the XML prolog, then
+ * text; atomically (core/fs.h). Returns 0 or -1 with err. */
+int svg_write_file(const char *path, const char *text, size_t len, char *err, size_t errlen);
 
 #endif /* MT_SCHED_SVG_H */

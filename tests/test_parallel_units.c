@@ -271,12 +271,27 @@ static void test_pp_run_one_stage_order(void **state) {
     char *args[] = {"test", NULL}, **argv = args;
     comm *world = comm_init_world(&argc, &argv);
     rec r = {{0}, 0, {0}};
-    pp_stage_fns f = {&r, 4, rec_input, rec_forward, rec_backward};
+    pp_stage_fns f = {&r, 4, rec_input, rec_forward, rec_backward, NULL};
     pp_run(world, PP_1F1B, 3, &f, NULL);
     assert_string_equal(r.order, "AaBbCc"); /* one stage: no warm-up, 1F1B alternates */
     memset(&r, 0, sizeof(r));
     pp_run(world, PP_GPIPE, 3, &f, NULL);
     assert_string_equal(r.order, "ABCabc");
+    /* with a trace, each span is stamped in the order the callbacks ran: GPipe's three
+     * forwards, then its three backwards, each span ending no earlier than it starts */
+    pp_span tr[3];
+    memset(tr, 0, sizeof(tr));
+    memset(&r, 0, sizeof(r));
+    f.trace = tr;
+    pp_run(world, PP_GPIPE, 3, &f, NULL);
+    assert_string_equal(r.order, "ABCabc");
+    double seq[12];
+    for (int i = 0; i < 3; i++) {
+        seq[2 * i] = tr[i].f0, seq[2 * i + 1] = tr[i].f1;
+        seq[6 + 2 * i] = tr[i].b0, seq[6 + 2 * i + 1] = tr[i].b1;
+    }
+    assert_true(seq[0] > 1e9); /* unix seconds, not a zero left unstamped */
+    for (int i = 1; i < 12; i++) assert_true(seq[i] >= seq[i - 1]);
     comm_free(world);
     comm_finalize();
 }

@@ -118,6 +118,11 @@ typedef struct {
     struct comm *ep_comm; /* expert-parallel group (NULL or size 1 = none), set before alloc */
     float aux_grad;       /* d(objective)/d(aux + z) of each MoE layer per microbatch */
     gpt_moe_stats moe_stats; /* accumulated over forwards since the caller last cleared it */
+    /* (n_local, E + 1) per local block: assignments per expert (over the EP group, before
+     * capacity) and, last, this rank's dropped assignments, added by every MoE forward since the
+     * caller last cleared it. The caller owns it (the trainer, for the expert-load picture);
+     * NULL = not recorded. */
+    double *moe_load;
     /* Called during gpt_backward each time the gradients at flat offsets >= offset are final
      * (after the head, after each block, after the embeddings), so data-parallel reduction of
      * those buckets can start while the backward continues. NULL = not called. */

@@ -227,6 +227,12 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
             if (st.tokens_max > ms->tokens_max) ms->tokens_max = st.tokens_max;
             if (st.tokens_cv > ms->tokens_cv) ms->tokens_cv = st.tokens_cv;
             ms->layers++;
+            if (m->moe_load) { /* per-layer expert load (train/model.h) */
+                int E = m->cfg.n_experts;
+                double *row = m->moe_load + (size_t)l * (E + 1);
+                for (int e = 0; e < E; e++) row[e] += st.tokens_per_expert[e];
+                row[E] += st.dropped;
+            }
         } else {
             ops_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * Cl); // (N, 4Cl)
             ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);

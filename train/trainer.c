@@ -628,6 +628,27 @@ static const float *pipe_backward(void *user, int micro, const float *dout) {
     return gpt_stage_backward(&p->tr->model, micro % p->tr->model.n_slots, dout);
 }
 
+/* The measured pipeline timeline of one step on this stage into run.db (event pp_timeline,
+ * core/events.h): each microbatch's forward and backward as [start, end] ms after t0. */
+static void log_pp_timeline(trainer *tr, int step, double t0, const pp_span *sp) {
+    int M = tr->grad_accum;
+    double *f = mallocCheck(4 * (size_t)M * sizeof(double)), *b = f + 2 * M;
+    for (int i = 0; i < M; i++) {
+        f[2 * i] = round((sp[i].f0 - t0) * 1e6) / 1e3, f[2 * i + 1] = round((sp[i].f1 - t0) * 1e6) / 1e3;
+        b[2 * i] = round((sp[i].b0 - t0) * 1e6) / 1e3, b[2 * i + 1] = round((sp[i].b1 - t0) * 1e6) / 1e3;
+    }
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_STEP, step);
+    ev_num(d, EVK_STAGE, tr->mesh->pp_rank);
+    ev_num(d, EVK_STAGES, tr->mesh->pp);
+    ev_str(d, EVK_SCHEDULE, tr->schedule == PP_GPIPE ? "gpipe" : "1f1b");
+    ev_num(d, EVK_T0, t0);
+    ev_numv(d, EVK_FORWARD_MS, f, 2 * M);
+    ev_numv(d, EVK_BACKWARD_MS, b, 2 * M);
+    ev_log(tr->db, tr->run_id, EV_PP_TIMELINE, tr->mesh->rank, d);
+    free(f);
+}
+
 /* Debug check (MINITRAIN_PP_CHECK=1): the first and last pipeline stages hold copies of the
  * tied embedding; after every optimizer step they must be identical. Logs the largest
  * difference, seen from the first stage. */
@@ -660,7 +681,26 @@ static void log_moe_stats(trainer *tr) {
     comm_all_reduce_f64(ms->dp_group, v, 3, COMM_SUM);
     comm_all_reduce_f64(ms->pp_group, v, 3, COMM_SUM);
     comm_all_reduce_f64(ms->pp_group, mx, 3, COMM_MAX);
-    if (ms->rank != 0) return;
+    /* the job's (MoE layer, expert) loads: each stage fills its own layers' rows */
+    const mt_config *c = &tr->cfg;
+    int nmoe = c->n_layer / c->moe_every, E1 = tr->model.cfg.n_experts + 1;
+    double *G = NULL;
+    if (tr->model.moe_load && nmoe > 0) {
+        const gpt_model *m = &tr->model;
+        G = callocCheck((size_t)nmoe * E1, sizeof(double));
+        for (int l = 0; l < m->n_local; l++) {
+            int g = m->cfg.layer_begin + l;
+            if ((g + 1) % c->moe_every == 0)
+                memcpy(G + (size_t)((g + 1) / c->moe_every - 1) * E1,
+                       m->moe_load + (size_t)l * E1, E1 * sizeof(double));
+        }
+        comm_all_reduce_f64(ms->dp_group, G, (size_t)nmoe * E1, COMM_SUM);
+        comm_all_reduce_f64(ms->pp_group, G, (size_t)nmoe * E1, COMM_SUM);
+    }
+    if (ms->rank != 0) {
+        free(G);
+        return;
+    }
     double denom = (double)tr->grad_accum * ms->dp;
     cJSON *d = ev_detail();
     ev_num(d, EVK_STEP, tr->step);
@@ -670,6 +710,23 @@ static void log_moe_stats(trainer *tr) {
     ev_num(d, EVK_TOKENS_MIN, -mx[1]);
     ev_num(d, EVK_TOKENS_MAX, mx[0]);
     ev_num(d, EVK_TOKENS_CV, mx[2]);
+    if (G) { /* per-layer expert load and drops, for the heat map (sched/svg_moe.c) */
+        int E = tr->model.cfg.n_experts;
+        double *load = mallocCheck((size_t)nmoe * E * sizeof(double));
+        double *drop = mallocCheck((size_t)nmoe * sizeof(double)), *layer = drop;
+        for (int j = 0; j < nmoe; j++) {
+            for (int e = 0; e < E; e++) load[(size_t)j * E + e] = G[(size_t)j * (E + 1) + e] / ms->ep;
+            drop[j] = G[(size_t)j * (E + 1) + E];
+        }
+        ev_numv(d, EVK_LOAD, load, nmoe * E);
+        ev_numv(d, EVK_DROPPED_LAYER, drop, nmoe);
+        for (int j = 0; j < nmoe; j++) layer[j] = (double)(j + 1) * c->moe_every - 1;
+        ev_numv(d, EVK_LAYERS, layer, nmoe);
+        ev_num(d, EVK_EXPERTS, E);
+        free(load);
+        free(drop);
+        free(G);
+    }
     ev_log(tr->db, tr->run_id, EV_MOE, 0, d);
     tr->last_aux_loss = v[0] / denom;
 }
@@ -716,6 +773,8 @@ int trainer_run(trainer *tr) {
     float dloss = 1.0f / ((float)c->global_batch * T);
     char buf[64];
     tr->t_start = timer_now();
+    if (c->moe_every > 0 && !m->moe_load) /* the per-layer expert load (event moe) */
+        m->moe_load = callocCheck((size_t)m->n_local * (m->cfg.n_experts + 1), sizeof(double));
     if (ms->rank == 0) rundb_log_event(tr->db, tr->run_id, EV_START, 0, tr->config_json);
     double t_loop = timer_now();
     int steps_here = 0;
@@ -726,14 +785,23 @@ int trainer_run(trainer *tr) {
         double t0 = timer_now(), c0 = comm_seconds();
         gpt_zero_grad(m);
         memset(&m->moe_stats, 0, sizeof(m->moe_stats));
+        if (m->moe_load)
+            memset(m->moe_load, 0, (size_t)m->n_local * (m->cfg.n_experts + 1) * sizeof(double));
         /* each (EP group, microbatch) adds its auxiliary losses once to the objective */
         m->aux_grad = (float)ms->ep / ((float)tr->grad_accum * dp);
         double loss_sum = 0;
         if (ms->pp > 1) {
             pipe_ctx pc = {tr, s, inp, tgt, 0};
             pp_stage_fns fns = {&pc, (size_t)B * T * c->d_model, pipe_input, pipe_forward,
-                                pipe_backward};
+                                pipe_backward, NULL};
+            /* the measured timeline of the steps that log (event pp_timeline, one per stage) */
+            int traced = ms->tp_rank == 0 && ms->dp_rank == 0 &&
+                         ((s + 1) % c->log_every == 0 || s + 1 == end);
+            if (traced) fns.trace = callocCheck((size_t)tr->grad_accum, sizeof(pp_span));
+            double pp_t0 = timer_unix();
             pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &tr->last_idle_s);
+            if (traced) log_pp_timeline(tr, s + 1, pp_t0, fns.trace);
+            free(fns.trace);
             comm_all_reduce_f64(ms->pp_group, &pc.loss_sum, 1, COMM_SUM);
             loss_sum = pc.loss_sum;
             /* the two copies of the tied embedding: sum their gradients so they stay equal */
@@ -887,6 +955,8 @@ void trainer_log_error(trainer *tr, const char *error) {
 
 void trainer_free(trainer *tr) {
     if (tr->db) rundb_close(tr->db);
+    free(tr->model.moe_load);
+    tr->model.moe_load = NULL;
     gpt_free(&tr->model);
     optim_free(&tr->opt);
     dp_free(&tr->dp);

@@ -1,0 +1,204 @@
+/*
+ * sched/svg_layout.c — the parallel layout of the run (sched/svg.h: svg_layout): which world
+ * rank holds which (tp, pp, dp, ep) coordinate, and the communication groups.
+ *
+ * Drawn from the latest run's config (tp, pp, dp, ep, n_layer, pp_layers, MoE keys) and world
+ * size with the mesh's own pure functions (parallel/mesh.h: mesh_coords, mesh_split_key) and
+ * layer split (parallel/pp.h: pp_split_layers), so the picture is the layout the trainer built,
+ * not a second derivation. One panel per pipeline stage (its layers in the header), inside it a
+ * dp × tp grid of ranks: a row is a TP group (solid outline), ep consecutive rows of a column an
+ * EP group (dashed outline, cells shaded by ep_rank), a column the DP group, the same cell
+ * across panels a PP group (arrows: activations forward, gradients back). Every group is also
+ * listed in words below the grid.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+
+#include "parallel/mesh.h"
+#include "parallel/pp.h"
+#include "sched/svg.h"
+#include "sched/svg_draw.h"
+
+static int cfg_int(const cJSON *c, const char *key, int dflt) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(c, key);
+    return cJSON_IsNumber(x) ? x->valueint : dflt;
+}
+
+/* "name: {0,1} {2,3} ..." of group g, into f as one <text> line (shortened past ~140 chars). */
+static void group_line(FILE *f, double x, double y, const char *name, int world, int tp, int pp,
+                       int dp, int ep, mesh_group g) {
+    char line[400];
+    size_t L = (size_t)snprintf(line, sizeof(line), "%s:", name);
+    int *color = malloc(world * sizeof(int)), *key = malloc(world * sizeof(int));
+    int *done = calloc(world, sizeof(int)), *members = malloc(world * sizeof(int));
+    if (!color || !key || !done || !members) goto out;
+    for (int r = 0; r < world; r++) mesh_split_key(r, tp, pp, dp, ep, g, &color[r], &key[r]);
+    for (int r = 0; r < world && L < 150; r++) {
+        if (done[r]) continue;
+        L += (size_t)snprintf(line + L, sizeof(line) - L, " {");
+        int nm = 0; /* the group's members, by key (insertion sort: groups are small) */
+        for (int q = r; q < world; q++) {
+            if (done[q] || color[q] != color[r]) continue;
+            int i = nm++;
+            while (i > 0 && key[members[i - 1]] > key[q]) members[i] = members[i - 1], i--;
+            members[i] = q;
+            done[q] = 1;
+        }
+        for (int i = 0; i < nm && L < sizeof(line) - 16; i++)
+            L += (size_t)snprintf(line + L, sizeof(line) - L, "%s%d", i ? "," : "", members[i]);
+        L += (size_t)snprintf(line + L, sizeof(line) - L, "}");
+    }
+    int left = 0;
+    for (int r = 0; r < world; r++) left += !done[r];
+    if (left && L < sizeof(line) - 8) snprintf(line + L, sizeof(line) - L, " …");
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"layout-groups\" data-group=\"%s\">", x, y, name);
+    svgd_text(f, line);
+    fputs("</text>\n", f);
+out:
+    free(color);
+    free(key);
+    free(done);
+    free(members);
+}
+
+int svg_layout(sqlite3 *db, FILE *f) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT config, world_size FROM runs ORDER BY id DESC LIMIT 1", -1,
+                           &st, NULL) != SQLITE_OK)
+        return 0;
+    cJSON *c = NULL;
+    int world = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        c = t ? cJSON_Parse(t) : NULL;
+        world = sqlite3_column_int(st, 1);
+    }
+    sqlite3_finalize(st);
+    if (!c || world < 1) {
+        cJSON_Delete(c);
+        return 0;
+    }
+    int tp = cfg_int(c, "tp", 1), pp = cfg_int(c, "pp", 1), dp = cfg_int(c, "dp", 0),
+        ep = cfg_int(c, "ep", 1), n_layer = cfg_int(c, "n_layer", 0),
+        moe_every = cfg_int(c, "moe_every", 0), E = cfg_int(c, "n_experts", 0);
+    char err[200];
+    if (tp < 1 || pp < 1 || world > 4096 || mesh_check(world, tp, pp, &dp, ep, err, sizeof(err)) != 0) {
+        cJSON_Delete(c);
+        return 0;
+    }
+    int begin[4097];
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(c, "pp_layers");
+    int have_split = pp <= 4096 && n_layer >= pp &&
+                     pp_split_layers(n_layer, pp, cJSON_IsString(spec) ? spec->valuestring : "",
+                                     begin, err, sizeof(err)) == 0;
+    const int W = 960, ML = 20, GAPX = 44, MT = 80;
+    const double pw = (W - 2 * ML - (pp - 1) * GAPX) / (double)pp;
+    const double cw = pw / tp, ch = fmin(68, fmax(18, 420.0 / dp));
+    const double in = ch >= 40 && cw >= 60 ? 8 : 2; /* cell inset: room for the group outlines */
+    const int H = (int)(MT + dp * ch + 46 + (ep > 1 ? 5 : 3) * 18);
+    char title[200];
+    snprintf(title, sizeof(title), "parallel layout: %d rank%s = tp %d × pp %d × dp %d%s", world,
+             world == 1 ? "" : "s", tp, pp, dp, "");
+    if (ep > 1) {
+        size_t L = strlen(title);
+        snprintf(title + L, sizeof(title) - L, ", ep %d inside dp", ep);
+    }
+    svgd_begin(f, "pic-layout", W, H, title);
+    svgd_title(f, 20, 24, title);
+    fprintf(f, "<text x=\"20\" y=\"44\" fill=\"#444\">rank = tp_rank + tp·(dp_rank + dp·pp_rank) "
+            "(parallel/mesh.h) · a row is a TP group, a column a DP group, the same place in "
+            "every stage a PP group</text>\n");
+    static const char *EPFILL[] = {"#ffffff", "#dde8f3", "#b9cfe6", "#f3e3c3", "#e6c98f",
+                                   "#d9d9d9", "#bdbdbd", "#a6c8a6"};
+    for (int s = 0; s < pp; s++) {
+        double px = ML + s * (pw + GAPX);
+        char head[96] = "";
+        if (have_split)
+            snprintf(head, sizeof(head), "stage %d: layers %d–%d%s%s", s, begin[s], begin[s + 1] - 1,
+                     s == 0 ? " + embeddings" : "", s == pp - 1 ? " + head" : "");
+        else
+            snprintf(head, sizeof(head), "stage %d", s);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-weight=\"bold\" text-anchor=\"middle\" "
+                "font-size=\"%d\">", px + pw / 2, MT - 10, pw > 200 ? 13 : 10);
+        svgd_text(f, head);
+        fputs("</text>\n", f);
+        for (int d = 0; d < dp; d++)
+            for (int t = 0; t < tp; t++) {
+                int r = t + tp * (d + dp * s), tr_, dr_, pr_, er_;
+                mesh_coords(r, tp, pp, dp, ep, &tr_, &dr_, &pr_, &er_);
+                double x = px + t * cw, y = MT + d * ch;
+                fprintf(f, "<g class=\"layout-rank\" data-rank=\"%d\"><title>rank %d: tp %d, pp %d, "
+                        "dp %d, ep %d</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                        "fill=\"%s\" stroke=\"#666\"/>", r, r, tr_, pr_, dr_, er_, x + in, y + in,
+                        cw - 2 * in, ch - 2 * in, ep > 1 ? EPFILL[er_ % 8] : "#ffffff");
+                if (cw >= 60 && ch >= 30) {
+                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                            "font-weight=\"bold\">rank %d</text>", x + cw / 2, y + in + 14, r);
+                    char sub[96];
+                    int n = snprintf(sub, sizeof(sub), "tp %d · dp %d", tr_, dr_);
+                    if (ep > 1) snprintf(sub + n, sizeof(sub) - n, " · ep %d", er_);
+                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                            "font-size=\"%d\">%s</text>", x + cw / 2, y + in + 28, cw > 110 ? 11 : 9, sub);
+                    if (moe_every > 0 && E > 0 && ch >= 62)
+                        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                                "font-size=\"9\" fill=\"#444\">experts %d–%d</text>", x + cw / 2,
+                                y + in + 41, er_ * E / ep, (er_ + 1) * E / ep - 1);
+                } else if (cw >= 18 && ch >= 14) {
+                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                            "font-size=\"9\">%d</text>", x + cw / 2, y + ch / 2 + 3, r);
+                }
+                fputs("</g>\n", f);
+            }
+        /* TP groups: rows */
+        if (tp > 1)
+            for (int d = 0; d < dp; d++)
+                fprintf(f, "<rect class=\"layout-tp\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                        "height=\"%.1f\" rx=\"5\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
+                        px + 0.5, MT + d * ch + 0.5, pw - 1, ch - 1, SVGD_COLORS[0]);
+        /* EP groups: ep consecutive dp rows of one column */
+        if (ep > 1)
+            for (int t = 0; t < tp; t++)
+                for (int d = 0; d < dp; d += ep)
+                    fprintf(f, "<rect class=\"layout-ep\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                            "height=\"%.1f\" rx=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+                            "stroke-dasharray=\"6,3\"/>\n", px + t * cw + in / 2, MT + d * ch + in / 2,
+                            cw - in, ep * ch - in, SVGD_COLORS[1]);
+        /* PP: arrows to the next stage, one per row */
+        if (s + 1 < pp)
+            for (int d = 0; d < dp; d++) {
+                double y = MT + d * ch + ch / 2, x0 = px + pw + 3, x1 = px + pw + GAPX - 3;
+                fprintf(f, "<path class=\"layout-pp\" d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f "
+                        "%.1f L%.1f %.1f\" stroke=\"#222\" fill=\"none\" stroke-width=\"1.5\"/>"
+                        "<path d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f %.1f L%.1f %.1f\" "
+                        "stroke=\"#888\" fill=\"none\" stroke-width=\"1.2\" stroke-dasharray=\"3,2\"/>\n",
+                        x0, y - 4, x1, y - 4, x1 - 6, y - 8, x1, y - 4, x1 - 6, y, x1, y + 4, x0,
+                        y + 4, x0 + 6, y, x0, y + 4, x0 + 6, y + 8);
+            }
+    }
+    double y = MT + dp * ch + 26, lx = 20;
+    if (tp > 1) lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[0], NULL, 0, "TP group (all-reduces)");
+    if (ep > 1) {
+        lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[1], NULL, 0, "EP group (all-to-all)");
+        lx = svgd_legend(f, lx, y, EPFILL[1], "#666", NULL, 0, "shade: ep_rank");
+    }
+    if (pp > 1) {
+        lx = svgd_legend(f, lx, y, NULL, "#222", NULL, 1, "activations");
+        lx = svgd_legend(f, lx, y, NULL, "#888", "3,2", 1, "gradients (PP send/recv)");
+    }
+    y += 20;
+    group_line(f, 20, y, "TP groups", world, tp, pp, dp, ep, MESH_TP);
+    group_line(f, 20, y + 18, "DP groups (gradient all-reduce)", world, tp, pp, dp, ep, MESH_DP);
+    group_line(f, 20, y + 36, "PP groups (one pipeline each)", world, tp, pp, dp, ep, MESH_PP);
+    if (ep > 1) {
+        group_line(f, 20, y + 54, "EP groups", world, tp, pp, dp, ep, MESH_EP);
+        group_line(f, 20, y + 72, "EDP groups (same experts)", world, tp, pp, dp, ep, MESH_EDP);
+    }
+    svgd_end(f);
+    cJSON_Delete(c);
+    return 1;
+}
