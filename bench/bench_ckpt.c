@@ -20,7 +20,8 @@
  *      dropped first with posix_fadvise(DONTNEED) so the read really comes from the disk).
  *
  *   make bench && build/bench/bench_ckpt [--dir DIR] [--shm DIR] [--threads 2] [--repeat 3]
- *                                         [--layers 12] [--train-steps 1] [--restart 1]
+ *                                         [--layers 12] [--train-steps 1] [--restart 1] [--async 1]
+ * (--async 0 --restart 0: only the write figures, a few seconds per round.)
  * DIR (default /tmp/minitrain_bench_ckpt) is tier 1 and the dd target; --shm (default
  * /dev/shm/minitrain_bench) is tier 0. Both are removed at the end.
  */
@@ -186,7 +187,7 @@ static legacy_phases legacy_save(const char *dir, const model_ckpt_file *files, 
 
 int main(int argc, char **argv) {
     const char *dir = "/tmp/minitrain_bench_ckpt", *shm = "/dev/shm/minitrain_bench";
-    int threads = 2, repeat = 3, L = 12, train_steps = 1, do_restart = 1;
+    int threads = 2, repeat = 3, L = 12, train_steps = 1, do_restart = 1, do_async = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--dir")) dir = argv[i + 1];
         else if (!strcmp(argv[i], "--shm")) shm = argv[i + 1];
@@ -195,9 +196,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--layers")) L = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--train-steps")) train_steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--restart")) do_restart = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--async")) do_async = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "usage: bench_ckpt [--dir DIR] [--shm DIR] [--threads N] [--repeat N]"
-                            " [--layers N] [--train-steps N] [--restart 0|1]\n");
+                            " [--layers N] [--train-steps N] [--restart 0|1] [--async 0|1]\n");
             return 2;
         }
     }
@@ -329,11 +331,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) model_ckpt_file_free(&lf[i]);
 
     /* 2b. asynchronous saves: snapshot deferred to the writer (default), then copied inline */
-    double async_stall[2][R_MAX], async_wait[2][R_MAX], async_write[2][R_MAX];
+    double async_stall[2][R_MAX] = {{0}}, async_wait[2][R_MAX] = {{0}}, async_write[2][R_MAX] = {{0}};
     double during = 0, without = 0;
     int n_during = 0;
-    for (int s = 0; s < train_steps; s++) without += train_step(&tr);
-    for (int mode = 0; mode < 2; mode++) {
+    for (int s = 0; do_async && s < train_steps; s++) without += train_step(&tr);
+    for (int mode = 0; do_async && mode < 2; mode++) {
         if (mode == 1) setenv("MINITRAIN_CKPT_SNAPSHOT_INLINE", "1", 1);
         set_ckpt(&tr, 1, 0);
         ck = checkpoint_create(&tr);
@@ -428,6 +430,7 @@ int main(int argc, char **argv) {
            "  commit (manifest from known CRCs, rename, retention)", median(new_commit, n),
            median(new_total_mbs, n));
     printf("%-56s %9.0f ms\n", "stall, synchronous save (write+fsync+commit)", sync_med);
+    if (do_async) {
     printf("%-56s %9.1f ms (waiting for the copy %.1f ms)\n",
            "stall, async save, snapshot copied by the writer", as_med, median(async_wait[0], n));
     printf("%-56s %9.1f %%   (target <= 3%%)\n", "async stall / sync stall", 100 * as_med / sync_med);
@@ -436,6 +439,7 @@ int main(int argc, char **argv) {
     printf("%-56s %9.0f ms\n", "async background write + commit", median(async_write[0], n));
     printf("%-56s %9.0f ms\n", "train step (B=4 T=64) without a save in flight", 1e3 * without / train_steps);
     printf("%-56s %9.0f ms\n", "train step while an async save is written", n_during ? 1e3 * during / n_during : 0);
+    }
     if (do_restart) {
         printf("%-56s %9.0f ms (resume %.0f + first step %.0f)\n", "restart to first step, tier 0 (tmpfs)",
                restart[0], resume_ms[0], first_ms[0]);
