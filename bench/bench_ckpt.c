@@ -245,7 +245,7 @@ int main(int argc, char **argv) {
     rng_state r;
     rng_seed(&r, 3);
     for (int i = 0; i < B * T; i++) g_inp[i] = (int)(rng_u64(&r) % 50257), g_tgt[i] = (int)(rng_u64(&r) % 50257);
-    for (int i = 0; i < 2; i++) train_step(&tr); /* warm-up; m and v become non-zero */
+    for (int i = 0; (do_async || do_restart) && i < 2; i++) train_step(&tr); /* warm-up; m, v != 0 */
     double gb = 3.0 * tr.model.num_params * 4 / 1e9;
     printf("GPT-2 124M shape: %.1fM parameters, checkpoint = params + AdamW m, v = %.2f GB | "
            "%d threads | tier 1 %s, tier 0 %s | %d rounds | load average %.2f | %s\n",
