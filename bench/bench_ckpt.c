@@ -114,6 +114,14 @@ static double loadavg1(void) {
     return getloadavg(l, 3) >= 1 ? l[0] : -1;
 }
 
+/* Let the disk settle before a measurement: the previous item's deletions (retention, dd's and
+ * the previous path's files) are discarded by ext4 (`-o discard`) at its next journal commit, up
+ * to 5 s later, and would otherwise land on whatever is measured next. */
+static void settle(void) {
+    sync();
+    sleep(6);
+}
+
 /* dd of `mb` MiB from /dev/zero to dir, conv=fsync; seconds (negative when dd failed). */
 static double run_dd(const char *dir, int mb) {
     char cmd[4400], path[4200];
@@ -283,6 +291,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < repeat; i++) {
         checkpoint_stats s;
         tr.step++;
+        settle();
         checkpoint_save(ck, &tr);
         checkpoint_get_stats(ck, &s);
         if (s.failures) {
@@ -292,9 +301,11 @@ int main(int argc, char **argv) {
         bytes = s.last_bytes;
         mb = (int)(bytes / 1048576) + 1;
         double mbytes = bytes / 1e6;
+        settle();
         double dd_s = run_dd(dir, mb);
         if (dd_s < 0) dd_failed = 1, dd_s = -dd_s;
         dd_mbs[i] = mb * 1.048576 / dd_s;
+        settle();
         legacy_phases lp = legacy_save(dir, lf, 2);
         double leg_files = lp.header + lp.write + lp.fsync;
         leg_mbs[i] = mbytes / (leg_files / 1e3);
@@ -308,6 +319,7 @@ int main(int argc, char **argv) {
         ph_new[0][i] = s.last_io.header_ms, ph_new[1][i] = s.last_io.write_ms;
         ph_new[2][i] = s.last_io.sync_ms, ph_new[3][i] = s.last_io.crc_ms;
         tr.step++;
+        settle();
         checkpoint_save(ckd, &tr);
         checkpoint_get_stats(ckd, &s);
         if (s.failures) {
