@@ -87,6 +87,10 @@ static const key_desc KEYS[] = {
     KI(ckpt_keep, 3, 1, 1 << 20, "committed checkpoints kept per tier"),
     KI(ckpt_major_every, 0, 0, 1 << 30, "also keep every M-th step's checkpoint (0 = none)"),
     KI(ckpt_tier0, 1, 0, 1, "also keep checkpoints in memory (/dev/shm) for fast restarts"),
+    KS(ckpt_tier0_root, "", "tier-0 directory (default $MINITRAIN_SHM_DIR or /dev/shm/minitrain); "
+       "%n or $SLURMD_NODENAME expands to the node name (a per-node tier 0)"),
+    KI(ckpt_replicas, 0, 0, 1, "1 = also keep each rank's tier-0 checkpoint in the memory of a "
+       "buddy rank on another node (restart survives losing a node)"),
     KS(ckpt_durable, "", "tier-2 directory checkpoints are copied to in the background"),
     KS(resume, "auto", "auto | no | STEP: where a run starts"),
     KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),

@@ -63,6 +63,9 @@ typedef struct {
     int ckpt_keep;          /* keep the last K committed checkpoints per tier */
     int ckpt_major_every;   /* also keep every M-th step (0 = none) */
     int ckpt_tier0;         /* 1 = also write to /dev/shm/minitrain/<run>/ (tier 0) */
+    char ckpt_tier0_root[512]; /* tier 0 base ("" = $MINITRAIN_SHM_DIR or /dev/shm/minitrain);
+                                * %n / $SLURMD_NODENAME = the node name (per-node tier 0) */
+    int ckpt_replicas;      /* 1 = each rank's tier 0 also in a buddy's memory on another node */
     char ckpt_durable[512]; /* tier 2 directory, copied in the background ("" = none) */
     char resume[32];        /* auto | no | STEP */
     char ckpt_on_error[16]; /* stop | continue */

@@ -8,7 +8,7 @@
  * buffer is an error rather than a second host made of its tail.
  */
 #define _GNU_SOURCE
-#include "sched/supervisor.h"
+#include "sched/hostfile.h"
 
 #include <errno.h>
 #include <stdio.h>

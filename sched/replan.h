@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "sched/supervisor.h"
+#include "sched/hostfile.h"
 
 #define REPLAN_HOST_MAX 64
 

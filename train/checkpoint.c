@@ -21,17 +21,20 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/peer.h"
 #include "ckpt/reshard.h"
 #include "core/events.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
+#include "train/checkpoint_peer.h"
 #include "train/model_ckpt.h"
 #include "train/optim.h"
 
 struct checkpointer {
     trainer *tr;
     ckpt_writer *w;
+    ckpt_peer_tr *peer; /* per-rank / peer-replicated tier 0 (NULL: the writer's shared tier 0) */
     ckpt_sink sink;   /* run.db: the catalog rows and events of this rank */
     int every, async;
     int writes_shard; /* this rank writes model/optim files (DP rank < ep of its (tp, pp) shard) */
@@ -130,8 +133,16 @@ checkpointer *checkpoint_create(trainer *tr) {
     ck->writes_shard = tr->mesh->dp_rank < tr->mesh->ep;
     ck->sink = (ckpt_sink){ck, sink_catalog, sink_event};
     ckpt_writer_opts o = {0};
+    if (c->ckpt_tier0_root[0]) { /* every tier-0 user of this process (hooks too) reads the env */
+        char node[CKPT_PEER_NODE_MAX], base[CKPT_PATH_MAX], err[512];
+        ckpt_peer_node_name(node, sizeof(node));
+        if (ckpt_peer_expand(base, sizeof(base), c->ckpt_tier0_root, node, err, sizeof(err)) < 0)
+            mt_fail("%s", err);
+        setenv("MINITRAIN_SHM_DIR", base, 1);
+    }
+    ck->peer = ckpt_peer_tr_create(tr); /* collective; NULL unless per-node or replicated */
     /* tier 0's root is resolved even when it is off, so a completed run can drop a stale one */
-    if (ckpt_tiers_init(&o.tiers, c->run_dir, c->name, c->ckpt_tier0, c->ckpt_durable,
+    if (ckpt_tiers_init(&o.tiers, c->run_dir, c->name, c->ckpt_tier0 && !ck->peer, c->ckpt_durable,
                         c->ckpt_keep, c->ckpt_major_every) != 0 && tr->mesh->rank == 0)
         mt_warn("tier 0 (memory) checkpoints disabled: cannot resolve run directory '%s'",
                 c->run_dir);
@@ -168,6 +179,7 @@ void checkpoint_free(checkpointer *ck) {
     if (ck == NULL) return;
     if (ck->tr->before_update_user == ck) ck->tr->before_update = NULL;
     ckpt_writer_free(ck->w); /* joins a job still running before the files below go */
+    ckpt_peer_tr_free(ck->peer);
     for (int i = 0; i < 2; i++) model_ckpt_file_free(&ck->files[i]);
     free(ck);
 }
@@ -347,14 +359,23 @@ static void save(checkpointer *ck, trainer *tr, int allow_defer) {
     if (ckpt_writer_begin(ck->w, tr->step) == 0) {
         /* 2. the snapshot: the only part of an async save that stalls training — deferred to
          * the writer's job when it needs no collective (the optimizer step waits for it) */
-        int defer = allow_defer && can_defer(ck, tr);
+        /* (not with peer tier 0: it copies from the snapshot right below, on this thread) */
+        int defer = allow_defer && !ck->peer && can_defer(ck, tr);
         if (!defer) snapshot(ck, tr);
         ck->last_saved_step = tr->step;
         ck->since = tr->step;
-        /* 3. this rank's files and rank 0's trainer_state.json go to the writer's background
+        /* 4. this rank's files and rank 0's trainer_state.json go to the writer's background
          * thread; later hooks see them committed (ckpt_writer_progress) */
+        /* 3. peer tier 0: every rank's own restart state, and its buddy's copy (main thread) */
+        char *state = world_rank(ck) == 0 || ck->peer ? build_state_json(ck, tr->step) : NULL;
+        if (ck->peer)
+            ckpt_peer_tr_save(ck->peer, tr->step, ck->async ? ck->snap_p : tr->model.params,
+                              ck->snap_m, ck->snap_v, state);
+        if (world_rank(ck) != 0) {
+            free(state);
+            state = NULL;
+        }
         describe_files(ck, tr->step);
-        char *state = world_rank(ck) == 0 ? build_state_json(ck, tr->step) : NULL;
         ckpt_writer_start_deferred(ck->w, ck->out, ck->n_files, MODEL_CKPT_STATE_FILE, state,
                                    defer ? bg_copy : NULL, ck);
         free(state);
@@ -385,7 +406,9 @@ void checkpoint_hook(trainer *tr, int step, int final, void *user) {
 
 int checkpoint_finish(checkpointer *ck, trainer *tr) {
     /* a completed run no longer needs its restart copies in memory */
-    int failed = ckpt_writer_finish(ck->w, tr->step >= tr->cfg.steps);
+    int done = tr->step >= tr->cfg.steps;
+    int failed = ckpt_writer_finish(ck->w, done && !ck->peer);
+    if (done && !failed && ck->peer) ckpt_peer_tr_drop(ck->peer);
     apply_failures(ck);
     return failed ? MT_EXIT_ERROR : MT_EXIT_OK;
 }
@@ -450,8 +473,9 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
     }
     /* parameters, then optimizer state (full local layout, scattered to ZeRO shards) */
     gpt_model *m = &tr->model;
-    if (ckpt_fileset_open(&fs, dir, "model-", err, errlen) != 0 ||
-        model_ckpt_read_tensors(&fs, m, "", m->params, err, errlen) != 0)
+    int local = ckpt_peer_tr_is_local(dir); /* a peer tier-0 step: this rank's flat buffers */
+    if (!local && (ckpt_fileset_open(&fs, dir, "model-", err, errlen) != 0 ||
+                   model_ckpt_read_tensors(&fs, m, "", m->params, err, errlen) != 0))
         goto out;
     ckpt_fileset_close(&fs);
     /* unsharded AdamW state is read in place; ZeRO shards go through a full-size buffer */
@@ -466,9 +490,11 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
         mbuf = mallocCheck(2 * m->num_params * sizeof(float));
         vbuf = mbuf + m->num_params;
     }
-    if (ckpt_fileset_open(&fs, dir, "optim-", err, errlen) != 0 ||
-        model_ckpt_read_tensors(&fs, m, "optim.m.", mbuf, err, errlen) != 0 ||
-        model_ckpt_read_tensors(&fs, m, "optim.v.", vbuf, err, errlen) != 0)
+    if (local ? ckpt_peer_tr_read_local(dir, m->num_params, m->params, mbuf, vbuf, err,
+                                        errlen) != 0
+              : (ckpt_fileset_open(&fs, dir, "optim-", err, errlen) != 0 ||
+                 model_ckpt_read_tensors(&fs, m, "optim.m.", mbuf, err, errlen) != 0 ||
+                 model_ckpt_read_tensors(&fs, m, "optim.v.", vbuf, err, errlen) != 0))
         goto out;
     if (!direct) trainer_scatter_optimizer_state(tr, mbuf, vbuf);
     tr->opt.t = t;
@@ -502,6 +528,64 @@ out:
     return rc;
 }
 
+/* The resume event and log line of a loaded step. */
+static void resumed(checkpointer *ck, trainer *tr, int tier, const char *what, const char *dir,
+                    double t0, double t_verified) {
+    double ms = (timer_now() - t0) * 1e3, verify_ms = (t_verified - t0) * 1e3;
+    if (tr->mesh->rank == 0 && tr->db) {
+        cJSON *d = ev_detail();
+        ev_num(d, EVK_STEP, tr->step);
+        ev_num(d, EVK_TIER, tier);
+        ev_str(d, EVK_PATH, dir);
+        ev_num(d, EVK_VERIFY_MS, verify_ms);
+        ev_num(d, EVK_LOAD_MS, ms - verify_ms);
+        ev_log(tr->db, tr->run_id, EV_RESUME, 0, d);
+    }
+    (void)ck;
+    log_info("resumed from step %d (%s, %s) in %.0f ms (verify %.0f, load %.0f)", tr->step, what,
+             dir, ms, verify_ms, ms - verify_ms);
+}
+
+/* Newest committed step of tiers 1 and 2 (rank 0 lists, no verification), on every rank. */
+static int64_t newest_on_disk(checkpointer *ck, trainer *tr) {
+    const ckpt_tiers *t = ckpt_writer_tiers(ck->w);
+    int64_t best = -1;
+    if (tr->mesh->rank == 0)
+        for (int k = 1; k < CKPT_TIERS; k++) {
+            int64_t *steps = NULL;
+            int n = 0;
+            char msg[CKPT_MSG];
+            if (t->on[k] && ckpt_list(t->root[k], &steps, &n, msg, sizeof(msg)) == 0 && n > 0 &&
+                steps[n - 1] > best)
+                best = steps[n - 1];
+            free(steps);
+        }
+    comm_broadcast_bytes(tr->mesh->world, &best, sizeof(best), 0);
+    return best;
+}
+
+/* Resume from the peer tier 0 (collective). Returns 1 (loaded), 0 (use tiers 1/2), -1 (err). */
+static int resume_peer(checkpointer *ck, trainer *tr, int64_t want, double t0, char *err,
+                       size_t errlen) {
+    char dir[CKPT_PATH_MAX];
+    int fetched = 0;
+    int64_t step = -1;
+    if (!ckpt_peer_tr_choose(ck->peer, want, newest_on_disk(ck, tr), dir, sizeof(dir), &fetched,
+                             &step))
+        return 0;
+    double t_verified = timer_now();
+    if (ck->on_resume) ck->on_resume(ck->on_resume_user, (int)step);
+    if (load_into_trainer(ck, tr, dir, err, errlen) != 0) return -1;
+    char what[160];
+    if (fetched > 0)
+        snprintf(what, sizeof(what), "tier 0 (peer): %d of %d ranks restored from their buddy's "
+                 "copy", fetched, tr->mesh->world_size);
+    else
+        snprintf(what, sizeof(what), "tier 0 (own memory of every rank)");
+    resumed(ck, tr, 0, what, dir, t0, t_verified);
+    return 1;
+}
+
 int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
     const ckpt_tiers *tiers = ckpt_writer_tiers(ck->w);
     const char *mode = tr->cfg.resume;
@@ -523,6 +607,10 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
     }
     int64_t want = strcmp(mode, "auto") == 0 ? -1 : strtoll(mode, NULL, 10);
     double t0 = timer_now();
+    if (ck->peer) {
+        int rc = resume_peer(ck, tr, want, t0, err, errlen);
+        if (rc != 0) return rc;
+    }
     /* rank 0 verifies and chooses; everyone loads the same step */
     int64_t pick[3] = {0, -1, -1}; /* rc, tier, step */
     if (rank == 0) {

@@ -32,6 +32,10 @@
  *
  * Test hook: MINITRAIN_CKPT_WRITE_DELAY_MS=N makes the writer sleep N ms before each file (to kill
  * a run in the middle of a save). MINITRAIN_SHM_DIR replaces /dev/shm/minitrain for tier 0.
+ *
+ * Several nodes: with ckpt_replicas = 1 or a per-node ckpt_tier0_root (%n, $SLURMD_NODENAME),
+ * tier 0 is per rank and each rank's step is also held by a buddy rank on another node; a restart
+ * rebuilds a lost node's tier 0 from those copies (train/checkpoint_peer.h, docs/formats.md).
  */
 #ifndef MT_CHECKPOINT_H
 #define MT_CHECKPOINT_H

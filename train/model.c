@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/mem.h"
 #include "parallel/tp.h"
 #include "train/ops.h"
 
@@ -189,6 +190,7 @@ int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
     m->num_params = off;
     m->capacity = off;
     m->params = callocCheck(off ? off : 1, sizeof(float));
+    mem_prepare(m->params, off * sizeof(float)); /* huge pages, faulted now (core/mem.h) */
     m->blocks = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(gpt_block));
     m->dblocks = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(gpt_block));
     bind(m, m->params, &m->wte, &m->wpe, &m->lnfw, &m->lnfb, m->blocks);
@@ -313,7 +315,7 @@ static void init_tensor(gpt_model *m, rng_state *rng, const char *name, size_t g
     }
     float std = strstr(name, "c_proj.weight") ? resid_std : 0.02f;
     if (i < 0) {
-        for (size_t j = 0; j < gnumel; j++) (void)rng_normal(rng);
+        for (size_t j = 0; j < 2 * gnumel; j++) (void)rng_u64(rng); /* rng_normal's 2 draws */
         return;
     }
     const gpt_tensor *t = &m->tensors[i];

@@ -13,10 +13,12 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/mem.h"
 #include "parallel/tp.h"
 #include "train/model.h"
 #include "train/moe.h"
 #include "train/ops.h"
+#include "train/prof.h"
 
 /* ---- activations ---------------------------------------------------------------------------- */
 
@@ -62,7 +64,11 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     size_t Cl = C / c->tp, NH = c->n_head / c->tp; /* local width and heads */
     m->B = B;
     m->T = T;
-    if (!m->grads) m->grads = callocCheck(m->capacity ? m->capacity : 1, sizeof(float));
+    if (!m->grads) {
+        m->grads = callocCheck(m->capacity ? m->capacity : 1, sizeof(float));
+        /* huge pages, faulted now rather than by the first step's zero_grad (core/mem.h) */
+        mem_prepare(m->grads, m->capacity * sizeof(float));
+    }
     gpt_rebind(m);
     gpt_free_activations(m);
     size_t slot_floats, scratch_floats;
@@ -74,6 +80,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     for (int s = 0; s < n_slots; s++) {
         gpt_acts *A = &m->slots[s];
         A->mem = callocCheck(slot_floats, sizeof(float));
+        mem_prepare(A->mem, slot_floats * sizeof(float));
         A->acts = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(gpt_block_acts));
         A->inputs = callocCheck(N, sizeof(int));
         p = A->mem;
@@ -113,6 +120,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     }
     m->logits = m->slots[0].logits;
     m->scratch = callocCheck(scratch_floats, sizeof(float));
+    mem_prepare(m->scratch, scratch_floats * sizeof(float));
     p = m->scratch;
     TAKE(m->dres, N * C);
     TAKE(m->dln, N * C);
@@ -127,8 +135,20 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
 
 void gpt_alloc_training(gpt_model *m, int B, int T) { gpt_alloc_slots(m, B, T, 1); }
 
+/* dst (n) = 0 with the OpenMP threads: one core's memset does not reach the memory bandwidth
+ * on 498 MB of gradients. Same bytes as one memset. */
+static void zero_floats(float *dst, size_t n) {
+    const size_t chunk = (size_t)1 << 18; /* 1 MiB of floats per piece */
+    const long pieces = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for if (pieces > 4) schedule(static)
+    for (long i = 0; i < pieces; i++) {
+        const size_t a = (size_t)i * chunk, b = a + chunk < n ? a + chunk : n;
+        memset(dst + a, 0, (b - a) * sizeof(float));
+    }
+}
+
 void gpt_zero_grad(gpt_model *m) {
-    if (m->grads) memset(m->grads, 0, m->num_params * sizeof(float));
+    if (m->grads) PROF(PROF_ZERO_GRAD, zero_floats(m->grads, m->num_params));
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
@@ -142,12 +162,12 @@ static void add_bias(float *out, const float *bias, int N, int C) {
 
 /* Row-parallel linear + g: out (N, C) = Σ_tp inp_local (N, Cin_l) @ w_localᵀ, then + bias. */
 static void row_parallel_forward(const gpt_model *m, float *out, const float *inp, const float *w,
-                                 const float *bias, int N, int Cin_l, int C) {
+                                 const float *bias, int N, int Cin_l, int C, prof_kind k) {
     if (m->cfg.tp == 1) {
-        ops_matmul_forward(out, inp, w, bias, N, Cin_l, C);
+        PROF(k, ops_matmul_forward(out, inp, w, bias, N, Cin_l, C));
         return;
     }
-    ops_matmul_forward(out, inp, w, NULL, N, Cin_l, C);
+    PROF(k, ops_matmul_forward(out, inp, w, NULL, N, Cin_l, C));
     tp_g_forward(m->tp_comm, out, (size_t)N * C);
     add_bias(out, bias, N, C);
 }
@@ -200,7 +220,7 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
             mtCheck(inputs[i] >= 0 && inputs[i] < V, "token id out of vocabulary range");
             A->inputs[i] = inputs[i];
         }
-        ops_encoder_forward(A->encoded, inputs, m->wte, m->wpe, B, T, C); // (B, T, C)
+        PROF(PROF_RESIDUAL, ops_encoder_forward(A->encoded, inputs, m->wte, m->wpe, B, T, C));
         /* a perturbation of the token-embedding rows: (wte[tok] + wpe[t]) + delta */
         if (probe && probe->delta) ops_add_inplace(A->encoded, probe->delta, (size_t)N * C);
     }
@@ -208,13 +228,17 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
     for (int l = 0; l < m->n_local; l++) {
         const gpt_block *w = &m->blocks[l];
         gpt_block_acts *a = &A->acts[l];
-        ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
+        PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w,
+                                                w->ln1b, N, C));
         /* f (identity forward), then column-parallel qkv: this rank's heads only */
-        ops_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl); // (N, 3, NHl, HS)
-        ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS);      // (N, Cl)
-        row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, N, Cl, C); // g
-        ops_add_inplace(a->res2, x, (size_t)N * C);                          // residual
-        ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N, C);
+        PROF(PROF_MM_QKV_FWD, ops_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C,
+                                                 3 * Cl)); // (N, 3, NHl, HS)
+        PROF(PROF_ATTN_FWD, ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS)); // (N, Cl)
+        row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, N, Cl, C,
+                             PROF_MM_ATTPROJ_FWD); // g
+        PROF(PROF_RESIDUAL, ops_add_inplace(a->res2, x, (size_t)N * C)); // residual
+        PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
+                                                w->ln2w, w->ln2b, N, C));
         if (w->moe) { /* mixture of experts, replicated over TP (train/moe.h) */
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
             moe_stats st;
@@ -234,20 +258,25 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
                 row[E] += st.dropped;
             }
         } else {
-            ops_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * Cl); // (N, 4Cl)
-            ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl);
-            row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * Cl, C);
+            PROF(PROF_MM_FC_FWD, ops_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C,
+                                                    4 * Cl)); // (N, 4Cl)
+            PROF(PROF_GELU_FWD, ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl));
+            row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * Cl, C,
+                                 PROF_MM_FCPROJ_FWD);
         }
-        ops_add_inplace(a->res3, a->res2, (size_t)N * C);                    // residual
+        PROF(PROF_RESIDUAL, ops_add_inplace(a->res3, a->res2, (size_t)N * C)); // residual
         x = a->res3;
     }
     if (n_counted) *n_counted = 0;
     if (!m->last) return 0.0;
-    ops_layernorm_forward(A->lnf, A->lnf_mean, A->lnf_rstd, x, m->lnfw, m->lnfb, N, C);
-    ops_matmul_forward(A->logits, A->lnf, m->wte, NULL, N, C, V); // (N, V), tied head
+    PROF(PROF_LN_FWD, ops_layernorm_forward(A->lnf, A->lnf_mean, A->lnf_rstd, x, m->lnfw, m->lnfb,
+                                            N, C));
+    PROF(PROF_MM_HEAD_FWD, ops_matmul_forward(A->logits, A->lnf, m->wte, NULL, N, C, V)); // (N, V)
     if (probe && probe->pred) argmax_rows(probe->pred, A->logits, N, V); /* before the loss */
     if (!targets) return 0.0;
-    double sum = ops_softmax_crossentropy(A->logits, A->losses, targets, N, V, dloss);
+    double sum;
+    PROF(PROF_SOFTMAX_LOSS, sum = ops_softmax_crossentropy(A->logits, A->losses, targets, N, V,
+                                                           dloss));
     if (probe && probe->losses) memcpy(probe->losses, A->losses, (size_t)N * sizeof(float));
     if (n_counted)
         for (int i = 0; i < N; i++) *n_counted += targets[i] >= 0;
@@ -285,12 +314,13 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         mtCheck(A->dloss != 0.0f, "backward needs a forward with dloss != 0 and targets");
         const float *x_last = m->n_local ? A->acts[m->n_local - 1].res3 : A->encoded;
         /* head: logits = lnf @ wteᵀ; A->logits holds dlogits now */
-        memset(m->dln, 0, NC * sizeof(float));
-        ops_matmul_backward(m->dln, params ? m->dwte : NULL, NULL, A->logits, A->lnf, m->wte, N,
-                            C, V);
-        memset(m->dres, 0, NC * sizeof(float));
-        ops_layernorm_backward(m->dres, params ? m->dlnfw : NULL, params ? m->dlnfb : NULL,
-                               m->dln, x_last, m->lnfw, A->lnf_mean, A->lnf_rstd, N, C);
+        PROF(PROF_RESIDUAL, memset(m->dln, 0, NC * sizeof(float)));
+        PROF(PROF_MM_HEAD_BWD, ops_matmul_backward(m->dln, params ? m->dwte : NULL, NULL,
+                                                   A->logits, A->lnf, m->wte, N, C, V));
+        PROF(PROF_RESIDUAL, memset(m->dres, 0, NC * sizeof(float)));
+        PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, params ? m->dlnfw : NULL,
+                                                 params ? m->dlnfb : NULL, m->dln, x_last,
+                                                 m->lnfw, A->lnf_mean, A->lnf_rstd, N, C));
         if (params) grads_ready(m, m->tensors[m->i_lnf].offset); /* ln_f is final */
     } else {
         mtCheck(dout != NULL, "a non-last pipeline stage needs the gradient of its output");
@@ -303,7 +333,7 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         gpt_block *g = params ? &m->dblocks[l] : &none;
         gpt_block_acts *a = &A->acts[l];
         const float *x_in = l ? A->acts[l - 1].res3 : A->encoded;
-        memset(m->dln, 0, NC * sizeof(float));
+        PROF(PROF_RESIDUAL, memset(m->dln, 0, NC * sizeof(float)));
         if (w->moe) { /* replicated over TP: dln is already complete on every TP rank */
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
             moe_params mg = {g->router_w, g->efc_w, g->efc_b, g->eproj_w, g->eproj_b};
@@ -311,31 +341,37 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
                          params ? m->aux_grad : 0.0f);
         } else {
             /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 (g: identity) */
-            memset(m->dfch_gelu, 0, (size_t)N * 4 * Cl * sizeof(float));
-            ops_matmul_backward(m->dfch_gelu, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu,
-                                w->fcprojw, N, 4 * Cl, C);
-            memset(m->dfch, 0, (size_t)N * 4 * Cl * sizeof(float));
-            ops_gelu_backward(m->dfch, a->fch, m->dfch_gelu, (size_t)N * 4 * Cl);
-            ops_matmul_backward(m->dln, g->fcw, g->fcb, m->dfch, a->ln2, w->fcw, N, C, 4 * Cl);
+            PROF(PROF_RESIDUAL, memset(m->dfch_gelu, 0, (size_t)N * 4 * Cl * sizeof(float)));
+            PROF(PROF_MM_FCPROJ_BWD, ops_matmul_backward(m->dfch_gelu, g->fcprojw, g->fcprojb,
+                                                         m->dres, a->fch_gelu, w->fcprojw, N,
+                                                         4 * Cl, C));
+            PROF(PROF_RESIDUAL, memset(m->dfch, 0, (size_t)N * 4 * Cl * sizeof(float)));
+            PROF(PROF_GELU_BWD, ops_gelu_backward(m->dfch, a->fch, m->dfch_gelu,
+                                                  (size_t)N * 4 * Cl));
+            PROF(PROF_MM_FC_BWD, ops_matmul_backward(m->dln, g->fcw, g->fcb, m->dfch, a->ln2,
+                                                     w->fcw, N, C, 4 * Cl));
             tp_f_backward(m->tp_comm, m->dln, NC); /* f: sum the partial input gradients */
         }
-        ops_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dln, a->res2, w->ln2w, a->ln2_mean,
-                               a->ln2_rstd, N, C); // dres = d res2
+        PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dln, a->res2,
+                                                 w->ln2w, a->ln2_mean, a->ln2_rstd, N,
+                                                 C)); // dres = d res2
         /* attention: res2 = x + proj(attn(qkv(ln1(x)))) */
-        memset(m->datty, 0, (size_t)N * Cl * sizeof(float));
-        ops_matmul_backward(m->datty, g->attprojw, g->attprojb, m->dres, a->atty, w->attprojw, N,
-                            Cl, C);
-        memset(m->dqkv, 0, (size_t)N * 3 * Cl * sizeof(float));
-        ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B, T, NHl, HS);
-        memset(m->dln, 0, NC * sizeof(float));
-        ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * Cl);
+        PROF(PROF_RESIDUAL, memset(m->datty, 0, (size_t)N * Cl * sizeof(float)));
+        PROF(PROF_MM_ATTPROJ_BWD, ops_matmul_backward(m->datty, g->attprojw, g->attprojb,
+                                                      m->dres, a->atty, w->attprojw, N, Cl, C));
+        PROF(PROF_RESIDUAL, memset(m->dqkv, 0, (size_t)N * 3 * Cl * sizeof(float)));
+        PROF(PROF_ATTN_BWD, ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B,
+                                                   T, NHl, HS));
+        PROF(PROF_RESIDUAL, memset(m->dln, 0, NC * sizeof(float)));
+        PROF(PROF_MM_QKV_BWD, ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv, a->ln1,
+                                                  w->qkvw, N, C, 3 * Cl));
         tp_f_backward(m->tp_comm, m->dln, NC); /* f */
-        ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dln, x_in, w->ln1w, a->ln1_mean,
-                               a->ln1_rstd, N, C); // dres = d x
+        PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dln, x_in, w->ln1w,
+                                                 a->ln1_mean, a->ln1_rstd, N, C)); // dres = d x
         if (params) grads_ready(m, m->tensors[m->block_t0[l]].offset); /* block l is final */
     }
     if (!m->first || !params) return; /* dres: gradient of the stage input */
-    ops_encoder_backward(m->dwte, m->dwpe, m->dres, A->inputs, B, T, C);
+    PROF(PROF_RESIDUAL, ops_encoder_backward(m->dwte, m->dwpe, m->dres, A->inputs, B, T, C));
     grads_ready(m, 0);
 }
 

@@ -59,12 +59,31 @@ static inline float fast_expf(float x) {
     return x > hi ? INFINITY : (x < lo ? 0.0f : p * scale);
 }
 
+/* One sgemm per OpenMP thread (the way attention calls it) and one on all threads (the way the
+ * linears do), once per process: OpenBLAS starts its threads and faults in its packing buffers
+ * here instead of inside the first training step (~12k page faults, bench/bench_step). ~1 ms. */
+static void blas_warm_up(void) {
+    static int done;
+    if (done) return;
+    done = 1;
+    enum { W = 192 };
+    static float a[W * W], c[W * W];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, W, W, W, 1.0f, a, W, a, W, 0.0f, c, W);
+#pragma omp parallel
+    {
+        float cl[64 * 64];
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, 64, 64, 64, 1.0f, a, W, a, W, 0.0f,
+                    cl, 64);
+    }
+}
+
 void ops_set_threads(int threads) {
     if (threads <= 0) {
         return;
     }
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
+    blas_warm_up();
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/mem.h"
 #include "train/ops.h"
+#include "train/prof.h"
 
 void optim_init(optim_adamw *o, size_t n, float beta1, float beta2, float eps,
                 float weight_decay) {
@@ -19,6 +21,9 @@ void optim_init(optim_adamw *o, size_t n, float beta1, float beta2, float eps,
     o->weight_decay = weight_decay;
     o->m = callocCheck(n, sizeof(float));
     o->v = callocCheck(n, sizeof(float));
+    /* huge pages, faulted now rather than by the first optimizer step (core/mem.h) */
+    mem_prepare(o->m, n * sizeof(float));
+    mem_prepare(o->v, n * sizeof(float));
 }
 
 float optim_lr(int step, int steps, int warmup, float lr, float min_lr) {
@@ -31,7 +36,11 @@ float optim_lr(int step, int steps, int warmup, float lr, float min_lr) {
     return (float)(min_lr + coeff * (lr - min_lr));
 }
 
-double optim_grad_norm(const float *grads, size_t n) { return sqrt(ops_sumsq(grads, n)); }
+double optim_grad_norm(const float *grads, size_t n) {
+    double ss;
+    PROF(PROF_GRAD_NORM, ss = ops_sumsq(grads, n));
+    return sqrt(ss);
+}
 
 float optim_clip_scale(double norm, float clip) {
     if (clip <= 0 || norm <= 0 || !isfinite(norm)) return 1.0f;
@@ -49,8 +58,9 @@ void optim_step(optim_adamw *o, gpt_model *m, float lr, float grad_scale) {
         size_t a = t->offset > lo ? t->offset : lo;
         size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
         if (a >= b) continue;
-        ops_adamw(m->params + a, m->grads + a, o->m + (a - lo), o->v + (a - lo), b - a, lr,
-                  o->beta1, o->beta2, o->eps, t->decay ? o->weight_decay : 0.0f, o->t, grad_scale);
+        PROF(PROF_ADAMW, ops_adamw(m->params + a, m->grads + a, o->m + (a - lo), o->v + (a - lo),
+                                   b - a, lr, o->beta1, o->beta2, o->eps,
+                                   t->decay ? o->weight_decay : 0.0f, o->t, grad_scale));
     }
 }
 
