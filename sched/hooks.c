@@ -78,8 +78,12 @@ static void mark_fired(trainer *tr, int i, int step, int tier, const char *file)
     fflush(stdout);
 }
 
-/* Every parameter becomes NaN (x · NaN = NaN), on whatever device holds them. */
-static void poison(trainer *tr) { ops_scale(tr->model.params, tr->model.num_params, NAN); }
+/* Every parameter becomes NaN (x · NaN = NaN), on whatever device holds them — once a checkpoint's
+ * snapshot taken in the background is complete. */
+static void poison(trainer *tr) {
+    trainer_before_update(tr);
+    ops_scale(tr->model.params, tr->model.num_params, NAN);
+}
 
 /* corrupt-ckpt: damage every copy of the step that is committed by now, tier by tier (the tiers
  * commit at different moments; a copy committed later is damaged at a later step boundary).

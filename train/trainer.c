@@ -787,6 +787,10 @@ static void reduce_grads_ep(trainer *tr) {
     }
 }
 
+void trainer_before_update(trainer *tr) {
+    if (tr->before_update) tr->before_update(tr->before_update_user);
+}
+
 int trainer_run(trainer *tr) {
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
@@ -874,6 +878,7 @@ int trainer_run(trainer *tr) {
             break;
         }
         float lr = optim_lr(s, c->steps, c->warmup_steps, c->lr, c->min_lr);
+        trainer_before_update(tr); /* an async checkpoint's snapshot copy must be done */
         optim_step(&tr->opt, m, lr, optim_clip_scale(norm, c->grad_clip));
         dp_gather_params(&tr->dp, m->params);
         double t1 = timer_now();
