@@ -5,7 +5,8 @@
 #   make test-deps  deps + the packages only the tests need (cmocka, PyTorch, curl, wrk, redis,
 #                   node + npm)
 #   make demo       deps + build + prepare Shakespeare + train examples/shakespeare.ini + sample
-#   make test       test-deps + build + every test (unit, reference, end-to-end, no-MPI, asan)
+#   make test       test-deps + build + every test (unit, reference, end-to-end, guard, no-MPI, asan)
+#   make guard      rerun the end-to-end scripts of GUARD_TESTS on the guard device (docs/gpu.md)
 #   make asan       build with AddressSanitizer/UBSan into build-asan/ and run the unit tests
 #   make nompi      build without MPI (MPICC=) into build-nompi/ and run the unit tests
 #   make GPU=1      add the CUDA backend (cuBLAS, NCCL) — see docs/
@@ -204,7 +205,7 @@ ifeq ($(GPU),1)
   GPU_TOOLS = $(BUILD)/tests/gpu/gpu_parity
 endif
 
-.PHONY: all deps test-deps demo test unit asan nompi fuzz bench clean js-tiktoken
+.PHONY: all deps test-deps demo test unit guard asan nompi fuzz bench clean js-tiktoken
 all: $(BIN) $(GPU_TOOLS)
 
 # V=1 shows full command lines
@@ -289,6 +290,7 @@ test: test-deps
 	$(MAKE) minitrain
 	$(MAKE) unit
 	@set -e; for s in tests/run_*.sh; do echo "== $$s"; bash $$s; done
+	$(MAKE) guard
 	@echo "== a build without MPI (make nompi): -Werror, single-process unit tests"
 	$(MAKE) nompi
 	@echo "== sanitizers (make asan): unit tests and the HTTP server under ASan/UBSan"
@@ -296,6 +298,15 @@ test: test-deps
 	@echo "== fuzzing (make fuzz): every harness for $(FUZZ_SECONDS) s"
 	$(MAKE) fuzz
 	@echo "all tests passed"
+
+# The guard device (docs/gpu.md): these end-to-end scripts again with every model buffer PROT_NONE
+# outside the ops (MINITRAIN_DEVICE=guard overrides each run's device). Every layout is compared
+# bit for bit with cpu by tests/run_guard.sh in the loop above; these add checkpoint resume (own
+# and peer tiers), resilience (fault injection, restarts), sample, serve and expert parallelism.
+GUARD_TESTS ?= tests/run_e2e.sh tests/run_ckpt.sh tests/run_peer_ckpt.sh tests/run_resilience.sh \
+               tests/run_serve.sh tests/run_moe_ep.sh
+guard:
+	@set -e; for s in $(GUARD_TESTS); do echo "== guard: $$s"; MINITRAIN_DEVICE=guard bash $$s; done
 
 asan:
 	$(MAKE) ASAN=1 BUILD=build-asan build-asan/libminitrain.a

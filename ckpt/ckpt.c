@@ -187,8 +187,18 @@ static cJSON *raw_u64(uint64_t v) {
     return cJSON_CreateRaw(num);
 }
 
-/* fsync + size + CRC of each file, then manifest.json written last (durably). */
-static int write_manifest(const char *tmp, int64_t step, char *err, size_t errlen) {
+/* The CRC of file `name` of `bytes` bytes when the writer computed it while writing, else NULL. */
+static const ckpt_known_file *known_crc(const ckpt_known_file *known, int n_known,
+                                        const char *name, uint64_t bytes) {
+    for (int i = 0; i < n_known; i++)
+        if (known[i].bytes == bytes && strcmp(known[i].name, name) == 0) return &known[i];
+    return NULL;
+}
+
+/* fsync + size + CRC of each file (from `known` when the writer computed it while writing the
+ * same name and size, else by reading the file), then manifest.json written last (durably). */
+static int write_manifest(const char *tmp, int64_t step, const ckpt_known_file *known,
+                          int n_known, char *err, size_t errlen) {
     char **names;
     int n;
     if (list_files(tmp, &names, &n, err, errlen) != 0) return -1;
@@ -207,7 +217,8 @@ static int write_manifest(const char *tmp, int64_t step, char *err, size_t errle
     for (int i = 0; i < n; i++) {
         if (fs_join(path, sizeof path, tmp, names[i], err, errlen) != 0) goto out;
         int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || fsync(fd) != 0) { /* files should be synced already; make sure */
+        struct stat st;
+        if (fd < 0 || fsync(fd) != 0 || fstat(fd, &st) != 0) { /* synced already; make sure */
             mt_errf(err, errlen, "cannot fsync '%s': %s", path, strerror(errno));
             if (fd >= 0) close(fd);
             goto out;
@@ -223,8 +234,10 @@ static int write_manifest(const char *tmp, int64_t step, char *err, size_t errle
             st_close(&sf);
         }
         uint32_t crc;
-        uint64_t bytes;
-        if (ckpt_crc32c_file(path, &crc, &bytes, err, errlen) != 0) goto out;
+        uint64_t bytes = (uint64_t)st.st_size;
+        const ckpt_known_file *k = known_crc(known, n_known, names[i], bytes);
+        if (k != NULL) crc = k->crc; /* no second read of what was just written */
+        else if (ckpt_crc32c_file(path, &crc, &bytes, err, errlen) != 0) goto out;
         char hex[9];
         snprintf(hex, sizeof hex, "%08x", crc);
         cJSON *f = cJSON_CreateObject();
@@ -249,6 +262,11 @@ out:
 }
 
 int ckpt_commit(const char *root, int64_t step, char *err, size_t errlen) {
+    return ckpt_commit_known(root, step, NULL, 0, err, errlen);
+}
+
+int ckpt_commit_known(const char *root, int64_t step, const ckpt_known_file *known, int n_known,
+                      char *err, size_t errlen) {
     char tmp[CKPT_PATH_MAX], fin[CKPT_PATH_MAX], old[CKPT_PATH_MAX];
     if (root == NULL || step < 0 || ckpt_step_path(tmp, sizeof tmp, root, step, ".tmp") != 0 ||
         ckpt_step_path(fin, sizeof fin, root, step, "") != 0 ||
@@ -260,7 +278,7 @@ int ckpt_commit(const char *root, int64_t step, char *err, size_t errlen) {
         mt_errf(err, errlen, "%s: no save in progress to commit (call ckpt_begin first)", tmp);
         return -1;
     }
-    if (write_manifest(tmp, step, err, errlen) != 0) return -1;
+    if (write_manifest(tmp, step, known, n_known, err, errlen) != 0) return -1;
     int replaced = 0;
     struct stat st;
     if (lstat(fin, &st) == 0) { /* a step saved again (e.g. its first copy failed verification) */
@@ -384,7 +402,8 @@ static int read_manifest(const char *dir, int64_t step, cJSON **doc, manifest_en
     return 0;
 }
 
-int ckpt_verify(const char *root, int64_t step, char *err, size_t errlen) {
+/* ckpt_verify; with_crc = 0 skips the CRC pass (sizes, manifest and safetensors headers only). */
+static int verify_step(const char *root, int64_t step, int with_crc, char *err, size_t errlen) {
     char dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX];
     if (root == NULL || step < 0 || ckpt_step_path(dir, sizeof dir, root, step, "") != 0) {
         mt_errf(err, errlen, "ckpt_verify: invalid root or step %" PRId64, step);
@@ -420,9 +439,9 @@ int ckpt_verify(const char *root, int64_t step, char *err, size_t errlen) {
     }
     for (int i = 0; i < n; i++) {
         if (fs_join(path, sizeof path, dir, e[i].name, err, errlen) != 0) goto out;
-        uint32_t crc;
-        uint64_t bytes;
-        if (ckpt_crc32c_file(path, &crc, &bytes, err, errlen) != 0) goto out;
+        uint32_t crc = e[i].crc;
+        uint64_t bytes = e[i].bytes;
+        if (with_crc && ckpt_crc32c_file(path, &crc, &bytes, err, errlen) != 0) goto out;
         if (bytes != e[i].bytes || crc != e[i].crc) {
             mt_errf(err, errlen, "%s: CRC32C %08x over %" PRIu64 " bytes, %s says %08x over %"
                     PRIu64 " (corrupted)", path, crc, bytes, CKPT_MANIFEST_NAME, e[i].crc,
@@ -444,6 +463,10 @@ out:
     free(e);
     cJSON_Delete(doc);
     return rc;
+}
+
+int ckpt_verify(const char *root, int64_t step, char *err, size_t errlen) {
+    return verify_step(root, step, 1, err, errlen);
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -557,6 +580,11 @@ static int remove_step(const char *root, int64_t step, char *err, size_t errlen)
 
 int ckpt_retain(const char *root, int keep_last, int64_t keep_every, int *n_removed,
                 ckpt_warn_fn warn, void *user, char *err, size_t errlen) {
+    return ckpt_retain_fresh(root, keep_last, keep_every, -1, n_removed, warn, user, err, errlen);
+}
+
+int ckpt_retain_fresh(const char *root, int keep_last, int64_t keep_every, int64_t fresh,
+                      int *n_removed, ckpt_warn_fn warn, void *user, char *err, size_t errlen) {
     int64_t *steps;
     int n, removed = 0, rc = 0;
     if (n_removed) *n_removed = 0;
@@ -577,7 +605,7 @@ int ckpt_retain(const char *root, int keep_last, int64_t keep_every, int *n_remo
         char msg[ERR_LEN], line[ERR_LEN + 128];
         int i;
         for (i = n - 1; i >= 0; i--) {
-            if (ckpt_verify(root, steps[i], msg, sizeof msg) == 0) break;
+            if (verify_step(root, steps[i], steps[i] != fresh, msg, sizeof msg) == 0) break;
             snprintf(line, sizeof line, "retention: step_%08" PRId64 " does not verify: %s",
                      steps[i], msg);
             warn_msg(warn, user, line);

@@ -86,6 +86,20 @@ int ckpt_begin(const char *root, int64_t step, char *dir, size_t dirlen, char *e
  * step (latest.tmp + fsync + rename + fsync ROOT). Returns 0 or -1 (the .tmp dir is left). */
 int ckpt_commit(const char *root, int64_t step, char *err, size_t errlen);
 
+/* A file whose CRC-32C the writer computed while writing it (ckpt/bulkio.h), so the commit need
+ * not read it back. */
+typedef struct {
+    char name[128];
+    uint64_t bytes;
+    uint32_t crc;
+} ckpt_known_file;
+
+/* ckpt_commit, taking the CRC of each file listed in known[0..n_known) whose name AND current
+ * size match (the file is still fsynced and, for *.safetensors, its header checked); every other
+ * file is read and checksummed as ckpt_commit does. Same protocol, same errors. */
+int ckpt_commit_known(const char *root, int64_t step, const ckpt_known_file *known, int n_known,
+                      char *err, size_t errlen);
+
 /* Verify committed step_N: manifest.json present, valid JSON with the expected format, version
  * and step; every listed file present with the listed size and CRC-32C; every *.safetensors file
  * has a valid header whose tensors fill the file exactly (no truncation). Returns 0, or -1 with
@@ -115,5 +129,13 @@ int ckpt_read_latest(const char *root, int64_t *step, char *err, size_t errlen);
  * Returns 0 or -1 (the first failing removal; steps not yet reached stay). */
 int ckpt_retain(const char *root, int keep_last, int64_t keep_every, int *n_removed,
                 ckpt_warn_fn warn, void *user, char *err, size_t errlen);
+
+/* ckpt_retain, right after this process committed step `fresh` from CRCs it computed while
+ * writing (ckpt_commit_known): when retention needs "the newest step that verifies" and that is
+ * `fresh`, it is verified without its CRC pass (manifest, presence, sizes, safetensors headers),
+ * which saves reading the whole step back; any other step gets the full ckpt_verify. fresh < 0:
+ * exactly ckpt_retain. */
+int ckpt_retain_fresh(const char *root, int keep_last, int64_t keep_every, int64_t fresh,
+                      int *n_removed, ckpt_warn_fn warn, void *user, char *err, size_t errlen);
 
 #endif /* CKPT_CKPT_H */

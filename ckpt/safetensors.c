@@ -289,38 +289,56 @@ done:
     return text;
 }
 
-int st_write(const char *path, const st_tensor *tensors, int n, const char *metadata_json,
-             char *err, size_t errlen) {
+char *st_header_block(const char *path, const st_tensor *tensors, int n,
+                      const char *metadata_json, size_t *len_out, char *err, size_t errlen) {
     if (path == NULL || n < 0 || (n > 0 && tensors == NULL)) {
         mt_errf(err, errlen, "st_write: invalid arguments (path %s, n %d)",
                 path ? path : "(null)", n);
-        return -1;
+        return NULL;
     }
     char *json = writer_header(path, tensors, n, metadata_json, err, errlen);
-    if (json == NULL) return -1;
+    if (json == NULL) return NULL;
     size_t len = strlen(json);
     uint64_t hlen = ((uint64_t)len + 7u) & ~(uint64_t)7u; /* pad so 8 + N is a multiple of 8 */
     if (hlen > ST_MAX_HEADER_BYTES) {
         mt_errf(err, errlen, "%s: header would be %" PRIu64 " bytes, over the %llu limit", path,
                 hlen, ST_MAX_HEADER_BYTES);
         free(json);
-        return -1;
+        return NULL;
     }
-    unsigned char prefix[8];
-    for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)(hlen >> (8 * i)); /* little-endian */
-    static const char spaces[8] = "        ";
+    unsigned char *block = malloc(8 + (size_t)hlen);
+    if (block == NULL) {
+        mt_errf(err, errlen, "%s: out of memory building the header", path);
+        free(json);
+        return NULL;
+    }
+    for (int i = 0; i < 8; i++) block[i] = (unsigned char)(hlen >> (8 * i)); /* little-endian */
+    memcpy(block + 8, json, len);
+    memset(block + 8 + len, ' ', (size_t)hlen - len);
+    free(json);
+    *len_out = 8 + (size_t)hlen;
+    return (char *)block;
+}
+
+int st_tensor_bytes(const st_tensor *t, uint64_t *bytes) {
+    int64_t numel = 0;
+    *bytes = 0;
+    return shape_size(t->ndim, t->shape, t->dtype, &numel, bytes) == 0 && *bytes <= SIZE_MAX ? 0
+                                                                                              : -1;
+}
+
+int st_write(const char *path, const st_tensor *tensors, int n, const char *metadata_json,
+             char *err, size_t errlen) {
+    size_t hbytes = 0;
+    char *head = st_header_block(path, tensors, n, metadata_json, &hbytes, err, errlen);
+    if (head == NULL) return -1;
     fs_afile a;
     int rc = -1;
     if (fs_afile_open(&a, path, err, errlen) != 0) goto out;
-    if (fs_afile_write(&a, prefix, 8, err, errlen) != 0 ||
-        fs_afile_write(&a, json, len, err, errlen) != 0 ||
-        fs_afile_write(&a, spaces, (size_t)(hlen - len), err, errlen) != 0)
-        goto out;
+    if (fs_afile_write(&a, head, hbytes, err, errlen) != 0) goto out;
     for (int i = 0; i < n; i++) {
-        int64_t numel = 0;
         uint64_t bytes = 0;
-        shape_size(tensors[i].ndim, tensors[i].shape, tensors[i].dtype, &numel, &bytes);
-        if (bytes > SIZE_MAX) {
+        if (st_tensor_bytes(&tensors[i], &bytes) != 0) {
             mt_errf(err, errlen, "%s: tensor '%s' too large", path, tensors[i].name);
             fs_afile_abort(&a);
             goto out;
@@ -329,7 +347,7 @@ int st_write(const char *path, const st_tensor *tensors, int n, const char *meta
     }
     rc = fs_afile_commit(&a, err, errlen);
 out:
-    free(json);
+    free(head);
     return rc;
 }
 

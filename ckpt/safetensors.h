@@ -74,6 +74,18 @@ typedef struct {
 int st_write(const char *path, const st_tensor *tensors, int n, const char *metadata_json,
              char *err, size_t errlen);
 
+/* The first bytes of the file st_write writes for these tensors: the 8-byte little-endian header
+ * length N, then N bytes of JSON header padded with spaces so that 8 + N is a multiple of 8 — the
+ * tensors' data follows in order. Same checks and messages as st_write (path only names the file
+ * in messages). Returns a malloc'd block (caller frees) with its length in *len, or NULL + err.
+ * For writers that move the bytes themselves (ckpt/bulkio.h). */
+char *st_header_block(const char *path, const st_tensor *tensors, int n,
+                      const char *metadata_json, size_t *len, char *err, size_t errlen);
+
+/* Data bytes of one tensor (numel x dtype size) in *bytes. Returns 0, or -1 on an invalid shape
+ * or a size that does not fit in memory. */
+int st_tensor_bytes(const st_tensor *t, uint64_t *bytes);
+
 /* A tensor of an opened file. */
 typedef struct {
     const char *name;             /* owned by the st_file */

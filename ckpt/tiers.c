@@ -124,14 +124,14 @@ static void retain_warn(void *user, const char *msg) {
 }
 
 /* Retention of one tier; records the steps it removed. Failures are warnings (in r->msg). */
-static void retain_tier(const ckpt_tiers *t, int tier, ckpt_tier_result *r) {
+static void retain_tier(const ckpt_tiers *t, int tier, int64_t fresh, ckpt_tier_result *r) {
     int64_t *before = NULL, *after = NULL;
     int nb = 0, na = 0;
     char err[CKPT_MSG];
     if (ckpt_list(t->root[tier], &before, &nb, err, sizeof(err)) != 0) return;
     int64_t every = tier == 0 ? 0 : t->keep_every; /* memory keeps no "major" steps */
-    if (ckpt_retain(t->root[tier], t->keep_last, every, NULL, retain_warn, r, err,
-                    sizeof(err)) != 0)
+    if (ckpt_retain_fresh(t->root[tier], t->keep_last, every, fresh, NULL, retain_warn, r, err,
+                          sizeof(err)) != 0)
         mt_errf(r->msg, sizeof(r->msg), "retention: %s", err);
     if (ckpt_list(t->root[tier], &after, &na, err, sizeof(err)) == 0) {
         for (int i = 0, j = 0; i < nb; i++) {
@@ -145,13 +145,19 @@ static void retain_tier(const ckpt_tiers *t, int tier, ckpt_tier_result *r) {
 }
 
 void ckpt_tiers_commit(const ckpt_tiers *t, int tier, int64_t step, ckpt_tier_result *r) {
+    ckpt_tiers_commit_known(t, tier, step, NULL, 0, r);
+}
+
+void ckpt_tiers_commit_known(const ckpt_tiers *t, int tier, int64_t step,
+                             const ckpt_known_file *known, int n_known, ckpt_tier_result *r) {
     r->attempted = 1;
-    if (ckpt_commit(t->root[tier], step, r->msg, sizeof(r->msg)) != 0) return;
+    if (ckpt_commit_known(t->root[tier], step, known, n_known, r->msg, sizeof(r->msg)) != 0)
+        return;
     r->ok = 1;
     char dir[CKPT_PATH_MAX];
     ckpt_step_path(dir, sizeof(dir), t->root[tier], step, "");
     step_stats(dir, &r->bytes, r->checksum, sizeof(r->checksum));
-    retain_tier(t, tier, r);
+    retain_tier(t, tier, n_known > 0 ? step : -1, r); /* CRCs computed while writing: step is fresh */
 }
 
 /* The "files" arrays of two manifests are equal (names, sizes, CRCs). */
@@ -206,7 +212,7 @@ void ckpt_tiers_copy_durable(const ckpt_tiers *t, int64_t step, ckpt_tier_result
     }
     r->ok = 1;
     step_stats(fin, &r->bytes, r->checksum, sizeof(r->checksum));
-    retain_tier(t, 2, r);
+    retain_tier(t, 2, -1, r);
 }
 
 /* ---- choosing the step to resume from ---------------------------------------------------------- */

@@ -104,6 +104,12 @@ typedef struct {
  * retention failure is a warning in r->msg. Writes only r; safe on a background thread. */
 void ckpt_tiers_commit(const ckpt_tiers *t, int tier, int64_t step, ckpt_tier_result *r);
 
+/* ckpt_tiers_commit with the CRCs the writer computed while writing (ckpt_commit_known); the
+ * retention that follows then verifies this fresh step without re-reading it (ckpt_retain_fresh).
+ * known NULL / n_known 0: exactly ckpt_tiers_commit. */
+void ckpt_tiers_commit_known(const ckpt_tiers *t, int tier, int64_t step,
+                             const ckpt_known_file *known, int n_known, ckpt_tier_result *r);
+
 /* Tier 2: copy committed tier-1 step_N file by file (core/fs: each copy durable), commit it,
  * check that the new manifest lists exactly the sizes and CRCs of the source (a copy corrupted in
  * flight is removed again), then apply retention. Writes only r; safe on a background thread. */

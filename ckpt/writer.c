@@ -12,11 +12,19 @@
  * reports the commit's outcome. One save in flight at a time keeps the memory cost to one
  * snapshot.
  *
+ * Speed (bench/bench_ckpt): the files of a save are written by a small pool (tier 0's memory copy
+ * and tier 1's disk writes overlap, two streams keep the disk busy) through ckpt/bulkio.c, whose
+ * CRCs go to the commit (ckpt_commit_known) so nothing is read back. The snapshot itself may be
+ * deferred to the job (ckpt_writer_start_deferred): the caller's next forward/backward hides the
+ * copy, and ckpt_writer_snapshot_wait() before its optimizer step is the only stall left.
+ *
  * Threads: the main thread owns everything except the fields marked [bg], which the background
  * job (writer, then on rank 0 the committer) writes while `done` is 0; the main thread reads
  * them only after joining it. Reports (the sink) and collectives happen on the main thread only.
  */
 #include "ckpt/writer.h"
+
+#include "ckpt/bulkio.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -55,8 +63,18 @@ struct ckpt_writer {
     pthread_t thread;
     int thread_live;
     atomic_int done;
+    /* a snapshot copied by the background job (ckpt_writer_start_deferred) */
+    ckpt_snapshot_fn snap_fn;
+    void *snap_user;
+    int snap_pending;       /* main thread: the copy may still run; the caller must wait for it */
+    int snap_done;          /* guarded by snap_lock */
+    pthread_mutex_t snap_lock;
+    pthread_cond_t snap_cond;
     int w_err[2];                          /* [bg] writer failed in tier t */
     char w_msg[2][CKPT_MSG];               /* [bg] */
+    ckpt_known_file *known[2];             /* [bg] CRCs computed while writing, per tier */
+    int n_known[2];                        /* [bg] */
+    ckpt_io_stats io;                      /* [bg] phases of the files of the last save */
     ckpt_tier_result commit[CKPT_TIERS];   /* [bg] */
     double write_ms;                       /* [bg] start of writing to end of commit */
     double files_ms;                       /* [bg] writing the files only */
@@ -103,6 +121,8 @@ ckpt_writer *ckpt_writer_create(const ckpt_writer_opts *o) {
     w->o = *o;
     w->stats.last_failed_step = -1;
     atomic_init(&w->done, 1);
+    pthread_mutex_init(&w->snap_lock, NULL);
+    pthread_cond_init(&w->snap_cond, NULL);
     return w;
 }
 
@@ -121,6 +141,10 @@ void ckpt_writer_free(ckpt_writer *w) {
     if (w->thread_live) pthread_join(w->thread, NULL);
     free(w->buf);
     free(w->state_json);
+    free(w->known[0]);
+    free(w->known[1]);
+    pthread_mutex_destroy(&w->snap_lock);
+    pthread_cond_destroy(&w->snap_cond);
     free(w);
 }
 
@@ -135,32 +159,122 @@ static void test_delay(const ckpt_writer *w) {
     if (w->o.delay_ms > 0) usleep((useconds_t)w->o.delay_ms * 1000);
 }
 
-/* This rank's files, then (rank 0) the state blob, into dir. */
-static int write_files(ckpt_writer *w, const char *dir, char *err, size_t errlen) {
-    char path[CKPT_PATH_MAX];
-    for (int i = 0; i < w->n_files; i++) {
-        const ckpt_file *f = &w->files[i];
-        test_delay(w);
-        if (fs_join(path, sizeof(path), dir, f->name, err, errlen) != 0 ||
-            st_write(path, f->tensors, f->n_tensors, f->metadata_json, err, errlen) != 0)
-            return -1;
+/* ---- the write pool ----------------------------------------------------------------------------
+ * One job per (tier, file) plus rank 0's state blob per tier, taken in order by a small pool of
+ * threads: the files of a save are independent, so tier 0 (a memory copy) and tier 1 (the disk)
+ * proceed at once, and two streams keep the disk queue full while one thread computes a CRC. */
+
+typedef struct {
+    int tier, file; /* file -1: the state blob */
+    int ok;
+    uint32_t crc;
+    uint64_t bytes;
+    char msg[CKPT_MSG];
+} write_job;
+
+typedef struct {
+    ckpt_writer *w;
+    write_job *jobs;
+    int n_jobs;
+    atomic_int next;
+    atomic_int tier_failed[2];
+    pthread_mutex_t lock; /* guards io */
+    ckpt_io_stats io;
+    ckpt_io_opts io_opts;
+} write_pool;
+
+static void run_job(write_pool *p, write_job *j) {
+    ckpt_writer *w = p->w;
+    char dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX];
+    if (atomic_load(&p->tier_failed[j->tier])) return; /* that tier's save failed already */
+    ckpt_step_path(dir, sizeof(dir), w->o.tiers.root[j->tier], w->step, ".tmp");
+    test_delay(w);
+    if (j->file < 0) {
+        j->ok = ckpt_write_json(dir, w->state_name, w->state_json, j->msg, sizeof(j->msg)) == 0;
+    } else {
+        const ckpt_file *f = &w->files[j->file];
+        ckpt_io_stats st = {0};
+        j->ok = fs_join(path, sizeof(path), dir, f->name, j->msg, sizeof(j->msg)) == 0 &&
+                ckpt_io_write_st(path, f->tensors, f->n_tensors, f->metadata_json, &p->io_opts,
+                                 &j->crc, &j->bytes, &st, j->msg, sizeof(j->msg)) == 0;
+        pthread_mutex_lock(&p->lock);
+        ckpt_io_stats_add(&p->io, &st);
+        pthread_mutex_unlock(&p->lock);
     }
-    if (w->state_json) {
-        test_delay(w);
-        if (ckpt_write_json(dir, w->state_name, w->state_json, err, errlen) != 0) return -1;
-    }
-    return 0;
+    if (!j->ok) atomic_store(&p->tier_failed[j->tier], 1);
+}
+
+static void *pool_main(void *arg) {
+    write_pool *p = arg;
+    for (int i; (i = atomic_fetch_add(&p->next, 1)) < p->n_jobs;) run_job(p, &p->jobs[i]);
+    return NULL;
+}
+
+/* Write every job with min(jobs, threads) threads (this one included); threads = 1 when the test
+ * delay is set, so the tests' timing of a save stays what they were tuned for. */
+static void run_pool(write_pool *p, int threads) {
+    if (p->w->o.delay_ms > 0 || threads < 1) threads = 1;
+    if (threads > p->n_jobs) threads = p->n_jobs;
+    pthread_t th[CKPT_WRITER_MAX_THREADS];
+    int started = 0;
+    for (int i = 1; i < threads && i < CKPT_WRITER_MAX_THREADS; i++)
+        if (pthread_create(&th[started], NULL, pool_main, p) == 0) started++;
+    pool_main(p);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+}
+
+/* The deferred snapshot copy, first thing of the background job; then the training thread may
+ * modify what was copied (ckpt_writer_snapshot_wait returns). */
+static void run_snapshot(ckpt_writer *w) {
+    if (w->snap_fn) w->snap_fn(w->snap_user);
+    pthread_mutex_lock(&w->snap_lock);
+    w->snap_done = 1;
+    pthread_cond_broadcast(&w->snap_cond);
+    pthread_mutex_unlock(&w->snap_lock);
 }
 
 static void *writer_main(void *arg) {
     ckpt_writer *w = arg;
+    run_snapshot(w);
     double t0 = timer_now();
+    write_pool p;
+    memset(&p, 0, sizeof(p));
+    p.w = w;
+    p.jobs = callocCheck((size_t)2 * (w->n_files + 1) + 1, sizeof(write_job));
+    pthread_mutex_init(&p.lock, NULL);
+    p.io_opts.direct = w->o.io_direct;
     for (int t = 0; t < 2; t++) {
         if (!w->tier_ok[t]) continue;
-        char dir[CKPT_PATH_MAX];
-        ckpt_step_path(dir, sizeof(dir), w->o.tiers.root[t], w->step, ".tmp");
-        if (write_files(w, dir, w->w_msg[t], sizeof(w->w_msg[t])) != 0) w->w_err[t] = 1;
+        for (int i = 0; i < w->n_files; i++) p.jobs[p.n_jobs++] = (write_job){.tier = t, .file = i};
+        if (w->state_json) p.jobs[p.n_jobs++] = (write_job){.tier = t, .file = -1};
     }
+    run_pool(&p, w->o.io_threads > 0 ? w->o.io_threads : CKPT_WRITER_THREADS);
+    for (int t = 0; t < 2; t++) {
+        free(w->known[t]);
+        w->known[t] = callocCheck((size_t)w->n_files + 1, sizeof(ckpt_known_file));
+        w->n_known[t] = 0;
+    }
+    for (int i = 0; i < p.n_jobs; i++) { /* first failure of each tier, in job order */
+        write_job *j = &p.jobs[i];
+        if (!j->ok && !w->w_err[j->tier] && j->msg[0]) {
+            w->w_err[j->tier] = 1;
+            snprintf(w->w_msg[j->tier], sizeof(w->w_msg[j->tier]), "%s", j->msg);
+        }
+        if (j->ok && j->file >= 0) {
+            ckpt_known_file *k = &w->known[j->tier][w->n_known[j->tier]++];
+            snprintf(k->name, sizeof(k->name), "%s", w->files[j->file].name);
+            k->bytes = j->bytes;
+            k->crc = j->crc;
+        }
+    }
+    for (int t = 0; t < 2; t++)
+        if (atomic_load(&p.tier_failed[t]) && !w->w_err[t]) {
+            w->w_err[t] = 1;
+            snprintf(w->w_msg[t], sizeof(w->w_msg[t]), "a checkpoint file was not written");
+        }
+    w->io = p.io;
+    pthread_mutex_destroy(&p.lock);
+    free(p.jobs);
     w->write_ms = w->files_ms = (timer_now() - t0) * 1e3;
     atomic_store(&w->done, 1);
     return NULL;
@@ -170,8 +284,10 @@ static void *writer_main(void *arg) {
 static void *commit_main(void *arg) {
     ckpt_writer *w = arg;
     double t0 = timer_now();
-    if (w->tier_ok[0]) ckpt_tiers_commit(&w->o.tiers, 0, w->step, &w->commit[0]);
-    ckpt_tiers_commit(&w->o.tiers, 1, w->step, &w->commit[1]);
+    if (w->tier_ok[0])
+        ckpt_tiers_commit_known(&w->o.tiers, 0, w->step, w->known[0], w->n_known[0],
+                                &w->commit[0]);
+    ckpt_tiers_commit_known(&w->o.tiers, 1, w->step, w->known[1], w->n_known[1], &w->commit[1]);
     if (w->o.tiers.on[2] && w->commit[1].ok)
         ckpt_tiers_copy_durable(&w->o.tiers, w->step, &w->commit[2]);
     w->write_ms += (timer_now() - t0) * 1e3;
@@ -197,6 +313,7 @@ static void join_job(ckpt_writer *w) {
         pthread_join(w->thread, NULL);
         w->thread_live = 0;
     }
+    if (w->phase == W_WRITING) w->snap_pending = 0; /* the job copied the snapshot first */
 }
 
 /* ---- the main-thread state machine ------------------------------------------------------------- */
@@ -272,6 +389,7 @@ static void after_commit(ckpt_writer *w, int err1) {
     w->stats.committed++;
     w->stats.last_write_ms = w->write_ms;
     w->stats.last_files_ms = w->files_ms;
+    w->stats.last_io = w->io;
     if (is_rank0(w)) w->stats.last_bytes = w->commit[1].bytes;
     log_info("checkpoint step %" PRId64 " committed (%.1f MB%s%s): training stall %.1f ms, "
              "background write+commit %.0f ms", w->step, w->commit[1].bytes / 1e6,
@@ -353,8 +471,28 @@ int ckpt_writer_begin(ckpt_writer *w, int64_t step) {
     return 0;
 }
 
+void ckpt_writer_snapshot_wait(ckpt_writer *w) {
+    if (!w->snap_pending) return;
+    double t = timer_now();
+    pthread_mutex_lock(&w->snap_lock);
+    while (!w->snap_done) pthread_cond_wait(&w->snap_cond, &w->snap_lock);
+    pthread_mutex_unlock(&w->snap_lock);
+    double waited = (timer_now() - t) * 1e3;
+    w->snap_pending = 0;
+    w->snapshot_ms += waited; /* the training thread was blocked by this save */
+    w->stats.last_snapshot_ms += waited;
+    w->stats.last_snapshot_wait_ms = waited;
+    w->stats.total_stall_ms += waited;
+}
+
 void ckpt_writer_start(ckpt_writer *w, const ckpt_file *files, int n_files,
                        const char *state_name, const char *state_json) {
+    ckpt_writer_start_deferred(w, files, n_files, state_name, state_json, NULL, NULL);
+}
+
+void ckpt_writer_start_deferred(ckpt_writer *w, const ckpt_file *files, int n_files,
+                                const char *state_name, const char *state_json,
+                                ckpt_snapshot_fn copy, void *copy_user) {
     w->files = files;
     w->n_files = n_files;
     free(w->state_json);
@@ -368,6 +506,11 @@ void ckpt_writer_start(ckpt_writer *w, const ckpt_file *files, int n_files,
         if (w->tier_ok[t]) ckpt_catalog(w, t, w->step, "writing", -1, NULL, NAN, NAN);
     w->snapshot_ms = (timer_now() - w->t_begin) * 1e3;
     w->phase = W_WRITING;
+    w->snap_fn = copy;
+    w->snap_user = copy_user;
+    w->snap_done = 0;
+    w->snap_pending = 1;
+    w->stats.last_snapshot_wait_ms = 0;
     start_job(w, writer_main);
     if (!w->o.async) {
         ckpt_writer_progress(w, 1);
@@ -375,6 +518,7 @@ void ckpt_writer_start(ckpt_writer *w, const ckpt_file *files, int n_files,
     }
     w->stats.last_snapshot_ms = w->snapshot_ms;
     w->stats.total_stall_ms += w->snapshot_ms;
+    if (!w->o.async || !w->thread_live) w->snap_pending = 0; /* copied inline already */
 }
 
 int ckpt_writer_finish(ckpt_writer *w, int drop_memory) {

@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckpt/bulkio.h"
 #include "ckpt/safetensors.h"
 #include "ckpt/tiers.h"
 
@@ -58,23 +59,33 @@ typedef struct {
     ckpt_tiers tiers;
     int async;         /* 1: files written and committed by a background thread */
     int stop_on_error; /* 1: after a failed save, refuse further saves */
-    int delay_ms;      /* test hook: sleep this long before each file */
+    int delay_ms;      /* test hook: sleep this long before each file (files then written by one
+                          thread, in order) */
+    int io_threads;    /* threads writing the files of a save (0: CKPT_WRITER_THREADS) */
+    int io_direct;     /* 1: O_DIRECT writes (ckpt/bulkio.h) where the file system allows; 0:
+                          buffered writes with writeback windows */
     ckpt_group group;
     ckpt_sink sink;
 } ckpt_writer_opts;
+
+#define CKPT_WRITER_THREADS 2
+#define CKPT_WRITER_MAX_THREADS 16
 
 /* Counters of one writer (for logs and benchmarks). Times in milliseconds. */
 typedef struct {
     int saves;               /* saves started */
     int committed;           /* tier-1 commits that succeeded */
     int failures;            /* saves that failed (tier 1) */
-    double last_snapshot_ms; /* training stall of the last save (async: begin..start; sync: all) */
+    double last_snapshot_ms; /* training stall of the last save (async: begin..start plus the
+                                wait for a deferred snapshot; sync: all) */
+    double last_snapshot_wait_ms; /* of which: ckpt_writer_snapshot_wait blocked */
     double last_write_ms;    /* background write + commit of the last committed save */
     double last_files_ms;    /* of which: writing the files (serialise + write + fsync) */
     double total_stall_ms;   /* sum of stalls, including waits for a previous save */
     double total_wait_ms;    /* of which: waiting for a previous save to finish */
     int64_t last_bytes;      /* bytes of the last committed tier-1 step (all files; rank 0) */
     int64_t last_failed_step; /* step of the last failed save, -1 when none */
+    ckpt_io_stats last_io;   /* phases of the files of the last committed save (thread times) */
 } ckpt_writer_stats;
 
 typedef struct ckpt_writer ckpt_writer;
@@ -100,6 +111,25 @@ int ckpt_writer_begin(ckpt_writer *w, int64_t step);
  * ckpt_writer_finish, or ckpt_writer_busy() == 0). state_json is copied. */
 void ckpt_writer_start(ckpt_writer *w, const ckpt_file *files, int n_files,
                        const char *state_name, const char *state_json);
+
+/* A snapshot copy run by the background job before it writes (see ckpt_writer_start_deferred). */
+typedef void (*ckpt_snapshot_fn)(void *user);
+
+/* ckpt_writer_start, but the snapshot is not taken yet: the background job first calls
+ * copy(copy_user) — which fills what files[] point to from the live training state — then
+ * writes. Training may go on READING that state meanwhile (the forward and backward of the next
+ * step), and must call ckpt_writer_snapshot_wait() before it next MODIFIES it (the optimizer
+ * step): the stall of the save is then only the part of the copy that the next forward and
+ * backward did not hide. Synchronous writers (async = 0) copy inline. copy must not call
+ * collectives (it runs off the main thread). */
+void ckpt_writer_start_deferred(ckpt_writer *w, const ckpt_file *files, int n_files,
+                                const char *state_name, const char *state_json,
+                                ckpt_snapshot_fn copy, void *copy_user);
+
+/* Block until the snapshot of the save begun last is copied (returns at once when it is, or when
+ * no deferred snapshot is pending). The time blocked counts as training stall of that save
+ * (stats last_snapshot_ms, last_snapshot_wait_ms, total_stall_ms). Main thread only. */
+void ckpt_writer_snapshot_wait(ckpt_writer *w);
 
 /* Advance the save in flight (collective while one is: call on every rank at the same step
  * boundaries). wait = 1 blocks until it is committed or failed. No-op when none is in flight. */

@@ -426,9 +426,10 @@ static int do_export(ckpt_args *a) {
     /* HF layout: same names; Conv1D weights transposed (out, in) -> (in, out) */
     float *hf = mallocCheck(m.num_params * sizeof(float));
     st_tensor *t = callocCheck((size_t)m.n_tensors, sizeof(*t));
+    const float *hp = gpt_params_host(&m); /* the host mirror of the parameters */
     for (int i = 0; i < m.n_tensors; i++) {
         const gpt_tensor *g = &m.tensors[i];
-        const float *src = m.params + g->offset;
+        const float *src = hp + g->offset;
         float *dst = hf + g->offset;
         t[i].name = g->name;
         t[i].dtype = ST_F32;

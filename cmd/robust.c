@@ -209,6 +209,8 @@ int cmd_robust(int argc, char **argv) {
     int local_ranks = local && atoi(local) > 0 ? atoi(local) : 1;
     if (threads <= 0) threads = omp_get_num_procs() / local_ranks;
     ops_set_threads(threads < 1 ? 1 : threads);
+    /* cpu unless MINITRAIN_DEVICE says otherwise (the suite's guard pass) */
+    if (ops_select("cpu", 0, err, sizeof(err)) != 0) cli_fail("%s", err);
 
     /* the model, the tokenizer (real vocabulary) and the validation split */
     gpt_model full, m;

@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "train/model_io.h"
+#include "train/ops.h"
 #include "train/sample.h"
 #include "train/tokenizer.h"
 
@@ -26,7 +27,7 @@ static void emit_token(int token, void *user) {
 }
 
 int cmd_sample(int argc, char **argv) {
-    const char *run = NULL, *prompt = "\n";
+    const char *run = NULL, *prompt = "\n", *device = "cpu";
     int max_tokens = 256, top_k = 0;
     unsigned long long seed = 1337;
     double temperature = 1.0, top_p = 1.0;
@@ -39,6 +40,8 @@ int cmd_sample(int argc, char **argv) {
         {"top-k", ARG_INT, &top_k, 0, 1e9, "K", "keep the K most likely tokens (0 = all)", NULL},
         {"top-p", ARG_DOUBLE, &top_p, 1e-6, 1, "P", "nucleus sampling threshold in (0, 1]", NULL},
         {"seed", ARG_U64, &seed, 0, 1.8e19, "S", "random seed", NULL},
+        {"device", ARG_STRING, &device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
+         "MINITRAIN_DEVICE overrides", NULL},
         {0},
     };
     const args_spec spec = {
@@ -56,6 +59,7 @@ int cmd_sample(int argc, char **argv) {
     sample_params sp = {(float)temperature, top_k, (float)top_p};
 
     char err[1024], path[1100];
+    if (ops_select(device, 0, err, sizeof(err)) != 0) mt_fail("%s", err);
     gpt_model m;
     if (model_io_load(&m, run, NULL, err, sizeof(err)) != 0) mt_fail("%s", err);
     tok_tokenizer tok;

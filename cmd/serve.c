@@ -21,6 +21,7 @@
 #include "core/check.h"
 #include "gateway/server.h"
 #include "train/model_io.h"
+#include "train/ops.h"
 #include "train/tokenizer.h"
 
 /* Keys from FILE: one per line, surrounding blanks ignored, empty lines and # comments skipped. */
@@ -75,6 +76,7 @@ int cmd_serve(int argc, char **argv) {
     gw_server_opts o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
                         .max_body = 1 << 20, .timeout_s = 30};
     int threads = 0, timeout_s = (int)o.timeout_s;
+    const char *device = "cpu";
     o.fault_rate = -1; /* not given: 0, or 1 when --fault-status is */
     o.fault_seed = 1;
     const args_opt opts[] = {
@@ -104,6 +106,8 @@ int cmd_serve(int argc, char **argv) {
         {"log-content", ARG_FLAG, &o.log_content, 0, 0, NULL, "include prompts and completions in "
          "the access log (off:\nonly counts and timings are logged)", NULL},
         {"quiet", ARG_FLAG, &o.quiet, 0, 0, NULL, "no access log", NULL},
+        {"device", ARG_STRING, &device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
+         "MINITRAIN_DEVICE overrides", NULL},
         {"fault-rate", ARG_DOUBLE, &o.fault_rate, 0, 1, "P", "TEST ONLY: answer a fraction P of "
          "generation requests\nwith --fault-status instead", "0"},
         {"fault-status", ARG_INT, &o.fault_status, 400, 599, "CODE", "TEST ONLY: the status of those "
@@ -192,6 +196,7 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "minitrain: serve: loading %s (listening on http://%s%s%s:%d, /health says "
             "loading)\n", run, v6 ? "[" : "", host, v6 ? "]" : "", port);
 
+    if (ops_select(device, 0, err, sizeof(err)) != 0) mt_fail("%s", err);
     gpt_model m;
     tok_tokenizer tok;
     int loaded_step = 0;

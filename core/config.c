@@ -79,6 +79,7 @@ static const key_desc KEYS[] = {
     KI(microbatches, 0, 0, 1 << 20, "pipeline microbatches per step (0 = global_batch/(batch_size*dp))"),
     KS(pp_layers, "", "layers per pipeline stage, e.g. 3,4 (empty = even split)"),
     KS(pp_schedule, "1f1b", "pipeline schedule: 1f1b | gpipe"),
+    KS(device, "cpu", "ops backend: cpu | guard (cpu kernels, PROT_NONE memory) | cuda (GPU=1)"),
     KF(comm_timeout, 300, 0, 1e6, "seconds a collective may take before the job is aborted (0 = off)"),
     KF(bucket_mb, 25, 0.001, 1e6, "data-parallel gradient bucket size in MiB"),
     KI(ckpt_every, 0, 0, 1 << 30, "checkpoint every N steps (0 = none; auto = Young/Daly "
@@ -306,6 +307,17 @@ int config_validate(const mt_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "top_k (%d) exceeds n_experts (%d)", cfg->top_k, cfg->n_experts);
         return -1;
     }
+    if (strcmp(cfg->device, "cpu") != 0 && strcmp(cfg->device, "guard") != 0 &&
+        strcmp(cfg->device, "cuda") != 0) {
+        snprintf(err, errlen, "'device' must be cpu, guard or cuda, got '%s'", cfg->device);
+        return -1;
+    }
+#ifndef MT_HAVE_CUDA
+    if (strcmp(cfg->device, "cuda") == 0) {
+        snprintf(err, errlen, "device = cuda: this build has no CUDA (rebuild with make GPU=1)");
+        return -1;
+    }
+#endif
     if (strcmp(cfg->pp_schedule, "1f1b") != 0 && strcmp(cfg->pp_schedule, "gpipe") != 0) {
         snprintf(err, errlen, "'pp_schedule' must be 1f1b or gpipe, got '%s'", cfg->pp_schedule);
         return -1;

@@ -26,6 +26,7 @@
 
 struct comm {
     comm_backend backend;
+    struct comm_nccl *nccl; /* device collectives of this group (comm_dev.c), NULL = none */
     int rank, size;
     char name[32];
 #ifdef MT_HAVE_MPI
@@ -92,6 +93,7 @@ void comm_abort(int code, const char *fmt, ...) {
     fprintf(stderr, "\n");
     va_end(ap);
     fflush(stderr);
+    comm_nccl_abort_all(); /* NCCL collectives in flight would keep the process from leaving */
 #ifdef MT_HAVE_MPI
     if (g_mpi) MPI_Abort(MPI_COMM_WORLD, code);
 #endif
@@ -192,12 +194,14 @@ void comm_free(comm *c) {
 }
 
 int comm_rank(const comm *c) { return c->rank; }
+void comm_set_nccl(comm *c, struct comm_nccl *n) { c->nccl = n; }
+struct comm_nccl *comm_get_nccl(const comm *c) { return c->nccl; }
 int comm_size(const comm *c) { return c->size; }
 const char *comm_name(const comm *c) { return c->name; }
 
 /* ---- collectives ------------------------------------------------------------------------- */
 
-void comm_all_reduce(comm *c, float *buf, size_t count, comm_op op) {
+void comm_host_all_reduce(comm *c, float *buf, size_t count, comm_op op) {
     if (c->size == 1 || count == 0) return;
 #ifdef MT_HAVE_MPI
     ENTER(c, "all_reduce");
@@ -234,7 +238,7 @@ void comm_all_reduce_f64(comm *c, double *buf, size_t count, comm_op op) {
 #endif
 }
 
-void comm_reduce_scatter(comm *c, const float *send, float *recv, size_t recv_count, comm_op op) {
+void comm_host_reduce_scatter(comm *c, const float *send, float *recv, size_t recv_count, comm_op op) {
     if (c->size == 1) {
         if (recv != send) memmove(recv, send, recv_count * sizeof(float));
         return;
@@ -254,7 +258,7 @@ void comm_reduce_scatter(comm *c, const float *send, float *recv, size_t recv_co
 #endif
 }
 
-void comm_all_gather(comm *c, const float *send, float *recv, size_t send_count) {
+void comm_host_all_gather(comm *c, const float *send, float *recv, size_t send_count) {
     if (c->size == 1) {
         if (recv != send) memmove(recv, send, send_count * sizeof(float));
         return;
@@ -269,7 +273,7 @@ void comm_all_gather(comm *c, const float *send, float *recv, size_t send_count)
 #endif
 }
 
-void comm_broadcast_bytes(comm *c, void *buf, size_t count, int root) {
+void comm_host_broadcast_bytes(comm *c, void *buf, size_t count, int root) {
     if (c->size == 1) return;
 #ifdef MT_HAVE_MPI
     ENTER(c, "broadcast");
@@ -282,7 +286,7 @@ void comm_broadcast_bytes(comm *c, void *buf, size_t count, int root) {
 #endif
 }
 
-void comm_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
+void comm_host_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
                        const size_t *send_displs, float *recv, const size_t *recv_counts,
                        const size_t *recv_displs) {
     if (c->size == 1) {
@@ -316,7 +320,7 @@ struct comm_request {
 #endif
 };
 
-comm_request *comm_iall_reduce(comm *c, float *buf, size_t count) {
+comm_request *comm_host_iall_reduce(comm *c, float *buf, size_t count) {
     comm_request *r = callocCheck(1, sizeof(comm_request));
     r->c = c;
     if (c->size == 1 || count == 0) return r;
@@ -357,7 +361,7 @@ void comm_wait(comm_request *r) {
     free(r);
 }
 
-void comm_send(comm *c, const float *buf, size_t count, int peer, int tag) {
+void comm_host_send(comm *c, const float *buf, size_t count, int peer, int tag) {
     if (c->size == 1) comm_abort(MT_EXIT_ERROR, "send on a single-rank group '%s'", c->name);
 #ifdef MT_HAVE_MPI
     ENTER(c, "send");
@@ -368,7 +372,7 @@ void comm_send(comm *c, const float *buf, size_t count, int peer, int tag) {
 #endif
 }
 
-void comm_recv(comm *c, float *buf, size_t count, int peer, int tag) {
+void comm_host_recv(comm *c, float *buf, size_t count, int peer, int tag) {
     if (c->size == 1) comm_abort(MT_EXIT_ERROR, "recv on a single-rank group '%s'", c->name);
 #ifdef MT_HAVE_MPI
     ENTER(c, "recv");
@@ -380,7 +384,7 @@ void comm_recv(comm *c, float *buf, size_t count, int peer, int tag) {
 #endif
 }
 
-void comm_sendrecv(comm *c, const float *sendbuf, size_t send_count, int to, float *recvbuf,
+void comm_host_sendrecv(comm *c, const float *sendbuf, size_t send_count, int to, float *recvbuf,
                    size_t recv_count, int from, int tag) {
     if (c->size == 1) comm_abort(MT_EXIT_ERROR, "sendrecv on a single-rank group '%s'", c->name);
 #ifdef MT_HAVE_MPI

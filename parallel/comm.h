@@ -86,4 +86,49 @@ double comm_seconds(void);
  * timeout_s <= 0 disables it. */
 void comm_watchdog_start(double timeout_s);
 
+/* ---- device buffers (parallel/comm_dev.c) ---------------------------------------------------
+ * The float collectives and point-to-point calls above accept device buffers as well as host
+ * ones. Which memory a buffer is, and how to copy it, is told by the ops backend
+ * (train/ops.h registers itself: parallel/ cannot include train/). The split, docs/gpu.md:
+ *   device buffer, group with a NCCL communicator (device = cuda) → NCCL on the comm stream;
+ *   device buffer, no NCCL (device = guard)                    → staged: copied to a host
+ *                                                                 buffer, MPI, copied back;
+ *   host buffer (cpu, and small scalars on every device)       → MPI directly.
+ * comm_all_reduce_f64 and comm_broadcast_bytes are host-only (loss, counts, votes, ids). */
+typedef struct {
+    int (*is_device)(const void *p);
+    void (*h2d)(void *dst, const void *src, size_t bytes);
+    void (*d2h)(void *dst, const void *src, size_t bytes);
+    void (*d2d)(void *dst, const void *src, size_t bytes);
+} comm_devmem;
+/* Register the device memory (NULL = every buffer is host memory, the default). */
+void comm_set_devmem(const comm_devmem *d);
+/* memmove that works on device memory too (both sides the same kind), for parallel/ modules. */
+void comm_copy(void *dst, const void *src, size_t bytes);
+/* Give group c a NCCL communicator (collective over c; GPU=1 builds with a device selected).
+ * Returns 0, or -1 with err (no CUDA in this build). Groups of one rank need none. */
+int comm_enable_nccl(comm *c, char *err, size_t errlen);
+/* 1 if c has a NCCL communicator. */
+int comm_has_nccl(const comm *c);
+/* Abort every NCCL communicator (ncclCommAbort): the watchdog's path out of a hung collective. */
+void comm_nccl_abort_all(void);
+
+/* The MPI/self implementations on HOST buffers, which the wrappers above call (comm.c). */
+void comm_host_all_reduce(comm *c, float *buf, size_t count, comm_op op);
+void comm_host_reduce_scatter(comm *c, const float *send, float *recv, size_t recv_count,
+                              comm_op op);
+void comm_host_all_gather(comm *c, const float *send, float *recv, size_t send_count);
+void comm_host_broadcast_bytes(comm *c, void *buf, size_t count, int root);
+void comm_host_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
+                            const size_t *send_displs, float *recv, const size_t *recv_counts,
+                            const size_t *recv_displs);
+comm_request *comm_host_iall_reduce(comm *c, float *buf, size_t count);
+void comm_host_send(comm *c, const float *buf, size_t count, int peer, int tag);
+void comm_host_recv(comm *c, float *buf, size_t count, int peer, int tag);
+void comm_host_sendrecv(comm *c, const float *sendbuf, size_t send_count, int to, float *recvbuf,
+                        size_t recv_count, int from, int tag);
+struct comm_nccl;
+void comm_set_nccl(comm *c, struct comm_nccl *n);
+struct comm_nccl *comm_get_nccl(const comm *c);
+
 #endif /* MT_COMM_H */

@@ -93,6 +93,39 @@ void comm_nccl_recv(comm_nccl *n, float *buf, size_t count, int peer) {
     sync(n);
 }
 
+/* PP: one send and one receive as a pair (ncclGroupStart/End), so neighbours that both send
+ * first cannot deadlock. */
+void comm_nccl_sendrecv(comm_nccl *n, const float *send, size_t send_count, int to, float *recv,
+                        size_t recv_count, int from) {
+    ncclCheck(ncclGroupStart(), n);
+    if (send_count) ncclCheck(ncclSend(send, send_count, ncclFloat, to, n->nccl, n->stream), n);
+    if (recv_count) ncclCheck(ncclRecv(recv, recv_count, ncclFloat, from, n->nccl, n->stream), n);
+    ncclCheck(ncclGroupEnd(), n);
+    sync(n);
+}
+
+/* EP: all-to-all-v as one group of sends and receives (NCCL has no alltoallv). */
+void comm_nccl_all_to_all_v(comm_nccl *n, const float *send, const size_t *send_counts,
+                            const size_t *send_displs, float *recv, const size_t *recv_counts,
+                            const size_t *recv_displs) {
+    ncclCheck(ncclGroupStart(), n);
+    for (int p = 0; p < n->size; p++) {
+        if (send_counts[p])
+            ncclCheck(ncclSend(send + send_displs[p], send_counts[p], ncclFloat, p, n->nccl,
+                               n->stream), n);
+        if (recv_counts[p])
+            ncclCheck(ncclRecv(recv + recv_displs[p], recv_counts[p], ncclFloat, p, n->nccl,
+                               n->stream), n);
+    }
+    ncclCheck(ncclGroupEnd(), n);
+    sync(n);
+}
+
+/* The watchdog's exit: abandon in-flight collectives so the process can leave (never blocks). */
+void comm_nccl_abort(comm_nccl *n) {
+    if (n) ncclCommAbort(n->nccl);
+}
+
 int comm_nccl_bench_all_reduce(comm *world, char *err, size_t errlen) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {

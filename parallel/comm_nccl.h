@@ -32,6 +32,14 @@ void comm_nccl_broadcast(comm_nccl *n, float *buf, size_t count, int root);
 void comm_nccl_send(comm_nccl *n, const float *buf, size_t count, int peer);
 void comm_nccl_recv(comm_nccl *n, float *buf, size_t count, int peer);
 
+/* Paired p2p (PP), all-to-all-v (EP) as NCCL groups; abort for the watchdog (ncclCommAbort). */
+void comm_nccl_sendrecv(comm_nccl *n, const float *send, size_t send_count, int to, float *recv,
+                        size_t recv_count, int from);
+void comm_nccl_all_to_all_v(comm_nccl *n, const float *send, const size_t *send_counts,
+                            const size_t *send_displs, float *recv, const size_t *recv_counts,
+                            const size_t *recv_displs);
+void comm_nccl_abort(comm_nccl *n);
+
 /* `minitrain bench nccl` (cmd/bench.c): all-reduce bus bandwidth over every rank of world (one GPU
  * each, device = rank mod visible devices), as nccl-tests reports it: busbw = bytes · 2(n-1)/n /
  * time, for 2^16..2^26 floats, printed by rank 0. Collective over world. Returns 0, or -1 with err

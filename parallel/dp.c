@@ -42,7 +42,7 @@ void dp_finish(dp_reducer *r, float *grads) {
     if (comm_size(r->dp) == 1) return;
     if (r->zero) {
         comm_reduce_scatter(r->dp, grads, r->scratch, r->shard, COMM_SUM);
-        memcpy(grads + r->shard_start, r->scratch, r->shard * sizeof(float));
+        comm_copy(grads + r->shard_start, r->scratch, r->shard * sizeof(float)); /* grads: device */
         return;
     }
     dp_ready_from(r, grads, 0);

@@ -214,9 +214,9 @@ static void permute(const ep_plan *p, float *recv, float *expert_buf, int width,
                     float *ex = expert_buf + ((size_t)ebase + p->offset[i]) * w;
                     float *rv = recv + pos * w;
                     if (to_expert)
-                        memcpy(ex, rv, n * w * sizeof(float));
+                        comm_copy(ex, rv, n * w * sizeof(float));
                     else
-                        memcpy(rv, ex, n * w * sizeof(float));
+                        comm_copy(rv, ex, n * w * sizeof(float));
                 }
                 pos += n;
             }
@@ -230,7 +230,7 @@ void ep_dispatch(const ep_plan *p, const float *send, float *recv_scratch, float
     if (p->ep == 1) {
         /* one rank: send order (e, s, position) is expert order (e, s, rank 0, position) */
         if (p->send_total > 0)
-            memcpy(expert_buf, send, (size_t)p->send_total * width * sizeof(float));
+            comm_copy(expert_buf, send, (size_t)p->send_total * width * sizeof(float));
         return;
     }
     block_layout(p->ep, p->send_rows, p->sc, p->sd, width);
@@ -243,7 +243,7 @@ void ep_combine(const ep_plan *p, const float *expert_buf, float *send_scratch, 
                 int width) {
     if (p->ep == 1) {
         if (p->send_total > 0)
-            memcpy(out, expert_buf, (size_t)p->send_total * width * sizeof(float));
+            comm_copy(out, expert_buf, (size_t)p->send_total * width * sizeof(float));
         return;
     }
     permute(p, send_scratch, (float *)expert_buf, width, 0);

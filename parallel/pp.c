@@ -54,7 +54,7 @@ static void send_backward(pipe *p, const float *g) {
 
 void pp_run(comm *pp, pp_schedule schedule, int M, const pp_stage_fns *f, double *idle_s) {
     pipe p = {pp, f, comm_rank(pp), comm_size(pp), NULL};
-    p.grad_in = mallocCheck(f->count * sizeof(float));
+    p.grad_in = f->grad_buf ? f->grad_buf : mallocCheck(f->count * sizeof(float));
     double c0 = comm_seconds();
     const float *dout = last(&p) ? NULL : p.grad_in;
     if (schedule == PP_GPIPE) {
@@ -92,7 +92,7 @@ void pp_run(comm *pp, pp_schedule schedule, int M, const pp_stage_fns *f, double
         }
     }
     if (idle_s) *idle_s = comm_seconds() - c0;
-    free(p.grad_in);
+    if (!f->grad_buf) free(p.grad_in);
 }
 
 int pp_warmup_forwards(pp_schedule schedule, int P, int stage, int M) {

@@ -44,6 +44,10 @@ typedef struct {
     /* run the stage backward of microbatch i given the gradient of its output (NULL on the last
      * stage); returns the gradient of its input to send back (ignored on the first stage) */
     const float *(*backward)(void *user, int micro, const float *dout);
+    /* where the gradient from the next stage is received (count floats): device memory when the
+     * model lives on a device, so the p2p goes device to device; NULL = pp_run allocates host
+     * memory */
+    float *grad_buf;
     /* (M) NULL = no record; else trace[i] receives microbatch i's times (two clock reads per
      * call: the cost of recording is negligible next to a stage's forward) */
     pp_span *trace;

@@ -23,6 +23,16 @@
 #include "parallel/comm.h"
 #include "train/ops.h"
 
+/* A host copy of n floats of device memory p (the caller frees it), or NULL when p is host
+ * memory already (device = cpu): gradients w.r.t. the input embeddings come from the device. */
+static float *host_copy(const float *p, size_t n) {
+    if (!ops_is_device(p)) return NULL;
+    float *h = mallocCheck((n ? n : 1) * sizeof(float));
+    ops_copy_d2h(h, p, n * sizeof(float));
+    return h;
+}
+
+
 #define TAG_FWD 40
 #define TAG_BWD 41
 
@@ -105,12 +115,15 @@ double robust_embed_norm(const gpt_model *m, const mesh *ms, int vocab_limit) {
         int V = m->cfg.vocab_size, C = m->cfg.d_model;
         int rows = vocab_limit > 0 && vocab_limit < V ? vocab_limit : V;
         double sum = 0;
+        float *wh = host_copy(m->wte, (size_t)rows * C); /* NULL: wte is host memory */
+        const float *w = wh ? wh : m->wte;
         for (int v = 0; v < rows; v++) {
-            const float *r = m->wte + (size_t)v * C; // (C)
+            const float *r = w + (size_t)v * C; // (C)
             double sq = 0;
             for (int c = 0; c < C; c++) sq += (double)r[c] * r[c];
             sum += sqrt(sq);
         }
+        free(wh);
         e = sum / rows;
     }
     if (ms && ms->pp > 1) comm_broadcast_bytes(ms->pp_group, &e, sizeof(e), 0);
@@ -129,6 +142,7 @@ typedef struct {
     const mesh *ms; /* NULL: one process */
     int B, T, C;
     float *dout;  // (B·T, C) gradient received from the next stage (non-last stages)
+    float *din;   // (B·T, C) host copy of the input gradient (first stage, device memory only)
     float *loss;  // (B·T) per-token loss of the last forward, on every stage
     int *pred;    // (B·T) per-token argmax of the last forward, on every stage
 } passes;
@@ -144,12 +158,14 @@ static void passes_init(passes *P, gpt_model *m, const mesh *ms, int B, int T) {
     P->C = m->cfg.d_model;
     size_t N = (size_t)B * T;
     P->dout = m->last ? NULL : mallocCheck(N * P->C * sizeof(float));
+    P->din = m->first ? mallocCheck(N * P->C * sizeof(float)) : NULL;
     P->loss = mallocCheck(N * sizeof(float));
     P->pred = mallocCheck(N * sizeof(int));
 }
 
 static void passes_free(passes *P) {
     free(P->dout);
+    free(P->din);
     free(P->loss);
     free(P->pred);
 }
@@ -185,6 +201,10 @@ static const float *pass_backward(passes *P, int n) {
     } else {
         comm_recv(pp, P->dout, act, r + 1, TAG_BWD);
         din = gpt_stage_backward_input(m, 0, P->dout);
+    }
+    if (m->first && ops_is_device(din)) { /* the attacks read it on the host */
+        ops_copy_d2h(P->din, din, act * sizeof(float));
+        return P->din;
     }
     if (m->first) return din;
     comm_send(pp, din, act, r - 1, TAG_BWD);
@@ -307,7 +327,17 @@ typedef struct {
 static int rank_swaps(const gpt_model *m, const float *g, const int *tok,
                       const unsigned char *used, int T, int Vl, float *scores, flip *out) {
     const int C = m->cfg.d_model, V = m->cfg.vocab_size;
-    ops_matmul_forward(scores, g, m->wte, NULL, T, C, V); // (T, V): g_t · e_b
+    if (ops_is_device(m->wte)) { /* g and scores are host memory: stage them */
+        float *dg = ops_alloc((size_t)T * C * sizeof(float), "hotflip g");
+        float *ds = ops_alloc((size_t)T * V * sizeof(float), "hotflip scores");
+        ops_copy_h2d(dg, g, (size_t)T * C * sizeof(float));
+        ops_matmul_forward(ds, dg, m->wte, NULL, T, C, V); // (T, V): g_t · e_b
+        ops_copy_d2h(scores, ds, (size_t)T * V * sizeof(float));
+        ops_free(dg);
+        ops_free(ds);
+    } else {
+        ops_matmul_forward(scores, g, m->wte, NULL, T, C, V); // (T, V): g_t · e_b
+    }
     int n = 0;
     for (int t = 0; t < T; t++) {
         if (used[t]) continue;

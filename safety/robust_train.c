@@ -30,6 +30,17 @@
 #include "core/log.h"
 #include "parallel/comm.h"
 #include "safety/robust.h"
+#include "train/ops.h"
+
+/* A host copy of n floats of device memory p (the caller frees it), or NULL when p is host
+ * memory already (device = cpu): gradients w.r.t. the input embeddings come from the device. */
+static float *host_copy(const float *p, size_t n) {
+    if (!ops_is_device(p)) return NULL;
+    float *h = mallocCheck((n ? n : 1) * sizeof(float));
+    ops_copy_d2h(h, p, n * sizeof(float));
+    return h;
+}
+
 
 struct robust_wiring {
     robust_opts eval;       /* the evaluation hook's attack */
@@ -97,7 +108,9 @@ static float adv_micro(trainer *tr, const int *inp, const int *tgt, int B, int T
         for (int k = 0; k < K; k++) { /* ascent on δ alone */
             gpt_stage_forward_ex(m, 0, inp, tgt, B, T, 1.0f / (float)N, &probe, NULL);
             const float *g = gpt_stage_backward_input(m, 0, NULL);
-            robust_ascent_step(w->delta, g, B, L, w->adv_norm, alpha, eps);
+            float *gh = host_copy(g, (size_t)N * C);
+            robust_ascent_step(w->delta, gh ? gh : g, B, L, w->adv_norm, alpha, eps);
+            free(gh);
         }
         m->moe_stats = stats; /* the ascent's routing is not a training statistic */
         m->grads_ready = ready;
@@ -116,8 +129,12 @@ static float adv_micro(trainer *tr, const int *inp, const int *tgt, int B, int T
         double sum = gpt_stage_forward_ex(m, 0, inp, tgt, B, T, dloss / (float)K, &probe, &counted);
         gpt_backward(m);
         loss += sum / counted;
-        if (!final)
-            robust_ascent_step(w->delta, gpt_embed_grad(m), B, L, w->adv_norm, alpha, eps);
+        if (!final) {
+            float *gh = host_copy(gpt_embed_grad(m), (size_t)N * C);
+            robust_ascent_step(w->delta, gh ? gh : gpt_embed_grad(m), B, L, w->adv_norm, alpha,
+                               eps);
+            free(gh);
+        }
     }
     m->aux_grad = aux;
     return (float)(loss / K);

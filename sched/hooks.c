@@ -27,6 +27,7 @@
 #include "sched/heartbeat.h"
 #include "sched/simulate.h"
 #include "train/checkpoint.h"
+#include "train/ops.h"
 #include "ckpt/tiers.h"
 
 static struct {
@@ -77,8 +78,11 @@ static void mark_fired(trainer *tr, int i, int step, int tier, const char *file)
     fflush(stdout);
 }
 
+/* Every parameter becomes NaN (x · NaN = NaN), on whatever device holds them — once a checkpoint's
+ * snapshot taken in the background is complete. */
 static void poison(trainer *tr) {
-    for (size_t k = 0; k < tr->model.num_params; k++) tr->model.params[k] = NAN;
+    trainer_before_update(tr);
+    ops_scale(tr->model.params, tr->model.num_params, NAN);
 }
 
 /* corrupt-ckpt: damage every copy of the step that is committed by now, tier by tier (the tiers

@@ -238,6 +238,14 @@ static void test_gpu_table(void **state) {
     assert_true(flops_gpu_peak_by_name("NVIDIA H100 NVL") == -1);
     assert_true(flops_gpu_peak_by_name("NVIDIA GeForce RTX 4090") == -1);
     assert_true(flops_gpu_peak_by_name(NULL) == -1);
+    assert_true(flops_gpu_peak_by_name("NVIDIA L40S") == 362e12); /* not L4's 121 */
+    assert_true(flops_gpu_peak_by_name("NVIDIA L4") == 121e12);
+    assert_true(flops_gpu_peak_by_name("NVIDIA B200") == 2250e12);
+    char d[128];
+    assert_true(flops_gpu_peak_describe("NVIDIA H200", d, sizeof(d)) == 989e12);
+    assert_string_equal(d, "NVIDIA H200: 989 TFLOP/s bf16 dense (datasheet)");
+    assert_true(flops_gpu_peak_describe("Tesla K80", d, sizeof(d)) == -1);
+    assert_string_equal(d, "unknown (Tesla K80)");
 }
 
 static void test_bench_flags(void **state) {

@@ -271,7 +271,7 @@ static void test_pp_run_one_stage_order(void **state) {
     char *args[] = {"test", NULL}, **argv = args;
     comm *world = comm_init_world(&argc, &argv);
     rec r = {{0}, 0, {0}};
-    pp_stage_fns f = {&r, 4, rec_input, rec_forward, rec_backward, NULL};
+    pp_stage_fns f = {&r, 4, rec_input, rec_forward, rec_backward, NULL, NULL};
     pp_run(world, PP_1F1B, 3, &f, NULL);
     assert_string_equal(r.order, "AaBbCc"); /* one stage: no warm-up, 1F1B alternates */
     memset(&r, 0, sizeof(r));

@@ -72,7 +72,11 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen);
  * save at every step boundary, saves when step % ckpt_every == 0 — with ckpt_every = auto,
  * CHECKPOINT_AUTO_FIRST steps after the start and then as checkpoint_set_every says — and at the
  * end of the run, and
- * waits for the last save to commit when final = 1). */
+ * waits for the last save to commit when final = 1). Asynchronous saves from the hook copy their
+ * snapshot on the writer's thread while the next step's forward and backward run (unsharded
+ * AdamW state; ZeRO gathers it inline): whoever modifies parameters or m, v after the hook must
+ * call trainer_before_update(tr) first, as trainer_run does before its optimizer step. Set
+ * MINITRAIN_CKPT_SNAPSHOT_INLINE to copy inline instead. */
 void checkpoint_hook(trainer *tr, int step, int final, void *user);
 
 /* Call fn(user, step) in the middle of every resume: after the step to load is chosen and
@@ -88,7 +92,8 @@ void checkpoint_set_resume_hook(checkpointer *ck, void (*fn)(void *user, int ste
 void checkpoint_set_every(checkpointer *ck, int every);
 
 /* Save tr->step now (background when ckpt_async, else inline), waiting first for a save in
- * flight. Collective. For tests and benchmarks; the hook calls the same code. */
+ * flight. Collective. For tests and benchmarks; the hook calls the same code, except that here
+ * the snapshot is always copied before returning (the caller may modify the state at once). */
 void checkpoint_save(checkpointer *ck, trainer *tr);
 
 /* Block until no save is in flight (committed or failed). Collective. */

@@ -33,6 +33,7 @@ struct gpt_batch {
     float *last, *logits;                    // (S, C) last rows after lnf, (S, V) their logits
     int *row_pos;                            // (R) position of each row
     int *row_seq;                            // (R) which generation each row belongs to
+    int *ids, *ids_h;                        // (2R) tokens then positions: device, host
 };
 
 gpt_batch *gpt_batch_create(const gpt_model *m, int max_rows, int max_seqs) {
@@ -46,39 +47,43 @@ gpt_batch *gpt_batch_create(const gpt_model *m, int max_rows, int max_seqs) {
     b->C = c->d_model;
     b->V = c->vocab_size;
     b->max_T = c->seq_len;
-    b->x = callocCheck(R * C, sizeof(float));
-    b->ln = callocCheck(R * C, sizeof(float));
-    b->qkv = callocCheck(R * 3 * C, sizeof(float));
-    b->att = callocCheck(R * C, sizeof(float));
-    b->buf = callocCheck(R * C, sizeof(float));
-    b->h = callocCheck(R * 4 * C, sizeof(float));
-    b->hg = callocCheck(R * 4 * C, sizeof(float));
-    b->mean = callocCheck(R, sizeof(float));
-    b->rstd = callocCheck(R, sizeof(float));
-    b->scratch = callocCheck(R * ((size_t)c->seq_len + 2 * C), sizeof(float));
-    b->last = callocCheck(S * C, sizeof(float));
-    b->logits = callocCheck(S * (size_t)c->vocab_size, sizeof(float));
+    b->x = ops_alloc(R * C * sizeof(float), "batch x");
+    b->ln = ops_alloc(R * C * sizeof(float), "batch ln");
+    b->qkv = ops_alloc(R * 3 * C * sizeof(float), "batch qkv");
+    b->att = ops_alloc(R * C * sizeof(float), "batch att");
+    b->buf = ops_alloc(R * C * sizeof(float), "batch buf");
+    b->h = ops_alloc(R * 4 * C * sizeof(float), "batch h");
+    b->hg = ops_alloc(R * 4 * C * sizeof(float), "batch hg");
+    b->mean = ops_alloc(R * sizeof(float), "batch mean");
+    b->rstd = ops_alloc(R * sizeof(float), "batch rstd");
+    b->scratch = ops_alloc(R * ((size_t)c->seq_len + 2 * C) * sizeof(float), "batch scratch");
+    b->last = ops_alloc(S * C * sizeof(float), "batch last");
+    b->logits = ops_alloc(S * (size_t)c->vocab_size * sizeof(float), "batch logits");
     b->row_pos = callocCheck(R, sizeof(int));
     b->row_seq = callocCheck(R, sizeof(int));
+    b->ids = ops_alloc(2 * R * sizeof(int), "batch ids");
+    b->ids_h = callocCheck(2 * R, sizeof(int));
     return b;
 }
 
 void gpt_batch_free(gpt_batch *b) {
     if (b == NULL) return;
-    free(b->x);
-    free(b->ln);
-    free(b->qkv);
-    free(b->att);
-    free(b->buf);
-    free(b->h);
-    free(b->hg);
-    free(b->mean);
-    free(b->rstd);
-    free(b->scratch);
-    free(b->last);
-    free(b->logits);
+    ops_free(b->x);
+    ops_free(b->ln);
+    ops_free(b->qkv);
+    ops_free(b->att);
+    ops_free(b->buf);
+    ops_free(b->h);
+    ops_free(b->hg);
+    ops_free(b->mean);
+    ops_free(b->rstd);
+    ops_free(b->scratch);
+    ops_free(b->last);
+    ops_free(b->logits);
     free(b->row_pos);
     free(b->row_seq);
+    ops_free(b->ids);
+    free(b->ids_h);
     free(b);
 }
 
@@ -97,11 +102,12 @@ static int embed_rows(const gpt_model *m, gpt_batch *b, gpt_decode_state *const 
             mtCheck(token >= 0 && token < b->V, "token id out of vocabulary range");
             b->row_pos[R] = t;
             b->row_seq[R] = s;
-            float *x = b->x + (size_t)R * C; // (C)
-            for (int i = 0; i < C; i++)
-                x[i] = m->wte[(size_t)token * C + i] + m->wpe[(size_t)t * C + i];
+            b->ids_h[R] = token;
         }
     }
+    for (int r = 0; r < R; r++) b->ids_h[R + r] = b->row_pos[r];
+    ops_copy_h2d(b->ids, b->ids_h, 2 * (size_t)R * sizeof(int)); /* ids and positions in */
+    ops_embed_rows(b->x, b->ids, b->ids + R, m->wte, m->wpe, R, C); // (R, C)
     return R;
 }
 
@@ -116,8 +122,8 @@ static void block_rows(const gpt_model *m, gpt_batch *b, gpt_decode_state *const
     for (int r = 0; r < R; r++) { /* every row's K,V into its own cache before anyone attends */
         gpt_decode_state *s = st[b->row_seq[r]];
         size_t at = ((size_t)l * s->max_T + (size_t)b->row_pos[r]) * C;
-        memcpy(s->k + at, b->qkv + (size_t)r * 3 * C + C, C * sizeof(float));
-        memcpy(s->v + at, b->qkv + (size_t)r * 3 * C + 2 * C, C * sizeof(float));
+        ops_copy_d2d(s->k + at, b->qkv + (size_t)r * 3 * C + C, C * sizeof(float));
+        ops_copy_d2d(s->v + at, b->qkv + (size_t)r * 3 * C + 2 * C, C * sizeof(float));
     }
     /* attention per row against its own cache; rows are independent (nested BLAS runs serial).
      * Threads only when the rows' caches hold enough work to pay for a parallel region. */
@@ -159,12 +165,12 @@ void gpt_decode_batch(const gpt_model *m, gpt_batch *b, gpt_decode_state *const 
     int r = -1;
     for (int s = 0; s < n_seq; s++) {
         r += n_tok[s];
-        memcpy(b->ln + (size_t)s * C, b->x + (size_t)r * C, C * sizeof(float));
+        ops_copy_d2d(b->ln + (size_t)s * C, b->x + (size_t)r * C, C * sizeof(float));
     }
     ops_layernorm_forward(b->last, b->mean, b->rstd, b->ln, m->lnfw, m->lnfb, n_seq, C);
     ops_matmul_forward(b->logits, b->last, m->wte, NULL, n_seq, C, V); // (S, V)
     for (int s = 0; s < n_seq; s++) {
-        memcpy(st[s]->logits, b->logits + (size_t)s * V, (size_t)V * sizeof(float));
+        ops_copy_d2h(st[s]->logits, b->logits + (size_t)s * V, (size_t)V * sizeof(float));
         st[s]->pos += n_tok[s];
     }
 }

@@ -372,7 +372,17 @@ double flops_gpu_peak_by_name(const char *name) {
     if (icontains(name, "H200")) return 989e12;
     if (icontains(name, "H100")) return icontains(name, "PCIe") ? 756e12 : 989e12;
     if (icontains(name, "A100")) return 312e12;
+    if (icontains(name, "B200")) return 2250e12;
+    if (icontains(name, "L40S")) return 362e12;
+    if (icontains(name, "L4")) return 121e12; /* after L40S: "L4" is a substring of it */
     return -1;
+}
+
+double flops_gpu_peak_describe(const char *name, char *desc, size_t desclen) {
+    double p = flops_gpu_peak_by_name(name);
+    if (p > 0) snprintf(desc, desclen, "%s: %.0f TFLOP/s bf16 dense (datasheet)", name, p / 1e12);
+    else snprintf(desc, desclen, "unknown (%s)", name ? name : "no device name");
+    return p;
 }
 
 /* ---- minitrain bench gemm (cmd/bench.c) ------------------------------------------------------ */

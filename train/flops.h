@@ -105,6 +105,10 @@ int flops_blas_kernel_check(char *msg, size_t msglen);
  * A100 (any form factor): 312e12. NVL variants and everything else: -1 (unknown — the caller must
  * say so). Sources: NVIDIA H100/H200 and A100 datasheets (dense, i.e. without 2:4 sparsity). */
 double flops_gpu_peak_by_name(const char *device_name);
+/* flops_gpu_peak_by_name plus its description for the MFU lines: "NAME: 989 TFLOP/s bf16 dense
+ * (datasheet)", or "unknown (NAME)" when the device is not tabled (the return value is then -1).
+ * More rows: B200 2250e12, L40S 362e12, L4 121e12 (datasheets, dense). */
+double flops_gpu_peak_describe(const char *device_name, char *desc, size_t desclen);
 
 /* `minitrain bench gemm` (cmd/bench.c): warn when OpenBLAS runs kernels below the CPU's ISA, then
  * print the measured sgemm peak of flops_sgemm_probe_n(threads, seconds, size) in GFLOP/s (threads

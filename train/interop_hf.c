@@ -153,6 +153,7 @@ static int check_extra(const st_file *f, const char *prefix, const gpt_model *m,
 static int read_tensors(gpt_model *m, const st_file *f, const char *prefix, const char *wpath,
                         const char *cpath, char *err, size_t errlen) {
     const gpt_config *c = &m->cfg;
+    float *hp = gpt_params_host(m); /* read on the host, uploaded after the loop */
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor *g = &m->tensors[i];
         char hname[128], got[96], want[96];
@@ -188,7 +189,7 @@ static int read_tensors(gpt_model *m, const st_file *f, const char *prefix, cons
             return -1;
         }
         to_f32(tmp, raw, g->numel, info->dtype);
-        float *dst = m->params + g->offset;
+        float *dst = hp + g->offset;
         if (conv) { // (in, out) -> (out, in)
             int64_t in = ws[0], out = ws[1];
             for (int64_t r = 0; r < in; r++)
@@ -198,6 +199,7 @@ static int read_tensors(gpt_model *m, const st_file *f, const char *prefix, cons
         }
         free(raw), free(tmp);
     }
+    gpt_params_upload(m);
     const st_info *head = st_find(f, "lm_head.weight");
     if (head) {
         size_t n = (size_t)c->vocab_size * c->d_model;
@@ -210,7 +212,8 @@ static int read_tensors(gpt_model *m, const st_file *f, const char *prefix, cons
             same = st_read_tensor(f, "lm_head.weight", raw, nb, err, errlen) == 0;
             if (same) {
                 to_f32(tmp, raw, n, head->dtype);
-                same = memcmp(tmp, m->wte, n * sizeof(float)) == 0;
+                same = memcmp(tmp, hp + (m->wte - m->params),
+                              n * sizeof(float)) == 0;
             }
             free(raw), free(tmp);
         }

@@ -24,6 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/interop.h"
 #include "train/model_io.h"
+#include "train/ops.h"
 #include "train/trainer.h"
 
 void interop_cut_context(gpt_model *dst, const gpt_model *full, int seq_len) {
@@ -34,8 +35,8 @@ void interop_cut_context(gpt_model *dst, const gpt_model *full, int seq_len) {
     for (int i = 0; i < dst->n_tensors; i++) {
         const gpt_tensor *t = &dst->tensors[i];
         /* wpe: the first seq_len rows; every other tensor is the same size */
-        memcpy(dst->params + t->offset, full->params + full->tensors[i].offset,
-               t->numel * sizeof(float));
+        ops_copy_d2d(dst->params + t->offset, full->params + full->tensors[i].offset,
+                     t->numel * sizeof(float));
     }
 }
 

@@ -35,11 +35,14 @@ static const char *const LAYER_TENSORS[12] = {
     "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
     "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
 
-static float *tensor(const gpt_model *m, const char *name) {
+/* The host mirror's copy of a tensor (hp = gpt_params_host(m)), NULL if the model lacks it. */
+static float *tensor(const gpt_model *m, float *hp, const char *name) {
     for (int i = 0; i < m->n_tensors; i++)
-        if (strcmp(m->tensors[i].name, name) == 0) return m->params + m->tensors[i].offset;
+        if (strcmp(m->tensors[i].name, name) == 0) return hp + m->tensors[i].offset;
     return NULL;
 }
+/* A view of m (wte, lnfw, ...) as a pointer into the host mirror hp. */
+#define HOST_VIEW(m, hp, view) ((hp) + ((view) - (m)->params))
 
 static size_t tensor_numel(const gpt_model *m, const char *name) {
     for (int i = 0; i < m->n_tensors; i++)
@@ -136,18 +139,20 @@ int interop_llmc_read(gpt_model *m, const char *path, int *version_out, char *er
         return -1;
     }
     int bf = version == INTEROP_LLMC_BF16, rc = 0;
-    rc |= read_elems(f, m->wte, (size_t)V * C, bf);
+    float *hp = gpt_params_host(m); /* read on the host, uploaded below */
+    rc |= read_elems(f, HOST_VIEW(m, hp, m->wte), (size_t)V * C, bf);
     rc |= read_elems(f, NULL, (size_t)(Vp - V) * C, bf); /* padding rows */
-    rc |= read_elems(f, m->wpe, (size_t)maxT * C, bf);
+    rc |= read_elems(f, HOST_VIEW(m, hp, m->wpe), (size_t)maxT * C, bf);
     char name[64];
     for (int k = 0; k < 12 && rc == 0; k++)
         for (int l = 0; l < L && rc == 0; l++) {
             snprintf(name, sizeof(name), "h.%d.%s", l, LAYER_TENSORS[k]);
-            rc |= read_elems(f, tensor(m, name), tensor_numel(m, name), bf);
+            rc |= read_elems(f, tensor(m, hp, name), tensor_numel(m, name), bf);
         }
-    rc |= read_elems(f, m->lnfw, (size_t)C, bf);
-    rc |= read_elems(f, m->lnfb, (size_t)C, bf);
+    rc |= read_elems(f, HOST_VIEW(m, hp, m->lnfw), (size_t)C, bf);
+    rc |= read_elems(f, HOST_VIEW(m, hp, m->lnfb), (size_t)C, bf);
     fclose(f);
+    gpt_params_upload(m);
     if (rc != 0) {
         snprintf(err, errlen, "llm.c model file '%s': short read", path);
         gpt_free(m);
@@ -211,17 +216,19 @@ int interop_llmc_write(const gpt_model *m, const char *path, int version, char *
     fs_afile a;
     if (fs_afile_open(&a, path, err, errlen) != 0) return -1;
     int rc = fs_afile_write(&a, h, sizeof(h), err, errlen);
-    if (rc == 0) rc = write_elems(&a, m->wte, (size_t)V * C, bf, err, errlen);
+    float *hp = gpt_params_host((gpt_model *)m); /* device → host mirror, then written */
+    if (rc == 0) rc = write_elems(&a, HOST_VIEW(m, hp, m->wte), (size_t)V * C, bf, err, errlen);
     if (rc == 0) rc = write_elems(&a, NULL, (size_t)(Vp - V) * C, bf, err, errlen);
-    if (rc == 0) rc = write_elems(&a, m->wpe, (size_t)c->seq_len * C, bf, err, errlen);
+    if (rc == 0)
+        rc = write_elems(&a, HOST_VIEW(m, hp, m->wpe), (size_t)c->seq_len * C, bf, err, errlen);
     char name[64];
     for (int k = 0; k < 12 && rc == 0; k++)
         for (int l = 0; l < L && rc == 0; l++) {
             snprintf(name, sizeof(name), "h.%d.%s", l, LAYER_TENSORS[k]);
-            rc = write_elems(&a, tensor(m, name), tensor_numel(m, name), bf, err, errlen);
+            rc = write_elems(&a, tensor(m, hp, name), tensor_numel(m, name), bf, err, errlen);
         }
-    if (rc == 0) rc = write_elems(&a, m->lnfw, (size_t)C, bf, err, errlen);
-    if (rc == 0) rc = write_elems(&a, m->lnfb, (size_t)C, bf, err, errlen);
+    if (rc == 0) rc = write_elems(&a, HOST_VIEW(m, hp, m->lnfw), (size_t)C, bf, err, errlen);
+    if (rc == 0) rc = write_elems(&a, HOST_VIEW(m, hp, m->lnfb), (size_t)C, bf, err, errlen);
     if (rc == 0) return fs_afile_commit(&a, err, errlen);
     fs_afile_abort(&a);
     return -1;

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "core/mem.h"
 #include "parallel/tp.h"
 #include "train/ops.h"
 
@@ -189,8 +188,7 @@ int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
     }
     m->num_params = off;
     m->capacity = off;
-    m->params = callocCheck(off ? off : 1, sizeof(float));
-    mem_prepare(m->params, off * sizeof(float)); /* huge pages, faulted now (core/mem.h) */
+    m->params = ops_alloc((off ? off : 1) * sizeof(float), "params");
     m->blocks = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(gpt_block));
     m->dblocks = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(gpt_block));
     bind(m, m->params, &m->wte, &m->wpe, &m->lnfw, &m->lnfb, m->blocks);
@@ -239,17 +237,37 @@ void gpt_rebind(gpt_model *m) {
     if (m->grads) bind(m, m->grads, &m->dwte, &m->dwpe, &m->dlnfw, &m->dlnfb, m->dblocks);
 }
 
+/* A device buffer of `total` floats holding the first `keep` of old (freed), the tail zero. */
+static float *grow_device(float *old, size_t keep, size_t total, const char *what) {
+    float *p = ops_alloc(total * sizeof(float), what);
+    ops_copy_d2d(p, old, keep * sizeof(float));
+    ops_free(old);
+    return p;
+}
+
+float *gpt_params_host(gpt_model *m) {
+    if (!ops_is_device(m->params)) return m->params; /* cpu: the parameters are host memory */
+    if (!m->params_host) m->params_host = mallocCheck((m->capacity ? m->capacity : 1) * sizeof(float));
+    ops_copy_d2h(m->params_host, m->params, m->capacity * sizeof(float));
+    return m->params_host;
+}
+
+void gpt_params_upload(gpt_model *m) {
+    if (m->params_host && m->params_host != m->params)
+        ops_copy_h2d(m->params, m->params_host, m->capacity * sizeof(float));
+}
+
 void gpt_reserve(gpt_model *m, size_t total) {
     mtCheck(total >= m->num_params, "gpt_reserve cannot shrink the parameter buffer");
-    m->params = realloc(m->params, total * sizeof(float));
-    mtCheck(m->params != NULL, "out of memory growing the parameter buffer");
-    memset(m->params + m->num_params, 0, (total - m->num_params) * sizeof(float));
+    m->params = grow_device(m->params, m->num_params, total, "params");
     bind(m, m->params, &m->wte, &m->wpe, &m->lnfw, &m->lnfb, m->blocks);
     if (m->grads) {
-        m->grads = realloc(m->grads, total * sizeof(float));
-        mtCheck(m->grads != NULL, "out of memory growing the gradient buffer");
-        memset(m->grads + m->num_params, 0, (total - m->num_params) * sizeof(float));
+        m->grads = grow_device(m->grads, m->num_params, total, "grads");
         bind(m, m->grads, &m->dwte, &m->dwpe, &m->dlnfw, &m->dlnfb, m->dblocks);
+    }
+    if (m->params_host && m->params_host != m->params) {
+        free(m->params_host);
+        m->params_host = NULL;
     }
     m->capacity = total;
 }
@@ -279,30 +297,35 @@ static int find_tensor(const gpt_model *m, const char *name) {
 }
 
 void gpt_place_into_full(const gpt_model *src, const float *src_params, gpt_model *full) {
+    float *fp = gpt_params_host(full);
     for (int i = 0; i < src->n_tensors; i++) {
         const gpt_tensor *t = &src->tensors[i];
         if (t->pp_tied_copy) continue; /* the first stage's wte is the one that counts */
         int j = find_tensor(full, t->name);
         mtCheck(j >= 0, "a stage tensor is missing from the full model");
-        box_copy(full->params + full->tensors[j].offset, t->g_shape,
-                 (float *)src_params + t->offset, t->g_local, t->g_offset, t->g_ndim, 1);
+        box_copy(fp + full->tensors[j].offset, t->g_shape, (float *)src_params + t->offset,
+                 t->g_local, t->g_offset, t->g_ndim, 1);
     }
+    gpt_params_upload(full);
 }
 
 void gpt_take_from_full(gpt_model *dst, const gpt_model *full) {
+    const float *fp = gpt_params_host((gpt_model *)full);
+    float *dp = gpt_params_host(dst);
     for (int i = 0; i < dst->n_tensors; i++) {
         const gpt_tensor *t = &dst->tensors[i];
         int j = find_tensor(full, t->name);
         mtCheck(j >= 0, "a shard tensor is missing from the full model");
-        box_copy(full->params + full->tensors[j].offset, t->g_shape, dst->params + t->offset,
-                 t->g_local, t->g_offset, t->g_ndim, 0);
+        box_copy((float *)fp + full->tensors[j].offset, t->g_shape, dp + t->offset, t->g_local,
+                 t->g_offset, t->g_ndim, 0);
     }
+    gpt_params_upload(dst);
 }
 
 /* Fill one tensor (or draw and discard its values when this rank does not hold it) so the random
  * stream advances exactly as for the whole, unsharded model. */
-static void init_tensor(gpt_model *m, rng_state *rng, const char *name, size_t gnumel,
-                        float resid_std) {
+static void init_tensor(gpt_model *m, float *hp, rng_state *rng, const char *name,
+                        size_t gnumel, float resid_std) {
     size_t len = strlen(name);
     int is_bias = len > 5 && strcmp(name + len - 5, ".bias") == 0;
     int is_ln = strstr(name, "ln_") != NULL;
@@ -310,7 +333,7 @@ static void init_tensor(gpt_model *m, rng_state *rng, const char *name, size_t g
     if (is_ln || is_bias) { /* constants: no random draws */
         if (i < 0) return;
         const gpt_tensor *t = &m->tensors[i];
-        for (size_t j = 0; j < t->numel; j++) m->params[t->offset + j] = is_bias ? 0.0f : 1.0f;
+        for (size_t j = 0; j < t->numel; j++) hp[t->offset + j] = is_bias ? 0.0f : 1.0f;
         return;
     }
     float std = strstr(name, "c_proj.weight") ? resid_std : 0.02f;
@@ -319,7 +342,7 @@ static void init_tensor(gpt_model *m, rng_state *rng, const char *name, size_t g
         return;
     }
     const gpt_tensor *t = &m->tensors[i];
-    float *p = m->params + t->offset;
+    float *p = hp + t->offset;
     if (gnumel == t->numel) {
         for (size_t j = 0; j < t->numel; j++) p[j] = std * rng_normal(rng);
     } else { /* tensor-parallel shard: draw the global tensor, keep this rank's box */
@@ -335,11 +358,12 @@ void gpt_init_weights(gpt_model *m, uint64_t seed) {
      * from exactly the single-process weights (and both copies of the tied wte agree). */
     rng_state rng;
     rng_seed(&rng, seed);
+    float *hp = gpt_params_host(m); /* the host mirror: weights drawn on the host, then uploaded */
     const gpt_config *c = &m->cfg;
     size_t C = c->d_model, V = c->vocab_size;
     float resid_std = 0.02f / sqrtf(2.0f * c->n_layer);
-    init_tensor(m, &rng, "wte.weight", V * C, resid_std);
-    init_tensor(m, &rng, "wpe.weight", (size_t)c->seq_len * C, resid_std);
+    init_tensor(m, hp, &rng, "wte.weight", V * C, resid_std);
+    init_tensor(m, hp, &rng, "wpe.weight", (size_t)c->seq_len * C, resid_std);
     static const struct { const char *suffix; size_t rows, cols; } B[12] = {
         {"ln_1.weight", 1, 1}, {"ln_1.bias", 1, 1}, {"attn.c_attn.weight", 3, 1},
         {"attn.c_attn.bias", 3, 0}, {"attn.c_proj.weight", 1, 1}, {"attn.c_proj.bias", 1, 0},
@@ -353,28 +377,30 @@ void gpt_init_weights(gpt_model *m, uint64_t seed) {
             snprintf(nm, sizeof(nm), "h.%d.%s", l, B[k].suffix);
             /* weights: (rows·C, cols·C); vectors: rows·C */
             size_t n = B[k].rows * C * (B[k].cols ? B[k].cols * C : 1);
-            init_tensor(m, &rng, nm, n, resid_std);
+            init_tensor(m, hp, &rng, nm, n, resid_std);
         }
         if (!moe) continue;
         snprintf(nm, sizeof(nm), "h.%d.mlp.router.weight", l);
-        init_tensor(m, &rng, nm, E * C, resid_std);
+        init_tensor(m, hp, &rng, nm, E * C, resid_std);
         snprintf(nm, sizeof(nm), "h.%d.mlp.experts.c_fc.weight", l);
-        init_tensor(m, &rng, nm, E * 4 * C * C, resid_std);
+        init_tensor(m, hp, &rng, nm, E * 4 * C * C, resid_std);
         snprintf(nm, sizeof(nm), "h.%d.mlp.experts.c_fc.bias", l);
-        init_tensor(m, &rng, nm, E * 4 * C, resid_std);
+        init_tensor(m, hp, &rng, nm, E * 4 * C, resid_std);
         snprintf(nm, sizeof(nm), "h.%d.mlp.experts.c_proj.weight", l);
-        init_tensor(m, &rng, nm, E * C * 4 * C, resid_std);
+        init_tensor(m, hp, &rng, nm, E * C * 4 * C, resid_std);
         snprintf(nm, sizeof(nm), "h.%d.mlp.experts.c_proj.bias", l);
-        init_tensor(m, &rng, nm, E * C, resid_std);
+        init_tensor(m, hp, &rng, nm, E * C, resid_std);
     }
-    init_tensor(m, &rng, "ln_f.weight", C, resid_std);
-    init_tensor(m, &rng, "ln_f.bias", C, resid_std);
+    init_tensor(m, hp, &rng, "ln_f.weight", C, resid_std);
+    init_tensor(m, hp, &rng, "ln_f.bias", C, resid_std);
+    gpt_params_upload(m);
 }
 
 void gpt_free(gpt_model *m) {
     free(m->tensors);
-    free(m->params);
-    free(m->grads);
+    if (m->params_host != m->params) free(m->params_host);
+    ops_free(m->params);
+    ops_free(m->grads);
     free(m->blocks);
     free(m->dblocks);
     free(m->block_t0);
@@ -384,9 +410,8 @@ void gpt_free(gpt_model *m) {
 
 int gpt_first_nonfinite(const gpt_model *m) {
     for (int i = 0; i < m->n_tensors; i++) {
-        const float *p = m->params + m->tensors[i].offset;
-        for (size_t j = 0; j < m->tensors[i].numel; j++)
-            if (!isfinite(p[j])) return i;
+        if (ops_first_nonfinite(m->params + m->tensors[i].offset, m->tensors[i].numel) >= 0)
+            return i;
     }
     return -1;
 }

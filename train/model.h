@@ -98,7 +98,8 @@ typedef struct {
     float *lnf, *lnf_mean, *lnf_rstd; // (N, C), (N), (N)   last stage only
     float *logits;                    // (N, V); dlogits in place after a training forward
     float *losses;                    // (N)
-    int *inputs;                      // (N) token ids (first stage)
+    int *inputs;                      // (N) token ids (first stage), device
+    int *targets, *pred;              // (N) each: targets copied in, argmax out (probes), device
     moe_layer **moe;                  // (local layers) MoE layer state, NULL for dense blocks
 } gpt_acts;
 
@@ -135,6 +136,9 @@ typedef struct {
     size_t capacity; /* floats allocated in params/grads (>= num_params, see gpt_reserve) */
     float *params;   // (num_params)
     float *grads;    // (num_params), allocated by gpt_alloc_training
+    /* params and grads are DEVICE memory (train/ops.h ops_alloc); host code reads or writes
+     * parameters only through the host mirror (gpt_params_host / gpt_params_upload) */
+    float *params_host; // (capacity) host mirror, allocated on first use; == params on cpu
     int first, last; /* this stage holds the embeddings / the head */
     int n_local;     /* layers on this stage: global layer cfg.layer_begin + i */
     int i_wte, i_wpe, i_lnf; /* tensor indices, -1 when not on this stage */
@@ -206,8 +210,8 @@ float *gpt_stage_input(gpt_model *m, int slot);
  * Returns the SUM of token losses on the last stage (count in *n_counted), 0 elsewhere. */
 double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
                          int T, float dloss, int *n_counted);
-/* Optional extras of one forward (any field may be NULL), for attacks on the input embeddings
- * (safety/robust.h):
+/* Optional extras of one forward (any field may be NULL; all HOST memory, copied in or out), for
+ * attacks on the input embeddings (safety/robust.h):
  *   delta  (B, T, C) in: added to the token-embedding rows on the first stage, so the blocks see
  *          wte[tok] + delta + wpe[t] (position embeddings are not perturbed); ignored elsewhere;
  *   pred   (B, T) out: argmax over the vocabulary of each position's logits, taken before the
@@ -254,6 +258,12 @@ moe_config gpt_moe_config(const gpt_model *m);
  * that loads must not be served or trained silently from non-finite weights). */
 int gpt_first_nonfinite(const gpt_model *m);
 
+/* The host mirror of the parameters: copies params (device) into a host buffer of capacity
+ * floats and returns it (on the cpu device, params itself: no copy). Valid until the next call,
+ * gpt_reserve or gpt_free. After writing into it, gpt_params_upload makes the device copy agree. */
+float *gpt_params_host(gpt_model *m);
+void gpt_params_upload(gpt_model *m);
+
 /* Re-point the wte/wpe/ln_f/block views into params and grads (after a reallocation). */
 void gpt_rebind(gpt_model *m);
 
@@ -268,9 +278,11 @@ void gpt_free(gpt_model *m);
 typedef struct {
     int max_T;
     int pos;               /* tokens already in the cache */
-    float *k, *v;          // (L, maxT, C) each
-    float *x, *buf, *qkv, *h, *hg, *scratch; // one-token scratch
-    float *logits;         // (V) logits after the last gpt_decode_step
+    float *k, *v;          // (L, maxT, C) each, device
+    float *x, *buf, *qkv, *h, *hg, *scratch; // one-token scratch, device
+    float *dlogits;        // (V) device logits of the last step
+    int *ids;              // (2) device: the token and its position
+    float *logits;         // (V) HOST copy of the logits after the last gpt_decode_step
     int n_layer;
     moe_layer **moe;       // (n_layer) per-block MoE state (NULL for dense blocks)
 } gpt_decode_state;

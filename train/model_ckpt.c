@@ -208,8 +208,9 @@ int model_ckpt_load(gpt_model *m, const char *step_dir, int *step_out, char *err
         gpt_free(m);
         return -1;
     }
-    int rc = model_ckpt_read_tensors(&fs, m, "", m->params, err, errlen);
+    int rc = model_ckpt_read_tensors(&fs, m, "", gpt_params_host(m), err, errlen);
     ckpt_fileset_close(&fs);
+    if (rc == 0) gpt_params_upload(m);
     int bad = rc == 0 ? gpt_first_nonfinite(m) : -1;
     if (bad >= 0) {
         mt_errf(err, errlen, "%s: tensor '%s' holds non-finite values (NaN/Inf); refusing to "

@@ -16,13 +16,14 @@
 int model_io_save(const gpt_model *m, const char *path, const char *config_json, int step,
                   char *err, size_t errlen) {
     st_tensor *t = callocCheck((size_t)m->n_tensors, sizeof(st_tensor));
+    const float *hp = gpt_params_host((gpt_model *)m); /* device → host mirror, then written */
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor *g = &m->tensors[i];
         t[i].name = g->name;
         t[i].dtype = ST_F32;
         t[i].ndim = g->ndim;
         for (int d = 0; d < g->ndim; d++) t[i].shape[d] = g->shape[d];
-        t[i].data = m->params + g->offset;
+        t[i].data = hp + g->offset;
     }
     st_meta meta;
     st_meta_init(&meta);
@@ -171,6 +172,7 @@ int model_io_load(gpt_model *m, const char *path_or_run_dir, int *step_out, char
         st_close(&f);
         return -1;
     }
+    float *hp = gpt_params_host(m); /* read on the host, uploaded after the loop */
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor *g = &m->tensors[i];
         const st_info *info = st_find(&f, g->name);
@@ -183,13 +185,14 @@ int model_io_load(gpt_model *m, const char *path_or_run_dir, int *step_out, char
             st_close(&f);
             return -1;
         }
-        if (st_read_tensor(&f, g->name, m->params + g->offset, g->numel * sizeof(float), err,
+        if (st_read_tensor(&f, g->name, hp + g->offset, g->numel * sizeof(float), err,
                            errlen) != 0) {
             gpt_free(m);
             st_close(&f);
             return -1;
         }
     }
+    gpt_params_upload(m);
     int bad = gpt_first_nonfinite(m);
     if (bad >= 0) {
         snprintf(err, errlen, "%s: tensor '%s' holds non-finite values (NaN/Inf); refusing to "

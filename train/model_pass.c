@@ -7,13 +7,17 @@
  * op accumulates into its input gradient, a block's LayerNorm backward adds its contribution to
  * dres in place and the skip connection costs nothing. Tensor parallelism adds the f/g
  * all-reduces of parallel/tp.h around the column-/row-parallel linears.
+ *
+ * Memory: activations, scratch, gradients and each slot's token ids live in device memory
+ * (ops_alloc; on cpu that is where core/mem.h's huge pages are asked for); the host's token ids
+ * and targets are copied in per microbatch, and what a probe asks for (losses, predictions) is
+ * copied out — nothing here touches a tensor on the host.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/check.h"
-#include "core/mem.h"
 #include "parallel/tp.h"
 #include "train/model.h"
 #include "train/moe.h"
@@ -45,12 +49,12 @@ void gpt_free_activations(gpt_model *m) {
         for (int l = 0; m->slots[i].moe && l < m->n_local; l++)
             if (m->slots[i].moe[l]) moe_free(m->slots[i].moe[l]);
         free(m->slots[i].moe);
-        free(m->slots[i].mem);
+        ops_free(m->slots[i].mem);
         free(m->slots[i].acts);
-        free(m->slots[i].inputs);
+        ops_free(m->slots[i].inputs);
     }
     free(m->slots);
-    free(m->scratch);
+    ops_free(m->scratch);
     m->slots = NULL;
     m->scratch = NULL;
     m->n_slots = 0;
@@ -64,11 +68,8 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     size_t Cl = C / c->tp, NH = c->n_head / c->tp; /* local width and heads */
     m->B = B;
     m->T = T;
-    if (!m->grads) {
-        m->grads = callocCheck(m->capacity ? m->capacity : 1, sizeof(float));
-        /* huge pages, faulted now rather than by the first step's zero_grad (core/mem.h) */
-        mem_prepare(m->grads, m->capacity * sizeof(float));
-    }
+    /* device memory; on cpu ops_alloc asks for huge pages, faulted now (core/mem.h) */
+    if (!m->grads) m->grads = ops_alloc((m->capacity ? m->capacity : 1) * sizeof(float), "grads");
     gpt_rebind(m);
     gpt_free_activations(m);
     size_t slot_floats, scratch_floats;
@@ -79,10 +80,11 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
 #define TAKE(ptr, n) (ptr = p, p += (n))
     for (int s = 0; s < n_slots; s++) {
         gpt_acts *A = &m->slots[s];
-        A->mem = callocCheck(slot_floats, sizeof(float));
-        mem_prepare(A->mem, slot_floats * sizeof(float));
+        A->mem = ops_alloc(slot_floats * sizeof(float), "activations");
         A->acts = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(gpt_block_acts));
-        A->inputs = callocCheck(N, sizeof(int));
+        A->inputs = ops_alloc(3 * N * sizeof(int), "token ids"); /* inputs, targets, pred */
+        A->targets = A->inputs + N;
+        A->pred = A->inputs + 2 * N;
         p = A->mem;
         TAKE(A->encoded, N * C);
         for (int l = 0; l < m->n_local; l++) {
@@ -119,8 +121,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
         }
     }
     m->logits = m->slots[0].logits;
-    m->scratch = callocCheck(scratch_floats, sizeof(float));
-    mem_prepare(m->scratch, scratch_floats * sizeof(float));
+    m->scratch = ops_alloc(scratch_floats * sizeof(float), "backward scratch");
     p = m->scratch;
     TAKE(m->dres, N * C);
     TAKE(m->dln, N * C);
@@ -148,17 +149,12 @@ static void zero_floats(float *dst, size_t n) {
 }
 
 void gpt_zero_grad(gpt_model *m) {
-    if (m->grads) PROF(PROF_ZERO_GRAD, zero_floats(m->grads, m->num_params));
+    if (!m->grads) return;
+    if (ops_is_device(m->grads)) PROF(PROF_ZERO_GRAD, ops_zero(m->grads, m->num_params * sizeof(float)));
+    else PROF(PROF_ZERO_GRAD, zero_floats(m->grads, m->num_params));
 }
 
 /* ---- forward -------------------------------------------------------------------------------- */
-
-/* out (N, C) += bias (C) broadcast over rows: the bias of a row-parallel linear is added once,
- * after the all-reduce of the partial products. */
-static void add_bias(float *out, const float *bias, int N, int C) {
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < C; j++) out[(size_t)i * C + j] += bias[j];
-}
 
 /* Row-parallel linear + g: out (N, C) = Σ_tp inp_local (N, Cin_l) @ w_localᵀ, then + bias. */
 static void row_parallel_forward(const gpt_model *m, float *out, const float *inp, const float *w,
@@ -169,7 +165,7 @@ static void row_parallel_forward(const gpt_model *m, float *out, const float *in
     }
     PROF(k, ops_matmul_forward(out, inp, w, NULL, N, Cin_l, C));
     tp_g_forward(m->tp_comm, out, (size_t)N * C);
-    add_bias(out, bias, N, C);
+    ops_bias_add(out, bias, N, C); /* once, after the all-reduce of the partial products */
 }
 
 static gpt_acts *slot_of(gpt_model *m, int slot) {
@@ -190,18 +186,6 @@ double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *t
     return gpt_stage_forward_ex(m, slot, inputs, targets, B, T, dloss, NULL, n_counted);
 }
 
-/* pred (N) = argmax over V of each row of logits (N, V); the first maximum wins a tie. */
-static void argmax_rows(int *pred, const float *logits, int N, int V) {
-#pragma omp parallel for if ((size_t)N * V >= 65536) schedule(static)
-    for (int i = 0; i < N; i++) {
-        const float *row = logits + (size_t)i * V;
-        int best = 0;
-        for (int v = 1; v < V; v++)
-            if (row[v] > row[best]) best = v;
-        pred[i] = best;
-    }
-}
-
 double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
                             int T, float dloss, const gpt_probe *probe, int *n_counted) {
     const gpt_config *c = &m->cfg;
@@ -216,13 +200,16 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
     A->T = T;
     A->dloss = dloss;
     if (m->first) {
-        for (int i = 0; i < N; i++) {
+        for (int i = 0; i < N; i++)
             mtCheck(inputs[i] >= 0 && inputs[i] < V, "token id out of vocabulary range");
-            A->inputs[i] = inputs[i];
+        ops_copy_h2d(A->inputs, inputs, (size_t)N * sizeof(int)); /* the loader's ids, in */
+        PROF(PROF_RESIDUAL, ops_encoder_forward(A->encoded, A->inputs, m->wte, m->wpe, B, T, C));
+        /* a perturbation of the token-embedding rows: (wte[tok] + wpe[t]) + delta; the host's
+         * delta goes through dln, backward scratch that is free during a forward */
+        if (probe && probe->delta) {
+            ops_copy_h2d(m->dln, probe->delta, (size_t)N * C * sizeof(float));
+            ops_add_inplace(A->encoded, m->dln, (size_t)N * C);
         }
-        PROF(PROF_RESIDUAL, ops_encoder_forward(A->encoded, inputs, m->wte, m->wpe, B, T, C));
-        /* a perturbation of the token-embedding rows: (wte[tok] + wpe[t]) + delta */
-        if (probe && probe->delta) ops_add_inplace(A->encoded, probe->delta, (size_t)N * C);
     }
     const float *x = A->encoded;
     for (int l = 0; l < m->n_local; l++) {
@@ -272,12 +259,16 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
     PROF(PROF_LN_FWD, ops_layernorm_forward(A->lnf, A->lnf_mean, A->lnf_rstd, x, m->lnfw, m->lnfb,
                                             N, C));
     PROF(PROF_MM_HEAD_FWD, ops_matmul_forward(A->logits, A->lnf, m->wte, NULL, N, C, V)); // (N, V)
-    if (probe && probe->pred) argmax_rows(probe->pred, A->logits, N, V); /* before the loss */
+    if (probe && probe->pred) { /* before the loss overwrites the logits */
+        ops_argmax_rows(A->pred, A->logits, N, V);
+        ops_copy_d2h(probe->pred, A->pred, (size_t)N * sizeof(int));
+    }
     if (!targets) return 0.0;
+    ops_copy_h2d(A->targets, targets, (size_t)N * sizeof(int));
     double sum;
-    PROF(PROF_SOFTMAX_LOSS, sum = ops_softmax_crossentropy(A->logits, A->losses, targets, N, V,
+    PROF(PROF_SOFTMAX_LOSS, sum = ops_softmax_crossentropy(A->logits, A->losses, A->targets, N, V,
                                                            dloss));
-    if (probe && probe->losses) memcpy(probe->losses, A->losses, (size_t)N * sizeof(float));
+    if (probe && probe->losses) ops_copy_d2h(probe->losses, A->losses, (size_t)N * sizeof(float));
     if (n_counted)
         for (int i = 0; i < N; i++) *n_counted += targets[i] >= 0;
     return sum;
@@ -314,17 +305,17 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         mtCheck(A->dloss != 0.0f, "backward needs a forward with dloss != 0 and targets");
         const float *x_last = m->n_local ? A->acts[m->n_local - 1].res3 : A->encoded;
         /* head: logits = lnf @ wteᵀ; A->logits holds dlogits now */
-        PROF(PROF_RESIDUAL, memset(m->dln, 0, NC * sizeof(float)));
+        PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
         PROF(PROF_MM_HEAD_BWD, ops_matmul_backward(m->dln, params ? m->dwte : NULL, NULL,
                                                    A->logits, A->lnf, m->wte, N, C, V));
-        PROF(PROF_RESIDUAL, memset(m->dres, 0, NC * sizeof(float)));
+        PROF(PROF_RESIDUAL, ops_zero(m->dres, NC * sizeof(float)));
         PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, params ? m->dlnfw : NULL,
                                                  params ? m->dlnfb : NULL, m->dln, x_last,
                                                  m->lnfw, A->lnf_mean, A->lnf_rstd, N, C));
         if (params) grads_ready(m, m->tensors[m->i_lnf].offset); /* ln_f is final */
     } else {
         mtCheck(dout != NULL, "a non-last pipeline stage needs the gradient of its output");
-        memcpy(m->dres, dout, NC * sizeof(float));
+        comm_copy(m->dres, dout, NC * sizeof(float)); /* dout: device, or a host buffer */
     }
     gpt_block none; /* input gradient only: no parameter gradient anywhere */
     memset(&none, 0, sizeof(none));
@@ -333,7 +324,7 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         gpt_block *g = params ? &m->dblocks[l] : &none;
         gpt_block_acts *a = &A->acts[l];
         const float *x_in = l ? A->acts[l - 1].res3 : A->encoded;
-        PROF(PROF_RESIDUAL, memset(m->dln, 0, NC * sizeof(float)));
+        PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
         if (w->moe) { /* replicated over TP: dln is already complete on every TP rank */
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
             moe_params mg = {g->router_w, g->efc_w, g->efc_b, g->eproj_w, g->eproj_b};
@@ -341,11 +332,11 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
                          params ? m->aux_grad : 0.0f);
         } else {
             /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 (g: identity) */
-            PROF(PROF_RESIDUAL, memset(m->dfch_gelu, 0, (size_t)N * 4 * Cl * sizeof(float)));
+            PROF(PROF_RESIDUAL, ops_zero(m->dfch_gelu, (size_t)N * 4 * Cl * sizeof(float)));
             PROF(PROF_MM_FCPROJ_BWD, ops_matmul_backward(m->dfch_gelu, g->fcprojw, g->fcprojb,
                                                          m->dres, a->fch_gelu, w->fcprojw, N,
                                                          4 * Cl, C));
-            PROF(PROF_RESIDUAL, memset(m->dfch, 0, (size_t)N * 4 * Cl * sizeof(float)));
+            PROF(PROF_RESIDUAL, ops_zero(m->dfch, (size_t)N * 4 * Cl * sizeof(float)));
             PROF(PROF_GELU_BWD, ops_gelu_backward(m->dfch, a->fch, m->dfch_gelu,
                                                   (size_t)N * 4 * Cl));
             PROF(PROF_MM_FC_BWD, ops_matmul_backward(m->dln, g->fcw, g->fcb, m->dfch, a->ln2,
@@ -356,13 +347,13 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
                                                  w->ln2w, a->ln2_mean, a->ln2_rstd, N,
                                                  C)); // dres = d res2
         /* attention: res2 = x + proj(attn(qkv(ln1(x)))) */
-        PROF(PROF_RESIDUAL, memset(m->datty, 0, (size_t)N * Cl * sizeof(float)));
+        PROF(PROF_RESIDUAL, ops_zero(m->datty, (size_t)N * Cl * sizeof(float)));
         PROF(PROF_MM_ATTPROJ_BWD, ops_matmul_backward(m->datty, g->attprojw, g->attprojb,
                                                       m->dres, a->atty, w->attprojw, N, Cl, C));
-        PROF(PROF_RESIDUAL, memset(m->dqkv, 0, (size_t)N * 3 * Cl * sizeof(float)));
+        PROF(PROF_RESIDUAL, ops_zero(m->dqkv, (size_t)N * 3 * Cl * sizeof(float)));
         PROF(PROF_ATTN_BWD, ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B,
                                                    T, NHl, HS));
-        PROF(PROF_RESIDUAL, memset(m->dln, 0, NC * sizeof(float)));
+        PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
         PROF(PROF_MM_QKV_BWD, ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv, a->ln1,
                                                   w->qkvw, N, C, 3 * Cl));
         tp_f_backward(m->tp_comm, m->dln, NC); /* f */

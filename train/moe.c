@@ -18,6 +18,11 @@
  * (N, k), expert inputs xe (R, C), pre-GELU and post-GELU activations (R, H), and the expert
  * outputs in send order (S, C) for the gates' gradient. The post-GELU buffer is reused as the
  * pre-GELU gradient in backward (so one backward per forward).
+ *
+ * Memory: every per-token and per-row buffer is device memory (ops_alloc) and every loop over
+ * them is an op (ops_moe_*, train/ops.h). What stays on the host is the small integer planning:
+ * the chosen expert ids are copied out (N·k ints), counted, turned into send rows by the EP plan
+ * and copied back in; the aux/z statistics come back as E + 1 doubles.
  */
 #include "train/moe.h"
 
@@ -41,7 +46,11 @@ struct moe_layer {
     float *gate;    // (max_N, k)
     float *dgate;   // (max_N, k) backward scratch
     int *send_row;  // (max_N, k) row in the send-order buffers, -1 = dropped
-    int *count;     // (E, k) this rank's assignments per (expert, slot)
+    int *count;     // (E, k) this rank's assignments per (expert, slot), host
+    int *expert_h;  // (max_N, k) host copy of expert, for the plan
+    int *send_row_h; // (max_N, k) host send rows, copied into send_row
+    float *daux;    // (E) device: the aux loss's d/dprobs per expert (backward)
+    float *daux_h;  // (E) host
     /* send order: at most max_N·k rows */
     float *xsend; // (S, C) x rows out; gate·dy rows out and input-gradient rows back in backward
     float *ysend; // (S, C) expert outputs for this rank's kept assignments (kept for backward)
@@ -111,16 +120,20 @@ moe_layer *moe_create(const moe_config *cfg, int max_N, char *err, size_t errlen
     l->E_local = l->plan.E_local;
     const size_t N = (size_t)max_N, E = (size_t)cfg->E, k = (size_t)cfg->top_k;
     const size_t C = (size_t)cfg->C;
-    l->probs = mallocCheck(N * E * sizeof(float));
-    l->dlogits = mallocCheck(N * E * sizeof(float));
-    l->lse = mallocCheck(N * sizeof(float));
-    l->expert = mallocCheck(N * k * sizeof(int));
-    l->gate = mallocCheck(N * k * sizeof(float));
-    l->dgate = mallocCheck(N * k * sizeof(float));
-    l->send_row = mallocCheck(N * k * sizeof(int));
+    l->probs = ops_alloc(N * E * sizeof(float), "moe probs");
+    l->dlogits = ops_alloc(N * E * sizeof(float), "moe dlogits");
+    l->lse = ops_alloc(N * sizeof(float), "moe lse");
+    l->expert = ops_alloc(N * k * sizeof(int), "moe expert ids");
+    l->gate = ops_alloc(N * k * sizeof(float), "moe gates");
+    l->dgate = ops_alloc(N * k * sizeof(float), "moe dgates");
+    l->send_row = ops_alloc(N * k * sizeof(int), "moe send rows");
     l->count = mallocCheck(E * k * sizeof(int));
-    l->xsend = mallocCheck(N * k * C * sizeof(float));
-    l->ysend = mallocCheck(N * k * C * sizeof(float));
+    l->expert_h = mallocCheck((N * k + 1) * sizeof(int));
+    l->send_row_h = mallocCheck((N * k + 1) * sizeof(int));
+    l->daux = ops_alloc(E * sizeof(float), "moe daux");
+    l->daux_h = mallocCheck(E * sizeof(float));
+    l->xsend = ops_alloc(N * k * C * sizeof(float), "moe xsend");
+    l->ysend = ops_alloc(N * k * C * sizeof(float), "moe ysend");
     l->f = callocCheck(E, sizeof(double));
     l->extra = callocCheck(E + 1, sizeof(double));
     l->extra_group = callocCheck(E + 1, sizeof(double));
@@ -130,31 +143,37 @@ moe_layer *moe_create(const moe_config *cfg, int max_N, char *err, size_t errlen
 void moe_free(moe_layer *l) {
     if (!l) return;
     ep_plan_free(&l->plan);
-    free(l->probs);
-    free(l->dlogits);
-    free(l->lse);
-    free(l->expert);
-    free(l->gate);
-    free(l->dgate);
-    free(l->send_row);
+    ops_free(l->probs);
+    ops_free(l->dlogits);
+    ops_free(l->lse);
+    ops_free(l->expert);
+    ops_free(l->gate);
+    ops_free(l->dgate);
+    ops_free(l->send_row);
     free(l->count);
-    free(l->xsend);
-    free(l->ysend);
-    free(l->xe);
-    free(l->pre);
-    free(l->h);
-    free(l->ye);
-    free(l->dh);
-    free(l->recv);
+    free(l->expert_h);
+    free(l->send_row_h);
+    ops_free(l->daux);
+    free(l->daux_h);
+    ops_free(l->xsend);
+    ops_free(l->ysend);
+    ops_free(l->xe);
+    ops_free(l->pre);
+    ops_free(l->h);
+    ops_free(l->ye);
+    ops_free(l->dh);
+    ops_free(l->recv);
     free(l->f);
     free(l->extra);
     free(l->extra_group);
     free(l);
 }
 
-static float *grow(float *p, size_t n) {
-    float *q = realloc(p, (n == 0 ? 1 : n) * sizeof(float));
-    if (!q) q = mallocCheck(n * sizeof(float)); /* exits with the size on failure */
+/* A device buffer of n floats holding the first `keep` of p (freed). */
+static float *grow(float *p, size_t keep, size_t n, const char *what) {
+    float *q = ops_alloc((n == 0 ? 1 : n) * sizeof(float), what);
+    if (p) ops_copy_d2d(q, p, keep * sizeof(float));
+    ops_free(p);
     return q;
 }
 
@@ -163,27 +182,14 @@ static void ensure_rows(moe_layer *l, int R) {
     if (R <= l->rows_cap && l->xe) return;
     int cap = R + R / 4 + 1;
     const size_t C = (size_t)l->cfg.C, H = (size_t)l->cfg.H;
-    l->xe = grow(l->xe, (size_t)cap * C);
-    l->pre = grow(l->pre, (size_t)cap * H);
-    l->h = grow(l->h, (size_t)cap * H);
-    l->ye = grow(l->ye, (size_t)cap * C);
-    l->dh = grow(l->dh, (size_t)cap * H);
-    if (l->plan.ep > 1) l->recv = grow(l->recv, (size_t)cap * C);
+    const size_t old = (size_t)(l->xe ? l->rows_cap : 0);
+    l->xe = grow(l->xe, old * C, (size_t)cap * C, "moe expert inputs");
+    l->pre = grow(l->pre, old * H, (size_t)cap * H, "moe pre-gelu");
+    l->h = grow(l->h, old * H, (size_t)cap * H, "moe gelu");
+    l->ye = grow(l->ye, old * C, (size_t)cap * C, "moe expert outputs");
+    l->dh = grow(l->dh, old * H, (size_t)cap * H, "moe dh");
+    if (l->plan.ep > 1) l->recv = grow(l->recv, old * C, (size_t)cap * C, "moe all-to-all");
     l->rows_cap = cap;
-}
-
-/* Top-k of one probability row, ties to the lower id (strict > while scanning upward). */
-static void top_k(const float *p, int E, int k, int *out) {
-    int best = 0;
-    for (int e = 1; e < E; e++)
-        if (p[e] > p[best]) best = e;
-    out[0] = best;
-    if (k == 2) {
-        int second = best == 0 ? 1 : 0;
-        for (int e = 0; e < E; e++)
-            if (e != best && p[e] > p[second]) second = e;
-        out[1] = second;
-    }
 }
 
 void moe_forward(moe_layer *l, const moe_params *p, const float *x, float *y, int N,
@@ -196,44 +202,19 @@ void moe_forward(moe_layer *l, const moe_params *p, const float *x, float *y, in
 
     /* 1. router: logits → probs in place, lse; top-k; gates */
     if (N > 0) ops_matmul_forward(l->probs, x, p->router_w, NULL, N, C, E); // (N, E)
-#pragma omp parallel for if ((size_t)N * E >= 65536) schedule(static)
-    for (int t = 0; t < N; t++) {
-        float *pr = l->probs + (size_t)t * E;
-        float mx = pr[0];
-        for (int e = 1; e < E; e++) mx = pr[e] > mx ? pr[e] : mx;
-        double sum = 0.0;
-        for (int e = 0; e < E; e++) {
-            pr[e] = expf(pr[e] - mx);
-            sum += pr[e];
-        }
-        l->lse[t] = mx + (float)log(sum);
-        float inv = (float)(1.0 / sum);
-        for (int e = 0; e < E; e++) pr[e] *= inv;
-        int *ex = l->expert + (size_t)t * k;
-        float *g = l->gate + (size_t)t * k;
-        top_k(pr, E, k, ex);
-        if (k == 1) {
-            g[0] = pr[ex[0]];
-        } else {
-            float s = pr[ex[0]] + pr[ex[1]];
-            g[0] = pr[ex[0]] / s;
-            g[1] = pr[ex[1]] / s;
-        }
-    }
+    ops_moe_route(l->probs, l->lse, l->expert, l->gate, N, E, k);
 
     /* 2. counts in token order (idx of each assignment among this rank's (e, s) ones) and the
      * sums the aux and z losses need: Σ_t probs[t, e] (E) and Σ_t lse² */
     memset(l->count, 0, (size_t)E * k * sizeof(int));
-    for (int e = 0; e <= E; e++) l->extra[e] = 0.0;
+    ops_copy_d2h(l->expert_h, l->expert, (size_t)N * k * sizeof(int)); /* host-side planning */
     for (int t = 0; t < N; t++) {
         for (int s = 0; s < k; s++) {
-            int e = l->expert[(size_t)t * k + s];
-            l->send_row[(size_t)t * k + s] = l->count[e * k + s]++;
+            int e = l->expert_h[(size_t)t * k + s];
+            l->send_row_h[(size_t)t * k + s] = l->count[e * k + s]++;
         }
-        const float *pr = l->probs + (size_t)t * E;
-        for (int e = 0; e < E; e++) l->extra[e] += pr[e];
-        l->extra[E] += (double)l->lse[t] * l->lse[t];
     }
+    ops_moe_prob_sums(l->extra, l->probs, l->lse, N, E);
     ep_plan_build(&l->plan, l->count, N, cfg->capacity_factor, l->extra, l->extra_group, E + 1);
     const ep_plan *pl = &l->plan;
 
@@ -241,11 +222,11 @@ void moe_forward(moe_layer *l, const moe_params *p, const float *x, float *y, in
     for (int t = 0; t < N; t++) {
         for (int s = 0; s < k; s++) {
             size_t i = (size_t)t * k + s;
-            int row = ep_plan_send_row(pl, l->expert[i], s, l->send_row[i]);
-            l->send_row[i] = row;
-            if (row >= 0) memcpy(l->xsend + (size_t)row * C, x + (size_t)t * C, C * sizeof(float));
+            l->send_row_h[i] = ep_plan_send_row(pl, l->expert_h[i], s, l->send_row_h[i]);
         }
     }
+    ops_copy_h2d(l->send_row, l->send_row_h, (size_t)N * k * sizeof(int));
+    ops_moe_pack(l->xsend, x, l->send_row, N, k, C);
     ensure_rows(l, pl->recv_total);
     ep_dispatch(pl, l->xsend, l->recv, l->xe, C);
 
@@ -265,17 +246,7 @@ void moe_forward(moe_layer *l, const moe_params *p, const float *x, float *y, in
 
     /* 5. outputs back to their tokens' ranks; y = Σ gate · expert output */
     ep_combine(pl, l->ye, l->recv, l->ysend, C);
-#pragma omp parallel for if ((size_t)N * C >= 65536) schedule(static)
-    for (int t = 0; t < N; t++) {
-        float *yt = y + (size_t)t * C;
-        memset(yt, 0, (size_t)C * sizeof(float));
-        for (int s = 0; s < k; s++) {
-            int row = l->send_row[(size_t)t * k + s];
-            if (row < 0) continue;
-            const float g = l->gate[(size_t)t * k + s], *o = l->ysend + (size_t)row * C;
-            for (int c = 0; c < C; c++) yt[c] += g * o[c];
-        }
-    }
+    ops_moe_combine(y, l->ysend, l->send_row, l->gate, N, k, C);
 
     /* 6. aux and z losses over the group (or this rank), statistics */
     moe_stats *S = &l->st;
@@ -317,23 +288,7 @@ void moe_backward(moe_layer *l, const moe_params *p, moe_params *grads, const fl
     const ep_plan *pl = &l->plan;
 
     /* 1. gates' gradient; gate·dy rows in send order (into xsend, free after the forward) */
-#pragma omp parallel for if ((size_t)N * C >= 65536) schedule(static)
-    for (int t = 0; t < N; t++) {
-        const float *dyt = dy + (size_t)t * C;
-        for (int s = 0; s < k; s++) {
-            size_t i = (size_t)t * k + s;
-            int row = l->send_row[i];
-            l->dgate[i] = 0.0f;
-            if (row < 0) continue;
-            const float *o = l->ysend + (size_t)row * C;
-            float *d = l->xsend + (size_t)row * C, g = l->gate[i], dot = 0.0f;
-            for (int c = 0; c < C; c++) {
-                dot += dyt[c] * o[c];
-                d[c] = g * dyt[c];
-            }
-            l->dgate[i] = dot;
-        }
-    }
+    ops_moe_combine_backward(l->dgate, l->xsend, dy, l->ysend, l->send_row, l->gate, N, k, C);
 
     /* 2. to the experts; their backward; input-gradient rows back in send order */
     ep_dispatch(pl, l->xsend, l->recv, l->ye, C);
@@ -342,13 +297,13 @@ void moe_backward(moe_layer *l, const moe_params *p, moe_params *grads, const fl
         if (n > 0) {
             float *xe = l->xe + (size_t)base * C, *ye = l->ye + (size_t)base * C;
             float *pre = l->pre + (size_t)base * H, *h = l->h + (size_t)base * H;
-            memset(l->dh, 0, (size_t)n * H * sizeof(float));
+            ops_zero(l->dh, (size_t)n * H * sizeof(float));
             ops_matmul_backward(l->dh, grads ? grads->proj_w + (size_t)le * C * H : NULL,
                                 grads ? grads->proj_b + (size_t)le * C : NULL, ye, h,
                                 p->proj_w + (size_t)le * C * H, n, H, C);
-            memset(h, 0, (size_t)n * H * sizeof(float)); /* h becomes d(pre) */
+            ops_zero(h, (size_t)n * H * sizeof(float)); /* h becomes d(pre) */
             ops_gelu_backward(h, pre, l->dh, (size_t)n * H);
-            memset(ye, 0, (size_t)n * C * sizeof(float)); /* ye becomes d(xe) */
+            ops_zero(ye, (size_t)n * C * sizeof(float)); /* ye becomes d(xe) */
             ops_matmul_backward(ye, grads ? grads->fc_w + (size_t)le * H * C : NULL,
                                 grads ? grads->fc_b + (size_t)le * H : NULL, h, xe,
                                 p->fc_w + (size_t)le * H * C, n, C, H);
@@ -356,16 +311,7 @@ void moe_backward(moe_layer *l, const moe_params *p, moe_params *grads, const fl
         base += n;
     }
     ep_combine(pl, l->ye, l->recv, l->xsend, C);
-#pragma omp parallel for if ((size_t)N * C >= 65536) schedule(static)
-    for (int t = 0; t < N; t++) {
-        float *dxt = dx + (size_t)t * C;
-        for (int s = 0; s < k; s++) {
-            int row = l->send_row[(size_t)t * k + s];
-            if (row < 0) continue;
-            const float *d = l->xsend + (size_t)row * C;
-            for (int c = 0; c < C; c++) dxt[c] += d[c];
-        }
-    }
+    ops_moe_scatter_add(dx, l->xsend, l->send_row, N, k, C);
 
     /* 3. router: d probs from the gates (k = 2: g_s = p_s / (p_1 + p_2)), from the aux loss
      * (d aux / d p[t,i] = α E f_i / n_scope), softmax backward, then the z-loss
@@ -373,24 +319,10 @@ void moe_backward(moe_layer *l, const moe_params *p, moe_params *grads, const fl
     const int NS = l->n_scope;
     const double aux_scale = NS > 0 ? (double)aux_grad * cfg->aux_coef * E / NS : 0.0;
     const float z_scale = NS > 0 ? (float)(2.0 * aux_grad * cfg->z_coef / NS) : 0.0f;
-#pragma omp parallel for if ((size_t)N * E >= 65536) schedule(static)
-    for (int t = 0; t < N; t++) {
-        const float *pr = l->probs + (size_t)t * E;
-        float *dl = l->dlogits + (size_t)t * E;
-        for (int e = 0; e < E; e++) dl[e] = (float)(aux_scale * l->f[e]); /* d probs first */
-        const int *ex = l->expert + (size_t)t * k;
-        const float *dg = l->dgate + (size_t)t * k;
-        if (k == 1) {
-            dl[ex[0]] += dg[0];
-        } else {
-            float p1 = pr[ex[0]], p2 = pr[ex[1]], s = p1 + p2, inv2 = 1.0f / (s * s);
-            dl[ex[0]] += p2 * (dg[0] - dg[1]) * inv2;
-            dl[ex[1]] += p1 * (dg[1] - dg[0]) * inv2;
-        }
-        float dot = 0.0f;
-        for (int e = 0; e < E; e++) dot += pr[e] * dl[e];
-        for (int e = 0; e < E; e++) dl[e] = pr[e] * (dl[e] - dot) + z_scale * l->lse[t] * pr[e];
-    }
+    for (int e = 0; e < E; e++) l->daux_h[e] = (float)(aux_scale * l->f[e]); /* d probs */
+    ops_copy_h2d(l->daux, l->daux_h, (size_t)E * sizeof(float));
+    ops_moe_router_backward(l->dlogits, l->probs, l->lse, l->expert, l->dgate, l->daux, z_scale, N,
+                            E, k);
     if (N > 0)
         ops_matmul_backward(dx, grads ? grads->router_w : NULL, NULL, l->dlogits, l->x,
                             p->router_w, N, C, E);

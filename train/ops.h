@@ -1,12 +1,15 @@
 /*
  * train/ops.h — the kernels of a GPT-2 forward and backward pass, one backend-neutral interface.
  *
- * One backend exists: the CPU one (train/ops_cpu.c) runs every matmul through OpenBLAS sgemm —
- * attention's QKᵀ and PV included — and element-wise work with OpenMP, on host pointers. There is
- * no CUDA backend yet: `make GPU=1` adds only the NCCL communicator (parallel/comm_nccl.c), and
- * training runs these CPU kernels in every build. A CUDA backend (cuBLAS + kernels, DESIGN.md)
- * would implement these same functions on device pointers. The model (train/model.c) calls only
- * these.
+ * Every ops_<name> dispatches through the backend table of train/ops_backend.h, chosen once at
+ * start-up by ops_select ("cpu" | "guard" | "cuda"; config key `device`):
+ *   cpu   train/ops_cpu.c: OpenBLAS sgemm for every matmul, OpenMP element-wise, host memory;
+ *   guard train/ops_guard.c: the cpu kernels on memory that is mmap(PROT_NONE) except inside an
+ *         op or a copy of the memory API, so any host access outside them faults at once;
+ *   cuda  train/ops_cuda*.cu (GPU=1 builds): cuBLAS + kernels on device memory.
+ * All tensor pointers given to ops_* are DEVICE pointers (memory from ops_alloc), except where a
+ * comment says HOST. Host code reaches device memory only through the memory API below
+ * (docs/gpu.md: who owns what, where host copies happen and why).
  *
  * Conventions (as in llm.c):
  *   - fp32, row-major, contiguous unless a stride is given. N = number of rows = B*T.
@@ -22,6 +25,36 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- backend selection and memory API ------------------------------------------------------ */
+
+/* Select the backend for the whole process: "cpu", "guard" or "cuda". The environment variable
+ * MINITRAIN_DEVICE, when set, overrides `device` (so the test suite reruns every script on the
+ * guard device unchanged). local_rank picks the GPU (local_rank % device count) for cuda.
+ * Call before any ops_alloc; calling it again with the same device is a no-op. Returns 0, or -1
+ * with one line in err: unknown name, "cuda" in a build without CUDA (GPU=1), no usable GPU, or
+ * a different device after memory was allocated. Without a call the backend is cpu. */
+int ops_select(const char *device, int local_rank, char *err, size_t errlen);
+/* The selected backend's name ("cpu", "guard", "cuda") and its device's name (CPU: "cpu"). */
+const char *ops_device(void);
+const char *ops_device_name(void);
+
+/* Device memory, zeroed. `what` names the allocation in guard fault reports ("params", ...).
+ * Exits with a message on failure (out of memory). ops_alloc(0, ..) returns a valid pointer. */
+void *ops_alloc(size_t bytes, const char *what);
+void ops_free(void *p); /* NULL ok */
+void ops_zero(void *p, size_t bytes);
+void ops_copy_h2d(void *dst_dev, const void *src_host, size_t bytes);
+void ops_copy_d2h(void *dst_host, const void *src_dev, size_t bytes);
+void ops_copy_d2d(void *dst_dev, const void *src_dev, size_t bytes);
+/* Wait for all device work queued by this thread's backend (a no-op on cpu and guard). */
+void ops_sync(void);
+/* 1 if p points into device memory of the selected backend (cpu: never), for the comm split
+ * (parallel/comm.h stages device buffers through host memory where MPI must read them). */
+int ops_is_device(const void *p);
+/* Convenience: one float device→host / host→device. */
+float ops_get_f32(const float *dev);
+void ops_set_f32(float *dev, float v);
 
 /* Threads used by the element-wise kernels and by sgemm. 0 = leave the library default. */
 void ops_set_threads(int threads);
@@ -96,5 +129,54 @@ void ops_scale(float *x, size_t n, float s);
  * count. g is read only. */
 void ops_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                float b2, float eps, float wd, int t, float grad_scale);
+
+/* ---- ops that replace host loops over device tensors (docs/gpu.md) -------------------------- */
+
+/* out (N, OC) += bias (OC), broadcast over rows: the bias of a row-parallel linear, added once
+ * after the tensor-parallel all-reduce of the partial products. */
+void ops_bias_add(float *out, const float *bias, int N, int OC);
+
+/* Embedding of N independent rows, each with its own position (decode, continuous batching):
+ * out (N, C) = wte[tokens[i]] (V, C) + wpe[positions[i]] (maxT, C); tokens, positions (N). */
+void ops_embed_rows(float *out, const int *tokens, const int *positions, const float *wte,
+                    const float *wpe, int N, int C);
+
+/* pred (N) = argmax over V of each row of x (N, V); the FIRST maximum wins a tie. */
+void ops_argmax_rows(int *pred, const float *x, int N, int V);
+
+/* Index of the first element of x (n) that is NaN or ±Inf, or -1 if all are finite (returned to
+ * the host). */
+int64_t ops_first_nonfinite(const float *x, size_t n);
+
+/* Multi-tensor sum of squares, one call per step for the global gradient norm:
+ * out[i] = Σ_j x[i][j]² (j < n[i]) in double, i < count. x: a HOST array of device pointers;
+ * n, out: HOST arrays (count). Each out[i] equals ops_sumsq(x[i], n[i]) exactly. */
+void ops_sumsq_multi(double *out, const float *const *x, const size_t *n, int count);
+
+/* ---- mixture-of-experts pieces (train/moe.c; N tokens, E experts, k = top_k in {1, 2}) ---- */
+
+/* probs (N, E) in: router logits, out: softmax (max subtracted, sum in double); lse (N) =
+ * logsumexp; expert (N, k): top-k by probability, slot 0 highest, ties to the lower id; gate
+ * (N, k): k = 1 the top-1 probability, k = 2 the two renormalised to sum to 1. */
+void ops_moe_route(float *probs, float *lse, int *expert, float *gate, int N, int E, int k);
+/* sums (E + 1), HOST: sums[e] = Σ_t probs[t, e], sums[E] = Σ_t lse[t]² (t ascending). */
+void ops_moe_prob_sums(double *sums, const float *probs, const float *lse, int N, int E);
+/* xsend[send_row[t·k+s]] (C) = x[t] (C) for every kept (t, s) (send_row >= 0; -1 = dropped). */
+void ops_moe_pack(float *xsend, const float *x, const int *send_row, int N, int k, int C);
+/* y (N, C) = Σ over kept s (ascending) of gate[t·k+s] · ysend[send_row[t·k+s]]; 0 if none. */
+void ops_moe_combine(float *y, const float *ysend, const int *send_row, const float *gate, int N,
+                     int k, int C);
+/* Backward of ops_moe_combine for each kept (t, s), row r: dgate[t·k+s] = dy[t]·ysend[r],
+ * dxsend[r] = gate[t·k+s]·dy[t]; dropped: dgate = 0, dxsend untouched. dgate (N, k). */
+void ops_moe_combine_backward(float *dgate, float *dxsend, const float *dy, const float *ysend,
+                              const int *send_row, const float *gate, int N, int k, int C);
+/* dx[t] (C) += rows[send_row[t·k+s]] for each kept (t, s), s ascending. */
+void ops_moe_scatter_add(float *dx, const float *rows, const int *send_row, int N, int k, int C);
+/* Router backward to the logits (train/moe.h has the formulas): d[e] = daux[e] plus the gates'
+ * gradient through the k = 2 renormalisation, then softmax backward, plus the z-loss term
+ * z_scale · lse[t] · probs[t, e]. dlogits (N, E) overwritten; daux (E). */
+void ops_moe_router_backward(float *dlogits, const float *probs, const float *lse,
+                             const int *expert, const float *dgate, const float *daux,
+                             float z_scale, int N, int E, int k);
 
 #endif /* MT_OPS_H */

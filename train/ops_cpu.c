@@ -18,7 +18,7 @@
  * Formulas follow llm.c (Karpathy) train_gpt2.c: layernorm backward, GELU tanh approximation,
  * fused softmax + cross-entropy, AdamW with bias correction.
  */
-#include "train/ops.h"
+#include "train/ops_cpu.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -77,7 +77,7 @@ static void blas_warm_up(void) {
     }
 }
 
-void ops_set_threads(int threads) {
+void ops_cpu_set_threads(int threads) {
     if (threads <= 0) {
         return;
     }
@@ -89,7 +89,7 @@ void ops_set_threads(int threads) {
 /* ------------------------------------------------------------------------------------------ */
 /* encoder                                                                                    */
 
-void ops_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B,
+void ops_cpu_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe, int B,
                          int T, int C) {
     const int BT = B * T;
 #pragma omp parallel for if ((size_t)BT * C >= OPS_PAR_MIN) schedule(static)
@@ -105,7 +105,7 @@ void ops_encoder_forward(float *out, const int *inp, const float *wte, const flo
     }
 }
 
-void ops_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
+void ops_cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int *inp, int B,
                           int T, int C) {
     /* Column blocks: several positions may share a token id, so rows of dwte collide; columns
      * never do. Each thread walks every position for its own columns. */
@@ -133,7 +133,7 @@ void ops_encoder_backward(float *dwte, float *dwpe, const float *dout, const int
 /* ------------------------------------------------------------------------------------------ */
 /* layernorm                                                                                  */
 
-void ops_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+void ops_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                            const float *b, int N, int C) {
     const float eps = 1e-5f;
 #pragma omp parallel for if ((size_t)N * C >= OPS_PAR_MIN) schedule(static)
@@ -162,7 +162,7 @@ void ops_layernorm_forward(float *out, float *mean, float *rstd, const float *in
     }
 }
 
-void ops_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+void ops_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                             const float *w, const float *mean, const float *rstd, int N, int C) {
     const int big = (size_t)N * C >= OPS_PAR_MIN;
     const int nblk = (C + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
@@ -215,7 +215,7 @@ void ops_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
 /* ------------------------------------------------------------------------------------------ */
 /* matmul                                                                                     */
 
-void ops_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
+void ops_cpu_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
                         int C, int OC) {
     // out (N,OC) = inp (N,C) @ w(OC,C)ᵀ
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, 0.0f, out,
@@ -232,7 +232,7 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
     }
 }
 
-void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+void ops_cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                          const float *w, int N, int C, int OC) {
     if (dinp != NULL) {
         // dinp (N,C) += dout (N,OC) @ w (OC,C)
@@ -265,7 +265,7 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
 /* ------------------------------------------------------------------------------------------ */
 /* attention                                                                                  */
 
-void ops_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
+void ops_cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
                            int HS) {
     const int C = NH * HS;
     const int C3 = 3 * C;
@@ -310,7 +310,7 @@ void ops_attention_forward(float *out, float *att, const float *qkv, int B, int 
     }
 }
 
-void ops_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
+void ops_cpu_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,
                             const float *att, int B, int T, int NH, int HS) {
     const int C = NH * HS;
     const int C3 = 3 * C;
@@ -356,7 +356,7 @@ void ops_attention_backward(float *dqkv, float *datt, const float *dout, const f
     }
 }
 
-void ops_attention_decode(float *out, const float *q, const float *kcache, const float *vcache,
+void ops_cpu_attention_decode(float *out, const float *q, const float *kcache, const float *vcache,
                           int t, int NH, int HS, float *scratch) {
     mtCheck(t >= 0 && NH > 0 && HS > 0, "ops_attention_decode: need t >= 0, NH > 0, HS > 0");
     const int C = NH * HS;
@@ -393,7 +393,7 @@ void ops_attention_decode(float *out, const float *q, const float *kcache, const
  * Computed through the identity 0.5 (1 + tanh u) = σ(2u) = 1 / (1 + e^(−2u)) so the loop needs
  * only fast_expf and vectorises. For x < ~−10, e^(−2u) = +inf and σ = 0: output and gradient
  * are exactly 0, as tanh's saturation gives in exact arithmetic. */
-void ops_gelu_forward(float *out, const float *inp, size_t n) {
+void ops_cpu_gelu_forward(float *out, const float *inp, size_t n) {
 #pragma omp parallel for simd if (n >= OPS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         const float x = inp[i];
@@ -402,7 +402,7 @@ void ops_gelu_forward(float *out, const float *inp, size_t n) {
     }
 }
 
-void ops_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+void ops_cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
     /* d/dx 0.5 x (1 + tanh u) = 0.5 (1 + tanh u) + 0.5 x (1 − tanh² u) u'(x),
      * u'(x) = sqrt(2/pi) (1 + 3·0.044715 x²). With σ = σ(2u): 0.5 (1 + tanh u) = σ and
      * 1 − tanh² u = 4 σ (1 − σ), so gelu'(x) = σ + 2 x σ (1 − σ) u'(x). */
@@ -416,14 +416,14 @@ void ops_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
     }
 }
 
-void ops_residual_forward(float *out, const float *a, const float *b, size_t n) {
+void ops_cpu_residual_forward(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for simd if (n >= OPS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         out[i] = a[i] + b[i];
     }
 }
 
-void ops_add_inplace(float *y, const float *x, size_t n) {
+void ops_cpu_add_inplace(float *y, const float *x, size_t n) {
 #pragma omp parallel for simd if (n >= OPS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         y[i] += x[i];
@@ -433,7 +433,7 @@ void ops_add_inplace(float *y, const float *x, size_t n) {
 /* ------------------------------------------------------------------------------------------ */
 /* loss                                                                                       */
 
-double ops_softmax_crossentropy(float *logits, float *losses, const int *targets, int N, int V,
+double ops_cpu_softmax_crossentropy(float *logits, float *losses, const int *targets, int N, int V,
                                 float dloss) {
     /* Validate first, on the calling thread: an id outside the vocabulary means the data and the
      * model disagree about V — a user error, reported once and clearly. */
@@ -499,7 +499,7 @@ double ops_softmax_crossentropy(float *logits, float *losses, const int *targets
 /* ------------------------------------------------------------------------------------------ */
 /* optimizer helpers                                                                          */
 
-double ops_sumsq(const float *x, size_t n) {
+double ops_cpu_sumsq(const float *x, size_t n) {
     double acc = 0.0;
 #pragma omp parallel for simd if (n >= OPS_PAR_MIN) schedule(static) reduction(+ : acc)
     for (size_t i = 0; i < n; i++) {
@@ -509,7 +509,7 @@ double ops_sumsq(const float *x, size_t n) {
     return acc;
 }
 
-void ops_scale(float *x, size_t n, float s) {
+void ops_cpu_scale(float *x, size_t n, float s) {
 #pragma omp parallel for simd if (n >= OPS_PAR_MIN) schedule(static)
     for (size_t i = 0; i < n; i++) {
         x[i] *= s;
@@ -520,7 +520,7 @@ void ops_scale(float *x, size_t n, float s) {
  * this loop (measured on a 124M-parameter step: ~0.30 s scalar vs ~0.12 s vectorised, the loop
  * being memory-bound once vectorised). The function attribute optimize("no-math-errno") does not
  * take effect in GCC 12, so the flag belongs in CFLAGS. */
-void ops_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+void ops_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                float b2, float eps, float wd, int t, float grad_scale) {
     mtCheck(t >= 1, "ops_adamw: the step count t is 1-based");
     /* bias corrections in double, once per call, then applied as multipliers */

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "core/mem.h"
 #include "train/ops.h"
 #include "train/prof.h"
 
@@ -19,11 +18,8 @@ void optim_init(optim_adamw *o, size_t n, float beta1, float beta2, float eps,
     o->beta2 = beta2;
     o->eps = eps;
     o->weight_decay = weight_decay;
-    o->m = callocCheck(n, sizeof(float));
-    o->v = callocCheck(n, sizeof(float));
-    /* huge pages, faulted now rather than by the first optimizer step (core/mem.h) */
-    mem_prepare(o->m, n * sizeof(float));
-    mem_prepare(o->v, n * sizeof(float));
+    o->m = ops_alloc((n ? n : 1) * sizeof(float), "adamw m"); /* device memory, like params */
+    o->v = ops_alloc((n ? n : 1) * sizeof(float), "adamw v");
 }
 
 float optim_lr(int step, int steps, int warmup, float lr, float min_lr) {
@@ -65,7 +61,7 @@ void optim_step(optim_adamw *o, gpt_model *m, float lr, float grad_scale) {
 }
 
 void optim_free(optim_adamw *o) {
-    free(o->m);
-    free(o->v);
+    ops_free(o->m);
+    ops_free(o->v);
     memset(o, 0, sizeof(*o));
 }

@@ -234,6 +234,19 @@ static int resolve_tokenizer(trainer *tr, char *err, size_t errlen) {
     return -1;
 }
 
+/* The ops backend for this process (config key device, env MINITRAIN_DEVICE) and, on cuda, a
+ * NCCL communicator for every group of the mesh (one rank per GPU: local_rank % devices). */
+static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen) {
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (ops_select(c->device, lr ? atoi(lr) : 0, err, errlen) != 0) return -1;
+    if (strcmp(ops_device(), "cuda") != 0) return 0;
+    comm *groups[] = {ms->world, ms->tp_group, ms->dp_group, ms->pp_group, ms->ep_group,
+                      ms->edp_group, ms->embed_group};
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+        if (groups[i] && comm_enable_nccl(groups[i], err, errlen) != 0) return -1;
+    return 0;
+}
+
 /* trainer_init's body; *init receives the --init-from weights (freed by the caller). */
 static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init, char *err,
                     size_t errlen) {
@@ -247,6 +260,7 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     int threads = c->threads > 0 ? c->threads : omp_get_num_procs() / local_ranks;
     if (threads < 1) threads = 1;
     ops_set_threads(threads);
+    if (select_device(c, ms, err, errlen) != 0) return -1;
     if (c->microbatches > 0) { /* --microbatches M fixes the microbatch size instead */
         if (c->global_batch % (c->microbatches * ms->dp) != 0) {
             snprintf(err, errlen, "global_batch (%d) must be a multiple of microbatches x dp = "
@@ -318,6 +332,9 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     tr->peak_measured = measured_peak(tr, threads, local_ranks);
     /* per rank: the ranks on this node share its cores (train/flops.h flops_rank_cores) */
     tr->peak_theoretical = flops_theoretical_peak_rank(threads, local_ranks, tr->peak_desc,
+                                                       sizeof(tr->peak_desc));
+    if (strcmp(ops_device(), "cuda") == 0) /* a GPU: the datasheet's peak, by device name */
+        tr->peak_theoretical = flops_gpu_peak_describe(ops_device_name(), tr->peak_desc,
                                                        sizeof(tr->peak_desc));
     tr->threads = threads;
     tr->last_val_loss = NAN;
@@ -445,7 +462,7 @@ static gpt_model *full_model(trainer *tr) {
     fc.ep = 1, fc.ep_rank = 0;
     char err[256];
     mtCheck(gpt_build(full, &fc, err, sizeof(err)) == 0, "cannot build the unsharded model");
-    gpt_place_into_full(m, m->params, full);
+    gpt_place_into_full(m, gpt_params_host(m), full);
     for (int p = 0; p < ms->pp; p++)
         for (int e = 0; e < ms->ep; e++)
             for (int t = 0; t < ms->tp; t++) {
@@ -455,7 +472,7 @@ static gpt_model *full_model(trainer *tr) {
                 gpt_config gc = shard_config(tr, t, p, e);
                 mtCheck(gpt_build(&src, &gc, err, sizeof(err)) == 0, "cannot build a shard table");
                 comm_recv(ms->world, src.params, src.num_params, r, 7);
-                gpt_place_into_full(&src, src.params, full);
+                gpt_place_into_full(&src, gpt_params_host(&src), full);
                 gpt_free(&src);
             }
     return full;
@@ -555,13 +572,25 @@ static double global_grad_norm(trainer *tr) {
         hi = lo + tr->dp.shard < m->num_params ? lo + tr->dp.shard : m->num_params;
     }
     double part[3] = {0, 0, 0}; /* replicated, tp-sharded, expert (ep-sharded) */
+    const float **x = mallocCheck(((size_t)m->n_tensors + 1) * sizeof(float *));
+    size_t *n = mallocCheck(((size_t)m->n_tensors + 1) * sizeof(size_t));
+    double *sq = mallocCheck(((size_t)m->n_tensors + 1) * sizeof(double));
     for (int i = 0; i < m->n_tensors; i++) {
         const gpt_tensor *t = &m->tensors[i];
         size_t a = t->offset > lo ? t->offset : lo;
         size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
-        if (a < b && !t->pp_tied_copy) /* the tied wte counts once, on the first stage */
-            part[t->expert ? 2 : t->tp_replicated ? 0 : 1] += ops_sumsq(m->grads + a, b - a);
+        /* the tied wte counts once, on the first stage */
+        x[i] = m->grads + a;
+        n[i] = a < b && !t->pp_tied_copy ? b - a : 0;
     }
+    ops_sumsq_multi(sq, x, n, m->n_tensors); /* one call for the whole model */
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor *t = &m->tensors[i];
+        if (n[i]) part[t->expert ? 2 : t->tp_replicated ? 0 : 1] += sq[i];
+    }
+    free(x);
+    free(n);
+    free(sq);
     if (tr->cfg.zero) comm_all_reduce_f64(tr->mesh->dp_group, part, 3, COMM_SUM);
     comm_all_reduce_f64(tr->mesh->tp_group, &part[1], 1, COMM_SUM);
     comm_all_reduce_f64(tr->mesh->ep_group, &part[2], 1, COMM_SUM); /* distinct experts */
@@ -581,7 +610,8 @@ static void tp_replica_check(trainer *tr) {
         const gpt_tensor *t = &m->tensors[i];
         if (!t->tp_replicated) continue;
         float *hi = mallocCheck(t->numel * sizeof(float)), *lo = mallocCheck(t->numel * sizeof(float));
-        for (size_t j = 0; j < t->numel; j++) hi[j] = m->grads[t->offset + j], lo[j] = -hi[j];
+        ops_copy_d2h(hi, m->grads + t->offset, t->numel * sizeof(float));
+        for (size_t j = 0; j < t->numel; j++) lo[j] = -hi[j];
         comm_all_reduce(tr->mesh->tp_group, hi, t->numel, COMM_MAX);
         comm_all_reduce(tr->mesh->tp_group, lo, t->numel, COMM_MAX);
         for (size_t j = 0; j < t->numel; j++)
@@ -657,7 +687,8 @@ static void pp_tied_check(trainer *tr) {
     if (m->cfg.pp == 1 || m->i_wte < 0) return;
     size_t n = m->tensors[m->i_wte].numel;
     float *mine = mallocCheck(n * sizeof(float)), *neg = mallocCheck(n * sizeof(float));
-    for (size_t j = 0; j < n; j++) mine[j] = m->wte[j], neg[j] = -m->wte[j];
+    ops_copy_d2h(mine, m->wte, n * sizeof(float)); /* wte is device memory */
+    for (size_t j = 0; j < n; j++) neg[j] = -mine[j];
     comm_all_reduce(tr->mesh->embed_group, mine, n, COMM_MAX);
     comm_all_reduce(tr->mesh->embed_group, neg, n, COMM_MAX);
     float spread = 0;
@@ -756,6 +787,10 @@ static void reduce_grads_ep(trainer *tr) {
     }
 }
 
+void trainer_before_update(trainer *tr) {
+    if (tr->before_update) tr->before_update(tr->before_update_user);
+}
+
 int trainer_run(trainer *tr) {
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
@@ -788,8 +823,9 @@ int trainer_run(trainer *tr) {
         double loss_sum = 0;
         if (ms->pp > 1) {
             pipe_ctx pc = {tr, s, inp, tgt, 0};
+            float *grad_buf = ops_alloc((size_t)B * T * c->d_model * sizeof(float), "pp grad in");
             pp_stage_fns fns = {&pc, (size_t)B * T * c->d_model, pipe_input, pipe_forward,
-                                pipe_backward, NULL};
+                                pipe_backward, grad_buf, NULL};
             /* the measured timeline of the steps that log (event pp_timeline, one per stage) */
             int traced = ms->tp_rank == 0 && ms->dp_rank == 0 &&
                          ((s + 1) % c->log_every == 0 || s + 1 == end);
@@ -798,6 +834,7 @@ int trainer_run(trainer *tr) {
             pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &tr->last_idle_s);
             if (traced) log_pp_timeline(tr, s + 1, pp_t0, fns.trace);
             free(fns.trace);
+            ops_free(grad_buf);
             comm_all_reduce_f64(ms->pp_group, &pc.loss_sum, 1, COMM_SUM);
             loss_sum = pc.loss_sum;
             /* the two copies of the tied embedding: sum their gradients so they stay equal */
@@ -841,6 +878,7 @@ int trainer_run(trainer *tr) {
             break;
         }
         float lr = optim_lr(s, c->steps, c->warmup_steps, c->lr, c->min_lr);
+        trainer_before_update(tr); /* an async checkpoint's snapshot copy must be done */
         optim_step(&tr->opt, m, lr, optim_clip_scale(norm, c->grad_clip));
         dp_gather_params(&tr->dp, m->params);
         double t1 = timer_now();
@@ -900,8 +938,8 @@ int trainer_run(trainer *tr) {
 void trainer_gather_optimizer_state(trainer *tr, float *m_out, float *v_out) {
     size_t n = tr->model.num_params;
     if (!tr->cfg.zero) {
-        memcpy(m_out, tr->opt.m, n * sizeof(float));
-        memcpy(v_out, tr->opt.v, n * sizeof(float));
+        ops_copy_d2h(m_out, tr->opt.m, n * sizeof(float));
+        ops_copy_d2h(v_out, tr->opt.v, n * sizeof(float));
         return;
     }
     float *full = mallocCheck(tr->dp.padded * sizeof(float));
@@ -914,10 +952,12 @@ void trainer_gather_optimizer_state(trainer *tr, float *m_out, float *v_out) {
 
 void trainer_scatter_optimizer_state(trainer *tr, const float *m_in, const float *v_in) {
     size_t n = tr->model.num_params, lo = tr->opt.offset;
-    for (size_t i = 0; i < tr->opt.n; i++) {
-        tr->opt.m[i] = lo + i < n ? m_in[lo + i] : 0.0f;
-        tr->opt.v[i] = lo + i < n ? v_in[lo + i] : 0.0f;
-    }
+    float *h = mallocCheck((tr->opt.n + 1) * sizeof(float)); /* host staging of the shard */
+    for (size_t i = 0; i < tr->opt.n; i++) h[i] = lo + i < n ? m_in[lo + i] : 0.0f;
+    ops_copy_h2d(tr->opt.m, h, tr->opt.n * sizeof(float));
+    for (size_t i = 0; i < tr->opt.n; i++) h[i] = lo + i < n ? v_in[lo + i] : 0.0f;
+    ops_copy_h2d(tr->opt.v, h, tr->opt.n * sizeof(float));
+    free(h);
 }
 
 int trainer_save_model(trainer *tr, char *err, size_t errlen) {

@@ -85,7 +85,15 @@ struct trainer {
     int n_hooks;
     trainer_micro_fn micro_fn; /* NULL = gpt_forward + gpt_backward */
     void *micro_user;
+    /* called before anything modifies parameters or optimizer state (the optimizer step, a
+     * fault that poisons the weights): an asynchronous checkpoint copies them meanwhile
+     * (train/checkpoint.c); NULL = nothing to wait for */
+    void (*before_update)(void *user);
+    void *before_update_user;
 };
+
+/* Call tr->before_update (if set): from here on the caller may modify parameters, AdamW m and v. */
+void trainer_before_update(trainer *tr);
 
 /* Resolve the data/tokenizer, build and initialise the model and optimizer, open run.db and
  * measure the sgemm peak. Tokenizer: cfg.tokenizer, else tokenizer.bin of the data directory,
