@@ -36,6 +36,17 @@ else bad "run.db destroyed by report"; fi
 expect_usage "report --svg X --html X" $MT report --run "$TMP/run" --svg "$TMP/same.x" --html "$TMP/same.x"
 [ ! -e "$TMP/same.x" ] && ok "nothing written for clashing outputs" || bad "same.x written"
 
+echo "== train --ckpt-tier0-root: a root that cannot be created is refused at start"
+TRAIN=(--data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2
+       --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 --ckpt-every 1)
+touch "$TMP/afile"
+expect_usage "train --ckpt-tier0-root under a regular file" $MT train "${TRAIN[@]}" --ckpt-tier0-root "$TMP/afile/%n" --run-dir "$TMP/t0bad"
+expect_usage "train --ckpt-tier0-root %n with MINITRAIN_NODE=.." env MINITRAIN_NODE=.. $MT train "${TRAIN[@]}" --ckpt-tier0-root "$TMP/t0/%n" --run-dir "$TMP/t0dots"
+# refused before training: no checkpoint at all; and none beside $TMP/t0 (where "$TMP/t0/.." points)
+[ ! -e "$TMP/t0bad/ckpt" ] && ok "nothing trained or saved under a bad root" || bad "the run trained on"
+escaped=$(find "$TMP" -maxdepth 2 -path "$TMP/*-*/ckpt" 2>/dev/null)
+[ -z "$escaped" ] && ok "no tier 0 written outside its root" || bad "tier 0 written outside its root: $escaped"
+
 echo "== plan --topology: a file's mistakes are named; a big file is read in well under a second"
 topo() { printf "$1" > "$TMP/topo.ini"; expect_usage "$2" $MT plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1; }
 topo '[node a]\ngpus = 2\n[node a]\ngpus = 4\n' "the same [node a] twice in a row"

@@ -25,6 +25,7 @@
 #include "ckpt/peer.h"
 #include "ckpt/reshard.h"
 #include "core/events.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
@@ -139,6 +140,10 @@ checkpointer *checkpoint_create(trainer *tr) {
         ckpt_peer_node_name(node, sizeof(node));
         if (ckpt_peer_expand(base, sizeof(base), c->ckpt_tier0_root, node, err, sizeof(err)) < 0)
             mt_fail("%s", err);
+        /* a root the user named must be usable: refused once here, not warned about at every
+         * save while the peer copy reports 0 MB "copied" (tier 0 then silently does nothing) */
+        if (c->ckpt_tier0 && fs_mkdir_p(base, err, sizeof(err)) != 0)
+            mt_fail("ckpt_tier0_root '%s': %s", c->ckpt_tier0_root, err);
         setenv("MINITRAIN_SHM_DIR", base, 1);
     }
     ck->peer = ckpt_peer_tr_create(tr); /* collective; NULL unless per-node or replicated */
