@@ -77,5 +77,16 @@ expect_usage "scrub --report = --input" $MT scrub --input "$TMP/pii.txt" --out "
 cmp -s "$TMP/pii.txt" "$TMP/pii.orig" && ok "--input left intact" || bad "--input overwritten by the report"
 expect_usage "scrub --report = --out (new file)" $MT scrub --input "$TMP/pii.txt" --out "$TMP/c2.txt" --report "$TMP/c2.txt"
 
+echo "== README: its supervisor line runs as written (the supervisor needs the run directory)"
+line=$(grep -m1 '^\./minitrain run .* -- ' README.md)
+run_dir=$(sed -n 's/.*--run-dir \([^ ]*\).*/\1/p' <<<"$line")
+if [ -n "$run_dir" ]; then
+  # the same line on the tiny model: --config and --run-dir swapped for the test's own
+  rest=${line#*-- ./minitrain train }; rest=${rest/--config examples\/shakespeare.ini/}; rest=${rest/--run-dir $run_dir/}
+  # shellcheck disable=SC2086
+  timeout 60 $MT run --max-restarts 1 -- $MT train "${TRAIN[@]}" $rest --run-dir "$TMP/readme_run" >"$TMP/out" 2>&1 \
+    && ok "README's minitrain run line trains (with --run-dir $run_dir)" || bad "README's run line: $(tail -2 "$TMP/out")"
+else bad "README's minitrain run line has no --run-dir: \`minitrain run\` refuses it"; fi
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
