@@ -4,7 +4,8 @@
 # and leaves no file half-written or destroyed. One tiny single-process run (2 steps) feeds the
 # report cases; everything else needs no training. About 5 s.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck disable=SC2015  # `test && ok || bad`: ok never fails
+cd "$(dirname "$0")/.." || exit 1
 MT=${MT:-./minitrain}
 TMP=$(mktemp -d /tmp/mt_bad_inputs_XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT
@@ -29,53 +30,53 @@ $MT train --data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --
 
 echo "== report: an output never overwrites the run database or the other output"
 cp "$TMP/run/run.db" "$TMP/run.db.orig"
-expect_usage "report --html DIR/run.db" $MT report --run "$TMP/run" --html "$TMP/run/run.db"
-expect_usage "report --svg DIR/./run.db" $MT report --run "$TMP/run" --svg "$TMP/run/./run.db"
-if $MT report --run "$TMP/run" >/dev/null 2>&1; then ok "run.db still a readable run database"
+expect_usage "report --html DIR/run.db" "$MT" report --run "$TMP/run" --html "$TMP/run/run.db"
+expect_usage "report --svg DIR/./run.db" "$MT" report --run "$TMP/run" --svg "$TMP/run/./run.db"
+if "$MT" report --run "$TMP/run" >/dev/null 2>&1; then ok "run.db still a readable run database"
 else bad "run.db destroyed by report"; fi
-expect_usage "report --svg X --html X" $MT report --run "$TMP/run" --svg "$TMP/same.x" --html "$TMP/same.x"
+expect_usage "report --svg X --html X" "$MT" report --run "$TMP/run" --svg "$TMP/same.x" --html "$TMP/same.x"
 [ ! -e "$TMP/same.x" ] && ok "nothing written for clashing outputs" || bad "same.x written"
 
 echo "== train --ckpt-tier0-root: a root that cannot be created is refused at start"
 TRAIN=(--data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2
        --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 --ckpt-every 1)
 touch "$TMP/afile"
-expect_usage "train --ckpt-tier0-root under a regular file" $MT train "${TRAIN[@]}" --ckpt-tier0-root "$TMP/afile/%n" --run-dir "$TMP/t0bad"
-expect_usage "train --ckpt-tier0-root %n with MINITRAIN_NODE=.." env MINITRAIN_NODE=.. $MT train "${TRAIN[@]}" --ckpt-tier0-root "$TMP/t0/%n" --run-dir "$TMP/t0dots"
+expect_usage "train --ckpt-tier0-root under a regular file" "$MT" train "${TRAIN[@]}" --ckpt-tier0-root "$TMP/afile/%n" --run-dir "$TMP/t0bad"
+expect_usage "train --ckpt-tier0-root %n with MINITRAIN_NODE=.." env MINITRAIN_NODE=.. "$MT" train "${TRAIN[@]}" --ckpt-tier0-root "$TMP/t0/%n" --run-dir "$TMP/t0dots"
 # refused before training: no checkpoint at all; and none beside $TMP/t0 (where "$TMP/t0/.." points)
 [ ! -e "$TMP/t0bad/ckpt" ] && ok "nothing trained or saved under a bad root" || bad "the run trained on"
 escaped=$(find "$TMP" -maxdepth 2 -path "$TMP/*-*/ckpt" 2>/dev/null)
 [ -z "$escaped" ] && ok "no tier 0 written outside its root" || bad "tier 0 written outside its root: $escaped"
 
 echo "== plan --topology: a file's mistakes are named; a big file is read in well under a second"
-topo() { printf "$1" > "$TMP/topo.ini"; expect_usage "$2" $MT plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1; }
+topo() { printf '%b' "$1" > "$TMP/topo.ini"; expect_usage "$2" "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1; }
 topo '[node a]\ngpus = 2\n[node a]\ngpus = 4\n' "the same [node a] twice in a row"
 topo '[node a b]\ngpus = 2\n' "a host name with a space (would break the rankfile)"
 topo '[nodes g]\ncount = 2000000\ngpus = 8\n' "2M hosts (more than plan --nodes allows)"
 # a header without ']' used to be blamed on the next line's key ("[fabric]: unknown key 'gpus'")
 printf '[node a]\ngpus = 2\n[node b\ngpus = 2\n' > "$TMP/topo.ini"
-timeout 30 $MT plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
+timeout 30 "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
 grep -q "topo.ini:3: cannot parse '\[node b'" "$TMP/err" && ok "unterminated header named with its line" || bad "unterminated header: $(cat "$TMP/err")"
-expect_usage "plan --dp 0 --ep 4 where only dp 2 fits" $MT plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --ep 4
+expect_usage "plan --dp 0 --ep 4 where only dp 2 fits" "$MT" plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --ep 4
 grep -q 'fewer than ep 4' "$TMP/err" && ok "... says ep is the reason" || bad "dp 0 / ep: $(cat "$TMP/err")"
-expect_usage "plan --spares 5 on 2 nodes" $MT plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --spares 5
+expect_usage "plan --spares 5 on 2 nodes" "$MT" plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --spares 5
 grep -q -- '-[0-9]* usable' "$TMP/err" && bad "negative GPU count: $(cat "$TMP/err")" || ok "... no negative GPU count"
 # 200,000 hosts, a leaf per host: the duplicate check and the leaf names used to be quadratic
 # (20,000 hosts took 4.7 s; 1M never finished)
 printf '[nodes g]\ncount = 200000\ngpus = 8\nnodes_per_leaf = 1\n' > "$TMP/big.ini"
 start=$(date +%s%N)
-if timeout 60 $MT plan --topology "$TMP/big.ini" --tp 8 --pp 1 --dp 2 --quiet >/dev/null 2>&1; then
+if timeout 60 "$MT" plan --topology "$TMP/big.ini" --tp 8 --pp 1 --dp 2 --quiet >/dev/null 2>&1; then
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   [ "$ms" -lt 5000 ] && ok "200,000-host file planned in $ms ms" || bad "200,000-host file took $ms ms"
 else bad "200,000-host file: plan failed or timed out"; fi
 
 echo "== scrub: a bad --report fails before anything is written; it never overwrites --input/--out"
 printf 'Mail juliet@verona.it now\n' > "$TMP/pii.txt"; cp "$TMP/pii.txt" "$TMP/pii.orig"
-expect_usage "scrub --report in a missing directory" $MT scrub --input "$TMP/pii.txt" --out "$TMP/clean.txt" --report "$TMP/nodir/r.json"
+expect_usage "scrub --report in a missing directory" "$MT" scrub --input "$TMP/pii.txt" --out "$TMP/clean.txt" --report "$TMP/nodir/r.json"
 [ ! -e "$TMP/clean.txt" ] && ok "no --out committed when --report cannot be written" || bad "--out committed although the command failed"
-expect_usage "scrub --report = --input" $MT scrub --input "$TMP/pii.txt" --out "$TMP/clean.txt" --report "$TMP/pii.txt"
+expect_usage "scrub --report = --input" "$MT" scrub --input "$TMP/pii.txt" --out "$TMP/clean.txt" --report "$TMP/pii.txt"
 cmp -s "$TMP/pii.txt" "$TMP/pii.orig" && ok "--input left intact" || bad "--input overwritten by the report"
-expect_usage "scrub --report = --out (new file)" $MT scrub --input "$TMP/pii.txt" --out "$TMP/c2.txt" --report "$TMP/c2.txt"
+expect_usage "scrub --report = --out (new file)" "$MT" scrub --input "$TMP/pii.txt" --out "$TMP/c2.txt" --report "$TMP/c2.txt"
 
 echo "== README: its supervisor line runs as written (the supervisor needs the run directory)"
 line=$(grep -m1 '^\./minitrain run .* -- ' README.md)
@@ -84,7 +85,7 @@ if [ -n "$run_dir" ]; then
   # the same line on the tiny model: --config and --run-dir swapped for the test's own
   rest=${line#*-- ./minitrain train }; rest=${rest/--config examples\/shakespeare.ini/}; rest=${rest/--run-dir $run_dir/}
   # shellcheck disable=SC2086
-  timeout 60 $MT run --max-restarts 1 -- $MT train "${TRAIN[@]}" $rest --run-dir "$TMP/readme_run" >"$TMP/out" 2>&1 \
+  timeout 60 "$MT" run --max-restarts 1 -- "$MT" train "${TRAIN[@]}" $rest --run-dir "$TMP/readme_run" >"$TMP/out" 2>&1 \
     && ok "README's minitrain run line trains (with --run-dir $run_dir)" || bad "README's run line: $(tail -2 "$TMP/out")"
 else bad "README's minitrain run line has no --run-dir: \`minitrain run\` refuses it"; fi
 
