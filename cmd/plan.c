@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cmd/args.h"
@@ -134,6 +135,16 @@ int cmd_plan(int argc, char **argv) {
                 "--from-slurm");
     if ((nodes > 0) != (gpn > 0)) mt_fail("plan: --nodes and --gpus-per-node go together");
 
+    /* the rankfile must not replace an input (`--topology t.ini --out t.ini` did) */
+    const char *inputs[2] = {topology, config}, *input_flag[2] = {"--topology", "--config"};
+    for (int i = 0; out && i < 2; i++) {
+        struct stat so, si;
+        if (inputs[i] && (!strcmp(out, inputs[i]) || (stat(out, &so) == 0 &&
+                          stat(inputs[i], &si) == 0 && so.st_dev == si.st_dev &&
+                          so.st_ino == si.st_ino)))
+            mt_fail("plan: --out %s is the %s file; write the rankfile elsewhere", out,
+                    input_flag[i]);
+    }
     mt_config cfg;
     config_defaults(&cfg);
     char err[512];

@@ -61,6 +61,9 @@ expect_usage "plan --dp 0 --ep 4 where only dp 2 fits" "$MT" plan --nodes 2 --gp
 grep -q 'fewer than ep 4' "$TMP/err" && ok "... says ep is the reason" || bad "dp 0 / ep: $(cat "$TMP/err")"
 expect_usage "plan --spares 5 on 2 nodes" "$MT" plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --spares 5
 grep -q -- '-[0-9]* usable' "$TMP/err" && bad "negative GPU count: $(cat "$TMP/err")" || ok "... no negative GPU count"
+printf '[node a]\ngpus = 2\n' > "$TMP/topo.ini"; cp "$TMP/topo.ini" "$TMP/topo.orig"
+expect_usage "plan --out = --topology" "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 --out "$TMP/./topo.ini"
+cmp -s "$TMP/topo.ini" "$TMP/topo.orig" && ok "... the topology file left intact" || bad "the topology file was replaced by the rankfile"
 # 200,000 hosts, a leaf per host: the duplicate check and the leaf names used to be quadratic
 # (20,000 hosts took 4.7 s; 1M never finished)
 printf '[nodes g]\ncount = 200000\ngpus = 8\nnodes_per_leaf = 1\n' > "$TMP/big.ini"
