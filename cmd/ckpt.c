@@ -384,7 +384,30 @@ static int do_import(int argc, char **argv) {
     return MT_EXIT_OK;
 }
 
+/* 1 when paths a and b name the same file (the same inode, or the same string) */
+static int same_path(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return strcmp(a, b) == 0;
+}
+
+/* An export never replaces the run's own files: `--out DIR/run.db` once turned the run database
+ * into a safetensors file, and `--out DIR/model.safetensors` would swap the trained model for
+ * the transposed HF layout. */
+static void export_check_out(const ckpt_args *a) {
+    static const char *const own[] = {"run.db", "run.db-wal", "run.db-shm", "model.safetensors",
+                                      "tokenizer.bin"};
+    for (size_t k = 0; a->out && k < sizeof(own) / sizeof(own[0]); k++) {
+        char p[CKPT_PATH_MAX];
+        snprintf(p, sizeof(p), "%.4000s/%s", a->run, own[k]);
+        if (same_path(a->out, p))
+            mt_fail("ckpt export: --out %s is the run's own %s; export elsewhere (default %s/hf/)",
+                    a->out, own[k], a->run);
+    }
+}
+
 static int do_export(ckpt_args *a) {
+    export_check_out(a);
     /* newest verified step (or step N) in the fastest tier holding it */
     char dir[CKPT_PATH_MAX] = "", msg[2048], last[2048] = "";
     int64_t best = -1;

@@ -25,7 +25,7 @@ expect_usage() {
 head -c 20000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
 $MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null 2>&1
 $MT train --data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 \
-  --global-batch 2 --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 \
+  --global-batch 2 --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 --ckpt-every 2 \
   --run-dir "$TMP/run" >"$TMP/train.log" 2>&1 || { echo "train failed:"; cat "$TMP/train.log"; exit 1; }
 
 echo "== report: an output never overwrites the run database or the other output"
@@ -47,6 +47,13 @@ expect_usage "train --ckpt-tier0-root %n with MINITRAIN_NODE=.." env MINITRAIN_N
 [ ! -e "$TMP/t0bad/ckpt" ] && ok "nothing trained or saved under a bad root" || bad "the run trained on"
 escaped=$(find "$TMP" -maxdepth 2 -path "$TMP/*-*/ckpt" 2>/dev/null)
 [ -z "$escaped" ] && ok "no tier 0 written outside its root" || bad "tier 0 written outside its root: $escaped"
+
+echo "== ckpt export: --out never replaces the run's own files"
+expect_usage "ckpt export --out DIR/run.db" "$MT" ckpt export --run "$TMP/run" --out "$TMP/run/run.db"
+expect_usage "ckpt export --out DIR/model.safetensors" "$MT" ckpt export --run "$TMP/run" --out "$TMP/run/./model.safetensors"
+"$MT" report --run "$TMP/run" >/dev/null 2>&1 && ok "run.db still a run database after the refused exports" || bad "run.db destroyed by ckpt export"
+"$MT" ckpt export --run "$TMP/run" --out "$TMP/hf/model.safetensors" >/dev/null 2>&1 && [ -s "$TMP/hf/config.json" ] \
+  && ok "ckpt export elsewhere still works" || bad "ckpt export to a fresh directory failed"
 
 echo "== plan --topology: a file's mistakes are named; a big file is read in well under a second"
 topo() { printf '%b' "$1" > "$TMP/topo.ini"; expect_usage "$2" "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1; }
