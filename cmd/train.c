@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt/peer.h"
 #include "cmd/args.h"
 #include "cmd/cmd.h"
 #include "core/check.h"
@@ -70,6 +71,30 @@ static void take_rankfile_layout(mt_config *cfg, const char *path) {
                     d[i].name, d[i].want, d[i].name, *d[i].cur);
         *d[i].cur = d[i].want;
     }
+}
+
+/* The leaf switch of this rank's host in cfg.topology (sched/plan.h's topology file), for the
+ * peer tier 0's buddies (train/checkpoint_peer.c puts them behind another leaf). The host is
+ * ckpt/peer.h's node name ($MINITRAIN_NODE, $SLURMD_NODENAME, the hostname), as the tier 0 names
+ * it. Returns 0, or -1 with err when the file does not load (the same verdict on every rank); a
+ * host the file does not list is a warning, its leaf stays unknown. */
+static int take_topology_leaf(trainer *tr, char *err, size_t errlen) {
+    const char *path = tr->cfg.topology;
+    if (path[0] == 0) return 0;
+    plan_topo t;
+    plan_topo_init(&t);
+    char msg[512], node[CKPT_PEER_NODE_MAX];
+    int rc = plan_topo_load(&t, path, msg, sizeof(msg));
+    if (rc != 0) {
+        snprintf(err, errlen, "topology: %s", msg);
+    } else {
+        ckpt_peer_node_name(node, sizeof(node));
+        if (plan_topo_host_leaf(&t, node, tr->leaf, sizeof(tr->leaf)) < 0)
+            mt_warn("topology %s does not list this rank's node '%s' (MINITRAIN_NODE, "
+                    "SLURMD_NODENAME or the hostname): its leaf switch is unknown", path, node);
+    }
+    plan_topo_free(&t);
+    return rc;
 }
 
 /* Everything one training process owns, released in one place (job_free) whatever path the run
@@ -209,6 +234,7 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
     if (!j->robust) return fail_run(j, MT_EXIT_USAGE, "", err);
     /* Checkpoints (train/checkpoint.h): --resume auto|no|STEP, then a save every ckpt_every
      * steps and at the end; the hook runs every step to advance an asynchronous save. */
+    if (take_topology_leaf(tr, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
     j->ckpt = checkpoint_create(tr);
     checkpoint_set_resume_hook(j->ckpt, sched_resume_fault, tr); /* kill@at=resume faults */
     if (checkpoint_resume(j->ckpt, tr, err, sizeof(err)) < 0) return fail_run(j, MT_EXIT_USAGE, "", err);

@@ -92,6 +92,8 @@ static const key_desc KEYS[] = {
        "%n or $SLURMD_NODENAME expands to the node name (a per-node tier 0)"),
     KI(ckpt_replicas, 0, 0, 1, "1 = also keep each rank's tier-0 checkpoint in the memory of a "
        "buddy rank on another node (restart survives losing a node)"),
+    KS(topology, "", "topology file of `minitrain plan` (docs/placement.md): each host's leaf "
+       "switch, so tier-0 buddies sit behind another leaf ($MINITRAIN_LEAF overrides)"),
     KS(ckpt_durable, "", "tier-2 directory checkpoints are copied to in the background"),
     KS(resume, "auto", "auto | no | STEP: where a run starts"),
     KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),

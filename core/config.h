@@ -67,6 +67,8 @@ typedef struct {
     char ckpt_tier0_root[512]; /* tier 0 base ("" = $MINITRAIN_SHM_DIR or /dev/shm/minitrain);
                                 * %n / $SLURMD_NODENAME = the node name (per-node tier 0) */
     int ckpt_replicas;      /* 1 = each rank's tier 0 also in a buddy's memory on another node */
+    char topology[512];     /* topology file (docs/placement.md): hosts' leaf switches pick
+                             * tier-0 buddies behind another leaf ("" = none) */
     char ckpt_durable[512]; /* tier 2 directory, copied in the background ("" = none) */
     char resume[32];        /* auto | no | STEP */
     char ckpt_on_error[16]; /* stop | continue */

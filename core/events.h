@@ -59,7 +59,8 @@
                                                   checkpoint now and stop; (run, 0) step: the
                                                   trainer agreed to stop after that step */
 #define EV_REQUEUE "requeue"                   /* (0, -1) attempt, ok, reason: `scontrol requeue`
-                                                  after that checkpoint */
+                                                  after that checkpoint; written before the
+                                                  request (ok 1), a failed one adds ok 0 */
 #define EV_SUPERVISOR_END "supervisor_end"     /* (0, -1) exit, status (EV_SUP_*: the job's
                                                   status), reason ("" when completed) */
 /* the trainer, train/trainer.c and train/cmd_train.c (world rank 0 unless said) */

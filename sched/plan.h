@@ -46,6 +46,8 @@ typedef struct {
     plan_node *nodes;
     int n_nodes, cap;
     int n_leaves;
+    char (*leaf_names)[PLAN_NAME_MAX]; /* (n_leaf_names) as a file names them; else "leaf<i>" */
+    int n_leaf_names;
     double scaleup_gbs;   /* per-GPU bandwidth inside a scale-up domain, GB/s (NVLink) */
     double intranode_gbs; /* between domains of one node (PCIe / host), GB/s */
     double nic_gbs;       /* network bandwidth per GPU, GB/s: same-rail traffic inside one leaf */
@@ -102,6 +104,11 @@ void plan_topo_uniform(plan_topo *t, int n_nodes, int gpus, int nodes_per_leaf);
 /* Read a topology file (INI, docs/placement.md) into t (initialised by plan_topo_init). Returns 0,
  * or -1 with one line (file:line and the problem) in err. */
 int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen);
+
+/* The leaf switch of host `host` in t: its index, its name in name (the topology file's, else
+ * "leaf<index>"). Returns -1 (name "") when t has no such host. Tier-0 buddies are chosen
+ * behind another leaf with this (cmd/train.c, `topology = FILE`). */
+int plan_topo_host_leaf(const plan_topo *t, const char *host, char *name, size_t len);
 
 /* The local node from hwloc: GPUs if hwloc sees any (CUDA/NVML OS devices), else cores as CPU
  * slots with one scale-up domain per package. Returns 0 or -1 with err (also when minitrain was

@@ -33,6 +33,7 @@ void plan_topo_init(plan_topo *t) {
 
 void plan_topo_free(plan_topo *t) {
     free(t->nodes);
+    free(t->leaf_names);
     memset(t, 0, sizeof(*t));
 }
 
@@ -60,6 +61,18 @@ void plan_topo_uniform(plan_topo *t, int n_nodes, int gpus, int nodes_per_leaf) 
         plan_topo_add(t, name, gpus, gpus, gpus < 64 ? gpus : 64,
                       nodes_per_leaf > 0 ? i / nodes_per_leaf : 0);
     }
+}
+
+int plan_topo_host_leaf(const plan_topo *t, const char *host, char *name, size_t len) {
+    for (int i = 0; i < t->n_nodes; i++) {
+        if (strcmp(t->nodes[i].name, host) != 0) continue;
+        int leaf = t->nodes[i].leaf;
+        if (leaf < t->n_leaf_names) snprintf(name, len, "%s", t->leaf_names[leaf]);
+        else snprintf(name, len, "leaf%d", leaf);
+        return leaf;
+    }
+    if (len > 0) name[0] = 0;
+    return -1;
 }
 
 int plan_topo_exclude(plan_topo *t, const char *list, char *err, size_t errlen) {
@@ -311,8 +324,10 @@ int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen) {
     int rc = ini_parse_file(fp, on_topo_key, &r);
     fclose(fp);
     if (rc == 0 && flush_section(&r) != 0) rc = -2;
-    free(r.leaf_names);
     free(r.slots);
+    free(t->leaf_names); /* a file names every leaf its nodes use: keep the names */
+    t->leaf_names = r.leaf_names;
+    t->n_leaf_names = r.n_leaf_names;
     if (rc != 0) {
         char text[128];
         if (rc > 0 && topo_syntax_line(path, rc, text, sizeof(text)))

@@ -120,10 +120,18 @@ static void config_section(FILE *f, const report_summary *r) {
     fputs("<h3>Config of the latest run</h3>\n<div class=\"grid config\">\n", f);
     for (const cJSON *x = c ? c->child : NULL; x; x = x->next) {
         char *v = cJSON_IsString(x) ? NULL : cJSON_PrintUnformatted(x);
+        char num[32] = "";
+        double d = cJSON_IsNumber(x) ? x->valuedouble : 0;
+        if (cJSON_IsNumber(x) && isfinite(d) && d != floor(d)) {
+            /* config floats are fp32: 7 significant digits say it (0.003, not 0.00300000003) */
+            snprintf(num, sizeof(num), "%.7g", d);
+            cJSON_free(v);
+            v = NULL;
+        }
         fputs("<div><b>", f);
         esc(f, x->string);
         fputs("</b> = ", f);
-        esc(f, cJSON_IsString(x) ? (x->valuestring[0] ? x->valuestring : "\"\"") : v);
+        esc(f, cJSON_IsString(x) ? (x->valuestring[0] ? x->valuestring : "\"\"") : v ? v : num);
         fputs("</div>\n", f);
         cJSON_free(v);
     }

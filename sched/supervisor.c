@@ -415,12 +415,21 @@ static const char *stopped_on_usr1(sup *s, int attempt, char *reason, size_t rle
         say("%s; not in a Slurm job: resume with --resume auto", reason);
         return EV_SUP_STOPPED;
     }
+    /* The event is written BEFORE the request: `scontrol requeue` makes Slurm end this job at
+     * once (SIGTERM to the batch shell, then SIGKILL to what is left of it, us included), so a
+     * line written after it may never be written. A failed request writes a second event. */
     char err[512];
-    int ok = slurm_requeue(err, sizeof(err)) == 0;
     cJSON *d = attempt_detail(attempt);
-    ev_bool(d, EVK_OK, ok);
-    ev_str(d, EVK_REASON, ok ? "SIGUSR1" : err);
+    ev_bool(d, EVK_OK, 1);
+    ev_str(d, EVK_REASON, "SIGUSR1");
     event(s, EV_REQUEUE, -1, d);
+    int ok = slurm_requeue(err, sizeof(err)) == 0;
+    if (!ok) {
+        d = attempt_detail(attempt);
+        ev_bool(d, EVK_OK, 0);
+        ev_str(d, EVK_REASON, err);
+        event(s, EV_REQUEUE, -1, d);
+    }
     snprintf(reason, rlen, "checkpointed on SIGUSR1 and %s Slurm job %s", ok ? "requeued" :
              "could not requeue", getenv("SLURM_JOB_ID"));
     if (ok) say("%s", reason);

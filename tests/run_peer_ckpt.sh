@@ -11,8 +11,10 @@
 #   - a rank's own copy corrupted (no node lost): that rank alone is restored from its buddy;
 #   - node n2 lost AND the buddies' copies of its ranks flipped / torn: the restart refuses them
 #     and falls back to tier 1, still bit-identical;
-#   - one node only: ckpt_replicas = 1 warns that there is no other node.
-# Runs from the repository root in about 40 s on 2 cores; skipped without mpirun.
+#   - one node only: ckpt_replicas = 1 warns that there is no other node;
+#   - leaf switches from $MINITRAIN_LEAF, and from the placement (train --topology FILE: the
+#     host's leaf in the plan's topology file): copies go behind the other leaf.
+# Runs from the repository root in about 45 s on 2 cores; skipped without mpirun.
 set -euo pipefail
 MT=$PWD/minitrain
 PY=/usr/bin/python3
@@ -145,6 +147,47 @@ LEAF_A_NODES=2 train --run-dir "$TMP/E" --stop-after 5 > "$TMP/E.log" 2>&1 || tr
 check "leaves: n1 and n2 copy to n3, n3 to n1" grep -q "0@n1->4@n3 1@n1->5@n3 2@n2->4@n3 3@n2->5@n3 4@n3->0@n1 5@n3->1@n1" "$TMP/E.log"
 N3=$(t0dir n3)
 check "... rank 4 on n3 holds the copies of ranks 0 and 2" test -f "$N3/peer/rank_00000/step_00000005/manifest.json" -a -f "$N3/peer/rank_00002/step_00000005/manifest.json"
+
+# ---- leaves from the placement: train --topology (4 nodes, n1 n2 on rackA, n3 n4 on rackB) -------
+# no MINITRAIN_LEAF: the leaf of each rank's host comes from the topology file; without it the
+# ring would copy n1 -> n2 (same leaf). Then the override ($MINITRAIN_LEAF wins over the file),
+# a topology that does not load (exit 2) and a host it does not list (a warning).
+cat > "$TMP/topo.ini" <<'TOPO'
+[node n1]
+gpus = 1
+leaf = rackA
+[node n2]
+gpus = 1
+leaf = rackA
+[node n3]
+gpus = 1
+leaf = rackB
+[node n4]
+gpus = 1
+leaf = rackB
+TOPO
+MPI4=(mpirun --oversubscribe -np 4 -x RANKS_PER_NODE)
+[ "$(id -u)" = 0 ] && MPI4=(mpirun --allow-run-as-root --oversubscribe -np 4 -x RANKS_PER_NODE)
+rm -rf "$TMP/shm"
+RANKS_PER_NODE=1 timeout 60 "${MPI4[@]}" "$TMP/node.sh" "$MT" train --config "$TMP/tiny.ini" \
+  --data "$TMP/data" --pp 2 --steps 5 --topology "$TMP/topo.ini" --run-dir "$TMP/F" \
+  > "$TMP/F.log" 2>&1 || true
+check "topology: leaves named from the file" grep -q "leaf switches (topology $TMP/topo.ini) n1=rackA n2=rackA n3=rackB n4=rackB" "$TMP/F.log"
+check "... every copy crosses to the other leaf" grep -q "0@n1->2@n3 1@n2->2@n3 2@n3->0@n1 3@n4->0@n1" "$TMP/F.log"
+check "... and the run completes" test -f "$TMP/F/model.safetensors"
+rm -rf "$TMP/shm"
+LEAF_A_NODES=3 RANKS_PER_NODE=1 timeout 60 "${MPI4[@]}" -x LEAF_A_NODES "$TMP/node.sh" "$MT" train \
+  --config "$TMP/tiny.ini" --data "$TMP/data" --pp 2 --steps 1 --topology "$TMP/topo.ini" \
+  --run-dir "$TMP/G" > "$TMP/G.log" 2>&1 || true
+check "MINITRAIN_LEAF overrides the topology" grep -q "leaf switches (\$MINITRAIN_LEAF) n1=A n2=A n3=A n4=B" "$TMP/G.log"
+check "... and picks the buddies" grep -q "0@n1->3@n4 1@n2->3@n4 2@n3->3@n4 3@n4->0@n1" "$TMP/G.log"
+rc=0; MINITRAIN_NODE=n9 "$MT" train --config "$TMP/tiny.ini" --data "$TMP/data" --steps 1 \
+  --topology "$TMP/nope.ini" --run-dir "$TMP/H" > "$TMP/H.log" 2>&1 || rc=$?
+check "a topology that does not load: usage error naming it" \
+  bash -c "[ $rc = 2 ] && grep -q 'topology: cannot read topology $TMP/nope.ini' '$TMP/H.log'"
+MINITRAIN_NODE=n9 "$MT" train --config "$TMP/tiny.ini" --data "$TMP/data" --steps 1 \
+  --topology "$TMP/topo.ini" --run-dir "$TMP/H" > "$TMP/H.log" 2>&1 || true
+check "a host the topology does not list: warned" grep -q "does not list this rank's node 'n9'" "$TMP/H.log"
 
 echo "run_peer_ckpt: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -11,8 +11,8 @@
 #     named `serve`, and stops by pid after it.
 # Also checked: every relative link of the tutorial exists (and its #anchor is a heading there),
 # and every `function` named on a **Code:** line is defined in a file linked on that segment.
-# The `html` block uses `report --html` only when `report --help` offers it (issue 18's report
-# branch); without it the block does nothing and its check is skipped, saying so.
+# The `html` blocks' pages are checked for their sections (tests/run_report_html.sh renders such
+# pages in Chromium).
 # About 1.5-3 minutes on 2 cores. Run from anywhere: bash tests/run_tutorial.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -199,20 +199,18 @@ if [ "$N_200" -ge 200 ]; then check "dp 2 = section 1 through the warm-up (steps
 check "pp: predicted bubble printed: 20.0%" grep -q "bubble (P-1)/(M+P-1) = 20.0%" "$O/pp.out"
 check "pp 2 and dp 2: the same train losses" same_losses dp2 pp2 1 "$N_200"
 read -r s0 s1 < <(db pp2 "SELECT group_concat(v, ' ') FROM (SELECT avg(json_extract(detail,'\$.idle_share')) AS v FROM events WHERE kind='pp_idle' GROUP BY json_extract(detail,'\$.stage') ORDER BY json_extract(detail,'\$.stage'))")
-check "pp: measured idle share, stage 0 $s0 in 0.15..0.55, stage 1 $s1 in 0..0.35" \
-  bash -c "$(declare -f in_range); in_range '$s0' 0.15 0.55 && in_range '$s1' 0 0.35"
+check "pp: measured idle share, stage 0 $s0 in 0.10..0.55, stage 1 $s1 in 0..0.40" \
+  bash -c "$(declare -f in_range); in_range '$s0' 0.10 0.55 && in_range '$s1' 0 0.40"
 mean=$($PY -c "print(($s0 + $s1) / 2)")
 check "pp: mean idle share $mean in 0.10..0.35 (predicted 0.20)" in_range "$mean" 0.10 0.35
 check "report --svg draws an SVG" grep -q "<svg" "$W/runs/pp2/report.svg"
-if "$W/minitrain" report --help 2>&1 | grep -q -- --html; then
-  check "report --html: the pp page has the pipeline section and its SVG" \
-    bash -c "grep -q 'id=\"pipeline\"' '$W/runs/pp2/report.html' && grep -q 'id=\"pic-pipeline\"' '$W/runs/pp2/report.html'"
-  check "report --svg: the pipeline picture beside the plot" grep -q "<svg" "$W/runs/pp2/report-pipeline.svg"
-  check "report --svg/--html: the MoE heat map" \
-    bash -c "grep -q '<svg' '$W/runs/moe/report-moe.svg' && grep -q 'id=\"pic-moe\"' '$W/runs/moe/report.html'"
-else
-  echo "  skip report --html (not in this build's report --help: issue 18's report branch not merged)"
-fi
+check "report --html: the pp page has the pipeline section and its SVG" \
+  bash -c "grep -q 'id=\"pipeline\"' '$W/runs/pp2/report.html' && grep -q 'id=\"pic-pipeline\"' '$W/runs/pp2/report.html'"
+check "report --svg: the pipeline picture beside the plot" grep -q "<svg" "$W/runs/pp2/report-pipeline.svg"
+check "report --svg/--html: the MoE heat map" \
+  bash -c "grep -q '<svg' '$W/runs/moe/report-moe.svg' && grep -q 'id=\"pic-moe\"' '$W/runs/moe/report.html'"
+check "report --html: the faulted run's page has the ETTR picture" \
+  bash -c "grep -q 'id=\"pic-ettr\"' '$W/runs/faulted/report.html'"
 
 # 6. MoE
 grep -q "2.45M parameters" "$O/moe.out" && grep -q "15.6 MFLOP/token" "$O/moe.out" \
@@ -244,10 +242,10 @@ check "the supervisor blames rank 1 and relaunches" bash -c "grep -q 'attempt 1 
 check "the relaunch resumes from checkpoint $LAST" grep -q "resumed from step $LAST " "$O/faulted.out"
 check "report: 1 failure, 1 restart" grep -q "^failures: 1 (crash 1) | restarts 1 " "$O/faulted.out"
 check "the supervisor's last line: completed, 1 failure, 1 restart" grep -q "^minitrain run: completed: ETTR .*, 1 failure, 1 restart, MTTR" "$O/faulted.out"
-e=$(grep -o "^ETTR [0-9.]*" "$O/faulted.out" | awk '{print $2}')
+e=$(grep -o "^ETTR [0-9.]*" "$O/faulted.out" | awk '{print $2}' | head -1)  # 2 reports: text, html
 if [ "$N_200" -ge 200 ]; then check "faulted ETTR $e in 0.70..0.90" in_range "$e" 0.70 0.90
 else check "faulted ETTR $e in 0.05..0.95 (a ${N_200}-step job: start-up dominates)" in_range "$e" 0.05 0.95; fi
-mttr=$(grep -o "MTTR (failure -> first step after restart) [0-9.]* s" "$O/faulted.out" | awk '{print $(NF-1)}')
+mttr=$(grep -o "MTTR (failure -> first step after restart) [0-9.]* s" "$O/faulted.out" | awk '{print $(NF-1)}' | head -1)
 check "MTTR $mttr s in 0.1..5" in_range "$mttr" 0.1 5
 
 # 9. simulate

@@ -66,6 +66,20 @@ static void gather_names(comm *c, const char *mine, char (*all)[CKPT_PEER_NODE_M
     (void)size;
 }
 
+/* One log line: the leaf switch of every node (of its lowest rank), and where rank 0's came from. */
+static void print_leaves(const ckpt_peer_tr *p, char (*leafname)[CKPT_PEER_NODE_MAX],
+                         int from_topology) {
+    char line[4096];
+    int o = snprintf(line, sizeof(line), "tier 0 (peer): leaf switches (%s%s)",
+                     from_topology ? "topology " : "",
+                     from_topology ? p->tr->cfg.topology : "$MINITRAIN_LEAF");
+    for (int r = 0; r < p->size && o < (int)sizeof(line) - 2 * CKPT_PEER_NODE_MAX; r++)
+        if (p->node_id[r] == r)
+            o += snprintf(line + o, sizeof(line) - (size_t)o, " %s=%s", p->node[r],
+                          leafname[r][0] ? leafname[r] : "?");
+    log_info("%s", line);
+}
+
 ckpt_peer_tr *ckpt_peer_tr_create(trainer *tr) {
     const mt_config *c = &tr->cfg;
     char node[CKPT_PEER_NODE_MAX], base[CKPT_PATH_MAX], err[512];
@@ -106,9 +120,11 @@ ckpt_peer_tr *ckpt_peer_tr_create(trainer *tr) {
         p->node_id[r] = q;
     }
     /* leaf switches: $MINITRAIN_LEAF names this rank's leaf (a launcher that knows the
-     * topology sets it); when no rank names one, all nodes count as one leaf */
+     * topology sets it), else the placement's (tr->leaf: the host's leaf in cfg.topology); when
+     * no rank names one, all nodes count as one leaf */
     char (*leafname)[CKPT_PEER_NODE_MAX] = callocCheck((size_t)p->size, sizeof(*leafname));
     const char *lf = getenv("MINITRAIN_LEAF");
+    if (lf == NULL || lf[0] == 0) lf = tr->leaf;
     if (p->size > 1) gather_names(p->world, lf ? lf : "", leafname, p->size);
     int *leaf = callocCheck((size_t)p->size, sizeof(int)), named = 0;
     for (int r = 0; r < p->size; r++) {
@@ -121,6 +137,7 @@ ckpt_peer_tr *ckpt_peer_tr_create(trainer *tr) {
     int with = c->ckpt_replicas > 0
                    ? ckpt_peer_buddies(p->size, p->node_id, named ? leaf : NULL, p->buddy)
                    : 0;
+    if (p->rank == 0 && named && with > 0) print_leaves(p, leafname, lf == tr->leaf && c->topology[0]);
     free(leaf);
     free(leafname);
     if (c->ckpt_replicas == 0)

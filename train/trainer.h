@@ -90,6 +90,9 @@ struct trainer {
      * (train/checkpoint.c); NULL = nothing to wait for */
     void (*before_update)(void *user);
     void *before_update_user;
+    /* this rank's leaf switch from the placement, set by whoever wires `train` (cmd/train.c:
+     * cfg.topology) before checkpoint_create; "" = unknown. $MINITRAIN_LEAF overrides it. */
+    char leaf[64];
 };
 
 /* Call tr->before_update (if set): from here on the caller may modify parameters, AdamW m and v. */
