@@ -11,6 +11,8 @@
  */
 #include "train/model_ckpt.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,7 +153,13 @@ int model_ckpt_state_int(const cJSON *state, const char *obj, const char *key, i
                 obj ? obj : "", obj ? "." : "", key);
         return -1;
     }
-    *out = (int)v->valuedouble;
+    double d = v->valuedouble; /* (int) of a double outside int's range is undefined behaviour */
+    if (!(d >= INT_MIN && d <= INT_MAX) || d != floor(d)) {
+        mt_errf(err, errlen, "%s/%s: %s%s%s = %g is not an integer in [%d, %d]", step_dir,
+                MODEL_CKPT_STATE_FILE, obj ? obj : "", obj ? "." : "", key, d, INT_MIN, INT_MAX);
+        return -1;
+    }
+    *out = (int)d;
     return 0;
 }
 

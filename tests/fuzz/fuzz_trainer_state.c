@@ -18,7 +18,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gpt_config cfg;
     model_ckpt_state_config(state, dir, &cfg, err, sizeof(err));
     int step;
-    model_ckpt_state_int(state, NULL, "step", &step, dir, err, sizeof(err));
+    if (model_ckpt_state_int(state, NULL, "step", &step, dir, err, sizeof(err)) == 0) {
+        /* accepted: the int must be exactly the file's number (no truncation, no overflow) */
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(state, "step");
+        if (!cJSON_IsNumber(v) || (double)step != v->valuedouble) abort();
+    } else if (strstr(err, "step") == NULL) {
+        abort(); /* a refusal names the key it refused */
+    }
     cJSON_Delete(state);
     return 0;
 }
