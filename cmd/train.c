@@ -242,7 +242,7 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
     /* Resilience (sched/hooks.h): --fault injection + heartbeats for `minitrain run`. Keep this
      * after the checkpoint resume and the checkpoint hook (it reads the resumed step, and a
      * corrupt-ckpt fault waits for the step's commit). */
-    if (sched_attach_trainer(tr, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
+    if (sched_attach_trainer(tr, c->ckpt_every != 0 ? j->ckpt : NULL, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
     if (c->ckpt_every == CONFIG_CKPT_AUTO) sched_ckpt_auto_attach(tr, j->ckpt);
     sched_preempt_attach(tr); /* SIGUSR1 to `minitrain run`: checkpoint now, stop (sched/preempt.h) */
 

@@ -42,6 +42,7 @@ static struct {
     int corrupted[FAULT_MAX][3]; /* corrupt-ckpt: tiers already damaged */
     int active[FAULT_MAX];       /* slow: fired in THIS process (keeps acting) */
     int last_step;               /* of the last heartbeat */
+    checkpointer *ck;            /* for corrupt-ckpt: wait for the step's commit (or NULL) */
 } S;
 
 static void sleep_s(double s) {
@@ -130,6 +131,10 @@ void sched_fault_hook(trainer *tr, int step, int final, void *user) {
     (void)user;
     for (int i = 0; i < S.n; i++) {
         fault_spec *f = &S.f[i];
+        int ckpt_kind = f->kind == FAULT_CORRUPT_CKPT || f->kind == FAULT_TORN_CKPT;
+        /* every rank, before the rank test: the wait is collective. S.fired[i] still holds what
+         * faults_fired said at the start (the same on every rank) until corrupt() runs below. */
+        if (ckpt_kind && step == f->step && !S.fired[i] && S.ck) checkpoint_wait(S.ck, tr);
         if (!fault_applies(f, S.rank)) continue;
         if (f->kind == FAULT_SLOW) {
             /* fired in an earlier process: that "node" was replaced by the restart */
@@ -141,7 +146,7 @@ void sched_fault_hook(trainer *tr, int step, int final, void *user) {
             sleep_s((f->factor - 1.0) * tr->last_step_s); /* acts for the rest of this process */
             continue;
         }
-        if (f->kind == FAULT_CORRUPT_CKPT || f->kind == FAULT_TORN_CKPT) {
+        if (ckpt_kind) {
             int all = S.corrupted[i][0] && S.corrupted[i][1] && S.corrupted[i][2];
             if (step >= f->step && !all && (!S.fired[i] || S.corrupted[i][0] ||
                                             S.corrupted[i][1] || S.corrupted[i][2]))
@@ -239,9 +244,10 @@ int sched_watch_supervisor(void) {
     return 1;
 }
 
-int sched_attach_trainer(trainer *tr, char *err, size_t errlen) {
+int sched_attach_trainer(trainer *tr, checkpointer *ck, char *err, size_t errlen) {
     mtCheck(!S.attached, "sched_attach_trainer called twice in one process");
     memset(&S, 0, sizeof(S));
+    S.ck = ck;
     S.rank = tr->mesh ? tr->mesh->rank : 0;
     int world = tr->mesh ? tr->mesh->world_size : 1;
     S.n = fault_parse_list(tr->cfg.fault, S.f, FAULT_MAX, err, errlen);

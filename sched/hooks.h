@@ -22,10 +22,13 @@
 
 /* Parse tr->cfg.fault, check ranks against the world, disarm faults recorded in
  * RUN_DIR/faults_fired, open the heartbeat file, write the "init" heartbeat, and register the
- * hooks. A nan fault due at the very next step poisons the parameters now. Returns 0, or -1 with
- * a user-facing message in err (bad fault spec, heartbeat directory not writable). One trainer
- * per process. */
-int sched_attach_trainer(trainer *tr, char *err, size_t errlen);
+ * hooks. A nan fault due at the very next step poisons the parameters now. ck (NULL when
+ * checkpoints are off) lets a corrupt-ckpt/torn-ckpt fault armed for step N wait, on every rank
+ * together, for step N's save to commit before it damages the copies: the fault then acts at a
+ * fixed step however slow the disk, instead of whenever the background write happens to land.
+ * Returns 0, or -1 with a user-facing message in err (bad fault spec, heartbeat directory not
+ * writable). One trainer per process. */
+int sched_attach_trainer(trainer *tr, checkpointer *ck, char *err, size_t errlen);
 
 /* Under `minitrain run` ($MINITRAIN_SUPERVISOR set, sched/heartbeat.h): start a detached thread
  * that checks the supervisor's record four times a second and ends this process (exit 1) once
