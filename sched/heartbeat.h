@@ -1,7 +1,7 @@
 /*
  * sched/heartbeat.h — per-rank heartbeats: how the supervisor sees a job's progress.
  *
- * The supervisor (sched/supervisor.c) creates a directory and passes it to every rank in the
+ * The supervisor (sched/supervisor.c, sched/sup_attempt.c) creates a directory and passes it to every rank in the
  * environment variable MINITRAIN_HEARTBEAT_DIR. Each rank owns one file there, rank_NNNNN.hb,
  * and rewrites ONE fixed-size text record at offset 0 after every optimizer step (a pwrite of
  * HB_RECORD_BYTES bytes: no SQLite, no fsync, no rename — a few microseconds):
