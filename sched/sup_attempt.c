@@ -241,147 +241,188 @@ static void ask_checkpoint_now(sup *s, int attempt) {
             ok ? "" : " (cannot write the request file!)");
 }
 
+/* What the watch of one attempt remembers between polls. Per rank: the last (step, state) seen
+ * (a change is progress) and the straggler state machine — slow_count consecutive advanced steps
+ * with busy time above straggler_k x the median; at straggler_w it is reported, once. */
+typedef struct {
+    hb_record hb[HB_MAX_RANKS]; /* this poll's heartbeats, n of them */
+    int n;
+    int seen_step[HB_MAX_RANKS], slow_count[HB_MAX_RANKS], reported[HB_MAX_RANKS];
+    char seen_state[HB_MAX_RANKS][16];
+    int recovered;                          /* a rank of this attempt trains (attempt 1: yes) */
+    double last_progress, last_progress_unix; /* monotonic and unix time of the last change */
+    int killed_rank;                        /* --fault-mtbf's victim, or -1 */
+    double killed_at;                       /* unix s of that kill, or NAN */
+    double next_kill;                       /* monotonic time of the next kill, or INFINITY */
+} watch_state;
+
+/* The launch process exited with wait status st: 0 (clean; 3 when SIGUSR1 asked for the stop),
+ * 2 (usage error, exit 2), or 1 with f filled (the kind from the exit code, the rank blamed). */
+static int launch_exited(const watch_state *w, int st, sup_failure *f) {
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return sup_ckpt_now ? 3 : 0;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
+    f->kind = failure_kind(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    f->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    f->failed_at = isfinite(w->killed_at) ? w->killed_at : rundb_now();
+    f->rank = w->killed_rank >= 0 ? w->killed_rank : sup_blame(w->hb, w->n);
+    if (f->sig)
+        snprintf(f->why, sizeof(f->why), "launch process killed by signal %d (%s)", f->sig,
+                 strsignal(f->sig));
+    else
+        snprintf(f->why, sizeof(f->why), "launch process exited with status %d%s", f->code,
+                 exit_meaning(f->code));
+    return 1;
+}
+
+/* The process of rank record *r is gone: 2 when its last record says it exited with a usage
+ * error, else 1 with f filled (the kind from its exit code when the record has one). */
+static int rank_died(const watch_state *w, const hb_record *r, sup_failure *f) {
+    int code = -1;
+    if (sscanf(r->state, "exit:%d", &code) == 1 && code == MT_EXIT_USAGE) return 2;
+    f->kind = failure_kind(code);
+    f->code = code;
+    f->rank = w->killed_rank >= 0 ? w->killed_rank : r->rank;
+    f->failed_at = isfinite(w->killed_at) ? w->killed_at : rundb_now();
+    if (code >= 0)
+        snprintf(f->why, sizeof(f->why), "rank %d (pid %d) exited with status %d%s after "
+                 "step %d", r->rank, r->pid, code, exit_meaning(code), r->step);
+    else
+        snprintf(f->why, sizeof(f->why), "rank %d (pid %d) died (last heartbeat: step "
+                 "%d, %s)", r->rank, r->pid, r->step, r->state);
+    return 1;
+}
+
+/* Record i of this poll changed: progress. Logs "recovered" for the first training record of a
+ * relaunch and runs rank r's straggler state machine. Returns 1 when the rank is a straggler to
+ * evict (f filled), else 0. */
+static int on_progress(sup *s, watch_state *w, int i, int attempt, double last_fail_unix,
+                       sup_failure *f) {
+    const hb_record *hb = w->hb;
+    int n = w->n, r = hb[i].rank;
+    int advanced = w->seen_step[r] >= 0 && hb[i].step > w->seen_step[r];
+    w->seen_step[r] = hb[i].step;
+    snprintf(w->seen_state[r], sizeof(w->seen_state[r]), "%s", hb[i].state);
+    w->last_progress = timer_now();
+    w->last_progress_unix = hb[i].time;
+    if (!w->recovered && !strcmp(hb[i].state, "run")) {
+        /* the step it resumed at is the record's start (by the time this poll
+         * looks it may be several steps further) */
+        w->recovered = 1;
+        cJSON *d = sup_attempt_detail(attempt);
+        ev_num(d, EVK_STEP, hb[i].start);
+        ev_num(d, EVK_AT_STEP, hb[i].step);
+        ev_num(d, EVK_SECONDS, hb[i].time - last_fail_unix);
+        sup_event(s, EV_RECOVERED, r, d);
+        sup_say("attempt %d: training again from step %d (where it resumed), %.1f s "
+                "after the failure", attempt, hb[i].start, hb[i].time - last_fail_unix);
+    }
+    /* stragglers: busy time above k x the median for W consecutive steps */
+    double med = sup_median_busy(hb, n);
+    if (!(advanced && n >= 2 && !strcmp(hb[i].state, "run") && med > 0)) return 0;
+    w->slow_count[r] = hb[i].busy_ms > s->straggler_k * med ? w->slow_count[r] + 1 : 0;
+    if (w->slow_count[r] < s->straggler_w || w->reported[r]) return 0;
+    w->reported[r] = 1;
+    cJSON *d = sup_attempt_detail(attempt);
+    ev_num(d, EVK_STEP, hb[i].step);
+    ev_num(d, EVK_BUSY_MS, hb[i].busy_ms);
+    ev_num(d, EVK_MEDIAN_MS, med);
+    ev_num(d, EVK_RATIO, hb[i].busy_ms / med);
+    ev_num(d, EVK_STEPS, w->slow_count[r]);
+    sup_event(s, EV_STRAGGLER, r, d);
+    sup_say("attempt %d: rank %d is a straggler (%.1f ms busy per step vs median %.1f ms for %d "
+            "steps)%s", attempt, r, hb[i].busy_ms, med, w->slow_count[r],
+            s->evict_stragglers ? ": evicting" : "");
+    if (!s->evict_stragglers) return 0;
+    f->kind = EV_FAILURE_STRAGGLER;
+    f->rank = r;
+    f->step = hb[i].step;
+    f->failed_at = rundb_now();
+    snprintf(f->why, sizeof(f->why), "rank %d at %.1fx the median step time for %d steps", r,
+             hb[i].busy_ms / med, w->slow_count[r]);
+    return 1;
+}
+
+/* --fault-mtbf: kill a random training rank (SIGKILL) and log it; with nobody training yet, try
+ * again at the next poll after 0.1 s. One kill per attempt. */
+static void mtbf_kill(sup *s, watch_state *w, int attempt) {
+    const hb_record *hb = w->hb;
+    int live[HB_MAX_RANKS], nl = 0;
+    for (int i = 0; i < w->n; i++)
+        if (hb[i].pid > 0 && !strcmp(hb[i].state, "run") && kill(hb[i].pid, 0) == 0)
+            live[nl++] = i;
+    if (nl == 0) {
+        w->next_kill = timer_now() + 0.1; /* nobody training yet: as soon as one is */
+        return;
+    }
+    int i = live[rng_u64(&s->rng) % (uint64_t)nl];
+    w->killed_rank = hb[i].rank;
+    w->killed_at = rundb_now();
+    cJSON *d = sup_attempt_detail(attempt);
+    ev_num(d, EVK_PID, hb[i].pid);
+    ev_num(d, EVK_STEP, hb[i].step);
+    sup_event(s, EV_MTBF_KILL, hb[i].rank, d);
+    sup_say("attempt %d: --fault-mtbf: killing rank %d (pid %d) at step %d", attempt,
+            hb[i].rank, hb[i].pid, hb[i].step);
+    kill(hb[i].pid, SIGKILL);
+    w->next_kill = INFINITY;
+}
+
 int sup_watch(sup *s, pid_t child, int attempt, double last_fail_unix, sup_failure *f) {
     memset(f, 0, sizeof(*f));
     f->rank = -1;
     f->step = -1;
-    double last_progress = timer_now(), last_progress_unix = rundb_now();
-    double next_kill = s->fault_mtbf_s > 0 ? timer_now() + exp_sample(&s->rng, s->fault_mtbf_s)
-                                           : INFINITY;
-    static hb_record hb[HB_MAX_RANKS];
-    static int seen_step[HB_MAX_RANKS], slow_count[HB_MAX_RANKS], reported[HB_MAX_RANKS];
-    static char seen_state[HB_MAX_RANKS][16];
-    for (int i = 0; i < HB_MAX_RANKS; i++) seen_step[i] = -1, slow_count[i] = reported[i] = 0;
-    memset(seen_state, 0, sizeof(seen_state));
-    int recovered = attempt == 1, killed_rank = -1;
-    double killed_at = NAN;
-    int n = 0;
+    static watch_state w; /* static: HB_MAX_RANKS heartbeat records are too big for the stack */
+    w.last_progress = timer_now(), w.last_progress_unix = rundb_now();
+    w.next_kill = s->fault_mtbf_s > 0 ? timer_now() + exp_sample(&s->rng, s->fault_mtbf_s)
+                                      : INFINITY;
+    for (int i = 0; i < HB_MAX_RANKS; i++) w.seen_step[i] = -1, w.slow_count[i] = w.reported[i] = 0;
+    memset(w.seen_state, 0, sizeof(w.seen_state));
+    w.recovered = attempt == 1, w.killed_rank = -1;
+    w.killed_at = NAN;
+    w.n = 0;
     for (;;) {
         if (sup_stop_sig) return -1;
         if (sup_ckpt_now == 1) ask_checkpoint_now(s, attempt);
         int st;
         pid_t p = waitpid(child, &st, WNOHANG);
-        n = hb_scan(s->hb_dir, hb, HB_MAX_RANKS);
+        w.n = hb_scan(s->hb_dir, w.hb, HB_MAX_RANKS);
         if (p == child) {
-            if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return sup_ckpt_now ? 3 : 0;
-            if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
-            f->kind = failure_kind(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-            f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-            f->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
-            f->failed_at = isfinite(killed_at) ? killed_at : rundb_now();
-            f->rank = killed_rank >= 0 ? killed_rank : sup_blame(hb, n);
-            if (f->sig)
-                snprintf(f->why, sizeof(f->why), "launch process killed by signal %d (%s)", f->sig,
-                         strsignal(f->sig));
-            else
-                snprintf(f->why, sizeof(f->why), "launch process exited with status %d%s", f->code,
-                         exit_meaning(f->code));
+            int rc = launch_exited(&w, st, f);
+            if (rc != 1) return rc;
             break;
         }
         /* a rank whose process is gone (SIGKILL, _exit) is a failure now: mpirun takes about a
          * second to notice, tear the other ranks down and exit */
-        int dead = dead_rank(hb, n, child);
+        int dead = dead_rank(w.hb, w.n, child);
         if (dead >= 0) {
-            int code = -1;
-            if (sscanf(hb[dead].state, "exit:%d", &code) == 1 && code == MT_EXIT_USAGE) return 2;
-            f->kind = failure_kind(code);
-            f->code = code;
-            f->rank = killed_rank >= 0 ? killed_rank : hb[dead].rank;
-            f->failed_at = isfinite(killed_at) ? killed_at : rundb_now();
-            if (code >= 0)
-                snprintf(f->why, sizeof(f->why), "rank %d (pid %d) exited with status %d%s after "
-                         "step %d", hb[dead].rank, hb[dead].pid, code, exit_meaning(code),
-                         hb[dead].step);
-            else
-                snprintf(f->why, sizeof(f->why), "rank %d (pid %d) died (last heartbeat: step "
-                         "%d, %s)", hb[dead].rank, hb[dead].pid, hb[dead].step, hb[dead].state);
+            int rc = rank_died(&w, &w.hb[dead], f);
+            if (rc != 1) return rc;
             break;
         }
         /* progress: any rank's (step, state) changed */
-        for (int i = 0; i < n; i++) {
-            int r = hb[i].rank;
+        for (int i = 0; i < w.n; i++) {
+            int r = w.hb[i].rank;
             if (r < 0 || r >= HB_MAX_RANKS) continue;
-            if (!strcmp(hb[i].state, "run")) f->trained = 1;
-            if (hb[i].step != seen_step[r] || strcmp(hb[i].state, seen_state[r]) != 0) {
-                int advanced = seen_step[r] >= 0 && hb[i].step > seen_step[r];
-                seen_step[r] = hb[i].step;
-                snprintf(seen_state[r], sizeof(seen_state[r]), "%s", hb[i].state);
-                last_progress = timer_now();
-                last_progress_unix = hb[i].time;
-                if (!recovered && !strcmp(hb[i].state, "run")) {
-                    /* the step it resumed at is the record's start (by the time this poll
-                     * looks it may be several steps further) */
-                    recovered = 1;
-                    cJSON *d = sup_attempt_detail(attempt);
-                    ev_num(d, EVK_STEP, hb[i].start);
-                    ev_num(d, EVK_AT_STEP, hb[i].step);
-                    ev_num(d, EVK_SECONDS, hb[i].time - last_fail_unix);
-                    sup_event(s, EV_RECOVERED, r, d);
-                    sup_say("attempt %d: training again from step %d (where it resumed), %.1f s "
-                            "after the failure", attempt, hb[i].start, hb[i].time - last_fail_unix);
-                }
-                /* stragglers: busy time above k x the median for W consecutive steps */
-                double med = sup_median_busy(hb, n);
-                if (advanced && n >= 2 && !strcmp(hb[i].state, "run") && med > 0) {
-                    slow_count[r] = hb[i].busy_ms > s->straggler_k * med ? slow_count[r] + 1 : 0;
-                    if (slow_count[r] >= s->straggler_w && !reported[r]) {
-                        reported[r] = 1;
-                        cJSON *d = sup_attempt_detail(attempt);
-                        ev_num(d, EVK_STEP, hb[i].step);
-                        ev_num(d, EVK_BUSY_MS, hb[i].busy_ms);
-                        ev_num(d, EVK_MEDIAN_MS, med);
-                        ev_num(d, EVK_RATIO, hb[i].busy_ms / med);
-                        ev_num(d, EVK_STEPS, slow_count[r]);
-                        sup_event(s, EV_STRAGGLER, r, d);
-                        sup_say("attempt %d: rank %d is a straggler (%.1f ms busy per step vs "
-                                "median %.1f ms for %d steps)%s", attempt, r, hb[i].busy_ms, med,
-                                slow_count[r], s->evict_stragglers ? ": evicting" : "");
-                        if (s->evict_stragglers) {
-                            f->kind = EV_FAILURE_STRAGGLER;
-                            f->rank = r;
-                            f->step = hb[i].step;
-                            f->failed_at = rundb_now();
-                            snprintf(f->why, sizeof(f->why), "rank %d at %.1fx the median step "
-                                     "time for %d steps", r, hb[i].busy_ms / med, slow_count[r]);
-                            return 1;
-                        }
-                    }
-                }
-            }
+            if (!strcmp(w.hb[i].state, "run")) f->trained = 1;
+            if ((w.hb[i].step != w.seen_step[r] || strcmp(w.hb[i].state, w.seen_state[r]) != 0) &&
+                on_progress(s, &w, i, attempt, last_fail_unix, f))
+                return 1;
         }
-        if (timer_now() - last_progress > s->hb_timeout_s) {
+        if (timer_now() - w.last_progress > s->hb_timeout_s) {
             f->kind = EV_FAILURE_HANG;
-            f->rank = sup_blame(hb, n);
-            f->failed_at = n > 0 ? last_progress_unix : rundb_now() - s->hb_timeout_s;
+            f->rank = sup_blame(w.hb, w.n);
+            f->failed_at = w.n > 0 ? w.last_progress_unix : rundb_now() - s->hb_timeout_s;
             snprintf(f->why, sizeof(f->why), "no heartbeat progress for %.1f s%s", s->hb_timeout_s,
-                     n == 0 ? " (no heartbeat file was ever written: is LAUNCH a minitrain train?)"
-                            : "");
+                     w.n == 0 ? " (no heartbeat file was ever written: is LAUNCH a minitrain "
+                                "train?)"
+                              : "");
             break;
         }
-        if (timer_now() >= next_kill) { /* --fault-mtbf: kill a random training rank */
-            int live[HB_MAX_RANKS], nl = 0;
-            for (int i = 0; i < n; i++)
-                if (hb[i].pid > 0 && !strcmp(hb[i].state, "run") && kill(hb[i].pid, 0) == 0)
-                    live[nl++] = i;
-            if (nl == 0) {
-                next_kill = timer_now() + 0.1; /* nobody training yet: as soon as one is */
-            } else {
-                int i = live[rng_u64(&s->rng) % (uint64_t)nl];
-                killed_rank = hb[i].rank;
-                killed_at = rundb_now();
-                cJSON *d = sup_attempt_detail(attempt);
-                ev_num(d, EVK_PID, hb[i].pid);
-                ev_num(d, EVK_STEP, hb[i].step);
-                sup_event(s, EV_MTBF_KILL, hb[i].rank, d);
-                sup_say("attempt %d: --fault-mtbf: killing rank %d (pid %d) at step %d", attempt,
-                        hb[i].rank, hb[i].pid, hb[i].step);
-                kill(hb[i].pid, SIGKILL);
-                next_kill = INFINITY;
-            }
-        }
+        if (timer_now() >= w.next_kill) mtbf_kill(s, &w, attempt);
         sup_nap(s, SUP_POLL_MS);
     }
-    for (int i = 0; i < n; i++)
-        if (hb[i].rank == f->rank) f->step = hb[i].step;
+    for (int i = 0; i < w.n; i++)
+        if (w.hb[i].rank == f->rank) f->step = w.hb[i].step;
     return 1;
 }

@@ -230,47 +230,51 @@ const char *sup_launch_run_dir(char **launch, int nlaunch) {
     return NULL;
 }
 
-int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
-    sup s;
-    memset(&s, 0, sizeof(s));
-    s.max_restarts = o->max_restarts;
-    s.window_s = o->window_s;
-    s.hb_timeout_s = o->hb_timeout_s;
-    s.backoff_min = o->backoff_min;
-    s.backoff_max = o->backoff_max;
-    s.grace_s = o->grace_s;
-    s.fault_mtbf_s = o->fault_mtbf_s;
-    s.straggler_k = o->straggler_k;
-    s.straggler_w = o->straggler_w;
-    s.evict_stragglers = o->evict_stragglers;
-    s.seed = o->seed;
-    s.run_dir = o->run_dir;
-    s.hostfile = o->hostfile;
-    s.cordon_after = o->cordon_after > 0 ? o->cordon_after : 2;
-    s.launch = launch_argv;
-    s.nlaunch = nlaunch;
+/* Set up the job: the settings, the hosts (setup_hosts), RUN_DIR's lock and run.db, the heartbeat
+ * directory and the supervisor's record in it, the subreaper bit and the signal handlers; then
+ * the supervisor_start event. A user error (no launch, no run directory, a bad hostfile, a run
+ * directory another job holds) ends the process (mt_fail, exit 2). */
+static void start(sup *s, const sup_opts *o, char **launch_argv, int nlaunch) {
+    memset(s, 0, sizeof(*s));
+    s->max_restarts = o->max_restarts;
+    s->window_s = o->window_s;
+    s->hb_timeout_s = o->hb_timeout_s;
+    s->backoff_min = o->backoff_min;
+    s->backoff_max = o->backoff_max;
+    s->grace_s = o->grace_s;
+    s->fault_mtbf_s = o->fault_mtbf_s;
+    s->straggler_k = o->straggler_k;
+    s->straggler_w = o->straggler_w;
+    s->evict_stragglers = o->evict_stragglers;
+    s->seed = o->seed;
+    s->run_dir = o->run_dir;
+    s->hostfile = o->hostfile;
+    s->cordon_after = o->cordon_after > 0 ? o->cordon_after : 2;
+    s->launch = launch_argv;
+    s->nlaunch = nlaunch;
     if (nlaunch < 1) mt_fail("run: no launch command (usage: minitrain run [options] -- LAUNCH...)");
     if (nlaunch > SUP_MAX_ARGS) mt_fail("run: launch command has more than %d words", SUP_MAX_ARGS);
-    if (!s.run_dir) mt_fail("run: no run directory");
+    if (!s->run_dir) mt_fail("run: no run directory");
     char err[1024];
-    setup_hosts(&s, o);
+    setup_hosts(s, o);
     /* one job per run directory (core/runlock.h): a second supervisor or trainer is refused */
-    if (runlock_acquire(&s.lock, s.run_dir, "run", err, sizeof(err)) != 0) mt_fail("run: %s", err);
-    s.db = rundb_open(s.run_dir, err, sizeof(err));
-    if (!s.db) {
-        runlock_release(&s.lock);
+    if (runlock_acquire(&s->lock, s->run_dir, "run", err, sizeof(err)) != 0)
+        mt_fail("run: %s", err);
+    s->db = rundb_open(s->run_dir, err, sizeof(err));
+    if (!s->db) {
+        runlock_release(&s->lock);
         mt_fail("run: %s", err);
     }
-    snprintf(s.hb_dir, sizeof(s.hb_dir), "%s/heartbeat", s.run_dir);
-    snprintf(s.active_hostfile, sizeof(s.active_hostfile), "%s/hostfile.active", s.run_dir);
-    snprintf(s.sup_path, sizeof(s.sup_path), "%s/%s", s.hb_dir, HB_SUP_FILE);
-    snprintf(s.stop_path, sizeof(s.stop_path), "%s/%s", s.hb_dir, SUP_STOP_REQUEST_FILE);
-    mkdir(s.hb_dir, 0755);
-    unlink(s.stop_path); /* a request of an earlier job (the one Slurm requeued) is answered */
-    s.start_ticks = hb_proc_start((int)getpid());
-    s.last_beat = -INFINITY;
-    sup_beat(&s);
-    rng_seed(&s.rng, s.seed);
+    snprintf(s->hb_dir, sizeof(s->hb_dir), "%s/heartbeat", s->run_dir);
+    snprintf(s->active_hostfile, sizeof(s->active_hostfile), "%s/hostfile.active", s->run_dir);
+    snprintf(s->sup_path, sizeof(s->sup_path), "%s/%s", s->hb_dir, HB_SUP_FILE);
+    snprintf(s->stop_path, sizeof(s->stop_path), "%s/%s", s->hb_dir, SUP_STOP_REQUEST_FILE);
+    mkdir(s->hb_dir, 0755);
+    unlink(s->stop_path); /* a request of an earlier job (the one Slurm requeued) is answered */
+    s->start_ticks = hb_proc_start((int)getpid());
+    s->last_beat = -INFINITY;
+    sup_beat(s);
+    rng_seed(&s->rng, s->seed);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -282,15 +286,121 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
     sigaction(SIGUSR1, &sa, NULL);
 
     cJSON *d = ev_detail();
-    ev_num(d, EVK_MAX_RESTARTS, s.max_restarts);
-    ev_num(d, EVK_WINDOW_S, s.window_s);
-    ev_num(d, EVK_HEARTBEAT_TIMEOUT_S, s.hb_timeout_s);
-    double backoff[2] = {s.backoff_min, s.backoff_max};
+    ev_num(d, EVK_MAX_RESTARTS, s->max_restarts);
+    ev_num(d, EVK_WINDOW_S, s->window_s);
+    ev_num(d, EVK_HEARTBEAT_TIMEOUT_S, s->hb_timeout_s);
+    double backoff[2] = {s->backoff_min, s->backoff_max};
     cJSON *range = cJSON_CreateDoubleArray(backoff, 2);
     mtCheck(range != NULL && cJSON_AddItemToObject(d, EVK_BACKOFF, range), "out of memory");
-    ev_num(d, EVK_FAULT_MTBF_S, s.fault_mtbf_s);
+    ev_num(d, EVK_FAULT_MTBF_S, s->fault_mtbf_s);
     ev_num(d, EVK_PID, (double)getpid());
-    sup_event(&s, EV_SUPERVISOR_START, -1, d);
+    sup_event(s, EV_SUPERVISOR_START, -1, d);
+}
+
+/* A failed attempt: the failure event and line (naming the blamed rank and its host), the
+ * teardown (and its event), then the outcome of the run rows the attempt left "running". Returns
+ * the blamed rank's host, -1 when unknown (no hostfile or rankfile, or no rank blamed). */
+static int record_failure(sup *s, pid_t child, int attempt, const sup_failure *f) {
+    double t_det = rundb_now();
+    int host = s->have_rf    ? replan_host_of_rank(&s->rf, &s->hosts, f->rank)
+               : s->hostfile ? sup_host_of_rank(&s->hosts, f->rank)
+                             : -1;
+    cJSON *d = ev_detail();
+    ev_str(d, EVK_KIND, f->kind);
+    ev_num(d, EVK_ATTEMPT, attempt);
+    ev_num(d, EVK_EXIT_CODE, f->code);
+    ev_num(d, EVK_SIGNAL, f->sig);
+    ev_num(d, EVK_STEP, f->step);
+    ev_num(d, EVK_FAILED_AT, f->failed_at);
+    ev_num(d, EVK_DETECTED_AT, t_det);
+    ev_str(d, EVK_HOST, host >= 0 ? s->hosts.name[host] : "");
+    ev_str(d, EVK_WHY, f->why);
+    sup_event(s, EV_FAILURE, f->rank, d);
+    char blame[160] = "";
+    if (f->rank >= 0)
+        snprintf(blame, sizeof(blame), "; blamed on rank %d%s%s", f->rank,
+                 host >= 0 ? " on host " : "", host >= 0 ? s->hosts.name[host] : "");
+    sup_say("attempt %d failed: %s — %s%s", attempt, f->kind, f->why, blame);
+    double td = sup_teardown(s, child, 1);
+    d = sup_attempt_detail(attempt);
+    ev_num(d, EVK_SECONDS, td);
+    sup_event(s, EV_TEARDOWN, -1, d);
+    /* every process of the attempt is gone: rows it left "running" get its real outcome */
+    rundb_end_running(s->db, !strcmp(f->kind, EV_FAILURE_HANG) ? "hung"
+                            : !strcmp(f->kind, EV_FAILURE_CRASH) ? "crashed"
+                            : !strcmp(f->kind, EV_FAILURE_STRAGGLER) ? "killed" : "failed",
+                      f->failed_at);
+    return host;
+}
+
+/* The restart window: count this failure; more failures within window_s than max_restarts is
+ * the end (reason filled, give_up logged, the line on stderr): -1. Else the failures in the
+ * window, this one included. */
+static int count_in_window(sup *s, const sup_failure *f, char *reason, size_t rlen) {
+    double now = timer_now();
+    if (s->nfail < (int)(sizeof(s->fail_times) / sizeof(s->fail_times[0])))
+        s->fail_times[s->nfail++] = now;
+    int in_window = 0;
+    for (int k = 0; k < s->nfail; k++) in_window += now - s->fail_times[k] <= s->window_s;
+    if (in_window > s->max_restarts) {
+        snprintf(reason, rlen, "%d failure%s within %.0f s exceeds --max-restarts "
+                 "%d (last: %s, %s)", in_window, in_window == 1 ? "" : "s", s->window_s,
+                 s->max_restarts, f->kind, f->why);
+        cJSON *d = ev_detail();
+        ev_num(d, EVK_FAILURES_IN_WINDOW, in_window);
+        ev_num(d, EVK_MAX_RESTARTS, s->max_restarts);
+        ev_str(d, EVK_REASON, reason);
+        sup_event(s, EV_GIVE_UP, -1, d);
+        fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
+        return -1;
+    }
+    return in_window;
+}
+
+/* Wait before relaunching: not at all after an attempt that trained (in_a_row = 1), else the
+ * exponential backoff of the crash loop (sup_backoff_s); cut short by a stop signal. The line
+ * saying so, then the backoff event with the time waited. */
+static void back_off(sup *s, int attempt, int in_a_row, int in_window) {
+    double b = in_a_row <= 1 ? 0 : sup_backoff_s(s->backoff_min, s->backoff_max, in_a_row - 1);
+    if (b > 0)
+        sup_say("restarting in %.1f s (failure %d in a row without training; %d of at most "
+                "%d in the window)", b, in_a_row, in_window, s->max_restarts);
+    else
+        sup_say("restarting now (failure %d of at most %d in the window)", in_window,
+                s->max_restarts);
+    double t_b = timer_now();
+    while (timer_now() - t_b < b && !sup_stop_sig) sup_nap(s, 20);
+    cJSON *d = sup_attempt_detail(attempt);
+    ev_num(d, EVK_SECONDS, timer_now() - t_b);
+    sup_event(s, EV_BACKOFF, -1, d);
+}
+
+/* The job is over: the supervisor_end event, run.db and the lock released, the supervisor's
+ * record removed, and the ETTR summary line when the run has any. */
+static void finish(sup *s, int rc, const char *status, const char *reason) {
+    char err[1024];
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_EXIT, rc);
+    ev_str(d, EVK_STATUS, status);
+    ev_str(d, EVK_REASON, reason);
+    sup_event(s, EV_SUPERVISOR_END, -1, d);
+    rundb_close(s->db);
+    unlink(s->sup_path);
+    replan_free(&s->rf);
+    runlock_release(&s->lock);
+    ettr_report er;
+    if (ettr_compute_dir(s->run_dir, &er, err, sizeof(err)) == 0 && er.wall_s > 0) {
+        char mttr[32] = "n/a";
+        if (isfinite(er.mttr_s)) snprintf(mttr, sizeof(mttr), "%.2f s", er.mttr_s);
+        sup_say("%s: ETTR %.3f over %.1f s, %d failure%s, %d restart%s, MTTR %s (minitrain report "
+                "--run %s)", status, er.ettr, er.wall_s, er.failures, er.failures == 1 ? "" : "s",
+                er.restarts, er.restarts == 1 ? "" : "s", mttr, s->run_dir);
+    }
+}
+
+int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
+    sup s;
+    start(&s, o, launch_argv, nlaunch);
     int rc = MT_EXIT_ERROR;
     const char *status = EV_SUP_GAVE_UP;
     char reason[600] = "";
@@ -340,53 +450,10 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             break;
         }
         /* a failure */
-        double t_det = rundb_now();
         last_fail_unix = f.failed_at;
-        int host = s.have_rf    ? replan_host_of_rank(&s.rf, &s.hosts, f.rank)
-                   : s.hostfile ? sup_host_of_rank(&s.hosts, f.rank)
-                                : -1;
-        d = ev_detail();
-        ev_str(d, EVK_KIND, f.kind);
-        ev_num(d, EVK_ATTEMPT, attempt);
-        ev_num(d, EVK_EXIT_CODE, f.code);
-        ev_num(d, EVK_SIGNAL, f.sig);
-        ev_num(d, EVK_STEP, f.step);
-        ev_num(d, EVK_FAILED_AT, f.failed_at);
-        ev_num(d, EVK_DETECTED_AT, t_det);
-        ev_str(d, EVK_HOST, host >= 0 ? s.hosts.name[host] : "");
-        ev_str(d, EVK_WHY, f.why);
-        sup_event(&s, EV_FAILURE, f.rank, d);
-        char blame[160] = "";
-        if (f.rank >= 0)
-            snprintf(blame, sizeof(blame), "; blamed on rank %d%s%s", f.rank,
-                     host >= 0 ? " on host " : "", host >= 0 ? s.hosts.name[host] : "");
-        sup_say("attempt %d failed: %s — %s%s", attempt, f.kind, f.why, blame);
-        double td = sup_teardown(&s, child, 1);
-        d = sup_attempt_detail(attempt);
-        ev_num(d, EVK_SECONDS, td);
-        sup_event(&s, EV_TEARDOWN, -1, d);
-        /* every process of the attempt is gone: rows it left "running" get its real outcome */
-        rundb_end_running(s.db, !strcmp(f.kind, EV_FAILURE_HANG) ? "hung"
-                                : !strcmp(f.kind, EV_FAILURE_CRASH) ? "crashed"
-                                : !strcmp(f.kind, EV_FAILURE_STRAGGLER) ? "killed" : "failed",
-                          f.failed_at);
-        double now = timer_now();
-        if (s.nfail < (int)(sizeof(s.fail_times) / sizeof(s.fail_times[0])))
-            s.fail_times[s.nfail++] = now;
-        int in_window = 0;
-        for (int k = 0; k < s.nfail; k++) in_window += now - s.fail_times[k] <= s.window_s;
-        if (in_window > s.max_restarts) {
-            snprintf(reason, sizeof(reason), "%d failure%s within %.0f s exceeds --max-restarts "
-                     "%d (last: %s, %s)", in_window, in_window == 1 ? "" : "s", s.window_s,
-                     s.max_restarts, f.kind, f.why);
-            d = ev_detail();
-            ev_num(d, EVK_FAILURES_IN_WINDOW, in_window);
-            ev_num(d, EVK_MAX_RESTARTS, s.max_restarts);
-            ev_str(d, EVK_REASON, reason);
-            sup_event(&s, EV_GIVE_UP, -1, d);
-            fprintf(stderr, "minitrain: error: run: giving up: %s\n", reason);
-            break;
-        }
+        int host = record_failure(&s, child, attempt, &f);
+        int in_window = count_in_window(&s, &f, reason, sizeof(reason));
+        if (in_window < 0) break;
         if (host >= 0 && ++s.hosts.blamed[host] >= s.cordon_after && !s.hosts.cordoned[host] &&
             cordon(&s, host, &f, reason, sizeof(reason)) != 0)
             break;
@@ -394,18 +461,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
          * and waiting buys nothing); failures in a row without training in between — a crash
          * loop: a bad node, a bad checkpoint — back off exponentially */
         in_a_row = f.trained ? 1 : in_a_row + 1;
-        double b = in_a_row <= 1 ? 0 : sup_backoff_s(s.backoff_min, s.backoff_max, in_a_row - 1);
-        if (b > 0)
-            sup_say("restarting in %.1f s (failure %d in a row without training; %d of at most "
-                    "%d in the window)", b, in_a_row, in_window, s.max_restarts);
-        else
-            sup_say("restarting now (failure %d of at most %d in the window)", in_window,
-                    s.max_restarts);
-        double t_b = timer_now();
-        while (timer_now() - t_b < b && !sup_stop_sig) sup_nap(&s, 20);
-        d = sup_attempt_detail(attempt);
-        ev_num(d, EVK_SECONDS, timer_now() - t_b);
-        sup_event(&s, EV_BACKOFF, -1, d);
+        back_off(&s, attempt, in_a_row, in_window);
         if (sup_ckpt_now) { /* USR1 while backing off: the last checkpoint is the one to resume */
             rc = MT_EXIT_OK;
             status = stopped_on_usr1(&s, attempt, reason, sizeof(reason));
@@ -419,22 +475,6 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             break;
         }
     }
-    d = ev_detail();
-    ev_num(d, EVK_EXIT, rc);
-    ev_str(d, EVK_STATUS, status);
-    ev_str(d, EVK_REASON, reason);
-    sup_event(&s, EV_SUPERVISOR_END, -1, d);
-    rundb_close(s.db);
-    unlink(s.sup_path);
-    replan_free(&s.rf);
-    runlock_release(&s.lock);
-    ettr_report er;
-    if (ettr_compute_dir(s.run_dir, &er, err, sizeof(err)) == 0 && er.wall_s > 0) {
-        char mttr[32] = "n/a";
-        if (isfinite(er.mttr_s)) snprintf(mttr, sizeof(mttr), "%.2f s", er.mttr_s);
-        sup_say("%s: ETTR %.3f over %.1f s, %d failure%s, %d restart%s, MTTR %s (minitrain report "
-                "--run %s)", status, er.ettr, er.wall_s, er.failures, er.failures == 1 ? "" : "s",
-                er.restarts, er.restarts == 1 ? "" : "s", mttr, s.run_dir);
-    }
+    finish(&s, rc, status, reason);
     return rc;
 }
