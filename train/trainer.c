@@ -435,6 +435,128 @@ void trainer_before_update(trainer *tr) {
     if (tr->before_update) tr->before_update(tr->before_update_user);
 }
 
+/* Step s's microbatches through the pipeline (pp > 1; parallel/pp.c drives the order), the
+ * measured timeline of the steps that log (event pp_timeline), and the tied embedding's two
+ * gradient copies summed. Returns the step's loss sum over microbatches (every stage gets it). */
+static double pipeline_step(trainer *tr, int s, int end, int *inp, int *tgt) {
+    const mt_config *c = &tr->cfg;
+    const mesh *ms = tr->mesh;
+    gpt_model *m = &tr->model;
+    int B = c->batch_size, T = c->seq_len;
+    pipe_ctx pc = {tr, s, inp, tgt, 0};
+    float *grad_buf = ops_alloc((size_t)B * T * c->d_model * sizeof(float), "pp grad in");
+    pp_stage_fns fns = {&pc, (size_t)B * T * c->d_model, pipe_input, pipe_forward,
+                        pipe_backward, grad_buf, NULL};
+    /* the measured timeline of the steps that log (event pp_timeline, one per stage) */
+    int traced = ms->tp_rank == 0 && ms->dp_rank == 0 &&
+                 ((s + 1) % c->log_every == 0 || s + 1 == end);
+    if (traced) fns.trace = callocCheck((size_t)tr->grad_accum, sizeof(pp_span));
+    double pp_t0 = timer_unix();
+    pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &tr->last_idle_s);
+    if (traced) log_pp_timeline(tr, s + 1, pp_t0, fns.trace);
+    free(fns.trace);
+    ops_free(grad_buf);
+    comm_all_reduce_f64(ms->pp_group, &pc.loss_sum, 1, COMM_SUM);
+    /* the two copies of the tied embedding: sum their gradients so they stay equal */
+    if (m->i_wte >= 0)
+        comm_all_reduce(ms->embed_group, m->dwte, m->tensors[m->i_wte].numel, COMM_SUM);
+    return pc.loss_sum;
+}
+
+/* Step s's grad_accum microbatches of this data-parallel rank (pp = 1): forward and backward, or
+ * the microbatch function when one is set; the last backward overlaps the DP buckets' all-reduce
+ * (not with EP). dloss is the gradient of the mean loss over the global batch. Returns the loss
+ * sum over the microbatches. */
+static double microbatch_step(trainer *tr, int s, int *inp, int *tgt, float dloss) {
+    const mt_config *c = &tr->cfg;
+    const mesh *ms = tr->mesh;
+    gpt_model *m = &tr->model;
+    int B = c->batch_size, T = c->seq_len, dp = ms->dp;
+    double loss_sum = 0;
+    for (int k = 0; k < tr->grad_accum; k++) {
+        /* microbatch k of this DP rank = sequences of the global batch no other rank reads */
+        uint64_t seq = (uint64_t)s * c->global_batch + ((uint64_t)k * dp + ms->dp_rank) * B;
+        data_loader_get(&tr->train_dl, seq, B, inp, tgt);
+        int last = k == tr->grad_accum - 1;
+        /* overlap buckets with the backward (not with EP: two reduction groups) */
+        m->grads_ready = last && ms->ep == 1 ? on_grads_ready : NULL;
+        m->grads_ready_user = tr;
+        if (tr->micro_fn) {
+            loss_sum += tr->micro_fn(tr, inp, tgt, B, T, seq, dloss, tr->micro_user);
+        } else {
+            loss_sum += gpt_forward(m, inp, tgt, B, T, dloss);
+            gpt_backward(m);
+        }
+        m->grads_ready = NULL;
+    }
+    return loss_sum;
+}
+
+/* A non-finite loss or gradient norm after step s: the nonfinite event and the line saying the
+ * run stops with MT_EXIT_NONFINITE. */
+static void log_nonfinite(trainer *tr, int s, float loss, double norm) {
+    if (tr->mesh->rank == 0) {
+        cJSON *d = ev_detail();
+        ev_num(d, EVK_STEP, s + 1);
+        ev_num(d, EVK_LOSS, loss); /* "nan" / "inf" when not finite */
+        ev_num(d, EVK_GRAD_NORM, norm);
+        ev_log(tr->db, tr->run_id, EV_NONFINITE, 0, d);
+    }
+    log_info("step %d: loss %g, grad norm %g is not finite; stopping (exit %d)", s + 1, loss, norm,
+             MT_EXIT_NONFINITE);
+}
+
+/* After the update of step tr->step (it ran from t0 to t1, c0 = comm_seconds() at t0): the
+ * tr->last_* figures, the metrics row, the MoE statistics, the pipeline idle share, and the
+ * progress line when it is due. t_loop and steps_here give the ETA. */
+static void log_step(trainer *tr, float loss, float lr, double norm, double t0, double t1,
+                     double c0, double t_loop, int steps_here, int end) {
+    const mt_config *c = &tr->cfg;
+    const mesh *ms = tr->mesh;
+    double tokens_per_step = (double)c->global_batch * c->seq_len;
+    char buf[64];
+    double step_s = t1 - t0;
+    double tps = tokens_per_step / step_s;
+    /* of the job: its FLOP/s over (per-rank peak x world size), docs/mfu.md */
+    double mfu = flops_mfu(tr->flops_per_token, tps, tr->peak_measured, ms->world_size);
+    double mfu_th = flops_mfu(tr->flops_per_token, tps, tr->peak_theoretical, ms->world_size);
+    tr->last_loss = loss;
+    tr->last_lr = lr;
+    tr->last_norm = norm;
+    tr->last_tokens_per_s = tps;
+    tr->last_mfu = mfu;
+    tr->last_step_s = step_s;
+    tr->last_comm_s = comm_seconds() - c0;
+    if (ms->rank == 0) {
+        rundb_metric row = {.step = tr->step, .train_loss = loss, .val_loss = NAN, .lr = lr,
+                            .grad_norm = norm, .tokens_per_s = tps, .mfu = mfu,
+                            .mfu_theoretical = mfu_th, .step_ms = step_s * 1e3,
+                            .wall_s = t1 - tr->t_start};
+        rundb_log_metric(tr->db, tr->run_id, &row);
+    }
+    if (c->moe_every > 0) log_moe_stats(tr);
+    if (ms->pp > 1 && ms->tp_rank == 0 && ms->dp_rank == 0 &&
+        (tr->step % c->log_every == 0 || tr->step == end)) {
+        cJSON *d = ev_detail();
+        ev_num(d, EVK_STEP, tr->step);
+        ev_num(d, EVK_STAGE, ms->pp_rank);
+        ev_num(d, EVK_IDLE_SHARE, tr->last_idle_s / step_s);
+        ev_log(tr->db, tr->run_id, EV_PP_IDLE, ms->rank, d);
+    }
+    double eta = (t1 - t_loop) / steps_here * (end - tr->step);
+    if (tr->step % c->log_every == 0 || tr->step == end || steps_here == 1) {
+        char th[48] = "", cm[48] = "";
+        if (isfinite(mfu_th)) snprintf(th, sizeof(th), " (%.1f%% of theoretical)", 100 * mfu_th);
+        if (ms->world_size > 1)
+            snprintf(cm, sizeof(cm), " | comm %.0f%%", 100 * tr->last_comm_s / step_s);
+        log_progress(!log_is_tty(),
+                     "step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | "
+                     "MFU %.1f%%%s%s | ETA %s",
+                     tr->step, c->steps, loss, lr, norm, step_s * 1e3, tps, 100 * mfu, th, cm,
+                     log_duration(eta, buf, sizeof(buf)));
+    }
+}
+
 int trainer_run(trainer *tr) {
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
@@ -443,10 +565,8 @@ int trainer_run(trainer *tr) {
     int end = c->stop_after > 0 ? c->stop_after : c->steps;
     int *inp = mallocCheck((size_t)B * T * sizeof(int));
     int *tgt = mallocCheck((size_t)B * T * sizeof(int));
-    double tokens_per_step = (double)c->global_batch * T;
     /* gradient of the mean loss over the whole global batch: every rank's sum adds up to it */
     float dloss = 1.0f / ((float)c->global_batch * T);
-    char buf[64];
     tr->t_start = timer_now();
     if (c->moe_every > 0 && !m->moe_load) /* the per-layer expert load (event moe) */
         m->moe_load = callocCheck((size_t)m->n_local * (m->cfg.n_experts + 1), sizeof(double));
@@ -464,43 +584,8 @@ int trainer_run(trainer *tr) {
             memset(m->moe_load, 0, (size_t)m->n_local * (m->cfg.n_experts + 1) * sizeof(double));
         /* each (EP group, microbatch) adds its auxiliary losses once to the objective */
         m->aux_grad = (float)ms->ep / ((float)tr->grad_accum * dp);
-        double loss_sum = 0;
-        if (ms->pp > 1) {
-            pipe_ctx pc = {tr, s, inp, tgt, 0};
-            float *grad_buf = ops_alloc((size_t)B * T * c->d_model * sizeof(float), "pp grad in");
-            pp_stage_fns fns = {&pc, (size_t)B * T * c->d_model, pipe_input, pipe_forward,
-                                pipe_backward, grad_buf, NULL};
-            /* the measured timeline of the steps that log (event pp_timeline, one per stage) */
-            int traced = ms->tp_rank == 0 && ms->dp_rank == 0 &&
-                         ((s + 1) % c->log_every == 0 || s + 1 == end);
-            if (traced) fns.trace = callocCheck((size_t)tr->grad_accum, sizeof(pp_span));
-            double pp_t0 = timer_unix();
-            pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &tr->last_idle_s);
-            if (traced) log_pp_timeline(tr, s + 1, pp_t0, fns.trace);
-            free(fns.trace);
-            ops_free(grad_buf);
-            comm_all_reduce_f64(ms->pp_group, &pc.loss_sum, 1, COMM_SUM);
-            loss_sum = pc.loss_sum;
-            /* the two copies of the tied embedding: sum their gradients so they stay equal */
-            if (m->i_wte >= 0)
-                comm_all_reduce(ms->embed_group, m->dwte, m->tensors[m->i_wte].numel, COMM_SUM);
-        }
-        for (int k = 0; ms->pp == 1 && k < tr->grad_accum; k++) {
-            /* microbatch k of this DP rank = sequences of the global batch no other rank reads */
-            uint64_t seq = (uint64_t)s * c->global_batch + ((uint64_t)k * dp + ms->dp_rank) * B;
-            data_loader_get(&tr->train_dl, seq, B, inp, tgt);
-            int last = k == tr->grad_accum - 1;
-            /* overlap buckets with the backward (not with EP: two reduction groups) */
-            m->grads_ready = last && ms->ep == 1 ? on_grads_ready : NULL;
-            m->grads_ready_user = tr;
-            if (tr->micro_fn) {
-                loss_sum += tr->micro_fn(tr, inp, tgt, B, T, seq, dloss, tr->micro_user);
-            } else {
-                loss_sum += gpt_forward(m, inp, tgt, B, T, dloss);
-                gpt_backward(m);
-            }
-            m->grads_ready = NULL;
-        }
+        double loss_sum = ms->pp > 1 ? pipeline_step(tr, s, end, inp, tgt)
+                                     : microbatch_step(tr, s, inp, tgt, dloss);
         if (ms->ep > 1) reduce_grads_ep(tr);
         else dp_finish(&tr->dp, m->grads);
         if (tp_check) tp_replica_check(tr);
@@ -509,15 +594,7 @@ int trainer_run(trainer *tr) {
         float loss = (float)(lsum / (tr->grad_accum * dp));
         double norm = global_grad_norm(tr);
         if (!isfinite(loss) || !isfinite(norm)) {
-            if (ms->rank == 0) {
-                cJSON *d = ev_detail();
-                ev_num(d, EVK_STEP, s + 1);
-                ev_num(d, EVK_LOSS, loss); /* "nan" / "inf" when not finite */
-                ev_num(d, EVK_GRAD_NORM, norm);
-                ev_log(tr->db, tr->run_id, EV_NONFINITE, 0, d);
-            }
-            log_info("step %d: loss %g, grad norm %g is not finite; stopping (exit %d)", s + 1,
-                     loss, norm, MT_EXIT_NONFINITE);
+            log_nonfinite(tr, s, loss, norm);
             rc = MT_EXIT_NONFINITE;
             break;
         }
@@ -529,46 +606,7 @@ int trainer_run(trainer *tr) {
         tr->step = s + 1;
         if (pp_check) pp_tied_check(tr);
         steps_here++;
-        double step_s = t1 - t0;
-        double tps = tokens_per_step / step_s;
-        /* of the job: its FLOP/s over (per-rank peak x world size), docs/mfu.md */
-        double mfu = flops_mfu(tr->flops_per_token, tps, tr->peak_measured, ms->world_size);
-        double mfu_th = flops_mfu(tr->flops_per_token, tps, tr->peak_theoretical, ms->world_size);
-        tr->last_loss = loss;
-        tr->last_lr = lr;
-        tr->last_norm = norm;
-        tr->last_tokens_per_s = tps;
-        tr->last_mfu = mfu;
-        tr->last_step_s = step_s;
-        tr->last_comm_s = comm_seconds() - c0;
-        if (ms->rank == 0) {
-            rundb_metric row = {.step = tr->step, .train_loss = loss, .val_loss = NAN, .lr = lr,
-                                .grad_norm = norm, .tokens_per_s = tps, .mfu = mfu,
-                                .mfu_theoretical = mfu_th, .step_ms = step_s * 1e3,
-                                .wall_s = t1 - tr->t_start};
-            rundb_log_metric(tr->db, tr->run_id, &row);
-        }
-        if (c->moe_every > 0) log_moe_stats(tr);
-        if (ms->pp > 1 && ms->tp_rank == 0 && ms->dp_rank == 0 &&
-            (tr->step % c->log_every == 0 || tr->step == end)) {
-            cJSON *d = ev_detail();
-            ev_num(d, EVK_STEP, tr->step);
-            ev_num(d, EVK_STAGE, ms->pp_rank);
-            ev_num(d, EVK_IDLE_SHARE, tr->last_idle_s / step_s);
-            ev_log(tr->db, tr->run_id, EV_PP_IDLE, ms->rank, d);
-        }
-        double eta = (t1 - t_loop) / steps_here * (end - tr->step);
-        if (tr->step % c->log_every == 0 || tr->step == end || steps_here == 1) {
-            char th[48] = "", cm[48] = "";
-            if (isfinite(mfu_th)) snprintf(th, sizeof(th), " (%.1f%% of theoretical)", 100 * mfu_th);
-            if (ms->world_size > 1)
-                snprintf(cm, sizeof(cm), " | comm %.0f%%", 100 * tr->last_comm_s / step_s);
-            log_progress(!log_is_tty(),
-                         "step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | "
-                         "MFU %.1f%%%s%s | ETA %s",
-                         tr->step, c->steps, loss, lr, norm, step_s * 1e3, tps, 100 * mfu, th, cm,
-                         log_duration(eta, buf, sizeof(buf)));
-        }
+        log_step(tr, loss, lr, norm, t0, t1, c0, t_loop, steps_here, end);
         int final = tr->step == end;
         if (!final) run_hooks(tr, tr->step, 0);
         if (tr->stop_requested) break; /* a hook asked for a clean stop */
