@@ -181,24 +181,8 @@ int cmd_plan(int argc, char **argv) {
     if (exclude && plan_topo_exclude(&t, exclude, err, sizeof(err)) != 0) mt_fail("%s", err);
 
     if (m.dp == 0) { /* every usable GPU but the spares' */
-        long gpus = 0;
-        int g = 0;
-        for (int i = 0; i < t.n_nodes; i++)
-            if (!t.nodes[i].excluded) {
-                if (!g) g = t.nodes[i].gpus;
-                if (t.nodes[i].gpus == g) gpus += g;
-            }
-        long all = gpus;
-        gpus -= (long)spares * g;
-        if (gpus < 0) gpus = 0;
-        m.dp = (int)(gpus / ((long)m.tp * m.pp));
-        if (m.dp < 1)
-            mt_fail("plan: tp x pp = %d does not fit the %ld usable GPUs (%ld on hosts not "
-                    "excluded, %d spare node(s) held back)", m.tp * m.pp, gpus, all, spares);
-        m.dp -= m.dp % m.ep;
-        if (m.dp < 1)
-            mt_fail("plan: --dp 0 gives dp %d, fewer than ep %d (dp must be a multiple of ep): "
-                    "lower --ep or add GPUs", (int)(gpus / ((long)m.tp * m.pp)), m.ep);
+        m.dp = plan_auto_dp(&t, &m, spares, err, sizeof(err));
+        if (m.dp < 0) mt_fail("%s", err);
     }
 
     double t0 = timer_now();
