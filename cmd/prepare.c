@@ -108,6 +108,62 @@ static uint8_t *scrub_text(uint8_t *text, size_t *n, const char *mode_s, const c
     return (uint8_t *)sc;
 }
 
+/* The whole input file (one clear line and exit 2 when it is missing, not a regular file or
+ * empty). */
+static uint8_t *read_input(const char *input, size_t *n) {
+    struct stat st;
+    if (stat(input, &st) != 0)
+        mt_fail("prepare: cannot read input '%s': %s", input, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        mt_fail("prepare: input '%s' is not a regular file", input);
+    if (st.st_size == 0)
+        mt_fail("prepare: input '%s' is empty", input);
+    size_t nbytes = (size_t)st.st_size;
+    FILE *fin = fopenCheck(input, "rb");
+    uint8_t *text = mallocCheck(nbytes);
+    freadCheck(text, 1, nbytes, fin);
+    fcloseCheck(fin);
+    *n = nbytes;
+    return text;
+}
+
+/* The tokenizer: a tokenizer file to encode with (kind, is_file), BPE trained on text[0..n) with
+ * vocab ids (is_bpe), else the byte tokenizer. pmode is the --scrub-pii mode (NULL: no scrub):
+ * after a scrub, BPE builds each placeholder (or "<TYPE:" of a hash token) of ptypes as one token
+ * with its first merges. A tokenizer that cannot encode, or a vocabulary too small for the
+ * placeholders, is a user error (exit 2). */
+static void make_tokenizer(tok_tokenizer *tok, const char *kind, int is_file, int is_bpe,
+                           long long vocab, const uint8_t *text, size_t n, const pii_mode *pmode,
+                           unsigned ptypes) {
+    char err[1024];
+    if (is_file) {
+        if (tok_load(tok, kind, err, sizeof(err)) != 0) mt_fail("prepare: %s", err);
+        if (!tok_can_encode(tok))
+            mt_fail("prepare: tokenizer '%s' is %s: it holds no merges, so it cannot encode (give "
+                    "a tiktoken rank file or Hugging Face tokenizer.json / vocab.json + merges.txt)",
+                    kind, tok_describe(tok, err, sizeof(err)));
+    } else if (is_bpe) {
+        char atoms[PII_NTYPES][24];
+        const char *atomp[PII_NTYPES];
+        int natoms = 0;
+        for (int t = 0; pmode && *pmode != PII_DROP_LINE && t < PII_NTYPES; t++) {
+            if (!(ptypes & (1u << t)))
+                continue;
+            const char *ph = pii_type_placeholder((pii_type)t);
+            snprintf(atoms[natoms], sizeof(atoms[natoms]), "%.*s", (int)strlen(ph) - 1, ph);
+            strcat(atoms[natoms], *pmode == PII_HASH ? ":" : ">");
+            atomp[natoms] = atoms[natoms];
+            natoms++;
+        }
+        if (tok_train_bpe_atomic(tok, text, n, (int)vocab, atomp, natoms, 1) != 0)
+            mt_fail("prepare: --vocab-size %lld is too small to hold the PII placeholders as "
+                    "tokens (needs about %d more than 256)",
+                    vocab, 6 * natoms);
+    } else {
+        tok_init_byte(tok);
+    }
+}
+
 int cmd_prepare(int argc, char **argv) {
     char **argv0 = argv;
     argv = default_scrub_mode(&argc, argv0);
@@ -180,18 +236,8 @@ int cmd_prepare(int argc, char **argv) {
     if (!(valf > 0.0 && valf <= 0.5))
         mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", valf);
 
-    /* read the input */
-    if (stat(input, &st) != 0)
-        mt_fail("prepare: cannot read input '%s': %s", input, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        mt_fail("prepare: input '%s' is not a regular file", input);
-    if (st.st_size == 0)
-        mt_fail("prepare: input '%s' is empty", input);
-    size_t nbytes = (size_t)st.st_size;
-    FILE *fin = fopenCheck(input, "rb");
-    uint8_t *text = mallocCheck(nbytes);
-    freadCheck(text, 1, nbytes, fin);
-    fcloseCheck(fin);
+    size_t nbytes;
+    uint8_t *text = read_input(input, &nbytes);
     if (fs_mkdir_p(out, NULL, 0) != 0)
         mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
     pii_mode pmode = PII_MASK;
@@ -200,37 +246,12 @@ int cmd_prepare(int argc, char **argv) {
     if (scrub)
         text = scrub_text(text, &nbytes, scrub, pii_types, keyfile, out, &pmode, &ptypes);
 
-    /* tokenizer; after a scrub, BPE builds each placeholder (or "<TYPE:" of a hash token) as
-     * one token with its first merges */
+    /* tokenizer */
     tok_tokenizer tok;
     double t0 = timer_now();
     char err[1024];
-    if (is_file) {
-        if (tok_load(&tok, kind, err, sizeof(err)) != 0) mt_fail("prepare: %s", err);
-        if (!tok_can_encode(&tok))
-            mt_fail("prepare: tokenizer '%s' is %s: it holds no merges, so it cannot encode (give "
-                    "a tiktoken rank file or Hugging Face tokenizer.json / vocab.json + merges.txt)",
-                    kind, tok_describe(&tok, err, sizeof(err)));
-    } else if (is_bpe) {
-        char atoms[PII_NTYPES][24];
-        const char *atomp[PII_NTYPES];
-        int natoms = 0;
-        for (int t = 0; scrub && pmode != PII_DROP_LINE && t < PII_NTYPES; t++) {
-            if (!(ptypes & (1u << t)))
-                continue;
-            const char *ph = pii_type_placeholder((pii_type)t);
-            snprintf(atoms[natoms], sizeof(atoms[natoms]), "%.*s", (int)strlen(ph) - 1, ph);
-            strcat(atoms[natoms], pmode == PII_HASH ? ":" : ">");
-            atomp[natoms] = atoms[natoms];
-            natoms++;
-        }
-        if (tok_train_bpe_atomic(&tok, text, nbytes, (int)vocab, atomp, natoms, 1) != 0)
-            mt_fail("prepare: --vocab-size %lld is too small to hold the PII placeholders as "
-                    "tokens (needs about %d more than 256)",
-                    vocab, 6 * natoms);
-    } else {
-        tok_init_byte(&tok);
-    }
+    make_tokenizer(&tok, kind, is_file, is_bpe, vocab, text, nbytes, scrub ? &pmode : NULL,
+                   ptypes);
     double t_train = timer_now() - t0;
     int V = tok_vocab_size(&tok);
     char *docsep = docsep_arg ? strdup(docsep_arg) : NULL;
