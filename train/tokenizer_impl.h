@@ -1,8 +1,9 @@
 /*
- * train/tokenizer_impl.h — what the tokenizer's three files share; not a public header (other
+ * train/tokenizer_impl.h — what the tokenizer's four files share; not a public header (other
  * modules use train/tokenizer.h).
  *
  *   train/tokenizer.c    minitrain's byte/bpe tokenizers, tokenizer.bin, the tok_ entry points
+ *   train/tok_train.c    training byte-level BPE (tok_train_bpe, tok_train_bpe_atomic)
  *   train/tok_ranked.c   ranked (GPT-2 / tiktoken) BPE: tables, the pcre2 pre-tokenizer, encoding,
  *                        and version 2 of tokenizer.bin
  *   train/tok_formats.c  readers of other ecosystems' files (tiktoken, Hugging Face, llm.c) and
@@ -81,5 +82,32 @@ static inline uint32_t tok_fnv1a32(const uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
     return h;
 }
+
+/* hashing helpers shared by the merge tables (tokenizer.c) and BPE training (tok_train.c) */
+#define TOK_EMPTY_KEY UINT64_MAX /* an empty slot of the open-addressing tables */
+
+/* splitmix64 finalizer (Steele, Lea, Flood 2014): a cheap full-avalanche 64-bit mix. */
+static inline uint64_t tok_mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+static inline uint64_t tok_pair_key(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
+
+static inline size_t tok_pow2_at_least(size_t n) {
+    size_t c = 16;
+    while (c < n)
+        c <<= 1;
+    return c;
+}
+
+/* Fill tok_off/tok_bytes and the rank map from t->merges (tokenizer.c). Validates that every
+ * merge refers to earlier ids, that no pair repeats and that no token exceeds TOK_MAX_CHUNK
+ * bytes. Returns 0, or -1 with a message (no file name) in err. */
+int tok_build_tables(tok_tokenizer *t, char *err, size_t errlen);
 
 #endif /* MT_TOKENIZER_IMPL_H */
