@@ -244,7 +244,9 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
      * corrupt-ckpt fault waits for the step's commit). */
     if (sched_attach_trainer(tr, c->ckpt_every != 0 ? j->ckpt : NULL, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
     if (c->ckpt_every == CONFIG_CKPT_AUTO) sched_ckpt_auto_attach(tr, j->ckpt);
-    sched_preempt_attach(tr); /* SIGUSR1 to `minitrain run`: checkpoint now, stop (sched/preempt.h) */
+    /* SIGUSR1 to `minitrain run`, or SIGINT/SIGTERM to this unsupervised process: checkpoint
+     * now, stop (sched/preempt.h) */
+    sched_preempt_attach(tr);
 
     double t0 = timer_now();
     int end = c->stop_after > 0 ? c->stop_after : c->steps;
@@ -291,7 +293,7 @@ static int train_job(mt_config *cfg) {
     runlock_init(&j.lock);
     j.world = comm_init_world(NULL, NULL);
     sched_watch_supervisor(); /* a job dies with its supervisor, even one killed by SIGKILL */
-    int rc = train_job_run(&j, cfg);
+    int rc = sched_preempt_exit_code(train_job_run(&j, cfg)); /* 130/143 after a SIGINT/SIGTERM */
     sched_exit_heartbeat(rc);
     job_free(&j);
     return rc;
@@ -315,7 +317,9 @@ int cmd_train(int argc, char **argv) {
                  "command\nline (`--key value` or `--key=value`; dashes and underscores are the "
                  "same).\nThe run directory (default runs/<config name>) receives run.db, "
                  "model.safetensors\nand tokenizer.bin.\n\nexample:\n  minitrain train --config "
-                 "examples/shakespeare.ini --steps 200",
+                 "examples/shakespeare.ini --steps 200\n\nSIGINT (Ctrl-C) or SIGTERM: the "
+                 "run checkpoints the step in progress and stops\n(exit 130 / 143; `--resume auto` "
+                 "continues from it); a second signal stops at once.",
         .opts = opts,
         .known = config_has_key,
         .other = add_override,
