@@ -300,6 +300,12 @@ int config_validate(const mt_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "'resume' must be auto, no or a step number, got '%s'", cfg->resume);
         return -1;
     }
+    if (cfg->ckpt_replicas && !cfg->ckpt_tier0) { /* the replicas are copies of tier 0 */
+        snprintf(err, errlen, "ckpt_replicas = 1 needs ckpt_tier0 = 1: peer replicas are copies "
+                 "of the tier-0 (in-memory) checkpoint, which ckpt_tier0 = 0 turns off (drop "
+                 "--ckpt-replicas, or keep --ckpt-tier0 1)");
+        return -1;
+    }
     if (cfg->moe_every > 0 && cfg->capacity_factor > 0 && cfg->capacity_factor < 1) {
         snprintf(err, errlen, "capacity_factor (%g) must be >= 1 (or 0 for dropless)",
                  cfg->capacity_factor);

@@ -48,6 +48,10 @@ expect_usage "train --ckpt-tier0-root %n with MINITRAIN_NODE=.." env MINITRAIN_N
 escaped=$(find "$TMP" -maxdepth 2 -path "$TMP/*-*/ckpt" 2>/dev/null)
 [ -z "$escaped" ] && ok "no tier 0 written outside its root" || bad "tier 0 written outside its root: $escaped"
 
+echo "== train: option combinations that cannot work are refused"
+expect_usage "train --ckpt-replicas 1 --ckpt-tier0 0 (replicas live in tier 0)" "$MT" train "${TRAIN[@]}" --ckpt-replicas 1 --ckpt-tier0 0 --run-dir "$TMP/repl"
+grep -q "ckpt_replicas = 1 needs ckpt_tier0 = 1" "$TMP/err" && [ ! -e "$TMP/repl" ] && ok "... names both options, nothing trained" || bad "replicas without tier 0: $(cat "$TMP/err")"
+
 echo "== ckpt export: --out never replaces the run's own files"
 expect_usage "ckpt export --out DIR/run.db" "$MT" ckpt export --run "$TMP/run" --out "$TMP/run/run.db"
 expect_usage "ckpt export --out DIR/model.safetensors" "$MT" ckpt export --run "$TMP/run" --out "$TMP/run/./model.safetensors"
