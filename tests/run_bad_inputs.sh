@@ -68,6 +68,13 @@ topo '[nodes g]\ncount = 2000000\ngpus = 8\n' "2M hosts (more than plan --nodes 
 printf '[node a]\ngpus = 2\n[node b\ngpus = 2\n' > "$TMP/topo.ini"
 timeout 30 "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
 grep -q "topo.ini:3: cannot parse '\[node b'" "$TMP/err" && ok "unterminated header named with its line" || bad "unterminated header: $(cat "$TMP/err")"
+# inih cuts a section name at 49 characters: a 63-character host (the limit) used to reach the rankfile cut
+long=$(printf 'h%.0s' $(seq 63))
+printf '[node %s]\ngpus = 2\n' "$long" > "$TMP/topo.ini"
+timeout 30 "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 --out "$TMP/long.rf" >/dev/null 2>"$TMP/err"
+grep -q "^rank 0=$long slot=0" "$TMP/long.rf" 2>/dev/null && ok "a 63-character host name reaches the rankfile whole" || bad "63-character host: $(cat "$TMP/err") $(grep -m1 '^rank 0' "$TMP/long.rf" 2>/dev/null)"
+topo "[node ${long}x]\ngpus = 2\n" "a 64-character host name"
+grep -q "at most 63 characters" "$TMP/err" && ok "... names the limit" || bad "64-character host: $(cat "$TMP/err")"
 expect_usage "plan --dp 0 --ep 4 where only dp 2 fits" "$MT" plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --ep 4
 grep -q 'fewer than ep 4' "$TMP/err" && ok "... says ep is the reason" || bad "dp 0 / ep: $(cat "$TMP/err")"
 expect_usage "plan --spares 5 on 2 nodes" "$MT" plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --spares 5
