@@ -37,6 +37,15 @@ else bad "run.db destroyed by report"; fi
 expect_usage "report --svg X --html X" "$MT" report --run "$TMP/run" --svg "$TMP/same.x" --html "$TMP/same.x"
 [ ! -e "$TMP/same.x" ] && ok "nothing written for clashing outputs" || bad "same.x written"
 
+echo "== report --svg of a run with no step logged: a picture that says so, exit 0 (as --html)"
+"$MT" train --data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2 \
+  --steps 2 --eval-batches 1 --sample-tokens 0 --threads 1 --fault nan@step=1 --run-dir "$TMP/nosteps" >/dev/null 2>&1
+timeout 30 "$MT" report --run "$TMP/nosteps" --svg "$TMP/nosteps.svg" >"$TMP/out" 2>"$TMP/err"; rc=$?
+if [ $rc = 0 ] && grep -q "nothing to plot" "$TMP/nosteps.svg" && grep -q "nosteps.svg (no losses logged" "$TMP/out" \
+   && /usr/bin/python3 -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$TMP/nosteps.svg"; then
+  ok "report --svg with no steps: exit 0, a valid SVG saying nothing to plot"
+else bad "report --svg with no steps: rc $rc: $(cat "$TMP/err")"; fi
+
 echo "== train --ckpt-tier0-root: a root that cannot be created is refused at start"
 TRAIN=(--data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2
        --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 --ckpt-every 1)
