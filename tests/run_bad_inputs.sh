@@ -46,6 +46,11 @@ if [ $rc = 0 ] && grep -q "nothing to plot" "$TMP/nosteps.svg" && grep -q "noste
   ok "report --svg with no steps: exit 0, a valid SVG saying nothing to plot"
 else bad "report --svg with no steps: rc $rc: $(cat "$TMP/err")"; fi
 
+echo "== sample --max-tokens: bounded (1..1000000), not an endless generation"
+expect_usage "sample --max-tokens 0" "$MT" sample --run "$TMP/run" --max-tokens 0
+expect_usage "sample --max-tokens 1000001" "$MT" sample --run "$TMP/run" --max-tokens 1000001
+grep -q "in \[1, 1000000\]" "$TMP/err" && [ ! -s "$TMP/out" ] && ok "... names the range, generates nothing" || bad "sample bound: $(cat "$TMP/err")"
+
 echo "== train --ckpt-tier0-root: a root that cannot be created is refused at start"
 TRAIN=(--data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2
        --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 --ckpt-every 1)
