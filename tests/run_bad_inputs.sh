@@ -51,6 +51,19 @@ expect_usage "sample --max-tokens 0" "$MT" sample --run "$TMP/run" --max-tokens 
 expect_usage "sample --max-tokens 1000001" "$MT" sample --run "$TMP/run" --max-tokens 1000001
 grep -q "in \[1, 1000000\]" "$TMP/err" && [ ! -s "$TMP/out" ] && ok "... names the range, generates nothing" || bad "sample bound: $(cat "$TMP/err")"
 
+echo "== train --config of a binary file: the offending line escaped (\\xNN) and cut, never raw bytes"
+printable() { ! LC_ALL=C grep -q '[^ -~]' "$TMP/err"; } # every byte of stderr printable ASCII (newline aside)
+printf '\x7fELF\x02\x01\x01\x03\xff%s\n' "$(printf 'x%.0s' $(seq 200))" > "$TMP/bin.ini"
+expect_usage "train --config BINARY (malformed first line)" "$MT" train --config "$TMP/bin.ini"
+printable && grep -q "bin.ini:1: malformed line '\\\\x7fELF\\\\x02" "$TMP/err" && [ "$(wc -c < "$TMP/err")" -lt 220 ] \
+  && ok "... escaped, cut to ~80 characters" || bad "binary config line: $(head -c 300 "$TMP/err" | od -c | head -3)"
+printf 'n_layer = 2\nzz\x01\xff = 5\n' > "$TMP/bin2.ini"
+expect_usage "train --config with a binary key" "$MT" train --config "$TMP/bin2.ini"
+printable && grep -q "unknown config key 'zz\\\\x01\\\\xff'" "$TMP/err" && ok "... the key escaped" || bad "binary key: $(od -c "$TMP/err" | head -3)"
+printf 'device = \xff\x1b[31m\n' > "$TMP/bin3.ini"
+expect_usage "train --config with a binary string value" "$MT" train --config "$TMP/bin3.ini" --data "$TMP/data"
+printable && grep -q "got '\\\\xff\\\\x1b\[31m'" "$TMP/err" && ok "... the value escaped" || bad "binary value: $(od -c "$TMP/err" | head -3)"
+
 echo "== train --ckpt-tier0-root: a root that cannot be created is refused at start"
 TRAIN=(--data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2
        --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 --ckpt-every 1)
