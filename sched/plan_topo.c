@@ -338,7 +338,7 @@ static int topo_syntax_line(const char *path, int lineno, char *text, size_t len
             const char *p = line;
             while (isspace((unsigned char)*p)) p++;
             bad = *p == '[' ? strchr(p, ']') == NULL : strpbrk(p, "=:") == NULL;
-            snprintf(text, len, "%.100s", p);
+            mt_escape(p, MT_ESCAPE_LINE, text, len); /* a binary file: \xNN, not raw bytes */
             break;
         }
     fclose(fp);

@@ -95,6 +95,9 @@ topo '[nodes g]\ncount = 2000000\ngpus = 8\n' "2M hosts (more than plan --nodes 
 printf '[node a]\ngpus = 2\n[node b\ngpus = 2\n' > "$TMP/topo.ini"
 timeout 30 "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
 grep -q "topo.ini:3: cannot parse '\[node b'" "$TMP/err" && ok "unterminated header named with its line" || bad "unterminated header: $(cat "$TMP/err")"
+printf '\x01\xff binary\n' > "$TMP/topo.ini"
+timeout 30 "$MT" plan --topology "$TMP/topo.ini" --tp 1 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
+grep -q "cannot parse '\\\\x01\\\\xff binary'" "$TMP/err" && ! LC_ALL=C grep -q '[^ -~]' "$TMP/err" && ok "a binary line is shown escaped" || bad "binary topology line: $(od -c "$TMP/err" | head -3)"
 # inih cuts a section name at 49 characters: a 63-character host (the limit) used to reach the rankfile cut
 long=$(printf 'h%.0s' $(seq 63))
 printf '[node %s]\ngpus = 2\n' "$long" > "$TMP/topo.ini"
