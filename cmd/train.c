@@ -318,8 +318,8 @@ int cmd_train(int argc, char **argv) {
                  "same).\nThe run directory (default runs/<config name>) receives run.db, "
                  "model.safetensors\nand tokenizer.bin.\n\nexample:\n  minitrain train --config "
                  "examples/shakespeare.ini --steps 200\n\nSIGINT (Ctrl-C) or SIGTERM: the "
-                 "run checkpoints the step in progress and stops\n(exit 130 / 143; `--resume auto` "
-                 "continues from it); a second signal stops at once.",
+                 "run finishes the step in progress, checkpoints it and\nstops (exit 130 / 143; "
+                 "`--resume auto` continues from it); a second signal stops\nat once.",
         .opts = opts,
         .known = config_has_key,
         .other = add_override,
