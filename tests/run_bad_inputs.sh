@@ -2,8 +2,8 @@
 # shellcheck disable=SC2015  # `test && ok || bad`: ok never fails
 # tests/run_bad_inputs.sh — what a new user's mistakes do: each bad input found by trying the
 # commands as written (the "breaker" pass of 2026-12-01) gives one clear line and a non-zero exit,
-# and leaves no file half-written or destroyed. One tiny single-process run (2 steps) feeds the
-# report cases; everything else needs no training. About 10 s.
+# and leaves no file half-written or destroyed. Two tiny single-process runs (2 steps; one stopped by
+# a nan at step 1) feed the report cases; everything else needs no training. About 10 s.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 MT=${MT:-./minitrain}
