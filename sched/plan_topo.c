@@ -259,7 +259,8 @@ static char *topo_read_line(char *str, int num, void *stream) {
 
 static int on_topo_key(void *user, const char *section, const char *key, const char *value) {
     topo_reader *r = user;
-    if (section[0] == '\001') section = r->long_sections[atoi(section + 1)];
+    int long_no = section[0] == '\001' ? atoi(section + 1) : -1; /* a file's own "\001" is not ours */
+    if (long_no >= 0 && long_no < r->n_long) section = r->long_sections[long_no];
     if (strcmp(section, r->section) != 0) {
         if (flush_section(r) != 0) return 0;
         snprintf(r->section, sizeof(r->section), "%s", section);
@@ -366,14 +367,15 @@ int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen) {
     t->leaf_names = r.leaf_names;
     t->n_leaf_names = r.n_leaf_names;
     if (rc != 0) {
-        char text[128];
+        char text[128], shown[sizeof(r.err) * 4];
+        mt_escape(r.err, sizeof(shown) - 4, shown, sizeof(shown)); /* a section's bytes: \xNN */
         if (rc > 0 && topo_syntax_line(path, rc, text, sizeof(text)))
             snprintf(err, errlen, "%s:%d: cannot parse '%s' (%s)", path, rc, text,
                      text[0] == '[' ? "a section header ends in ']'" : "expected key = value");
         else if (rc > 0)
-            snprintf(err, errlen, "%s:%d: %s", path, rc, r.err[0] ? r.err : "syntax error");
+            snprintf(err, errlen, "%s:%d: %s", path, rc, r.err[0] ? shown : "syntax error");
         else
-            snprintf(err, errlen, "%s: %s", path, r.err[0] ? r.err : "cannot parse");
+            snprintf(err, errlen, "%s: %s", path, r.err[0] ? shown : "cannot parse");
         return -1;
     }
     if (t->n_nodes == 0) {
