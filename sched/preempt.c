@@ -23,8 +23,6 @@ static int g_acted;                    /* the hook stopped the run (once) */
 
 static void on_signal(int sig) { g_signal = sig; }
 
-int sched_preempt_signal(void) { return g_signal; }
-
 int sched_preempt_exit_code(int rc) {
     return rc == MT_EXIT_OK && g_acted && g_signal ? 128 + g_signal : rc;
 }
@@ -41,14 +39,19 @@ void sched_preempt_hook(trainer *tr, int step, int final, void *user) {
     if (asked == 0) return;
     g_acted = 1;
     tr->stop_requested = 1;
-    const char *what = tr->cfg.ckpt_every != 0 ? "saving a checkpoint of" : "stopping after";
+    const char *sig = (int)asked == SIGINT    ? "SIGINT"
+                      : (int)asked == SIGTERM ? "SIGTERM"
+                                              : "a signal";
     if (g_request[0])
         log_info("the supervisor asks for a checkpoint now (SIGUSR1: time limit or preemption): "
                  "saving step %d and stopping", step);
+    else if (tr->cfg.ckpt_every != 0)
+        log_info("%s received: saving a checkpoint of step %d and stopping (exit %d; send it "
+                 "again to stop at once, losing the steps since the last checkpoint)", sig, step,
+                 128 + (int)asked);
     else
-        log_info("%s received: %s step %d and stopping (exit %d; send it again to stop at once, "
-                 "losing the steps since the last checkpoint)", (int)asked == SIGINT ? "SIGINT" :
-                 (int)asked == SIGTERM ? "SIGTERM" : "a signal", what, step, 128 + (int)asked);
+        log_info("%s received: stopping after step %d without a checkpoint (ckpt_every = 0; "
+                 "exit %d)", sig, step, 128 + (int)asked);
     if (!g_request[0]) g_signal = (sig_atomic_t)asked; /* a rank that only heard of it exits alike */
     if (rank == 0) {
         cJSON *d = ev_detail();
@@ -68,8 +71,12 @@ int sched_preempt_attach(trainer *tr) {
         sa.sa_handler = on_signal;
         sa.sa_flags = SA_RESETHAND | SA_RESTART; /* a second signal: default action, at once */
         sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
+        const int sigs[2] = {SIGINT, SIGTERM};
+        for (int i = 0; i < 2; i++) { /* a signal ignored by whoever started us stays ignored */
+            struct sigaction old;       /* (a shell script's `cmd &` ignores SIGINT) */
+            if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+                sigaction(sigs[i], &sa, NULL);
+        }
     }
     g_attached = 1;
     trainer_add_hook(tr, "preempt", 1, sched_preempt_hook, NULL);

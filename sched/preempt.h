@@ -6,7 +6,8 @@
  * Supervised: the supervisor (sched/supervisor.h) creates SUP_STOP_REQUEST_FILE in the heartbeat
  * directory; every step world rank 0 looks for it. Unsupervised: a SIGINT or SIGTERM handler
  * sets a flag (nothing else: a handler may do little), which the hook reads at the next step
- * boundary; SA_RESETHAND makes a second signal act at once (default action, no checkpoint).
+ * boundary; SA_RESETHAND makes a second signal act at once (default action, no checkpoint). A
+ * signal that was ignored when the process started (SIGINT of a script's `cmd &`) stays ignored.
  * Either way one all-reduce (max) over the world tells every rank, so all of them stop after the
  * SAME step — a collective checkpoint needs that; ranks polling on their own would see it at
  * different steps. The hook then sets stop_requested: the trainer leaves its loop cleanly, the
@@ -26,12 +27,9 @@
  * 0 when not. */
 int sched_preempt_attach(trainer *tr);
 
-/* The signal (SIGINT or SIGTERM) an unsupervised run received, or 0. The exit status of such a
- * run is 128 + this (sched_preempt_exit_code). */
-int sched_preempt_signal(void);
-
-/* rc, or 128 + sched_preempt_signal() when rc is MT_EXIT_OK and the hook stopped the run for a
- * signal (one that arrives after the last step changes nothing: the run completed). */
+/* rc, or 128 + the signal number when rc is MT_EXIT_OK and the hook stopped this unsupervised
+ * run for a SIGINT/SIGTERM (one that arrives after the last step changes nothing: the run
+ * completed). */
 int sched_preempt_exit_code(int rc);
 
 /* The hook itself (user = NULL), exposed for tests. */
