@@ -31,10 +31,11 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
   make -s -j2 GPU=1 $objs >/dev/null && ok "CUDA kernels compile (sm_90, sm_80) with warnings and spills as errors" \
     || bad "CUDA kernels do not compile cleanly (make GPU=1)"
   # a GPU node without Open MPI: `make GPU=1 MPICC=` builds the whole binary (one process, NCCL
-  # without MPI); one architecture is enough to prove it links (about a minute on a fresh tree)
+  # without MPI). The kernels' objects are the ones just built (nvcc's flags carry no MPI), copied
+  # when newer, so only the C files compile again (about a minute on a fresh tree)
   B=build-gpu-nompi
-  if make -s -j2 GPU=1 MPICC= BUILD=$B CUDA_ARCHS="-gencode arch=compute_90,code=sm_90" \
-       "$B/minitrain" > "$B.log" 2>&1 && "$B/minitrain" train --help >/dev/null \
+  mkdir -p $B/train && cp -pu build-gpu/train/ops_cuda*.o $B/train/
+  if make -s -j2 GPU=1 MPICC= BUILD=$B "$B/minitrain" > "$B.log" 2>&1 && "$B/minitrain" train --help >/dev/null \
      && ! ldd "$B/minitrain" | grep -q libmpi; then ok "make GPU=1 MPICC= builds $B/minitrain without libmpi"
   else bad "make GPU=1 MPICC=: $(grep -m3 -i 'error' "$B.log")"; fi
   rm -f "$B.log"
