@@ -27,6 +27,7 @@
 #include "sched/hooks.h"
 #include "sched/preempt.h"
 #include "sched/plan.h"
+#include "sched/replan.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -56,7 +57,9 @@ static void config_help(FILE *out) {
 
 /* The layout of a rankfile written by `minitrain plan` (sched/plan.h): the plan placed rank r
  * as the mesh's rank r, so the mesh must be built with the same degrees. A config or override
- * that set a degree to something else is refused rather than silently replaced. */
+ * that set a degree to something else is refused rather than silently replaced. With a
+ * `topology` file, a slot=S past its host's GPU count is refused too (sched/replan.h); a topology
+ * that does not load is left to the run's own check of it, which names the file. */
 static void take_rankfile_layout(mt_config *cfg, const char *path) {
     char err[512];
     int tp, pp, dp, ep, world;
@@ -71,6 +74,16 @@ static void take_rankfile_layout(mt_config *cfg, const char *path) {
                     d[i].name, d[i].want, d[i].name, *d[i].cur);
         *d[i].cur = d[i].want;
     }
+    if (cfg->topology[0] == 0) return; /* else a host's slot count is known: slot=S must fit */
+    replan_rankfile rf;
+    plan_topo t;
+    plan_topo_init(&t);
+    int bad = replan_read(path, &rf, err, sizeof(err)) != 0 ||
+              (plan_topo_load(&t, cfg->topology, err, sizeof(err)) == 0 &&
+               replan_check_topology(&rf, &t, err, sizeof(err)) != 0);
+    if (rf.host) replan_free(&rf);
+    plan_topo_free(&t);
+    if (bad) mt_fail("--rankfile %s: %s %s", path, err, cfg->topology);
 }
 
 /* The leaf switch of this rank's host in cfg.topology (sched/plan.h's topology file), for the

@@ -101,6 +101,37 @@ int replan_check_hosts(const replan_rankfile *rf, const sup_hosts *h, char *err,
     return 0;
 }
 
+static int cmp_node_name(const void *a, const void *b) {
+    return strcmp((*(const plan_node *const *)a)->name, (*(const plan_node *const *)b)->name);
+}
+
+int replan_check_topology(const replan_rankfile *rf, const plan_topo *t, char *err,
+                          size_t errlen) {
+    /* the topology's nodes sorted by name: a file may list a million hosts */
+    const plan_node **by_name = malloc(sizeof(*by_name) * (size_t)(t->n_nodes + 1));
+    if (by_name == NULL) {
+        snprintf(err, errlen, "out of memory checking the rankfile's slots");
+        return -1;
+    }
+    for (int i = 0; i < t->n_nodes; i++) by_name[i] = &t->nodes[i];
+    qsort(by_name, (size_t)t->n_nodes, sizeof(*by_name), cmp_node_name);
+    int rc = 0;
+    for (int r = 0; r < rf->world && rc == 0; r++) {
+        plan_node key;
+        snprintf(key.name, sizeof(key.name), "%s", rf->host[r]);
+        const plan_node *kp = &key, **hit = rf->slot[r] < 0 ? NULL :
+            bsearch(&kp, by_name, (size_t)t->n_nodes, sizeof(*by_name), cmp_node_name);
+        if (hit && rf->slot[r] >= (*hit)->gpus) {
+            snprintf(err, errlen, "the rankfile places rank %d on host %s slot %d, but %s has "
+                     "%d slot%s (0..%d) in the topology", r, rf->host[r], rf->slot[r],
+                     rf->host[r], (*hit)->gpus, (*hit)->gpus == 1 ? "" : "s", (*hit)->gpus - 1);
+            rc = -1;
+        }
+    }
+    free(by_name);
+    return rc;
+}
+
 /* The topology to place on: the allocation's (leaves from Slurm) inside one, else h's hosts as
  * nodes of h->slots slots in one leaf; cordoned hosts excluded. */
 static int topology(plan_topo *t, const sup_hosts *h, char *err, size_t errlen) {

@@ -121,11 +121,14 @@ if timeout 60 "$MT" plan --topology "$TMP/big.ini" --tp 8 --pp 1 --dp 2 --quiet 
   [ "$ms" -lt 5000 ] && ok "200,000-host file planned in $ms ms" || bad "200,000-host file took $ms ms"
 else bad "200,000-host file: plan failed or timed out"; fi
 
-echo "== run --rankfile: a slot past the host's slot count (hostfile) is refused before launch"
+echo "== run/train --rankfile: a slot past the host's slot count (hostfile, topology) is refused before launch"
 printf 'a slots=2\n' > "$TMP/hosts"
 printf '# minitrain plan: tp=2 pp=1 dp=1 ep=1 world=2\nrank 0=a slot=0\nrank 1=a slot=2\n' > "$TMP/slot.rf"
 expect_usage "run --rankfile with slot=2 on a 2-slot host" "$MT" run --run-dir "$TMP/slotrun" --hostfile "$TMP/hosts" --rankfile "$TMP/slot.rf" -- /bin/true
 grep -q "rank 1 on host a slot 2, but a has 2 slots" "$TMP/err" && ok "... names the rank, host, slot and count" || bad "slot past the host: $(cat "$TMP/err")"
+printf '[node a]\ngpus = 2\n' > "$TMP/topo_a.ini"
+expect_usage "train --rankfile with slot=2 on a 2-GPU host of --topology" "$MT" train "${TRAIN[@]}" --rankfile "$TMP/slot.rf" --topology "$TMP/topo_a.ini" --run-dir "$TMP/slottrain"
+grep -q "but a has 2 slots (0..1) in the topology" "$TMP/err" && [ ! -e "$TMP/slottrain" ] && ok "... names the topology's count, nothing trained" || bad "train slot past the host: $(cat "$TMP/err")"
 
 echo "== scrub: a bad --report fails before anything is written; it never overwrites --input/--out"
 printf 'Mail juliet@verona.it now\n' > "$TMP/pii.txt"; cp "$TMP/pii.txt" "$TMP/pii.orig"

@@ -114,6 +114,34 @@ static void test_slot_beyond_host(void **state) {
     assert_non_null(strstr(err, "rank 1: a negative slot"));
 }
 
+/* The same check against a topology (train --rankfile with a `topology` file): node1 has 2
+ * slots, so slot=2 is refused by name, slot=1 fits, and a host the topology does not list is
+ * not checked. */
+static void test_slot_beyond_topology(void **state) {
+    (void)state;
+    char path[300], err[512];
+    tu_path(path, sizeof(path), "topo_slots.rankfile");
+    plan_topo t;
+    plan_topo_init(&t);
+    plan_topo_uniform(&t, 3, 2, 0); /* node0..node2, 2 GPUs each */
+    const char *cases[][2] = {{"node1 slot=2", "rank 1 on host node1 slot 2, but node1 has 2 slots"},
+                              {"node1 slot=1", NULL},
+                              {"other slot=7", NULL}};
+    for (int i = 0; i < 3; i++) {
+        FILE *fp = fopen(path, "w");
+        assert_non_null(fp);
+        fprintf(fp, "# minitrain plan: tp=2 pp=1 dp=1 ep=1 world=2\nrank 0=node1 slot=0\n"
+                "rank 1=%s\n", cases[i][0]);
+        fclose(fp);
+        replan_rankfile rf;
+        assert_int_equal(replan_read(path, &rf, err, sizeof(err)), 0);
+        assert_int_equal(replan_check_topology(&rf, &t, err, sizeof(err)), cases[i][1] ? -1 : 0);
+        if (cases[i][1]) assert_non_null(strstr(err, cases[i][1]));
+        replan_free(&rf);
+    }
+    plan_topo_free(&t);
+}
+
 static void test_replan_onto_spare(void **state) {
     (void)state;
     unsetenv("SLURM_JOB_ID"); /* the host list, not an allocation */
@@ -160,6 +188,7 @@ int main(void) {
         cmocka_unit_test(test_read_and_blame),
         cmocka_unit_test(test_replan_onto_spare),
         cmocka_unit_test(test_slot_beyond_host),
+        cmocka_unit_test(test_slot_beyond_topology),
     };
     return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }
