@@ -82,4 +82,33 @@ static inline uint32_t tok_fnv1a32(const uint8_t *p, size_t n) {
     return h;
 }
 
+/* The binary min-heap of both BPE encoders (tokenizer.c, tok_ranked.c): the keys are
+ * (rank << shift | position), so the lowest rank pops first and, among equal ranks, the leftmost
+ * pair — the merge order BPE defines. heap holds *nh keys; the caller sizes it. */
+static inline void tok_heap_push(uint64_t *heap, size_t *nh, uint64_t v) {
+    size_t c = (*nh)++;
+    heap[c] = v;
+    while (c > 0 && heap[(c - 1) / 2] > heap[c]) {
+        uint64_t x = heap[c];
+        heap[c] = heap[(c - 1) / 2];
+        heap[(c - 1) / 2] = x;
+        c = (c - 1) / 2;
+    }
+}
+static inline uint64_t tok_heap_pop(uint64_t *heap, size_t *nh) {
+    uint64_t top = heap[0];
+    heap[0] = heap[--*nh];
+    for (size_t c = 0;;) { /* sift down */
+        size_t l = 2 * c + 1, s = c;
+        if (l < *nh && heap[l] < heap[s]) s = l;
+        if (l + 1 < *nh && heap[l + 1] < heap[s]) s = l + 1;
+        if (s == c) break;
+        uint64_t x = heap[c];
+        heap[c] = heap[s];
+        heap[s] = x;
+        c = s;
+    }
+    return top;
+}
+
 #endif /* MT_TOKENIZER_IMPL_H */
