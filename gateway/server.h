@@ -211,6 +211,9 @@ typedef struct {
 /* Prometheus text exposition (https://prometheus.io/docs/instrumenting/exposition_formats/):
  * the "# HELP" and "# TYPE" lines of one metric family. type: "counter" | "gauge" | "histogram". */
 void gw_prom_family(gw_buf *b, const char *name, const char *type, const char *help);
+/* A family of one unlabelled sample: its HELP and TYPE lines, then "name v". */
+void gw_prom_counter(gw_buf *b, const char *name, const char *help, uint64_t v);
+void gw_prom_gauge(gw_buf *b, const char *name, const char *help, long long v);
 /* One histogram series over gw_latency_bounds: cumulative name_bucket{labels,le=...} lines, +Inf,
  * name_sum and name_count. bucket (GW_LAT_NBUCKETS+1) holds NON-cumulative counts, the last one
  * above every bound; labels is "" or e.g. model="m" (without braces); sum in seconds. */
