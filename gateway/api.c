@@ -105,6 +105,19 @@ void gw_buf_free(gw_buf *b) {
     memset(b, 0, sizeof(*b));
 }
 
+long gw_buf_drain(gw_buf *b, size_t *off, char *dst, size_t max) {
+    if (*off < b->len) {
+        size_t n = b->len - *off;
+        if (n > max) n = max;
+        memcpy(dst, b->p + *off, n);
+        *off += n;
+        return (long)n;
+    }
+    b->len = 0;
+    *off = 0;
+    return -1;
+}
+
 /* ---- UTF-8 (Unicode 15, Table 3-7 "Well-Formed UTF-8 Byte Sequences") ----------------------- */
 
 /* Sequence length announced by lead byte c (0 if c cannot start a sequence) and the allowed

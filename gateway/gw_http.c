@@ -496,14 +496,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (!cc->too_large && cc->body.len + n <= (size_t)g->cfg.pol.max_body) {
-            gw_buf_put(&cc->body, upload_data, n);
-            return MHD_YES;
-        }
-        cc->too_large = 1; /* a chunked body past the limit: counted, not kept */
-        gw_buf_free(&cc->body);
-        cc->discarded += n;
-        return cc->discarded > 16 * (size_t)g->cfg.pol.max_body ? MHD_NO : MHD_YES;
+        return gw_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
+                            (size_t)g->cfg.pol.max_body);
     }
     if (cc->status) return MHD_YES;
     if (cc->too_large)

@@ -47,6 +47,11 @@ void gw_buf_printf(gw_buf *b, const char *fmt, ...) MT_PRINTF(2, 3);
  * whatever bytes the model generated. */
 void gw_buf_json_string(gw_buf *b, const uint8_t *s, size_t n);
 void gw_buf_free(gw_buf *b);
+/* For a content reader that drains b, then refills it: copy up to max bytes of b from *off into
+ * dst and advance *off. Returns the count copied while bytes were left (0 only when max is 0), or
+ * -1 when none were: b is then emptied (len and *off back to 0, its memory kept) for the next
+ * fill. */
+long gw_buf_drain(gw_buf *b, size_t *off, char *dst, size_t max);
 
 /* ---- UTF-8 (api.c) ----------------------------------------------------------------------------
  * Strict UTF-8 as RFC 3629 §4 defines it: no overlong forms, no surrogates (U+D800..DFFF), nothing
