@@ -672,20 +672,6 @@ static void test_placeholders_kept_whole(void **st) {
 
 /* ---- the labelled corpus ------------------------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long L = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)L + 1);
-    assert_int_equal(fread(p, 1, (size_t)L, f), (size_t)L);
-    p[L] = '\0';
-    fclose(f);
-    *n = (size_t)L;
-    return p;
-}
-
 static void test_labelled_corpus(void **st) {
     (void)st;
     char dir[TU_DIR_MAX];
@@ -695,7 +681,7 @@ static void test_labelled_corpus(void **st) {
     assert_int_equal(system(cmd), 0);
     size_t n;
     snprintf(path, sizeof(path), "%s/corpus.txt", dir);
-    char *text = slurp(path, &n);
+    char *text = tu_slurp(path, &n);
     snprintf(path, sizeof(path), "%s/labels.tsv", dir);
     FILE *lf = fopen(path, "r");
     assert_non_null(lf);
