@@ -23,6 +23,7 @@
 
 #include "core/check.h"
 #include "core/fs.h"
+#include "core/rng.h" /* rng_mix64 */
 #include "core/timer.h"
 
 #define EMPTY_KEY UINT64_MAX
@@ -31,16 +32,6 @@
 
 /* ---------------------------------------------------------------------------------------------
  * hashing helpers */
-
-/* splitmix64 finalizer (Steele, Lea, Flood 2014): a cheap full-avalanche 64-bit mix. */
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 static inline uint64_t pair_key(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
 
@@ -67,7 +58,7 @@ static void pm_init(pair_map *m, size_t expected) {
 }
 
 static size_t pm_slot(const pair_map *m, uint64_t key) {
-    size_t i = mix64(key) & (m->cap - 1);
+    size_t i = rng_mix64(key) & (m->cap - 1);
     while (m->keys[i] != EMPTY_KEY && m->keys[i] != key)
         i = (i + 1) & (m->cap - 1);
     return i;
@@ -234,7 +225,7 @@ static int build_tables(tok_tokenizer *t, char *err, size_t errlen) {
     t->rank_val = mallocCheck(t->rank_cap * sizeof(uint32_t));
     for (int r = 0; r < t->n_merges; r++) {
         uint64_t key = pair_key(t->merges[2 * r], t->merges[2 * r + 1]);
-        size_t i = mix64(key) & (t->rank_cap - 1);
+        size_t i = rng_mix64(key) & (t->rank_cap - 1);
         while (t->rank_key[i] != EMPTY_KEY && t->rank_key[i] != key)
             i = (i + 1) & (t->rank_cap - 1);
         if (t->rank_key[i] == key) {
@@ -249,7 +240,7 @@ static int build_tables(tok_tokenizer *t, char *err, size_t errlen) {
 
 static inline uint32_t rank_of(const tok_tokenizer *t, uint32_t a, uint32_t b) {
     uint64_t key = pair_key(a, b);
-    size_t i = mix64(key) & (t->rank_cap - 1);
+    size_t i = rng_mix64(key) & (t->rank_cap - 1);
     while (t->rank_key[i] != EMPTY_KEY) {
         if (t->rank_key[i] == key)
             return t->rank_val[i];
