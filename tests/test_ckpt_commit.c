@@ -30,16 +30,6 @@
 #define TU_PREFIX "test_ckpt_commit"
 #include "tests/testutil.h"
 
-/* CRC-32C straight from the definition: one bit at a time, reflected poly 0x82F63B78. */
-static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
 static void test_crc_vectors(void **state) {
     (void)state;
     /* RFC 3720 §B.4 and the common "check" value of the CRC catalogue */
@@ -56,7 +46,7 @@ static void test_crc_vectors(void **state) {
     for (int i = 0; i < 32; i++) buf[i] = (unsigned char)(31 - i);
     assert_int_equal(ckpt_crc32c(0, buf, 32), 0x113FDB5Cu);
     assert_int_equal(ckpt_crc32c(0, buf, 0), 0u);
-    assert_int_equal(crc_bitwise((const unsigned char *)"123456789", 9), 0xE3069283u);
+    assert_int_equal(tu_crc32c_bitwise((const unsigned char *)"123456789", 9), 0xE3069283u);
 }
 
 /* Both engines equal the bitwise definition at every length 0..80 and every start alignment. */
@@ -66,11 +56,11 @@ static void test_crc_engines_match_definition(void **state) {
     tu_fill(buf, sizeof buf, 7);
     for (size_t align = 0; align < 8; align++) {
         for (size_t n = 0; n <= 80; n++) {
-            uint32_t want = crc_bitwise(buf + align, n);
+            uint32_t want = tu_crc32c_bitwise(buf + align, n);
             assert_int_equal(ckpt_crc32c(0, buf + align, n), want);
             assert_int_equal(ckpt_crc32c_sw(0, buf + align, n), want);
         }
-        uint32_t want = crc_bitwise(buf + align, 4100);
+        uint32_t want = tu_crc32c_bitwise(buf + align, 4100);
         assert_int_equal(ckpt_crc32c(0, buf + align, 4100), want);
         assert_int_equal(ckpt_crc32c_sw(0, buf + align, 4100), want);
     }
@@ -80,7 +70,7 @@ static void test_crc_incremental(void **state) {
     (void)state;
     unsigned char buf[1031];
     tu_fill(buf, sizeof buf, 99);
-    uint32_t whole = crc_bitwise(buf, sizeof buf);
+    uint32_t whole = tu_crc32c_bitwise(buf, sizeof buf);
     for (size_t cut = 0; cut <= sizeof buf; cut++) {
         uint32_t c = ckpt_crc32c(0, buf, cut);
         assert_int_equal(ckpt_crc32c(c, buf + cut, sizeof buf - cut), whole);
@@ -105,7 +95,7 @@ static void test_crc_file(void **state) {
     uint64_t bytes;
     assert_int_equal(ckpt_crc32c_file(path, &crc, &bytes, err, sizeof err), 0);
     assert_int_equal(bytes, n);
-    assert_int_equal(crc, crc_bitwise(buf, n));
+    assert_int_equal(crc, tu_crc32c_bitwise(buf, n));
     free(buf);
     assert_int_equal(ckpt_crc32c_file("/nonexistent/x", &crc, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "/nonexistent/x"));
@@ -194,7 +184,7 @@ static void test_commit_protocol(void **state) {
                          (long long)st.st_size);
         unsigned char *data = tu_slurp(path, &len);
         char hex[16];
-        snprintf(hex, sizeof hex, "%08x", crc_bitwise(data, len));
+        snprintf(hex, sizeof hex, "%08x", tu_crc32c_bitwise(data, len));
         free(data);
         assert_string_equal(cJSON_GetObjectItem(f, "crc32c")->valuestring, hex);
         total += (double)st.st_size;
@@ -350,7 +340,7 @@ static void test_truncated_tensor_file_structure(void **state) {
     size_t len, data_len;
     unsigned char *data = tu_slurp(path, &data_len);
     char hex[16], mpath[CKPT_PATH_MAX + 128];
-    snprintf(hex, sizeof hex, "%08x", crc_bitwise(data, data_len));
+    snprintf(hex, sizeof hex, "%08x", tu_crc32c_bitwise(data, data_len));
     free(data);
     step_file(mpath, sizeof mpath, root, 6, "manifest.json");
     char *text = (char *)tu_slurp(mpath, &len);

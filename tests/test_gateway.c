@@ -25,13 +25,8 @@
 
 #include "gateway/server.h"
 
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) { /* xorshift64* */
-    rs ^= rs >> 12;
-    rs ^= rs << 25;
-    rs ^= rs >> 27;
-    return (uint32_t)((rs * 2685821657736338717ull) >> 32);
-}
+#define TU_PREFIX "test_gateway"
+#include "tests/testutil.h"
 
 /* iconv's verdict: 1 valid, 0 invalid, -1 valid except for an incomplete sequence at the end. */
 static int iconv_utf8(const uint8_t *s, size_t n) {
@@ -66,7 +61,8 @@ static void utf8ish(uint8_t *p, size_t n) {
     static const uint8_t pool[] = {0x41, 0x7f, 0x80, 0xbf, 0xc0, 0xc2, 0xdf, 0xe0, 0xa0, 0xed,
                                    0x9f, 0xef, 0xf0, 0x90, 0xf4, 0x8f, 0xf5, 0xff, 0x00, 0x20};
     for (size_t i = 0; i < n; i++)
-        p[i] = rnd() % 3 ? pool[rnd() % sizeof(pool)] : (uint8_t)(0x80 | (rnd() & 0x3f));
+        p[i] = tu_rand() % 3 ? pool[tu_rand() % sizeof(pool)]
+                             : (uint8_t)(0x80 | (tu_rand() & 0x3f));
 }
 
 static void test_utf8_against_iconv(void **state) {
@@ -85,7 +81,7 @@ static void test_utf8_against_iconv(void **state) {
     uint8_t buf[16];
     int n_valid = 0;
     for (int it = 0; it < 20000; it++) {
-        size_t n = 1 + rnd() % 8;
+        size_t n = 1 + tu_rand() % 8;
         utf8ish(buf, n);
         int ref = iconv_utf8(buf, n);
         assert_int_equal(gw_utf8_valid(buf, n), ref == 1);
@@ -109,7 +105,7 @@ static void test_json_string_roundtrip(void **state) {
     (void)state;
     uint8_t raw[64];
     for (int it = 0; it < 3000; it++) {
-        size_t n = rnd() % 40;
+        size_t n = tu_rand() % 40;
         utf8ish(raw, n);
         for (size_t i = 0; i < n; i++)
             if (raw[i] == 0) raw[i] = 1; /* cJSON strings stop at NUL; NUL is tested below */
@@ -385,7 +381,7 @@ static void test_metrics_text(void **state) {
     gw_metrics_init(&m);
     double obs[200], sum = 0;
     for (int i = 0; i < 200; i++) {
-        obs[i] = (rnd() % 100000) / 2500.0; /* 0 .. 40 s: every bucket and +Inf */
+        obs[i] = (tu_rand() % 100000) / 2500.0; /* 0 .. 40 s: every bucket and +Inf */
         if (i == 7) obs[i] = 0.5;           /* exactly on a bound: counts in le="0.5" */
         gw_metrics_latency(&m, obs[i]);
         sum += obs[i];

@@ -1,6 +1,7 @@
 /*
  * tests/testutil.h — the temporary directory that every file-writing cmocka test needs, and the
- * two helpers such tests kept copying (read a whole file, fill a buffer with reproducible bytes).
+ * small helpers such tests kept copying (read a whole file, reproducible bytes and numbers, the
+ * bitwise CRC-32C that checkpoint checksums are checked against).
  *
  *   #define TU_PREFIX "test_ckpt_commit"      (optional; names /tmp/<prefix>_XXXXXX)
  *   #include "tests/testutil.h"
@@ -9,6 +10,8 @@
  *   then tu_dir is the directory, tu_path(buf, sizeof buf, "name") a path inside it.
  *   tu_slurp(path, &len)     the whole file (malloc'd, NUL-terminated), or the test fails
  *   tu_fill(p, n, seed)      n reproducible pseudo-random bytes
+ *   tu_rand()                the next of a fixed xorshift64* sequence (32 bits)
+ *   tu_crc32c_bitwise(p, n)  CRC-32C from its definition, the reference for ckpt's checksums
  * Include it after <cmocka.h> (tu_slurp asserts with cmocka).
  *
  * Removal goes through fs_remove_tree (core/fs.h: nftw, never following symbolic links), not
@@ -98,6 +101,28 @@ static inline void tu_fill(unsigned char *p, size_t n, uint32_t seed) {
         seed = seed * 1664525u + 1013904223u;
         p[i] = (unsigned char)(seed >> 24);
     }
+}
+
+/* xorshift64* (Vigna 2016), high 32 bits; one fixed sequence per test binary, so a failure
+ * reproduces. */
+static uint64_t tu_rand_state = 0x9e3779b97f4a7c15ull;
+static inline uint32_t tu_rand(void) {
+    tu_rand_state ^= tu_rand_state >> 12;
+    tu_rand_state ^= tu_rand_state << 25;
+    tu_rand_state ^= tu_rand_state >> 27;
+    return (uint32_t)((tu_rand_state * 2685821657736338717ull) >> 32);
+}
+
+/* CRC-32C (Castagnoli) straight from the definition, one bit at a time with the reflected
+ * polynomial 0x82F63B78, initial value and final xor 0xFFFFFFFF (RFC 3720 §B.4): independent of
+ * ckpt's table-driven and SSE4.2 engines, which the tests compare with it. */
+static inline uint32_t tu_crc32c_bitwise(const unsigned char *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    }
+    return ~c;
 }
 
 #endif /* MT_TESTUTIL_H */
