@@ -192,15 +192,21 @@ size_t gw_utf8_incomplete_tail(const uint8_t *s, size_t n) {
 
 /* ---- errors ----------------------------------------------------------------------------------- */
 
-int gw_fail(gw_error *e, int status, const char *type, const char *param, const char *code,
-            const char *fmt, ...) {
+int gw_vfail(gw_error *e, int status, const char *type, const char *param, const char *code,
+             const char *fmt, va_list ap) {
     e->status = status;
     e->type = type;
     e->code = code;
     snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    return -1;
+}
+
+int gw_fail(gw_error *e, int status, const char *type, const char *param, const char *code,
+            const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    gw_vfail(e, status, type, param, code, fmt, ap);
     va_end(ap);
     return -1;
 }

@@ -121,14 +121,9 @@ static enum MHD_Result fail(conn *cc, struct MHD_Connection *c, int status, cons
                             const char *param, const char *code, const char *retry_after,
                             const char *fmt, ...) {
     gw_error e;
-    memset(&e, 0, sizeof(e));
-    e.status = status;
-    e.type = type;
-    e.code = code;
-    if (param) snprintf(e.param, sizeof(e.param), "%s", param);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e.message, sizeof(e.message), fmt, ap);
+    gw_vfail(&e, status, type, param, code, fmt, ap);
     va_end(ap);
     gw_buf b = {0};
     gw_error_json(&b, &e);

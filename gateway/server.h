@@ -79,6 +79,9 @@ typedef struct {
 /* Fill *e (always returns -1, so `return gw_fail(...)` reads naturally). param/code may be NULL. */
 int gw_fail(gw_error *e, int status, const char *type, const char *param, const char *code,
             const char *fmt, ...) MT_PRINTF(6, 7);
+/* gw_fail with the message's arguments as a va_list (for callers that are variadic themselves). */
+int gw_vfail(gw_error *e, int status, const char *type, const char *param, const char *code,
+             const char *fmt, va_list ap);
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} into b (appended). */
 void gw_error_json(gw_buf *b, const gw_error *e);
 
