@@ -23,6 +23,9 @@
 #   same_tensors A B        two safetensors files hold the same tensors, bit for bit
 #                           (tests/reference/same_tensors.py; what differs goes to stderr)
 #   same_params A B         the same for the runs A and B (their model.safetensors)
+#   blas_env                BLAS_INC and BLAS_LIB (Debian's OpenMP OpenBLAS) and, as the Makefile
+#                           does, OPENBLAS_CORETYPE: for test drivers compiled against
+#                           build/libminitrain.a
 #
 # Needs: MT (the minitrain binary) for tiny_corpus; TMP for expect_exit and start_bg.
 MT_TESTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -92,3 +95,12 @@ stop_pid() {
 
 same_tensors() { /usr/bin/python3 "$MT_TESTS/reference/same_tensors.py" "$1" "$2"; }
 same_params() { same_tensors "$1/model.safetensors" "$2/model.safetensors"; }
+
+blas_env() {
+  BLAS_INC=$(ls -d /usr/include/*-linux-gnu/openblas-openmp 2>/dev/null | head -1)
+  BLAS_LIB=$(ls -d /usr/lib/*-linux-gnu/openblas-openmp 2>/dev/null | head -1)
+  if [ -z "${OPENBLAS_CORETYPE:-}" ]; then   # Debian's OpenBLAS 0.3.21 does not know newer CPUs
+    if grep -m1 -qow avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+    elif grep -m1 -qow avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
+  fi
+}
