@@ -105,6 +105,18 @@ void gw_buf_free(gw_buf *b) {
     memset(b, 0, sizeof(*b));
 }
 
+int gw_body_take(gw_buf *body, int *too_large, size_t *discarded, const char *data, size_t n,
+                 size_t max) {
+    if (!*too_large && body->len + n <= max) {
+        gw_buf_put(body, data, n);
+        return 1;
+    }
+    *too_large = 1; /* a (chunked) body past the limit: counted, not kept */
+    gw_buf_free(body);
+    *discarded += n;
+    return *discarded <= 16 * max;
+}
+
 long gw_buf_drain(gw_buf *b, size_t *off, char *dst, size_t max) {
     if (*off < b->len) {
         size_t n = b->len - *off;

@@ -492,7 +492,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         return gw_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
-                            (size_t)g->cfg.pol.max_body);
+                            (size_t)g->cfg.pol.max_body) ? MHD_YES : MHD_NO;
     }
     if (cc->status) return MHD_YES;
     if (cc->too_large)

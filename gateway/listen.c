@@ -68,15 +68,3 @@ struct MHD_Daemon *gw_listen(const gw_listen_opts *o, int *bound_port, char *err
     *bound_port = di ? di->port : o->port;
     return d;
 }
-
-enum MHD_Result gw_body_take(gw_buf *body, int *too_large, size_t *discarded, const char *data,
-                             size_t n, size_t max) {
-    if (!*too_large && body->len + n <= max) {
-        gw_buf_put(body, data, n);
-        return MHD_YES;
-    }
-    *too_large = 1; /* a (chunked) body past the limit: counted, not kept */
-    gw_buf_free(body);
-    *discarded += n;
-    return *discarded > 16 * max ? MHD_NO : MHD_YES;
-}

@@ -4,16 +4,13 @@
  * `minitrain serve` (server.c) and `minitrain gateway` (gw_http.c) both run libmicrohttpd with one
  * thread per connection, on an address resolved with getaddrinfo (so --host may be IPv4 or IPv6,
  * and --port 0 lets the kernel choose), with MHD's log lines prefixed by the subcommand's name.
- * Only the handlers, the idle timeout and the connection limit differ. Both also read request
- * bodies under a size limit the same way (gw_body_take).
+ * Only the handlers, the idle timeout and the connection limit differ.
  */
 #ifndef MT_GW_LISTEN_H
 #define MT_GW_LISTEN_H
 
 #include <microhttpd.h>
 #include <stddef.h>
-
-#include "gateway/server.h" /* gw_buf */
 
 typedef struct {
     const char *host;       /* address to bind, e.g. "127.0.0.1" or "::1" */
@@ -30,13 +27,5 @@ typedef struct {
 /* Start the daemon. Returns it, with the port actually bound in *bound_port, or NULL with one line
  * in err ("cannot resolve host ...", "cannot listen on H:P (port in use, or no permission?)"). */
 struct MHD_Daemon *gw_listen(const gw_listen_opts *o, int *bound_port, char *err, size_t errlen);
-
-/* One piece of a request body as MHD hands it to the access handler (data, n bytes): appended to
- * body while the whole stays within max bytes. Past the limit the body is dropped at once (never
- * buffered) and *too_large set: the caller answers 413 when the upload ends (MHD cannot queue an
- * answer mid-upload); what still comes is only counted in *discarded, and past 16 x max the
- * connection is cut. Returns MHD_YES to read on, MHD_NO to close the connection. */
-enum MHD_Result gw_body_take(gw_buf *body, int *too_large, size_t *discarded, const char *data,
-                             size_t n, size_t max);
 
 #endif /* MT_GW_LISTEN_H */

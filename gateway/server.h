@@ -52,6 +52,13 @@ void gw_buf_free(gw_buf *b);
  * -1 when none were: b is then emptied (len and *off back to 0, its memory kept) for the next
  * fill. */
 long gw_buf_drain(gw_buf *b, size_t *off, char *dst, size_t max);
+/* One piece of a request body as the HTTP server hands it over (data, n bytes), for serve and the
+ * gateway alike: appended to body while the whole stays within max bytes. Past the limit the body
+ * is dropped at once (never buffered) and *too_large set: the caller answers 413 when the upload
+ * ends (libmicrohttpd cannot queue an answer mid-upload); what still comes is only counted in
+ * *discarded. Returns 1 to read on, 0 once *discarded passes 16 x max: close the connection. */
+int gw_body_take(gw_buf *body, int *too_large, size_t *discarded, const char *data, size_t n,
+                 size_t max);
 
 /* ---- UTF-8 (api.c) ----------------------------------------------------------------------------
  * Strict UTF-8 as RFC 3629 §4 defines it: no overlong forms, no surrogates (U+D800..DFFF), nothing
