@@ -101,6 +101,47 @@ static void test_utf8_against_iconv(void **state) {
     assert_true(n_valid > 500); /* the generator does produce valid strings */
 }
 
+/* The two helpers serve and the gateway share for bodies and streams (server.c, gw_http.c,
+ * gw_stream.c): a body under a limit, and a buffer drained in pieces then refilled. */
+static void test_body_limit_and_drain(void **state) {
+    (void)state;
+    gw_buf body = {0};
+    int too_large = 0;
+    size_t discarded = 0;
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "abcd", 4, 8), 1);
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "efgh", 4, 8), 1); /* 8 <= 8 */
+    assert_int_equal(body.len, 8);
+    assert_memory_equal(body.p, "abcdefgh", 8);
+    assert_int_equal(too_large, 0);
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "i", 1, 8), 1); /* 9 > 8 */
+    assert_int_equal(too_large, 1);
+    assert_null(body.p); /* dropped, not kept */
+    assert_int_equal(body.len, 0);
+    char junk[127];
+    memset(junk, 'x', sizeof junk);
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, junk, 127, 8), 1); /* 128 = 16x */
+    assert_null(body.p);
+    assert_int_equal(discarded, 128);
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "z", 1, 8), 0); /* past 16x */
+
+    gw_buf b = {0};
+    gw_buf_puts(&b, "hello world");
+    size_t off = 0;
+    char out[16];
+    assert_int_equal(gw_buf_drain(&b, &off, out, 4), 4);
+    assert_memory_equal(out, "hell", 4);
+    assert_int_equal(gw_buf_drain(&b, &off, out, 0), 0); /* bytes left, no room */
+    assert_int_equal(gw_buf_drain(&b, &off, out, sizeof out), 7);
+    assert_memory_equal(out, "o world", 7);
+    assert_int_equal(gw_buf_drain(&b, &off, out, sizeof out), -1); /* empty: reset for refill */
+    assert_int_equal(b.len, 0);
+    assert_int_equal(off, 0);
+    gw_buf_puts(&b, "again");
+    assert_int_equal(gw_buf_drain(&b, &off, out, sizeof out), 5);
+    assert_memory_equal(out, "again", 5);
+    gw_buf_free(&b);
+}
+
 static void test_json_string_roundtrip(void **state) {
     (void)state;
     uint8_t raw[64];
@@ -581,6 +622,7 @@ static void test_slots_queue_full_and_cancel(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8_against_iconv),
+        cmocka_unit_test(test_body_limit_and_drain),
         cmocka_unit_test(test_json_string_roundtrip),
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_request_accepted),
