@@ -79,6 +79,32 @@ static inline MT_PRINTF(1, 2) void mt_warn(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* Copy user text s into out[outlen] fit for a one-line message: printable ASCII as is, every other
+ * byte (control, non-ASCII, a binary file's bytes) as \xNN, cut after `max` output characters
+ * with "..." (max ~80 for a line of a file). A binary file passed as --config then reads
+ * "'\x7fELF\x02...'" instead of writing raw bytes to the terminal. Returns out. */
+#define MT_ESCAPE_LINE 80
+static inline const char *mt_escape(const char *s, size_t max, char *out, size_t outlen) {
+    size_t n = 0;
+    if (outlen == 0) return out;
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        size_t w = c >= 0x20 && c < 0x7f ? 1 : 4;
+        if (n + w > max || n + w + 4 > outlen) {
+            if (n + 4 <= outlen) {
+                memcpy(out + n, "...", 3);
+                n += 3;
+            }
+            break;
+        }
+        if (w == 1) out[n] = (char)c;
+        else snprintf(out + n, 5, "\\x%02x", c);
+        n += w;
+    }
+    out[n] = 0;
+    return out;
+}
+
 static inline FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
     FILE *fp = fopen(path, mode);
     if (fp == NULL) {

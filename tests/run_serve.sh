@@ -139,6 +139,7 @@ check "the same bytes as token ids [255,254,32] -> 200" [ "$(post "$U" '{"prompt
 check "max_tokens 0 -> 400" [ "$(post "$U" '{"prompt":"a","max_tokens":0}')" = 400 ]
 check "max_tokens -1 -> 400" [ "$(post "$U" '{"prompt":"a","max_tokens":-1}')" = 400 ]
 check "max_tokens 10^9 -> clamped to the context (63 tokens, finish length)" bash -c "[ \"\$(curl -s -o $TMP/body -w '%{http_code}' $U/v1/completions -d '{\"prompt\":\"a\",\"max_tokens\":1000000000}')\" = 200 ] && $PY -c \"import json; r=json.load(open('$TMP/body')); assert r['usage']['completion_tokens']==63 and r['choices'][0]['finish_reason']=='length'\""
+check "max_tokens 2.5, \"64\" and 1e400 -> 400 param max_tokens" bash -c "for v in 2.5 '\"64\"' 1e400; do [ \"\$(curl -s -o $TMP/body -w '%{http_code}' $U/v1/completions -d '{\"prompt\":\"a\",\"max_tokens\":'\$v'}')\" = 400 ] && grep -q '\"param\":\"max_tokens\"' $TMP/body || exit 1; done"
 check "temperature \"hot\" -> 400 param temperature" [ "$(post "$U" '{"prompt":"a","temperature":"hot"}')" = 400 ]
 errshape temperature && ok "  param is 'temperature'" || bad "param for hot"
 check "temperature NaN -> 400 (not JSON)" [ "$(post "$U" '{"prompt":"a","temperature":NaN}')" = 400 ]
