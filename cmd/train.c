@@ -31,25 +31,6 @@
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
-/* The config-key overrides in command-line order; applied after the config file is loaded. */
-#define MAX_OVERRIDES 512
-typedef struct {
-    char *key[MAX_OVERRIDES];
-    const char *val[MAX_OVERRIDES];
-    int n, overflow;
-} overrides;
-
-static void add_override(void *ctx, const char *key, const char *val) {
-    overrides *o = ctx;
-    if (o->n == MAX_OVERRIDES) {
-        o->overflow = 1;
-        return;
-    }
-    o->key[o->n] = strdup(key); /* key is the parser's buffer for --key=value: keep a copy */
-    mtCheck(o->key[o->n] != NULL, "out of memory");
-    o->val[o->n++] = val;
-}
-
 static void config_help(FILE *out) {
     fflush(out);
     config_print_help();
@@ -314,7 +295,7 @@ static int train_job(mt_config *cfg) {
 
 int cmd_train(int argc, char **argv) {
     const char *config_path = NULL, *rankfile = NULL;
-    overrides ov = {0};
+    args_overrides ov = {0}; /* the config-key overrides, applied after the config file */
     const args_opt opts[] = {
         {"config", ARG_STRING, &config_path, 0, 0, "FILE", "INI config file, read before the "
          "--KEY VALUE overrides", ""},
@@ -335,22 +316,21 @@ int cmd_train(int argc, char **argv) {
                  "`--resume auto` continues from it); a second signal stops\nat once.",
         .opts = opts,
         .known = config_has_key,
-        .other = add_override,
+        .other = args_override_add,
         .ctx = &ov,
         .help_tail = config_help,
     };
     int prc = args_parse(&spec, argc, argv, NULL);
     if (prc != ARGS_CONTINUE) return prc;
-    if (ov.overflow) mt_fail("more than %d config overrides on the command line", MAX_OVERRIDES);
+    if (ov.overflow)
+        mt_fail("more than %d config overrides on the command line", ARGS_MAX_OVERRIDES);
     mt_config cfg;
     config_defaults(&cfg);
     char err[1024];
     if (config_path && config_load_ini(&cfg, config_path, err, sizeof(err)) != 0) mt_fail("%s", err);
-    for (int i = 0; i < ov.n; i++) {
-        int bad = config_set(&cfg, ov.key[i], ov.val[i], err, sizeof(err));
-        free(ov.key[i]);
-        if (bad) mt_fail("%s", err);
-    }
+    for (int i = 0; i < ov.n; i++)
+        if (config_set(&cfg, ov.key[i], ov.val[i], err, sizeof(err))) mt_fail("%s", err);
+    args_overrides_free(&ov);
     if (rankfile) take_rankfile_layout(&cfg, rankfile);
     if (cfg.name[0] == 0) {
         if (config_path) {

@@ -33,16 +33,30 @@
 #define MT_NORETURN
 #endif
 
+/* Print the one line "minitrain: error: <msg>" on stderr (flushed). */
+static inline void mt_verror(const char *fmt, va_list ap) {
+    fprintf(stderr, "minitrain: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+}
+
 /* Print "minitrain: error: <msg>" on stderr and exit with MT_EXIT_USAGE. For user errors. */
 static inline MT_NORETURN MT_PRINTF(1, 2) void mt_fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "minitrain: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    mt_verror(fmt, ap);
     va_end(ap);
-    fflush(stderr);
     exit(MT_EXIT_USAGE);
+}
+
+/* The same line, without exiting: returns MT_EXIT_USAGE for a subcommand to return. */
+static inline MT_PRINTF(1, 2) int mt_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mt_verror(fmt, ap);
+    va_end(ap);
+    return MT_EXIT_USAGE;
 }
 
 /* Format an error message into err[errlen] for a caller to report (no-op when err is NULL or

@@ -11,17 +11,11 @@
 set -euo pipefail
 MT=$PWD/minitrain
 PY=/usr/bin/python3
-TMP=$(mktemp -d /tmp/mt_ckpt_XXXXXX)
+. tests/lib.sh
+tmp_dir mt_ckpt
 export MINITRAIN_SHM_DIR=$TMP/shm
-cleanup() { chmod -R u+w "$TMP" 2>/dev/null || true; rm -rf "$TMP"; }
-trap cleanup EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 
-head -c 120000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
+tiny_corpus 120000 "$TMP/data"
 cat > "$TMP/tiny.ini" <<INI
 n_layer = 2
 n_head = 2
@@ -50,16 +44,6 @@ import sqlite3, sys
 c = sqlite3.connect(sys.argv[1] + '/run.db')
 for s, l in c.execute('SELECT step, train_loss FROM metrics WHERE train_loss IS NOT NULL ORDER BY rowid'):
     print(s, repr(l))" "$1"; }
-same_tensors() { $PY - "$1" "$2" <<'PY'
-import json, struct, sys
-def tensors(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    return {k: (v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-sys.exit(0 if a == b and len(a) > 0 else 1)
-PY
-}
 # the same losses within fp32 tolerance (another layout sums in another order)
 close_losses() { $PY -c "
 import sys
@@ -224,5 +208,4 @@ set +e; $MT ckpt ls --run "$TMP/A" --bogus 2> "$TMP/e"; rc=$?; set -e
 set +e; $MT ckpt verify --run "$TMP/nope" 2> "$TMP/e"; rc=$?; set -e
 [ $rc = 2 ] && ok "ckpt verify of a missing run: exit 2" || bad "missing run"
 
-echo "ckpt: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish ckpt

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/rng.h" /* rng_mix64 */
 #include "core/timer.h"
 
 /* pair -> count map used during training; entries are never deleted (count may reach 0). */
@@ -35,7 +36,7 @@ static void pm_init(pair_map *m, size_t expected) {
 }
 
 static size_t pm_slot(const pair_map *m, uint64_t key) {
-    size_t i = tok_mix64(key) & (m->cap - 1);
+    size_t i = rng_mix64(key) & (m->cap - 1);
     while (m->keys[i] != TOK_EMPTY_KEY && m->keys[i] != key)
         i = (i + 1) & (m->cap - 1);
     return i;

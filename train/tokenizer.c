@@ -17,6 +17,7 @@
 
 #include "core/check.h"
 #include "core/fs.h"
+#include "core/rng.h" /* rng_mix64 */
 
 #define NO_RANK UINT32_MAX
 #define TOK_VERSION 1u
@@ -149,7 +150,7 @@ int tok_build_tables(tok_tokenizer *t, char *err, size_t errlen) {
     t->rank_val = mallocCheck(t->rank_cap * sizeof(uint32_t));
     for (int r = 0; r < t->n_merges; r++) {
         uint64_t key = tok_pair_key(t->merges[2 * r], t->merges[2 * r + 1]);
-        size_t i = tok_mix64(key) & (t->rank_cap - 1);
+        size_t i = rng_mix64(key) & (t->rank_cap - 1);
         while (t->rank_key[i] != TOK_EMPTY_KEY && t->rank_key[i] != key)
             i = (i + 1) & (t->rank_cap - 1);
         if (t->rank_key[i] == key) {
@@ -164,7 +165,7 @@ int tok_build_tables(tok_tokenizer *t, char *err, size_t errlen) {
 
 static inline uint32_t rank_of(const tok_tokenizer *t, uint32_t a, uint32_t b) {
     uint64_t key = tok_pair_key(a, b);
-    size_t i = tok_mix64(key) & (t->rank_cap - 1);
+    size_t i = rng_mix64(key) & (t->rank_cap - 1);
     while (t->rank_key[i] != TOK_EMPTY_KEY) {
         if (t->rank_key[i] == key)
             return t->rank_val[i];
@@ -188,18 +189,6 @@ int tok_init_byte(tok_tokenizer *t) {
 /* ---------------------------------------------------------------------------------------------
  * encode / decode */
 
-/* min-heap push of a (rank << 16 | pos) key */
-static inline void heap_push(uint64_t *heap, size_t *nh, uint64_t v) {
-    size_t c = (*nh)++;
-    heap[c] = v;
-    while (c > 0 && heap[(c - 1) / 2] > heap[c]) {
-        uint64_t x = heap[c];
-        heap[c] = heap[(c - 1) / 2];
-        heap[(c - 1) / 2] = x;
-        c = (c - 1) / 2;
-    }
-}
-
 /* Encode one chunk p[0..L), 1 <= L <= TOK_MAX_CHUNK, into out; returns the token count. */
 static size_t encode_chunk(const tok_tokenizer *t, const uint8_t *p, size_t L, uint32_t *out) {
     if (L == 1 || t->n_merges == 0) {
@@ -220,24 +209,10 @@ static size_t encode_chunk(const tok_tokenizer *t, const uint8_t *p, size_t L, u
     for (int i = 0; i + 1 < n; i++) {
         uint32_t r = rank_of(t, tok[i], tok[i + 1]);
         if (r != NO_RANK)
-            heap_push(heap, &nh, ((uint64_t)r << 16) | (uint64_t)i);
+            tok_heap_push(heap, &nh, ((uint64_t)r << 16) | (uint64_t)i);
     }
     while (nh > 0) {
-        uint64_t top = heap[0];
-        heap[0] = heap[--nh];
-        for (size_t c = 0;;) { /* sift down */
-            size_t l = 2 * c + 1, s = c;
-            if (l < nh && heap[l] < heap[s])
-                s = l;
-            if (l + 1 < nh && heap[l + 1] < heap[s])
-                s = l + 1;
-            if (s == c)
-                break;
-            uint64_t x = heap[c];
-            heap[c] = heap[s];
-            heap[s] = x;
-            c = s;
-        }
+        uint64_t top = tok_heap_pop(heap, &nh);
         uint32_t r = (uint32_t)(top >> 16);
         int pos = (int)(top & 0xffff);
         if (tok[pos] == NO_RANK)
@@ -253,12 +228,12 @@ static size_t encode_chunk(const tok_tokenizer *t, const uint8_t *p, size_t L, u
         if (prev[pos] >= 0) {
             uint32_t r2 = rank_of(t, tok[prev[pos]], tok[pos]);
             if (r2 != NO_RANK)
-                heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)prev[pos]);
+                tok_heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)prev[pos]);
         }
         if (next[pos] < n) {
             uint32_t r2 = rank_of(t, tok[pos], tok[next[pos]]);
             if (r2 != NO_RANK)
-                heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)pos);
+                tok_heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)pos);
         }
     }
     size_t cnt = 0;

@@ -83,18 +83,9 @@ static inline uint32_t tok_fnv1a32(const uint8_t *p, size_t n) {
     return h;
 }
 
-/* hashing helpers shared by the merge tables (tokenizer.c) and BPE training (tok_train.c) */
+/* hashing helpers shared by the merge tables (tokenizer.c) and BPE training (tok_train.c); the
+ * hash itself is rng_mix64 (core/rng.h) */
 #define TOK_EMPTY_KEY UINT64_MAX /* an empty slot of the open-addressing tables */
-
-/* splitmix64 finalizer (Steele, Lea, Flood 2014): a cheap full-avalanche 64-bit mix. */
-static inline uint64_t tok_mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 static inline uint64_t tok_pair_key(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
 
@@ -109,5 +100,34 @@ static inline size_t tok_pow2_at_least(size_t n) {
  * merge refers to earlier ids, that no pair repeats and that no token exceeds TOK_MAX_CHUNK
  * bytes. Returns 0, or -1 with a message (no file name) in err. */
 int tok_build_tables(tok_tokenizer *t, char *err, size_t errlen);
+
+/* The binary min-heap of both BPE encoders (tokenizer.c, tok_ranked.c): the keys are
+ * (rank << shift | position), so the lowest rank pops first and, among equal ranks, the leftmost
+ * pair — the merge order BPE defines. heap holds *nh keys; the caller sizes it. */
+static inline void tok_heap_push(uint64_t *heap, size_t *nh, uint64_t v) {
+    size_t c = (*nh)++;
+    heap[c] = v;
+    while (c > 0 && heap[(c - 1) / 2] > heap[c]) {
+        uint64_t x = heap[c];
+        heap[c] = heap[(c - 1) / 2];
+        heap[(c - 1) / 2] = x;
+        c = (c - 1) / 2;
+    }
+}
+static inline uint64_t tok_heap_pop(uint64_t *heap, size_t *nh) {
+    uint64_t top = heap[0];
+    heap[0] = heap[--*nh];
+    for (size_t c = 0;;) { /* sift down */
+        size_t l = 2 * c + 1, s = c;
+        if (l < *nh && heap[l] < heap[s]) s = l;
+        if (l + 1 < *nh && heap[l + 1] < heap[s]) s = l + 1;
+        if (s == c) break;
+        uint64_t x = heap[c];
+        heap[c] = heap[s];
+        heap[s] = x;
+        c = s;
+    }
+    return top;
+}
 
 #endif /* MT_TOKENIZER_IMPL_H */
