@@ -19,6 +19,7 @@
 #include <ini.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #ifdef MT_HAVE_HWLOC
 #include <hwloc.h>
@@ -351,6 +352,11 @@ static int cmp_name(const void *a, const void *b) {
 }
 
 int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen) {
+    struct stat sb; /* fopen opens a directory and reading it fails: say what it is */
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "topology '%s' is a directory, not a topology file", path);
+        return -1;
+    }
     FILE *fp = fopen(path, "r");
     if (!fp) {
         snprintf(err, errlen, "cannot read topology %s: %s", path, strerror(errno));

@@ -91,6 +91,8 @@ topo() { printf '%b' "$1" > "$TMP/topo.ini"; expect_usage "$2" "$MT" plan --topo
 topo '[node a]\ngpus = 2\n[node a]\ngpus = 4\n' "the same [node a] twice in a row"
 topo '[node a b]\ngpus = 2\n' "a host name with a space (would break the rankfile)"
 topo '[nodes g]\ncount = 2000000\ngpus = 8\n' "2M hosts (more than plan --nodes allows)"
+expect_usage "plan --topology DIR" "$MT" plan --topology "$TMP" --tp 2 --pp 1 --dp 1
+grep -q "is a directory, not a topology file" "$TMP/err" && ok "... says it is a directory" || bad "topology dir: $(cat "$TMP/err")"
 # a header without ']' used to be blamed on the next line's key ("[fabric]: unknown key 'gpus'")
 printf '[node a]\ngpus = 2\n[node b\ngpus = 2\n' > "$TMP/topo.ini"
 timeout 30 "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
