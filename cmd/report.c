@@ -4,9 +4,11 @@
  * newest robustness evaluation (safety/robust.h) added to each: a table, a "robustness" key, a
  * panel beside the plot. sched/ knows nothing of safety/; this file wires the two.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -77,6 +79,23 @@ static int check_outputs(const char *run_dir, const char *svg, const char *html)
                         "(%s); write the output elsewhere\n", names[o], outs[o], db);
                 return MT_EXIT_USAGE;
             }
+        }
+    }
+    for (int o = 0; o < 2; o++) { /* before the summary is printed: a bad path fails alone */
+        if (outs[o] == NULL) continue;
+        char dir[4096];
+        snprintf(dir, sizeof(dir), "%s", outs[o]);
+        char *slash = strrchr(dir, '/');
+        if (slash == NULL) snprintf(dir, sizeof(dir), ".");
+        else if (slash == dir) dir[1] = '\0';
+        else *slash = '\0';
+        struct stat sd;
+        int bad = stat(dir, &sd) != 0 ? errno : !S_ISDIR(sd.st_mode) ? ENOTDIR
+                  : access(dir, W_OK) != 0 ? errno : 0;
+        if (bad) {
+            fprintf(stderr, "minitrain: error: report %s %s: cannot write into directory '%s' "
+                    "(%s)\n", names[o], outs[o], dir, strerror(bad));
+            return MT_EXIT_USAGE;
         }
     }
     if (svg && html && same_file(svg, html)) {

@@ -36,6 +36,9 @@ if "$MT" report --run "$TMP/run" >/dev/null 2>&1; then ok "run.db still a readab
 else bad "run.db destroyed by report"; fi
 expect_usage "report --svg X --html X" "$MT" report --run "$TMP/run" --svg "$TMP/same.x" --html "$TMP/same.x"
 [ ! -e "$TMP/same.x" ] && ok "nothing written for clashing outputs" || bad "same.x written"
+# an output in a missing directory used to print the whole summary first, then fail naming a .part file
+expect_usage "report --json --svg NODIR/x.svg" "$MT" report --run "$TMP/run" --json --svg "$TMP/nodir/x.svg"
+[ ! -s "$TMP/out" ] && grep -q "cannot write into directory '$TMP/nodir'" "$TMP/err" && ok "... fails before the summary, names the directory" || bad "report into a missing dir: $(head -c 200 "$TMP/err")"
 
 echo "== report --svg of a run with no step logged: a picture that says so, exit 0 (as --html)"
 "$MT" train --data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2 \
