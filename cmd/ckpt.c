@@ -133,6 +133,40 @@ static const char *human(int64_t b, char *buf, size_t len) {
     return buf;
 }
 
+static int cmp_i64(const void *x, const void *y) {
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* "ROOT1 or ROOT2 (committed steps: 2, 4)" for an error that names where a step was looked for:
+ * every tier root, not only the first (tier 0 in /dev/shm, which a user does not think of). */
+static const char *where(const ckpt_args *a, char *buf, size_t len) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < a->cat.n_roots && o < len; r++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", r ? " or " : "", a->cat.roots[r].root);
+    int64_t all[64]; /* each step once, though tier 0 and tier 1 both hold it */
+    int n_all = 0;
+    for (int r = 0; r < a->cat.n_roots; r++) {
+        int64_t *steps = NULL;
+        int n = 0;
+        char msg[256];
+        if (ckpt_list(a->cat.roots[r].root, &steps, &n, msg, sizeof(msg)) != 0) continue;
+        for (int i = 0; i < n && n_all < 64; i++) {
+            int dup = 0;
+            for (int j = 0; j < n_all; j++) dup |= all[j] == steps[i];
+            if (!dup) all[n_all++] = steps[i];
+        }
+        free(steps);
+    }
+    qsort(all, (size_t)n_all, sizeof(all[0]), cmp_i64);
+    const char *sep = " (committed steps: ";
+    for (int i = 0; i < n_all && o < len; i++, sep = ", ")
+        o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, sep, all[i]);
+    if (strcmp(sep, ", ") == 0 && o < len) snprintf(buf + o, len - o, ")");
+    return buf;
+}
+
 /* ---- ls ---------------------------------------------------------------------------------------- */
 
 static int do_ls(ckpt_args *a) {
@@ -195,7 +229,7 @@ static int do_verify(ckpt_args *a) {
     if (checked == 0) {
         if (a->step >= 0)
             fprintf(stderr, "minitrain: error: no committed checkpoint of step %" PRId64
-                    " in %s\n", a->step, a->cat.roots[0].root);
+                    " in %s\n", a->step, where(a, msg, sizeof(msg)));
         else
             fprintf(stderr, "minitrain: error: no committed checkpoints in %s\n",
                     a->cat.roots[0].root);
@@ -298,7 +332,7 @@ static int do_export(ckpt_args *a) {
     if (best < 0) {
         if (last[0]) mt_fail("no checkpoint to export verifies: %s", last);
         if (a->step >= 0) mt_fail("no committed checkpoint of step %" PRId64 " in %s", a->step,
-                                  a->cat.roots[0].root);
+                                  where(a, msg, sizeof(msg)));
         mt_fail("no committed checkpoints in %s", a->cat.roots[0].root);
     }
     gpt_model m;

@@ -88,6 +88,12 @@ expect_usage "ckpt export --out DIR/model.safetensors" "$MT" ckpt export --run "
 "$MT" report --run "$TMP/run" >/dev/null 2>&1 && ok "run.db still a run database after the refused exports" || bad "run.db destroyed by ckpt export"
 "$MT" ckpt export --run "$TMP/run" --out "$TMP/hf/model.safetensors" >/dev/null 2>&1 && [ -s "$TMP/hf/config.json" ] \
   && ok "ckpt export elsewhere still works" || bad "ckpt export to a fresh directory failed"
+# a missing --step used to name only tier 0's /dev/shm root, not RUN/ckpt where the user looks
+for sub in "export --out $TMP/s3.st" verify; do
+  # shellcheck disable=SC2086  # $sub: the subcommand and its options
+  expect_usage "ckpt ${sub%% *} --step 3 (only step 2 saved)" "$MT" ckpt $sub --run "$TMP/run" --step 3
+  grep -q "step 3 in .*$TMP/run/ckpt (committed steps: 2)" "$TMP/err" && ok "... names RUN/ckpt and the steps there" || bad "ckpt $sub step 3: $(cat "$TMP/err")"
+done
 
 echo "== plan --topology: a file's mistakes are named; a big file is read in well under a second"
 topo() { printf '%b' "$1" > "$TMP/topo.ini"; expect_usage "$2" "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1; }
