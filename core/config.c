@@ -162,6 +162,14 @@ int config_set(mt_config *cfg, const char *key, const char *value, char *err, si
         strcat(base, value);
         return 0;
     }
+    if (strcmp(k->name, "name") == 0 &&
+        (strchr(value, '/') || strcmp(value, ".") == 0 || strcmp(value, "..") == 0)) {
+        /* the default run directory is runs/<name>: "../x" would train outside runs/ */
+        snprintf(err, errlen, "'name' = '%s' must be a plain name (no '/', not . or ..); "
+                 "choose the directory with run_dir", mt_escape(value, MT_ESCAPE_LINE, shown,
+                                                                sizeof(shown)));
+        return -1;
+    }
     if (k->type == KEY_STR) {
         if (strlen(value) >= k->size) {
             snprintf(err, errlen, "value of '%s' is too long (max %zu chars)", k->name, k->size - 1);

@@ -67,6 +67,12 @@ printf 'device = \xff\x1b[31m\n' > "$TMP/bin3.ini"
 expect_usage "train --config with a binary string value" "$MT" train --config "$TMP/bin3.ini" --data "$TMP/data"
 printable && grep -q "got '\\\\xff\\\\x1b\[31m'" "$TMP/err" && ok "... the value escaped" || bad "binary value: $(od -c "$TMP/err" | head -3)"
 
+echo "== train name = ../x: the default run directory runs/<name> never leaves runs/"
+printf 'name = ../../escaped\n' > "$TMP/up.ini"
+mkdir -p "$TMP/cwd/sub"; MTABS=$(realpath "$MT"); cd "$TMP/cwd/sub" || exit 1 # runs/../../escaped = $TMP/cwd/escaped
+expect_usage "train name = ../../escaped" "$MTABS" train --config "$TMP/up.ini" --data "$TMP/data" --steps 1
+cd - >/dev/null || exit 1
+grep -q "'name' = '../../escaped' must be a plain name" "$TMP/err" && [ ! -e "$TMP/cwd/escaped" ] && ok "... refused by name, nothing created outside runs/" || bad "name traversal: $(cat "$TMP/err")"
 echo "== train --ckpt-tier0-root: a root that cannot be created is refused at start"
 TRAIN=(--data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2
        --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 --ckpt-every 1)
