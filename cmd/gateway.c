@@ -103,6 +103,16 @@ int cmd_gateway(int argc, char **argv) {
     gw_config_init(cfg);
     char err[1200];
     if (config_path && gw_config_load(cfg, config_path, err, sizeof(err))) mt_fail("%s", err);
+    for (int i = 0; i < ov.n; i++) /* a name given twice: the later silently replaced the first */
+        for (int j = 0; j < i; j++) {
+            const char *k = ov.key[i], *v = ov.val[i], *w = ov.val[j], *eq = strchr(v, '=');
+            if ((strcmp(k, "upstream") && strcmp(k, "route")) || strcmp(k, ov.key[j]) || !eq)
+                continue;
+            size_t n = (size_t)(eq - v);
+            if (strncmp(v, w, n) == 0 && w[n] == '=')
+                mt_fail("--%s %.*s is given twice ('%s' and '%s'); give each %s once", k, (int)n,
+                        v, w, v, strcmp(k, "route") ? "upstream" : "model");
+        }
     for (int i = 0; i < ov.n; i++) {
         const char *k = ov.key[i], *v = ov.val[i];
         int rc = !strcmp(k, "upstream") ? gw_config_add_upstream(cfg, v, err, sizeof(err))

@@ -155,6 +155,11 @@ expect_usage "scrub --report = --input" "$MT" scrub --input "$TMP/pii.txt" --out
 cmp -s "$TMP/pii.txt" "$TMP/pii.orig" && ok "--input left intact" || bad "--input overwritten by the report"
 expect_usage "scrub --report = --out (new file)" "$MT" scrub --input "$TMP/pii.txt" --out "$TMP/c2.txt" --report "$TMP/c2.txt"
 
+echo "== gateway: the same --upstream or --route name twice is refused, not silently replaced"
+expect_usage "gateway --upstream a=.. --upstream a=.." "$MT" gateway --port 0 --upstream a=http://127.0.0.1:1 --upstream a=http://127.0.0.1:2 --route m=a
+expect_usage "gateway --route m=a --route m=b" "$MT" gateway --port 0 --upstream a=http://127.0.0.1:1 --upstream b=http://127.0.0.1:2 --route m=a --route m=b
+grep -q "route m is given twice ('m=a' and 'm=b')" "$TMP/err" && ok "... names both" || bad "route twice: $(cat "$TMP/err")"
+
 echo "== README: its supervisor line runs as written (the supervisor needs the run directory)"
 line=$(grep -m1 '^\./minitrain run .* -- ' README.md)
 run_dir=$(sed -n 's/.*--run-dir \([^ ]*\).*/\1/p' <<<"$line")
