@@ -49,6 +49,14 @@ if [ $rc = 0 ] && grep -q "nothing to plot" "$TMP/nosteps.svg" && grep -q "noste
   ok "report --svg with no steps: exit 0, a valid SVG saying nothing to plot"
 else bad "report --svg with no steps: rc $rc: $(cat "$TMP/err")"; fi
 
+echo "== sample of a killed run (checkpoints, no final model): the tokenizer is in the run directory"
+# the save of step 6 waits for step 4's: step 4 is committed when step 8 kills the run
+{ timeout 60 "$MT" train --data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2 \
+  --steps 10 --eval-batches 1 --sample-tokens 0 --threads 1 --ckpt-every 2 --fault kill@step=8 --run-dir "$TMP/killed" >/dev/null 2>&1; } 2>/dev/null
+timeout 30 "$MT" sample --run "$TMP/killed" --prompt ab --max-tokens 3 >"$TMP/out" 2>"$TMP/err"; rc=$?
+[ ! -e "$TMP/killed/model.safetensors" ] && [ $rc = 0 ] && [ -s "$TMP/out" ] && ok "sample of a killed run: its newest checkpoint, decoded" \
+  || bad "sample of a killed run: rc $rc: $(head -c 200 "$TMP/err")"
+
 echo "== sample --max-tokens: bounded (1..1000000), not an endless generation"
 expect_usage "sample --max-tokens 0" "$MT" sample --run "$TMP/run" --max-tokens 0
 expect_usage "sample --max-tokens 1000001" "$MT" sample --run "$TMP/run" --max-tokens 1000001

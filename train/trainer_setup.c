@@ -141,6 +141,14 @@ static int init_run(trainer *tr, char *err, size_t errlen) {
         }
         tr->run_id = rundb_run_begin(tr->db, c->name, tr->config_json, rundb_git_commit(),
                                      ms->world_size);
+        /* now, not only with the final model: `sample`/`serve` of a live or killed run load its
+         * newest checkpoint and need the tokenizer beside it */
+        char path[1100];
+        snprintf(path, sizeof(path), "%s/tokenizer.bin", c->run_dir);
+        if (tok_vocab_size(&tr->tok) > 0 && tok_save(&tr->tok, path, msg, sizeof(msg)) != 0) {
+            snprintf(err, errlen, "%s", msg);
+            return -1;
+        }
     }
     comm_broadcast_bytes(ms->world, &tr->run_id, sizeof(tr->run_id), 0);
     if (ms->rank != 0) {
