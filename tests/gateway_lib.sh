@@ -10,7 +10,7 @@ start_serve() {
   "$MT" serve --port "${SERVE_PORT:-0}" ${SERVE_QUIET---quiet} "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   local pid=$! port=""
   PIDS+=("$pid")
-  for _ in $(seq 300); do
+  for _ in $(seq 1200); do # 60 s: start-up on a loaded machine
     port=$(grep -o 'serving.*http://127.0.0.1:[0-9]*' "$TMP/$name.out" 2>/dev/null | grep -o '[0-9]*$' | head -1) || true
     [ -n "$port" ] && break
     kill -0 "$pid" 2>/dev/null || { cat "$TMP/$name.err"; echo "serve $name died"; exit 1; }
@@ -29,7 +29,7 @@ start_gw() {
   "$MT" gateway --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   local pid=$! port=""
   PIDS+=("$pid")
-  for _ in $(seq 300); do
+  for _ in $(seq 1200); do # 60 s: start-up on a loaded machine
     port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/$name.out" 2>/dev/null | grep -o '[0-9]*$' | head -1) || true
     [ -n "$port" ] && break
     kill -0 "$pid" 2>/dev/null || { cat "$TMP/$name.err"; echo "gateway $name died"; exit 1; }
