@@ -9,20 +9,24 @@
 #   make guard      rerun the end-to-end scripts of GUARD_TESTS on the guard device (docs/gpu.md)
 #   make asan       build with AddressSanitizer/UBSan into build-asan/ and run the unit tests
 #   make nompi      build without MPI (MPICC=) into build-nompi/ and run the unit tests
-#   make GPU=1      add the CUDA backend (cuBLAS, NCCL) — see docs/
+#   make GPU=1      build-gpu/minitrain with the CUDA backend (cuBLAS, NCCL; MPICC= for one GPU
+#                   without MPI) — see docs/gpu.md
 #
 # Sources are found by wildcard: one file per concern under core/ parallel/ ckpt/ train/ safety/
 # gateway/ sched/ cmd/ (one file per subcommand); minitrain.c holds main() and the subcommand table. Every test is tests/test_*.c (cmocka) or
 # tests/run_*.sh (end to end).
 
 CC ?= gcc
-BIN ?= minitrain
 PYTHON_REF ?= /usr/bin/python3
 GPU ?= 0
+# The GPU build keeps its objects and its binary apart (build-gpu/minitrain), so `make GPU=1`
+# never replaces the CPU build's ./minitrain that the tests run.
 ifeq ($(GPU),1)
   BUILD ?= build-gpu
+  BIN ?= $(BUILD)/minitrain
 else
   BUILD ?= build
+  BIN ?= minitrain
 endif
 ASAN ?= 0
 
@@ -354,7 +358,7 @@ fuzz:
 
 
 clean:
-	rm -rf $(BUILD) build-asan build-nompi build-fuzz minitrain
+	rm -rf $(BUILD) build-gpu build-gpu-nompi build-asan build-nompi build-fuzz minitrain
 
 -include $(OBJS:.o=.d) $(BUILD)/minitrain.d
 

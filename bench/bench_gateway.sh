@@ -21,11 +21,9 @@ DURATION=${DURATION:-4}
 CONNS=${CONNS:-4}
 CONNS_MAX=${CONNS_MAX:-32}
 FAILOVERS=${FAILOVERS:-3}
-export TMP=$(mktemp -d /tmp/mt_bench_gw_XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
-trap cleanup EXIT
-. tests/gateway_lib.sh
+. tests/gateway_lib.sh # (sources tests/lib.sh)
+tmp_dir mt_bench_gw
+export TMP
 
 make -s minitrain build/bench/serve_mkmodel >/dev/null
 build/bench/serve_mkmodel "$TMP/m" 2 2 64 128 256 >/dev/null

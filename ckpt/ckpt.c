@@ -474,6 +474,48 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+int ckpt_list_all(const char *root, int64_t **steps, int **partial, int *count) {
+    *steps = NULL;
+    *partial = NULL;
+    *count = 0;
+    DIR *d = opendir(root);
+    if (!d) return -1;
+    /* collect step_N and step_N.tmp, sort by step */
+    int64_t *st = NULL;
+    int *tmp = NULL, n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *s = e->d_name;
+        if (strncmp(s, "step_", 5) != 0) continue;
+        size_t len = strspn(s + 5, "0123456789");
+        int is_tmp = strcmp(s + 5 + len, ".tmp") == 0;
+        if (len == 0 || len > 18 || (s[5 + len] != 0 && !is_tmp)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            st = realloc(st, sizeof(*st) * (size_t)cap);
+            tmp = realloc(tmp, sizeof(*tmp) * (size_t)cap);
+            mtCheck(st && tmp, "out of memory");
+        }
+        st[n] = strtoll(s + 5, NULL, 10);
+        tmp[n++] = is_tmp;
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++) /* insertion sort by (step, tmp) */
+        for (int j = i; j > 0 && (st[j] < st[j - 1] || (st[j] == st[j - 1] && tmp[j] < tmp[j - 1]));
+             j--) {
+            int64_t v = st[j];
+            st[j] = st[j - 1];
+            st[j - 1] = v;
+            int t = tmp[j];
+            tmp[j] = tmp[j - 1];
+            tmp[j - 1] = t;
+        }
+    *steps = st;
+    *partial = tmp;
+    *count = n;
+    return 0;
+}
+
 int ckpt_list(const char *root, int64_t **steps, int *count, char *err, size_t errlen) {
     *steps = NULL;
     *count = 0;

@@ -111,6 +111,13 @@ int ckpt_verify(const char *root, int64_t step, char *err, size_t errlen);
  * *n = 0 and returns 0. Returns 0 or -1 (cannot read ROOT). */
 int ckpt_list(const char *root, int64_t **steps, int *n, char *err, size_t errlen);
 
+/* Every step_<digits> and step_<digits>.tmp entry under ROOT (a committed step and a save that
+ * never committed), sorted by (step, committed first), for listing: (*steps)[i] is the step and
+ * (*partial)[i] is 1 for the .tmp one. Nothing is opened or checked (see ckpt_verify); entries of
+ * any type count. Both arrays malloc'd (caller frees; NULL when *n == 0). Returns 0, or -1 when
+ * ROOT cannot be opened (missing included). */
+int ckpt_list_all(const char *root, int64_t **steps, int **partial, int *n);
+
 /* The newest committed step that passes ckpt_verify. Steps that fail are skipped with a warning
  * (via warn) naming the step and the problem; a step is never returned unverified. Also warns when
  * ROOT/latest disagrees with the answer. Returns 1 (found, *step set), 0 (none verified), -1. */

@@ -68,6 +68,14 @@ int ckpt_tier0_root(char *buf, size_t len, const char *run_dir, const char *name
     return (w < 0 || (size_t)w >= len) ? -1 : 0;
 }
 
+int ckpt_tier0_owned(const char *run_dir, const char *root) {
+    char real[CKPT_PATH_MAX], want[16];
+    if (realpath(run_dir, real) == NULL) return 0;
+    snprintf(want, sizeof(want), "-%08x/ckpt", ckpt_crc32c(0, real, strlen(real)));
+    size_t a = strlen(root), b = strlen(want);
+    return a >= b && strcmp(root + a - b, want) == 0;
+}
+
 int ckpt_tiers_init(ckpt_tiers *t, const char *run_dir, const char *name, int memory,
                     const char *durable, int keep_last, int64_t keep_every) {
     memset(t, 0, sizeof(*t));

@@ -81,6 +81,11 @@ typedef struct {
  * the path does not fit. */
 int ckpt_tier0_root(char *buf, size_t len, const char *run_dir, const char *name);
 
+/* 1 when root (".../<name>-<8 hex>/ckpt") is a tier-0 root of run_dir, i.e. its hex is the CRC-32C
+ * of run_dir's real path as ckpt_tier0_root writes it (a copied run directory's catalog names the
+ * original's tier 0); 0 otherwise, or when run_dir does not exist. */
+int ckpt_tier0_owned(const char *run_dir, const char *root);
+
 /* Tier 1 = run_dir/ckpt; tier 0 when memory = 1; tier 2 = durable when not NULL or "". Returns 0,
  * or -1 when tier 0 was asked for but its root cannot be resolved (tier 0 is then off). */
 int ckpt_tiers_init(ckpt_tiers *t, const char *run_dir, const char *name, int memory,

@@ -249,3 +249,19 @@ void args_help(const args_spec *s, FILE *out) {
     }
     if (s->epilog) fprintf(out, "\n%s\n", s->epilog);
 }
+
+void args_override_add(void *ctx, const char *key, const char *val) {
+    args_overrides *o = ctx;
+    if (o->n == ARGS_MAX_OVERRIDES) {
+        o->overflow = 1;
+        return;
+    }
+    o->key[o->n] = strdup(key);
+    mtCheck(o->key[o->n] != NULL, "out of memory");
+    o->val[o->n++] = val;
+}
+
+void args_overrides_free(args_overrides *o) {
+    for (int i = 0; i < o->n; i++) free(o->key[i]);
+    o->n = 0;
+}

@@ -76,4 +76,19 @@ int args_double(const char *name, const char *text, double lo, double hi, double
  * help tail and the epilog. */
 void args_help(const args_spec *spec, FILE *out);
 
+/* Options outside the table kept in command-line order, for a caller that applies them after its
+ * config file (train's config keys, gateway's policy and [gateway] keys): set spec.other =
+ * args_override_add and spec.ctx = an args_overrides zeroed by the caller. Each key is a copy (the
+ * parser's buffer for --key=value is reused), each value points into argv. Past
+ * ARGS_MAX_OVERRIDES the rest are dropped and overflow is set: the caller refuses the command
+ * line. args_overrides_free frees the keys. */
+#define ARGS_MAX_OVERRIDES 512
+typedef struct {
+    char *key[ARGS_MAX_OVERRIDES];
+    const char *val[ARGS_MAX_OVERRIDES];
+    int n, overflow;
+} args_overrides;
+void args_override_add(void *ctx, const char *key, const char *val);
+void args_overrides_free(args_overrides *o);
+
 #endif /* MT_CMD_ARGS_H */

@@ -3,17 +3,17 @@
  * checkpoints of a run (format: docs/formats.md, train/model_ckpt.h; llm.c and Hugging Face:
  * train/interop.h, docs/interop.md).
  *
- * Tier roots: tier 1 is always RUN_DIR/ckpt; tiers 0 (memory) and 2 (durable) are found in the
- * run.db catalog (a save records its directory there before writing). Nothing here trusts a
- * checkpoint: `verify` and `export` run ckpt_verify (sizes, CRC-32C, safetensors structure)
- * first. Export needs GPT-2 knowledge (train/model.h): Hugging Face's GPT-2 stores its linear
- * layers as Conv1D, i.e. transposed to (in, out).
+ * This file parses the options, calls the modules and prints. The tier roots (tier 1 is always
+ * RUN_DIR/ckpt; tiers 0 and 2 come from the run.db catalog), a step's catalog state and the newest
+ * step that verifies are train/checkpoint.h (checkpoint_catalog_*); the step directories under a
+ * root, committed or not, ckpt_list_all (ckpt/ckpt.h); the Hugging Face layout (Conv1D weights
+ * transposed, config.json) interop_hf_write and llm.c's interop_llmc_write (train/interop.h).
+ * Nothing here trusts a checkpoint: `verify` and `export` run ckpt_verify (sizes, CRC-32C,
+ * safetensors structure) first.
  */
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <inttypes.h>
 #include <libgen.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,18 +22,11 @@
 #include "cmd/args.h"
 #include "cmd/cmd.h"
 #include "ckpt/ckpt.h"
-#include "ckpt/safetensors.h"
 #include "core/check.h"
+#include "train/checkpoint.h"
 #include "train/interop.h"
 #include "train/model.h"
 #include "train/model_ckpt.h"
-
-#define MAX_ROOTS 8
-
-typedef struct {
-    int tier;
-    char root[CKPT_PATH_MAX];
-} tier_root;
 
 typedef struct {
     const char *run;
@@ -41,9 +34,7 @@ typedef struct {
     const char *out;
     const char *format; /* export: hf | llmc */
     const char *dtype;  /* export --format llmc: fp32 | bf16 */
-    sqlite3 *db;  /* run.db read-only, or NULL */
-    tier_root roots[MAX_ROOTS];
-    int n_roots;
+    checkpoint_catalog cat; /* the run's tier roots and run.db (train/checkpoint.h) */
 } ckpt_args;
 
 static const char *const SUB_SYNOPSIS[] = {
@@ -79,16 +70,6 @@ static void usage_all(void) {
 }
 
 /* ---- arguments, roots, catalog --------------------------------------------------------------- */
-
-/* A tier-0 root ".../<name>-<hex>/ckpt" belongs to this run directory when <hex> is the CRC-32C
- * of its real path (a copied run directory's catalog names the original's tier 0). */
-static int own_tier0(const char *run, const char *root) {
-    char real[CKPT_PATH_MAX], want[16];
-    if (realpath(run, real) == NULL) return 0;
-    snprintf(want, sizeof(want), "-%08x/ckpt", ckpt_crc32c(0, real, strlen(real)));
-    size_t a = strlen(root), b = strlen(want);
-    return a >= b && strcmp(root + a - b, want) == 0;
-}
 
 /* Parse `ckpt SUB` options (argv[0] = SUB, k its index in SUB_SYNOPSIS) into a. Returns
  * ARGS_CONTINUE or an exit code (help printed, or a bad flag). */
@@ -129,71 +110,6 @@ static int parse_args(ckpt_args *a, int argc, char **argv, int k) {
     return ARGS_CONTINUE;
 }
 
-/* The tier roots of a->run: tier 1 RUN_DIR/ckpt, then those of the run.db catalog (fastest
- * first). Leaves a->db open (read-only) when there is a run.db. */
-static void find_roots(ckpt_args *a) {
-    struct stat st;
-    a->roots[0].tier = 1;
-    snprintf(a->roots[0].root, sizeof(a->roots[0].root), "%.4000s/ckpt", a->run);
-    a->n_roots = 1;
-    char dbpath[CKPT_PATH_MAX];
-    snprintf(dbpath, sizeof(dbpath), "%.4000s/run.db", a->run);
-    if (stat(dbpath, &st) != 0 ||
-        sqlite3_open_v2(dbpath, &a->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        if (a->db) sqlite3_close(a->db);
-        a->db = NULL;
-        return;
-    }
-    sqlite3_busy_timeout(a->db, 5000);
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(a->db, "SELECT DISTINCT tier, path FROM checkpoints WHERE tier <> 1 "
-                           "ORDER BY tier", -1, &q, NULL) != SQLITE_OK)
-        return; /* no catalog yet */
-    while (sqlite3_step(q) == SQLITE_ROW && a->n_roots < MAX_ROOTS) {
-        char root[CKPT_PATH_MAX];
-        snprintf(root, sizeof(root), "%s", (const char *)sqlite3_column_text(q, 1));
-        char *slash = strrchr(root, '/');
-        if (!slash) continue;
-        *slash = 0;
-        if (sqlite3_column_int(q, 0) == 0 && !own_tier0(a->run, root)) continue;
-        int dup = 0;
-        for (int r = 0; r < a->n_roots; r++) dup |= strcmp(a->roots[r].root, root) == 0;
-        if (dup) continue;
-        a->roots[a->n_roots].tier = sqlite3_column_int(q, 0);
-        snprintf(a->roots[a->n_roots].root, CKPT_PATH_MAX, "%s", root);
-        a->n_roots++;
-    }
-    sqlite3_finalize(q);
-    /* fastest tier first */
-    for (int i = 1; i < a->n_roots; i++)
-        for (int j = i; j > 0 && a->roots[j].tier < a->roots[j - 1].tier; j--) {
-            tier_root t = a->roots[j];
-            a->roots[j] = a->roots[j - 1];
-            a->roots[j - 1] = t;
-        }
-}
-
-static void close_args(ckpt_args *a) {
-    if (a->db) sqlite3_close(a->db);
-}
-
-/* Catalog state of a checkpoint directory, or NULL. Copies into buf. */
-static const char *catalog_state(const ckpt_args *a, const char *path, char *buf, size_t len) {
-    if (!a->db) return NULL;
-    sqlite3_stmt *q = NULL;
-    const char *res = NULL;
-    if (sqlite3_prepare_v2(a->db, "SELECT state FROM checkpoints WHERE path = ?", -1, &q, NULL) !=
-        SQLITE_OK)
-        return NULL;
-    sqlite3_bind_text(q, 1, path, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0)) {
-        snprintf(buf, len, "%s", (const char *)sqlite3_column_text(q, 0));
-        res = buf;
-    }
-    sqlite3_finalize(q);
-    return res;
-}
-
 static int64_t dir_bytes(const char *dir) {
     int64_t total = 0;
     DIR *d = opendir(dir);
@@ -222,57 +138,28 @@ static const char *human(int64_t b, char *buf, size_t len) {
 static int do_ls(ckpt_args *a) {
     printf("%-4s %-10s %-10s %10s  %s\n", "tier", "step", "state", "size", "path");
     int shown = 0;
-    for (int r = 0; r < a->n_roots; r++) {
-        const char *root = a->roots[r].root;
-        DIR *d = opendir(root);
-        if (!d) continue;
-        /* collect step_N and step_N.tmp, sort by step */
+    for (int r = 0; r < a->cat.n_roots; r++) {
+        const char *root = a->cat.roots[r].root;
         int64_t *steps = NULL;
-        int *tmp = NULL, n = 0, cap = 0;
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            const char *s = e->d_name;
-            if (strncmp(s, "step_", 5) != 0) continue;
-            size_t len = strspn(s + 5, "0123456789");
-            int is_tmp = strcmp(s + 5 + len, ".tmp") == 0;
-            if (len == 0 || len > 18 || (s[5 + len] != 0 && !is_tmp)) continue;
-            if (n == cap) {
-                cap = cap ? 2 * cap : 16;
-                steps = realloc(steps, sizeof(*steps) * (size_t)cap);
-                tmp = realloc(tmp, sizeof(*tmp) * (size_t)cap);
-                mtCheck(steps && tmp, "out of memory");
-            }
-            steps[n] = strtoll(s + 5, NULL, 10);
-            tmp[n++] = is_tmp;
-        }
-        closedir(d);
-        for (int i = 1; i < n; i++) /* insertion sort by (step, tmp) */
-            for (int j = i; j > 0 && (steps[j] < steps[j - 1] ||
-                                      (steps[j] == steps[j - 1] && tmp[j] < tmp[j - 1])); j--) {
-                int64_t s = steps[j];
-                steps[j] = steps[j - 1];
-                steps[j - 1] = s;
-                int t = tmp[j];
-                tmp[j] = tmp[j - 1];
-                tmp[j - 1] = t;
-            }
+        int *tmp = NULL, n = 0;
+        if (ckpt_list_all(root, &steps, &tmp, &n) != 0) continue;
         for (int i = 0; i < n; i++) {
             if (a->step >= 0 && steps[i] != a->step) continue;
             char dir[CKPT_PATH_MAX], sb[64], cs[32];
             ckpt_step_path(dir, sizeof(dir), root, steps[i], tmp[i] ? ".tmp" : "");
             const char *state = "incomplete";
             if (!tmp[i]) {
-                const char *c = catalog_state(a, dir, cs, sizeof(cs));
+                const char *c = checkpoint_catalog_state(&a->cat, dir, cs, sizeof(cs));
                 state = c && strcmp(c, "corrupt") == 0 ? "corrupt" : "committed";
             }
-            printf("%-4d %-10" PRId64 " %-10s %10s  %s\n", a->roots[r].tier, steps[i], state,
+            printf("%-4d %-10" PRId64 " %-10s %10s  %s\n", a->cat.roots[r].tier, steps[i], state,
                    human(dir_bytes(dir), sb, sizeof(sb)), dir);
             shown++;
         }
         free(steps);
         free(tmp);
     }
-    if (shown == 0) printf("(no checkpoints under %s)\n", a->roots[0].root);
+    if (shown == 0) printf("(no checkpoints under %s)\n", a->cat.roots[0].root);
     return MT_EXIT_OK;
 }
 
@@ -281,10 +168,10 @@ static int do_ls(ckpt_args *a) {
 static int do_verify(ckpt_args *a) {
     int checked = 0, failed = 0;
     char msg[2048];
-    for (int r = 0; r < a->n_roots; r++) {
+    for (int r = 0; r < a->cat.n_roots; r++) {
         int64_t *steps = NULL;
         int n = 0;
-        if (ckpt_list(a->roots[r].root, &steps, &n, msg, sizeof(msg)) != 0) {
+        if (ckpt_list(a->cat.roots[r].root, &steps, &n, msg, sizeof(msg)) != 0) {
             fprintf(stderr, "minitrain: error: %s\n", msg);
             failed++;
             continue;
@@ -292,13 +179,14 @@ static int do_verify(ckpt_args *a) {
         for (int i = 0; i < n; i++) {
             if (a->step >= 0 && steps[i] != a->step) continue;
             checked++;
-            if (ckpt_verify(a->roots[r].root, steps[i], msg, sizeof(msg)) == 0) {
+            if (ckpt_verify(a->cat.roots[r].root, steps[i], msg, sizeof(msg)) == 0) {
                 printf("ok    tier %d step %-8" PRId64 " %s/step_%08" PRId64 "\n",
-                       a->roots[r].tier, steps[i], a->roots[r].root, steps[i]);
+                       a->cat.roots[r].tier, steps[i], a->cat.roots[r].root, steps[i]);
             } else {
-                printf("FAIL  tier %d step %-8" PRId64 " %s\n", a->roots[r].tier, steps[i], msg);
+                printf("FAIL  tier %d step %-8" PRId64 " %s\n", a->cat.roots[r].tier, steps[i],
+                       msg);
                 fprintf(stderr, "minitrain: error: checkpoint step %" PRId64 " (tier %d): %s\n",
-                        steps[i], a->roots[r].tier, msg);
+                        steps[i], a->cat.roots[r].tier, msg);
                 failed++;
             }
         }
@@ -307,10 +195,10 @@ static int do_verify(ckpt_args *a) {
     if (checked == 0) {
         if (a->step >= 0)
             fprintf(stderr, "minitrain: error: no committed checkpoint of step %" PRId64
-                    " in %s\n", a->step, a->roots[0].root);
+                    " in %s\n", a->step, a->cat.roots[0].root);
         else
             fprintf(stderr, "minitrain: error: no committed checkpoints in %s\n",
-                    a->roots[0].root);
+                    a->cat.roots[0].root);
         return MT_EXIT_USAGE;
     }
     printf("%d checkpoint(s) checked, %d failed\n", checked, failed);
@@ -318,11 +206,6 @@ static int do_verify(ckpt_args *a) {
 }
 
 /* ---- export ------------------------------------------------------------------------------------ */
-
-static int is_conv1d(const char *name) {
-    return strstr(name, ".attn.c_attn.weight") || strstr(name, ".attn.c_proj.weight") ||
-           strstr(name, ".mlp.c_fc.weight") || strstr(name, ".mlp.c_proj.weight");
-}
 
 /* --format llmc: llm.c's model file (train/interop.h). */
 static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *dir) {
@@ -410,30 +293,13 @@ static int do_export(ckpt_args *a) {
     export_check_out(a);
     /* newest verified step (or step N) in the fastest tier holding it */
     char dir[CKPT_PATH_MAX] = "", msg[2048], last[2048] = "";
-    int64_t best = -1;
-    for (int r = 0; r < a->n_roots; r++) {
-        int64_t *steps = NULL;
-        int n = 0;
-        if (ckpt_list(a->roots[r].root, &steps, &n, msg, sizeof(msg)) != 0) continue;
-        for (int i = n - 1; i >= 0; i--) {
-            if ((a->step >= 0 && steps[i] != a->step) || steps[i] <= best) continue;
-            if (ckpt_verify(a->roots[r].root, steps[i], msg, sizeof(msg)) != 0) {
-                mt_warn("skipping checkpoint step %" PRId64 " (tier %d): %s", steps[i],
-                        a->roots[r].tier, msg);
-                snprintf(last, sizeof(last), "%s", msg);
-                continue;
-            }
-            best = steps[i];
-            ckpt_step_path(dir, sizeof(dir), a->roots[r].root, steps[i], "");
-            break;
-        }
-        free(steps);
-    }
+    int64_t best = checkpoint_catalog_newest_verified(&a->cat, a->step, dir, sizeof(dir), last,
+                                                      sizeof(last));
     if (best < 0) {
         if (last[0]) mt_fail("no checkpoint to export verifies: %s", last);
         if (a->step >= 0) mt_fail("no committed checkpoint of step %" PRId64 " in %s", a->step,
-                                  a->roots[0].root);
-        mt_fail("no committed checkpoints in %s", a->roots[0].root);
+                                  a->cat.roots[0].root);
+        mt_fail("no committed checkpoints in %s", a->cat.roots[0].root);
     }
     gpt_model m;
     int step = 0;
@@ -445,71 +311,11 @@ static int do_export(ckpt_args *a) {
     char tmp[CKPT_PATH_MAX];
     snprintf(tmp, sizeof(tmp), "%s", out);
     snprintf(outdir, sizeof(outdir), "%s", dirname(tmp)); /* dirname may modify its argument */
-    if (fs_mkdir_p(outdir, msg, sizeof(msg)) != 0) mt_fail("%s", msg);
-    /* HF layout: same names; Conv1D weights transposed (out, in) -> (in, out) */
-    float *hf = mallocCheck(m.num_params * sizeof(float));
-    st_tensor *t = callocCheck((size_t)m.n_tensors, sizeof(*t));
-    const float *hp = gpt_params_host(&m); /* the host mirror of the parameters */
-    for (int i = 0; i < m.n_tensors; i++) {
-        const gpt_tensor *g = &m.tensors[i];
-        const float *src = hp + g->offset;
-        float *dst = hf + g->offset;
-        t[i].name = g->name;
-        t[i].dtype = ST_F32;
-        t[i].ndim = g->ndim;
-        t[i].data = dst;
-        if (g->ndim == 2 && is_conv1d(g->name)) {
-            int64_t rows = g->shape[0], cols = g->shape[1]; // (out, in) -> (in, out)
-            for (int64_t r = 0; r < rows; r++)
-                for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
-            t[i].shape[0] = cols;
-            t[i].shape[1] = rows;
-        } else {
-            memcpy(dst, src, g->numel * sizeof(float));
-            for (int d = 0; d < g->ndim; d++) t[i].shape[d] = g->shape[d];
-        }
-    }
-    char meta[512], stepbuf[32];
-    snprintf(stepbuf, sizeof(stepbuf), "%d", step);
-    cJSON *mo = cJSON_CreateObject();
-    cJSON_AddStringToObject(mo, "format", "pt");
-    cJSON_AddStringToObject(mo, "minitrain.step", stepbuf);
-    int ok = cJSON_PrintPreallocated(mo, meta, sizeof(meta), 0);
-    cJSON_Delete(mo);
-    if (!ok || st_write(out, t, m.n_tensors, meta, msg, sizeof(msg)) != 0)
-        mt_fail("writing %s: %s", out, ok ? msg : "metadata too long");
-    /* config.json: Hugging Face GPT2Config keys */
-    cJSON *c = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
-    cJSON_AddStringToObject(c, "model_type", "gpt2");
-    cJSON_AddNumberToObject(c, "vocab_size", m.cfg.vocab_size);
-    cJSON_AddNumberToObject(c, "n_positions", m.cfg.seq_len);
-    cJSON_AddNumberToObject(c, "n_ctx", m.cfg.seq_len);
-    cJSON_AddNumberToObject(c, "n_embd", m.cfg.d_model);
-    cJSON_AddNumberToObject(c, "n_layer", m.cfg.n_layer);
-    cJSON_AddNumberToObject(c, "n_head", m.cfg.n_head);
-    cJSON_AddNullToObject(c, "n_inner"); /* = 4 * n_embd */
-    cJSON_AddStringToObject(c, "activation_function", "gelu_new"); /* tanh approximation */
-    cJSON_AddNumberToObject(c, "layer_norm_epsilon", 1e-5);
-    cJSON_AddNumberToObject(c, "resid_pdrop", 0.0);
-    cJSON_AddNumberToObject(c, "embd_pdrop", 0.0);
-    cJSON_AddNumberToObject(c, "attn_pdrop", 0.0);
-    cJSON_AddNumberToObject(c, "initializer_range", 0.02);
-    cJSON_AddBoolToObject(c, "scale_attn_weights", 1);
-    cJSON_AddBoolToObject(c, "tie_word_embeddings", 1);
-    cJSON_AddStringToObject(c, "torch_dtype", "float32");
-    cJSON_AddNumberToObject(c, "minitrain_step", step);
-    char *text = cJSON_Print(c);
-    cJSON_Delete(c);
-    if (ckpt_write_json(outdir, "config.json", text, msg, sizeof(msg)) != 0)
-        mt_fail("writing config.json: %s", msg);
-    free(text);
+    char werr[CKPT_PATH_MAX + 2100]; /* "writing PATH: why" */
+    if (interop_hf_write(&m, out, step, werr, sizeof(werr)) != 0) mt_fail("%s", werr);
     char sb[64];
     printf("exported step %d from %s -> %s (%s) and %s/config.json\n", step, dir, out,
            human((int64_t)m.num_params * 4, sb, sizeof(sb)), outdir);
-    free(t);
-    free(hf);
     gpt_free(&m);
     return MT_EXIT_OK;
 }
@@ -526,8 +332,8 @@ int cmd_ckpt(int argc, char **argv) {
     ckpt_args a;
     int prc = parse_args(&a, argc - 1, argv + 1, k);
     if (prc != ARGS_CONTINUE) return prc;
-    find_roots(&a);
+    checkpoint_catalog_open(&a.cat, a.run);
     int rc = k == 0 ? do_ls(&a) : k == 1 ? do_verify(&a) : do_export(&a);
-    close_args(&a);
+    checkpoint_catalog_close(&a.cat);
     return rc;
 }

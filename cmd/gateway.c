@@ -19,26 +19,8 @@
 #include "core/check.h"
 #include "gateway/gw_proxy.h"
 
-#define MAX_OVERRIDES 256
-typedef struct {
-    char *key[MAX_OVERRIDES];
-    const char *val[MAX_OVERRIDES];
-    int n, overflow;
-} overrides;
-
 static int known(const char *name) {
     return !strcmp(name, "upstream") || !strcmp(name, "route") || gw_config_has_key(name);
-}
-
-static void add_override(void *ctx, const char *key, const char *val) {
-    overrides *o = ctx;
-    if (o->n == MAX_OVERRIDES) {
-        o->overflow = 1;
-        return;
-    }
-    o->key[o->n] = strdup(key); /* key is the parser's buffer for --key=value: keep a copy */
-    mtCheck(o->key[o->n] != NULL, "out of memory");
-    o->val[o->n++] = val;
 }
 
 static void policy_help(FILE *out) {
@@ -84,7 +66,7 @@ int cmd_gateway(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "keys")) return cmd_gateway_keys(argc - 1, argv + 1);
     const char *config_path = NULL;
     int quiet = 0;
-    overrides ov = {0};
+    args_overrides ov = {0}; /* the [gateway]/[policy] keys, --upstream and --route, in order */
     const args_opt opts[] = {
         {"config", ARG_STRING, &config_path, 0, 0, "FILE",
          "INI file: [gateway] [policy] [upstream NAME] [model NAME] [rule NAME]", ""},
@@ -109,13 +91,14 @@ int cmd_gateway(int argc, char **argv) {
                   "      --upstream b=http://127.0.0.1:8082 --route shakespeare=a,b\n"
                   "See docs/gateway.md.",
         .known = known,
-        .other = add_override,
+        .other = args_override_add,
         .ctx = &ov,
         .help_tail = policy_help,
     };
     int prc = args_parse(&spec, argc, argv, NULL);
     if (prc != ARGS_CONTINUE) return prc;
-    if (ov.overflow) mt_fail("more than %d gateway options on the command line", MAX_OVERRIDES);
+    if (ov.overflow)
+        mt_fail("more than %d gateway options on the command line", ARGS_MAX_OVERRIDES);
     gw_config *cfg = callocCheck(1, sizeof(gw_config));
     gw_config_init(cfg);
     char err[1200];
@@ -126,8 +109,8 @@ int cmd_gateway(int argc, char **argv) {
                  : !strcmp(k, "route")  ? gw_config_add_route(cfg, v, err, sizeof(err))
                                         : gw_config_set(cfg, k, v, err, sizeof(err));
         if (rc) mt_fail("--%s: %s", k, err);
-        free(ov.key[i]);
     }
+    args_overrides_free(&ov);
     if (quiet) cfg->quiet = 1;
     if (gw_config_validate(cfg, err, sizeof(err))) mt_fail("%s", err);
 

@@ -14,7 +14,6 @@
 #define _GNU_SOURCE /* timegm, strptime */
 #include <errno.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,17 +25,6 @@
 #include "cmd/cmd.h"
 #include "core/check.h"
 #include "gateway/gw_keys.h"
-
-static int cli_fail(const char *fmt, ...) MT_PRINTF(1, 2);
-static int cli_fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "minitrain: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return MT_EXIT_USAGE;
-}
 
 static const char *USAGE =
     "usage: minitrain gateway keys <command> --keys-db FILE [options]\n\n"
@@ -88,7 +76,7 @@ static int parse_expires(const char *s, long long now, long long *out) {
         return 0;
     }
 bad:
-    return cli_fail("--expires '%s' is not a time (use 30d, 12h, 90m, 3600s, 2w, 2026-01-31, "
+    return mt_error("--expires '%s' is not a time (use 30d, 12h, 90m, 3600s, 2w, 2026-01-31, "
                     "2026-01-31T12:00:00Z, @UNIXSECONDS or never)", s);
 }
 
@@ -124,10 +112,10 @@ static int cmd_add(gw_keys *k, const cli_opts *o, const char *actor) {
     memset(&spec, 0, sizeof(spec));
     spec.role = GW_ROLE_USER;
     if (o->role && gw_role_parse(o->role, &spec.role))
-        return cli_fail("--role must be admin, user or viewer (got '%s')", o->role);
+        return mt_error("--role must be admin, user or viewer (got '%s')", o->role);
     if (o->models) {
         if (strlen(o->models) >= sizeof(spec.models))
-            return cli_fail("--models is longer than %zu bytes", sizeof(spec.models) - 1);
+            return mt_error("--models is longer than %zu bytes", sizeof(spec.models) - 1);
         snprintf(spec.models, sizeof(spec.models), "%s", o->models);
     }
     spec.rpm = (long)o->rpm;
@@ -141,7 +129,7 @@ static int cmd_add(gw_keys *k, const cli_opts *o, const char *actor) {
     char key[GW_KEY_LEN + 1], err[256], lim[160], exp[40];
     gw_key_row row;
     if (gw_keys_create(k, actor, o->name, &spec, key, &row, err, sizeof(err)) != 0)
-        return cli_fail("%s", err);
+        return mt_error("%s", err);
     char *detail = NULL;
     if (asprintf(&detail, "{\"role\":\"%s\",\"via\":\"cli\"}", gw_role_name(row.info.role)) < 0)
         detail = NULL;
@@ -213,11 +201,11 @@ static int resolve_id(gw_keys *k, const char *arg, char id[24]) {
             snprintf(id, 24, "%s", info.id);
             return 0;
         }
-        return cli_fail("that key is not in the database (or is already revoked)");
+        return mt_error("that key is not in the database (or is already revoked)");
     }
     gw_key_row r;
     if (gw_keys_get(k, arg, &r) != 0)
-        return cli_fail("no key with id '%s' (see `minitrain gateway keys ls --all`)", arg);
+        return mt_error("no key with id '%s' (see `minitrain gateway keys ls --all`)", arg);
     snprintf(id, 24, "%s", arg);
     return 0;
 }
@@ -228,7 +216,7 @@ static int cmd_revoke(gw_keys *k, const char *arg, const char *actor) {
     if (rc) return rc;
     rc = gw_keys_revoke(k, id);
     gw_keys_audit(k, actor, "key.revoke", id, rc < 0 ? 404 : 200, NULL);
-    if (rc < 0) return cli_fail("no key with id '%s'", id);
+    if (rc < 0) return mt_error("no key with id '%s'", id);
     printf("minitrain: key %s %s\n", id, rc == 1 ? "was already revoked" : "revoked");
     return MT_EXIT_OK;
 }
@@ -242,8 +230,8 @@ static int cmd_enable(gw_keys *k, const char *arg, int disable, const char *acto
     r.info.disabled = disable;
     rc = gw_keys_put(k, &r);
     gw_keys_audit(k, actor, disable ? "key.disable" : "key.enable", id, rc == 0 ? 200 : 409, NULL);
-    if (rc == 1) return cli_fail("key %s is revoked; revoked keys cannot be changed", id);
-    if (rc < 0) return cli_fail("no key with id '%s'", id);
+    if (rc == 1) return mt_error("key %s is revoked; revoked keys cannot be changed", id);
+    if (rc < 0) return mt_error("no key with id '%s'", id);
     printf("minitrain: key %s %s\n", id, disable ? "disabled" : "enabled");
     return MT_EXIT_OK;
 }
@@ -294,7 +282,7 @@ int cmd_gateway_keys(int argc, char **argv) {
     for (int i = 0; i < 6; i++)
         if (!strcmp(cmd, cmds[i])) k = i;
     if (k < 0)
-        return cli_fail("unknown keys command '%s' (add, ls, revoke, disable, enable, audit; see "
+        return mt_error("unknown keys command '%s' (add, ls, revoke, disable, enable, audit; see "
                         "`minitrain gateway keys --help`)", cmd);
     cli_opts o = {.limit = 50};
     const args_opt db = {"keys-db", ARG_STRING, &o.db, 0, 0, "FILE", "the gateway's key database "
@@ -346,21 +334,21 @@ int cmd_gateway_keys(int argc, char **argv) {
                             .epilog = "See docs/gateway-keys.md."};
     int sub_argc = argc - 1;
     char *sub_argv[64];
-    if (sub_argc > 63) return cli_fail("too many arguments");
+    if (sub_argc > 63) return mt_error("too many arguments");
     memcpy(sub_argv, argv + 1, (size_t)sub_argc * sizeof(char *));
     sub_argv[sub_argc] = NULL;
     int takes_id = k >= 2 && k <= 4;
     const char *id_arg = takes_id ? take_word(opts, &sub_argc, sub_argv) : NULL;
     int rc = args_parse(&spec, sub_argc, sub_argv, NULL);
     if (rc != ARGS_CONTINUE) return rc;
-    if (takes_id && !id_arg) return cli_fail("`keys %s` needs a key id (see `keys ls`)", cmd);
-    if (!o.db) return cli_fail("--keys-db FILE is required (the gateway's key database)");
+    if (takes_id && !id_arg) return mt_error("`keys %s` needs a key id (see `keys ls`)", cmd);
+    if (!o.db) return mt_error("--keys-db FILE is required (the gateway's key database)");
     struct stat sb;
     if (k != 0 && stat(o.db, &sb) != 0)
-        return cli_fail("key database '%s' does not exist (`keys add` creates it)", o.db);
+        return mt_error("key database '%s' does not exist (`keys add` creates it)", o.db);
     char err[700], actor[64];
     gw_keys *keys = gw_keys_open(o.db, err, sizeof(err));
-    if (!keys) return cli_fail("%s", err);
+    if (!keys) return mt_error("%s", err);
     actor_name(actor, sizeof(actor));
     switch (k) {
     case 0: rc = cmd_add(keys, &o, actor); break;

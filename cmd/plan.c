@@ -63,6 +63,58 @@ static void print_nodes(const plan_topo *t, const plan_placement *p, int max_nod
     }
 }
 
+/* What plan prints: the layout and model, bytes per step, the cost table of the three orders
+ * (names[o]) and the rules each breaks, the planned placement (unless quiet), the planning time. */
+static void print_report(const plan_topo *t, const plan_model *m, const plan_placement *p,
+                         const plan_cost *c, const int *broken, char rules[3][1024], int quiet,
+                         double t_plan) {
+    const char *names[3] = {"planned", "megatron", "naive"};
+    int g = t->nodes[p[0].node[0]].gpus;
+    printf("plan: %d ranks = tp %d x pp %d x dp %d (ep %d) on %d of %d nodes x %d GPUs, %d "
+           "leaves, %d spare(s)\n", p[0].world, m->tp, m->pp, m->dp, m->ep, p[0].n_used_nodes,
+           t->n_nodes, g, t->n_leaves, p[0].n_spares);
+    printf("model: L %d, d %d, T %d, V %d; %d microbatch(es) of %d; %d-byte elements; links "
+           "GB/s: nvlink %g, node %g, leaf %g, spine %g\n", m->n_layer, m->d_model, m->seq_len,
+           m->vocab_size, m->microbatches, m->micro_batch, m->bytes_per_elem, t->scaleup_gbs,
+           t->intranode_gbs, t->nic_gbs, t->nic_gbs / t->oversub);
+    double b[PLAN_NDIM];
+    plan_bytes(m, b);
+    printf("bytes/step/rank: TP %.3g, DP %.3g, PP %.3g, EP %.3g\n", b[0], b[1], b[2], b[3]);
+    printf("\n%-9s  %-19s  %-19s  %-19s  %-19s  %-10s  %s\n", "order", "TP", "DP", "PP", "EP",
+           "total/step", "rules");
+    for (int o = 0; o < 3; o++) print_row(names[o], &c[o], broken[o]);
+    for (int o = 0; o < 3; o++)
+        if (broken[o] && !quiet) {
+            printf("%s breaks:\n", names[o]);
+            for (char *s = strtok(rules[o], "\n"); s; s = strtok(NULL, "\n")) printf("  %s\n", s);
+        }
+    if (!quiet) {
+        printf("\nplacement (planned):\n");
+        print_nodes(t, &p[0], 8);
+    }
+    printf("planned %d GPUs in %.1f ms\n", p[0].world, t_plan * 1e3);
+}
+
+/* The topology: one of --topology FILE, --from-hwloc, --from-slurm, or --nodes x
+ * --gpus-per-node (uniform); the link overrides (NAN: keep) and the excluded hosts applied. An
+ * unreadable source is a user error (exit 2). */
+static void load_topology(plan_topo *t, const char *topology, int from_hwloc, int from_slurm,
+                          int nodes, int gpn, int per_leaf, double nvlink, double nic,
+                          double oversub, const char *exclude) {
+    char err[512];
+    plan_topo_init(t);
+    int rc = 0;
+    if (topology) rc = plan_topo_load(t, topology, err, sizeof(err));
+    else if (from_hwloc) rc = plan_topo_from_hwloc(t, err, sizeof(err));
+    else if (from_slurm) rc = plan_topo_from_slurm(t, err, sizeof(err));
+    else plan_topo_uniform(t, nodes, gpn, per_leaf);
+    if (rc != 0) mt_fail("%s", err);
+    if (!isnan(nvlink)) t->scaleup_gbs = nvlink;
+    if (!isnan(nic)) t->nic_gbs = nic;
+    if (!isnan(oversub)) t->oversub = oversub;
+    if (exclude && plan_topo_exclude(t, exclude, err, sizeof(err)) != 0) mt_fail("%s", err);
+}
+
 int cmd_plan(int argc, char **argv) {
     const char *topology = NULL, *exclude = NULL, *out = NULL, *config = NULL;
     int nodes = 0, gpn = 0, per_leaf = 0, from_hwloc = 0, from_slurm = 0, spares = 0, quiet = 0;
@@ -168,42 +220,16 @@ int cmd_plan(int argc, char **argv) {
                                        "n_layer/pp layers a stage", m.pp, m.n_layer);
 
     plan_topo t;
-    plan_topo_init(&t);
-    int rc = 0;
-    if (topology) rc = plan_topo_load(&t, topology, err, sizeof(err));
-    else if (from_hwloc) rc = plan_topo_from_hwloc(&t, err, sizeof(err));
-    else if (from_slurm) rc = plan_topo_from_slurm(&t, err, sizeof(err));
-    else plan_topo_uniform(&t, nodes, gpn, per_leaf);
-    if (rc != 0) mt_fail("%s", err);
-    if (!isnan(nvlink)) t.scaleup_gbs = nvlink;
-    if (!isnan(nic)) t.nic_gbs = nic;
-    if (!isnan(oversub)) t.oversub = oversub;
-    if (exclude && plan_topo_exclude(&t, exclude, err, sizeof(err)) != 0) mt_fail("%s", err);
+    load_topology(&t, topology, from_hwloc, from_slurm, nodes, gpn, per_leaf, nvlink, nic, oversub,
+                  exclude);
 
     if (m.dp == 0) { /* every usable GPU but the spares' */
-        long gpus = 0;
-        int g = 0;
-        for (int i = 0; i < t.n_nodes; i++)
-            if (!t.nodes[i].excluded) {
-                if (!g) g = t.nodes[i].gpus;
-                if (t.nodes[i].gpus == g) gpus += g;
-            }
-        long all = gpus;
-        gpus -= (long)spares * g;
-        if (gpus < 0) gpus = 0;
-        m.dp = (int)(gpus / ((long)m.tp * m.pp));
-        if (m.dp < 1)
-            mt_fail("plan: tp x pp = %d does not fit the %ld usable GPUs (%ld on hosts not "
-                    "excluded, %d spare node(s) held back)", m.tp * m.pp, gpus, all, spares);
-        m.dp -= m.dp % m.ep;
-        if (m.dp < 1)
-            mt_fail("plan: --dp 0 gives dp %d, fewer than ep %d (dp must be a multiple of ep): "
-                    "lower --ep or add GPUs", (int)(gpus / ((long)m.tp * m.pp)), m.ep);
+        m.dp = plan_auto_dp(&t, &m, spares, err, sizeof(err));
+        if (m.dp < 0) mt_fail("%s", err);
     }
 
     double t0 = timer_now();
-    plan_placement p[3];
-    const char *names[3] = {"planned", "megatron", "naive"};
+    plan_placement p[3]; /* planned, megatron, naive (plan_order) */
     for (int o = 0; o < 3; o++)
         if (plan_place(&t, &m, spares, (plan_order)o, &p[o], err, sizeof(err)) != 0)
             mt_fail("%s", err);
@@ -220,30 +246,7 @@ int cmd_plan(int argc, char **argv) {
         broken[o] = plan_check_rules(&t, &m, &p[o], rules[o], sizeof(rules[o]));
     }
 
-    int g = t.nodes[p[0].node[0]].gpus;
-    printf("plan: %d ranks = tp %d x pp %d x dp %d (ep %d) on %d of %d nodes x %d GPUs, %d "
-           "leaves, %d spare(s)\n", p[0].world, m.tp, m.pp, m.dp, m.ep, p[0].n_used_nodes,
-           t.n_nodes, g, t.n_leaves, p[0].n_spares);
-    printf("model: L %d, d %d, T %d, V %d; %d microbatch(es) of %d; %d-byte elements; links "
-           "GB/s: nvlink %g, node %g, leaf %g, spine %g\n", m.n_layer, m.d_model, m.seq_len,
-           m.vocab_size, m.microbatches, m.micro_batch, m.bytes_per_elem, t.scaleup_gbs,
-           t.intranode_gbs, t.nic_gbs, t.nic_gbs / t.oversub);
-    double b[PLAN_NDIM];
-    plan_bytes(&m, b);
-    printf("bytes/step/rank: TP %.3g, DP %.3g, PP %.3g, EP %.3g\n", b[0], b[1], b[2], b[3]);
-    printf("\n%-9s  %-19s  %-19s  %-19s  %-19s  %-10s  %s\n", "order", "TP", "DP", "PP", "EP",
-           "total/step", "rules");
-    for (int o = 0; o < 3; o++) print_row(names[o], &c[o], broken[o]);
-    for (int o = 0; o < 3; o++)
-        if (broken[o] && !quiet) {
-            printf("%s breaks:\n", names[o]);
-            for (char *s = strtok(rules[o], "\n"); s; s = strtok(NULL, "\n")) printf("  %s\n", s);
-        }
-    if (!quiet) {
-        printf("\nplacement (planned):\n");
-        print_nodes(&t, &p[0], 8);
-    }
-    printf("planned %d GPUs in %.1f ms\n", p[0].world, t_plan * 1e3);
+    print_report(&t, &m, p, c, broken, rules, quiet, t_plan);
     if (out) {
         fs_afile af; /* written atomically (core/fs.h): mpirun never reads half a rankfile */
         char err[1024];

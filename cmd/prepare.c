@@ -1,14 +1,13 @@
 /*
  * cmd/prepare.c — `minitrain prepare`: text file -> tokenizer.bin + train/val token shards.
  *
- * The split is made on TOKENS (first 1-F for train, last F for val), not on bytes, so the two
- * shards hold exactly the encoding of the whole text. Every output is written to NAME.tmp and
- * renamed into place, so an interrupted run never leaves a half-written file under its final
- * name. User errors (missing/empty input, bad flag values, unknown flags) are one line + exit 2.
- * (The tokenizer and the shard format are train/tokenizer.h and train/data.h; this file wires them.)
+ * This file parses the options, reads the input, scrubs it (safety/pii.h, --scrub-pii), builds
+ * the tokenizer (train/tokenizer.h: byte, BPE trained on the text with the PII placeholders as
+ * atoms, or a tokenizer file), encodes, and prints. The token-level train/val split and the
+ * durable, atomic writes of the three files are train/prepare.h. User errors (missing/empty
+ * input, bad flag values, unknown flags) are one line + exit 2.
  */
 #include <errno.h>
-#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +20,7 @@
 #include "core/fs.h"
 #include "core/timer.h"
 #include "safety/pii.h"
-#include "train/data.h"
+#include "train/prepare.h"
 #include "train/tokenizer.h"
 
 #define PREP_DEFAULT_BPE_VOCAB 1024
@@ -32,26 +31,6 @@ static char *join(const char *dir, const char *name) {
     char *s = mallocCheck(n);
     snprintf(s, n, "%s/%s", dir, name);
     return s;
-}
-
-/* Warn about shards from an earlier run that the loader would also pick up. */
-static void warn_stale(const char *dir, const char *split) {
-    char pat[4096];
-    snprintf(pat, sizeof(pat), "%s/%s_*.bin", dir, split);
-    glob_t g;
-    if (glob(pat, 0, NULL, &g) != 0)
-        return;
-    for (size_t i = 0; i < g.gl_pathc; i++) {
-        const char *base = strrchr(g.gl_pathv[i], '/');
-        base = base ? base + 1 : g.gl_pathv[i];
-        char mine[32];
-        snprintf(mine, sizeof(mine), "%s_000.bin", split);
-        if (strcmp(base, mine) != 0)
-            mt_warn("prepare: '%s' is left from an earlier run; the loader will read it too "
-                    "(delete it if unwanted)",
-                    g.gl_pathv[i]);
-    }
-    globfree(&g);
 }
 
 /* "\\n" "\\t" "\\\\" escapes of --doc-separator, in place; returns the length */
@@ -129,6 +108,62 @@ static uint8_t *scrub_text(uint8_t *text, size_t *n, const char *mode_s, const c
     return (uint8_t *)sc;
 }
 
+/* The whole input file (one clear line and exit 2 when it is missing, not a regular file or
+ * empty). */
+static uint8_t *read_input(const char *input, size_t *n) {
+    struct stat st;
+    if (stat(input, &st) != 0)
+        mt_fail("prepare: cannot read input '%s': %s", input, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        mt_fail("prepare: input '%s' is not a regular file", input);
+    if (st.st_size == 0)
+        mt_fail("prepare: input '%s' is empty", input);
+    size_t nbytes = (size_t)st.st_size;
+    FILE *fin = fopenCheck(input, "rb");
+    uint8_t *text = mallocCheck(nbytes);
+    freadCheck(text, 1, nbytes, fin);
+    fcloseCheck(fin);
+    *n = nbytes;
+    return text;
+}
+
+/* The tokenizer: a tokenizer file to encode with (kind, is_file), BPE trained on text[0..n) with
+ * vocab ids (is_bpe), else the byte tokenizer. pmode is the --scrub-pii mode (NULL: no scrub):
+ * after a scrub, BPE builds each placeholder (or "<TYPE:" of a hash token) of ptypes as one token
+ * with its first merges. A tokenizer that cannot encode, or a vocabulary too small for the
+ * placeholders, is a user error (exit 2). */
+static void make_tokenizer(tok_tokenizer *tok, const char *kind, int is_file, int is_bpe,
+                           long long vocab, const uint8_t *text, size_t n, const pii_mode *pmode,
+                           unsigned ptypes) {
+    char err[1024];
+    if (is_file) {
+        if (tok_load(tok, kind, err, sizeof(err)) != 0) mt_fail("prepare: %s", err);
+        if (!tok_can_encode(tok))
+            mt_fail("prepare: tokenizer '%s' is %s: it holds no merges, so it cannot encode (give "
+                    "a tiktoken rank file or Hugging Face tokenizer.json / vocab.json + merges.txt)",
+                    kind, tok_describe(tok, err, sizeof(err)));
+    } else if (is_bpe) {
+        char atoms[PII_NTYPES][24];
+        const char *atomp[PII_NTYPES];
+        int natoms = 0;
+        for (int t = 0; pmode && *pmode != PII_DROP_LINE && t < PII_NTYPES; t++) {
+            if (!(ptypes & (1u << t)))
+                continue;
+            const char *ph = pii_type_placeholder((pii_type)t);
+            snprintf(atoms[natoms], sizeof(atoms[natoms]), "%.*s", (int)strlen(ph) - 1, ph);
+            strcat(atoms[natoms], *pmode == PII_HASH ? ":" : ">");
+            atomp[natoms] = atoms[natoms];
+            natoms++;
+        }
+        if (tok_train_bpe_atomic(tok, text, n, (int)vocab, atomp, natoms, 1) != 0)
+            mt_fail("prepare: --vocab-size %lld is too small to hold the PII placeholders as "
+                    "tokens (needs about %d more than 256)",
+                    vocab, 6 * natoms);
+    } else {
+        tok_init_byte(tok);
+    }
+}
+
 int cmd_prepare(int argc, char **argv) {
     char **argv0 = argv;
     argv = default_scrub_mode(&argc, argv0);
@@ -201,18 +236,8 @@ int cmd_prepare(int argc, char **argv) {
     if (!(valf > 0.0 && valf <= 0.5))
         mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", valf);
 
-    /* read the input */
-    if (stat(input, &st) != 0)
-        mt_fail("prepare: cannot read input '%s': %s", input, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        mt_fail("prepare: input '%s' is not a regular file", input);
-    if (st.st_size == 0)
-        mt_fail("prepare: input '%s' is empty", input);
-    size_t nbytes = (size_t)st.st_size;
-    FILE *fin = fopenCheck(input, "rb");
-    uint8_t *text = mallocCheck(nbytes);
-    freadCheck(text, 1, nbytes, fin);
-    fcloseCheck(fin);
+    size_t nbytes;
+    uint8_t *text = read_input(input, &nbytes);
     if (fs_mkdir_p(out, NULL, 0) != 0)
         mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
     pii_mode pmode = PII_MASK;
@@ -221,37 +246,12 @@ int cmd_prepare(int argc, char **argv) {
     if (scrub)
         text = scrub_text(text, &nbytes, scrub, pii_types, keyfile, out, &pmode, &ptypes);
 
-    /* tokenizer; after a scrub, BPE builds each placeholder (or "<TYPE:" of a hash token) as
-     * one token with its first merges */
+    /* tokenizer */
     tok_tokenizer tok;
     double t0 = timer_now();
     char err[1024];
-    if (is_file) {
-        if (tok_load(&tok, kind, err, sizeof(err)) != 0) mt_fail("prepare: %s", err);
-        if (!tok_can_encode(&tok))
-            mt_fail("prepare: tokenizer '%s' is %s: it holds no merges, so it cannot encode (give "
-                    "a tiktoken rank file or Hugging Face tokenizer.json / vocab.json + merges.txt)",
-                    kind, tok_describe(&tok, err, sizeof(err)));
-    } else if (is_bpe) {
-        char atoms[PII_NTYPES][24];
-        const char *atomp[PII_NTYPES];
-        int natoms = 0;
-        for (int t = 0; scrub && pmode != PII_DROP_LINE && t < PII_NTYPES; t++) {
-            if (!(ptypes & (1u << t)))
-                continue;
-            const char *ph = pii_type_placeholder((pii_type)t);
-            snprintf(atoms[natoms], sizeof(atoms[natoms]), "%.*s", (int)strlen(ph) - 1, ph);
-            strcat(atoms[natoms], pmode == PII_HASH ? ":" : ">");
-            atomp[natoms] = atoms[natoms];
-            natoms++;
-        }
-        if (tok_train_bpe_atomic(&tok, text, nbytes, (int)vocab, atomp, natoms, 1) != 0)
-            mt_fail("prepare: --vocab-size %lld is too small to hold the PII placeholders as "
-                    "tokens (needs about %d more than 256)",
-                    vocab, 6 * natoms);
-    } else {
-        tok_init_byte(&tok);
-    }
+    make_tokenizer(&tok, kind, is_file, is_bpe, vocab, text, nbytes, scrub ? &pmode : NULL,
+                   ptypes);
     double t_train = timer_now() - t0;
     int V = tok_vocab_size(&tok);
     char *docsep = docsep_arg ? strdup(docsep_arg) : NULL;
@@ -265,26 +265,16 @@ int cmd_prepare(int argc, char **argv) {
     size_t ntok;
     uint32_t *ids = tok_encode_documents(&tok, text, nbytes, (const uint8_t *)docsep, seplen, &ntok);
     double t_enc = timer_now() - t0;
-    size_t nval = (size_t)((double)ntok * valf + 0.5);
-    if (nval < 2)
-        nval = 2;
-    if (ntok < nval + 2)
+    size_t ntrain, nval;
+    if (prepare_split(ntok, valf, &ntrain, &nval) != 0)
         mt_fail("prepare: input '%s' gives only %zu tokens; need at least 4 (2 for train, 2 "
                 "for val)",
                 input, ntok);
-    size_t ntrain = ntok - nval;
 
     /* write */
-    char *tok_path = join(out, "tokenizer.bin"), *train_path = join(out, "train_000.bin"),
-         *val_path = join(out, "val_000.bin");
-    if (tok_save(&tok, tok_path, err, sizeof(err)) != 0)
+    prepare_paths pp;
+    if (prepare_write(out, &tok, ids, ntrain, nval, &pp, err, sizeof(err)) != 0)
         mt_fail("prepare: %s", err);
-    if (data_write_shard(train_path, ids, ntrain, V, err, sizeof(err)) != 0)
-        mt_fail("prepare: %s", err);
-    if (data_write_shard(val_path, ids + ntrain, nval, V, err, sizeof(err)) != 0)
-        mt_fail("prepare: %s", err);
-    warn_stale(out, "train");
-    warn_stale(out, "val");
 
     printf("prepare: input      %s (%zu bytes)\n", input, input_bytes);
     char desc[128];
@@ -292,12 +282,10 @@ int cmd_prepare(int argc, char **argv) {
            is_bpe && V < vocab ? " (stopped early: no pair repeats)" : "", t_train);
     printf("prepare: tokens     %zu (%.3f bytes/token), encoded in %.2f s\n", ntok,
            (double)nbytes / (double)ntok, t_enc);
-    printf("prepare: train      %zu tokens -> %s\n", ntrain, train_path);
-    printf("prepare: val        %zu tokens -> %s\n", nval, val_path);
-    printf("prepare: tokenizer  -> %s\n", tok_path);
-    free(tok_path);
-    free(train_path);
-    free(val_path);
+    printf("prepare: train      %zu tokens -> %s\n", ntrain, pp.train_path);
+    printf("prepare: val        %zu tokens -> %s\n", nval, pp.val_path);
+    printf("prepare: tokenizer  -> %s\n", pp.tok_path);
+    prepare_paths_free(&pp);
     free(ids);
     free(text);
     free(docsep);

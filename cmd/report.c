@@ -134,11 +134,13 @@ int cmd_report(int argc, char **argv) {
     if (!json) robust_report_print(r.db);
     fflush(stdout);
     svg_panel beside = {robust_svg_width(r.db), robust_panel, r.db};
-    if (svg && report_svg(&r, &beside, svg, err, sizeof(err)) != 0) {
+    int drew = svg ? report_svg(&r, &beside, svg, err, sizeof(err)) : 0;
+    if (drew < 0) {
         fprintf(stderr, "minitrain: error: report --svg: %s\n", err);
         ret = MT_EXIT_USAGE;
-    } else if (svg) {
-        if (!json) printf("plot:           %s\n", svg);
+    } else if (svg) { /* drew 1: no steps logged yet; the file says so, as --html's page does */
+        if (!json) printf("plot:           %s%s%s%s\n", svg, drew ? " (" : "", drew ? err : "",
+                          drew ? ")" : "");
         report_section pic = {"robustness", "Robustness", robust_picture, r.db};
         if (report_svg_pictures(&r, &pic, 1, svg, !json, err, sizeof(err)) < 0) {
             fprintf(stderr, "minitrain: error: report --svg: %s\n", err);

@@ -26,6 +26,10 @@ static void emit_token(int token, void *user) {
     fflush(stdout);
 }
 
+/* The most tokens one `sample` generates: past the context it slides on without end, so the bound
+ * is what a person would read (about 4 MB of text, minutes on a CPU), not the model's limit. */
+#define SAMPLE_MAX_TOKENS 1000000
+
 int cmd_sample(int argc, char **argv) {
     const char *run = NULL, *prompt = "\n", *device = "cpu";
     int max_tokens = 256, top_k = 0;
@@ -34,8 +38,9 @@ int cmd_sample(int argc, char **argv) {
     const args_opt opts[] = {
         {"run", ARG_STRING, &run, 0, 0, "DIR", "run directory written by `minitrain train`", ""},
         {"prompt", ARG_STRING, &prompt, 0, 0, "TEXT", "text to continue (default: a newline)", ""},
-        {"max-tokens", ARG_INT, &max_tokens, 0, 1e9, "N", "tokens to generate (default 256; past "
-         "the context, the last\ncontext/2 tokens are re-read as a fresh context)", ""},
+        {"max-tokens", ARG_INT, &max_tokens, 1, SAMPLE_MAX_TOKENS, "N", "tokens to generate, 1.."
+         "1000000 (default 256; past the context,\nthe last context/2 tokens are re-read as a "
+         "fresh context)", ""},
         {"temperature", ARG_DOUBLE, &temperature, 0, 10, "T", "0 = greedy, range 0..10", NULL},
         {"top-k", ARG_INT, &top_k, 0, 1e9, "K", "keep the K most likely tokens (0 = all)", NULL},
         {"top-p", ARG_DOUBLE, &top_p, 1e-6, 1, "P", "nucleus sampling threshold in (0, 1]", NULL},

@@ -70,6 +70,63 @@ static void default_name(const char *run, char *out, size_t cap) {
     if (dot && dot != out && dot[12] == 0) *dot = 0;
 }
 
+/* The name the API reports for the model: --model-name (1..64 characters, no spaces, quotes or
+ * control characters: it goes into JSON and headers as is), else default_name of the run. */
+static void model_name_of(const char *name, const char *run, char *out, size_t len) {
+    if (name) {
+        if (!*name || strlen(name) > 64) mt_fail("--model-name must be 1..64 characters");
+        for (const char *p = name; *p; p++)
+            if ((unsigned char)*p <= ' ' || *p == '"' || *p == '\\' || *p == 127)
+                mt_fail("--model-name '%s' may not contain spaces, quotes or control characters",
+                        name);
+        snprintf(out, len, "%s", name);
+    } else {
+        default_name(run, out, len);
+    }
+}
+
+/* The tokenizer to serve with: --tokenizer, else tokenizer.bin in the run directory (run_is_dir)
+ * or beside the model file. */
+static void tokenizer_path(const char *tok_path, const char *run, int run_is_dir, char *out,
+                           size_t len) {
+    if (tok_path) {
+        snprintf(out, len, "%s", tok_path);
+    } else if (run_is_dir) {
+        snprintf(out, len, "%s/tokenizer.bin", run);
+    } else {
+        char tmp[1024];
+        snprintf(tmp, sizeof(tmp), "%s", run);
+        snprintf(out, len, "%s/tokenizer.bin", dirname(tmp));
+    }
+}
+
+/* Load the model (its latest step, or step >= 0) and a tokenizer that can encode prompts while
+ * srv already answers /health with "loading"; a failure stops srv and is a user error (exit 2).
+ * Returns the step loaded. */
+static int load_model(gw_server *srv, const char *run, long long step, const char *tpath,
+                      gpt_model *m, tok_tokenizer *tok) {
+    char err[1200];
+    int loaded_step = 0;
+    int rc = step >= 0 ? model_io_load_step(m, run, (int)step, &loaded_step, err, sizeof(err))
+                       : model_io_load(m, run, &loaded_step, err, sizeof(err));
+    if (rc != 0) {
+        gw_server_stop(srv);
+        mt_fail("%s", err);
+    }
+    if (tok_load(tok, tpath, err, sizeof(err)) != 0) {
+        gw_server_stop(srv);
+        gpt_free(m);
+        mt_fail("%s (give the tokenizer with --tokenizer FILE)", err);
+    }
+    if (!tok_can_encode(tok)) { /* llm.c's gpt2_tokenizer.bin: docs/interop.md */
+        gw_server_stop(srv);
+        gpt_free(m);
+        mt_fail("tokenizer '%s' is decode only (llm.c's gpt2_tokenizer.bin has no merges) and "
+                "cannot encode prompts; give --tokenizer with a tiktoken or Hugging Face file", tpath);
+    }
+    return loaded_step;
+}
+
 int cmd_serve(int argc, char **argv) {
     const char *run = NULL, *tok_path = NULL, *key_file = NULL, *name = NULL;
     long long step = -1;
@@ -151,26 +208,9 @@ int cmd_serve(int argc, char **argv) {
     struct stat sb;
     if (stat(run, &sb) != 0) mt_fail("--run '%s' does not exist", run);
     char model_name[128], tpath[1200];
-    if (name) {
-        if (!*name || strlen(name) > 64) mt_fail("--model-name must be 1..64 characters");
-        for (const char *p = name; *p; p++)
-            if ((unsigned char)*p <= ' ' || *p == '"' || *p == '\\' || *p == 127)
-                mt_fail("--model-name '%s' may not contain spaces, quotes or control characters",
-                        name);
-        snprintf(model_name, sizeof(model_name), "%s", name);
-    } else {
-        default_name(run, model_name, sizeof(model_name));
-    }
+    model_name_of(name, run, model_name, sizeof(model_name));
     o.model_name = model_name;
-    if (tok_path) {
-        snprintf(tpath, sizeof(tpath), "%s", tok_path);
-    } else if (S_ISDIR(sb.st_mode)) {
-        snprintf(tpath, sizeof(tpath), "%s/tokenizer.bin", run);
-    } else {
-        char tmp[1024];
-        snprintf(tmp, sizeof(tmp), "%s", run);
-        snprintf(tpath, sizeof(tpath), "%s/tokenizer.bin", dirname(tmp));
-    }
+    tokenizer_path(tok_path, run, S_ISDIR(sb.st_mode), tpath, sizeof(tpath));
     if (key_file) o.api_keys = read_keys(key_file, &o.n_api_keys);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (ncpu < 1) ncpu = 1;
@@ -199,24 +239,7 @@ int cmd_serve(int argc, char **argv) {
     if (ops_select(device, 0, err, sizeof(err)) != 0) mt_fail("%s", err);
     gpt_model m;
     tok_tokenizer tok;
-    int loaded_step = 0;
-    int rc = step >= 0 ? model_io_load_step(&m, run, (int)step, &loaded_step, err, sizeof(err))
-                       : model_io_load(&m, run, &loaded_step, err, sizeof(err));
-    if (rc != 0) {
-        gw_server_stop(srv);
-        mt_fail("%s", err);
-    }
-    if (tok_load(&tok, tpath, err, sizeof(err)) != 0) {
-        gw_server_stop(srv);
-        gpt_free(&m);
-        mt_fail("%s (give the tokenizer with --tokenizer FILE)", err);
-    }
-    if (!tok_can_encode(&tok)) { /* llm.c's gpt2_tokenizer.bin: docs/interop.md */
-        gw_server_stop(srv);
-        gpt_free(&m);
-        mt_fail("tokenizer '%s' is decode only (llm.c's gpt2_tokenizer.bin has no merges) and "
-                "cannot encode prompts; give --tokenizer with a tiktoken or Hugging Face file", tpath);
-    }
+    int loaded_step = load_model(srv, run, step, tpath, &m, &tok);
     gw_server_set_model(srv, &m, &tok, loaded_step);
     printf("minitrain: serving '%s' (step %d: %d layers, d_model %d, context %d, vocab %d) on "
            "http://%s%s%s:%d — slots %d, queue %d, threads %d\n",

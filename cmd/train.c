@@ -27,27 +27,9 @@
 #include "sched/hooks.h"
 #include "sched/preempt.h"
 #include "sched/plan.h"
+#include "sched/replan.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
-
-/* The config-key overrides in command-line order; applied after the config file is loaded. */
-#define MAX_OVERRIDES 512
-typedef struct {
-    char *key[MAX_OVERRIDES];
-    const char *val[MAX_OVERRIDES];
-    int n, overflow;
-} overrides;
-
-static void add_override(void *ctx, const char *key, const char *val) {
-    overrides *o = ctx;
-    if (o->n == MAX_OVERRIDES) {
-        o->overflow = 1;
-        return;
-    }
-    o->key[o->n] = strdup(key); /* key is the parser's buffer for --key=value: keep a copy */
-    mtCheck(o->key[o->n] != NULL, "out of memory");
-    o->val[o->n++] = val;
-}
 
 static void config_help(FILE *out) {
     fflush(out);
@@ -56,7 +38,9 @@ static void config_help(FILE *out) {
 
 /* The layout of a rankfile written by `minitrain plan` (sched/plan.h): the plan placed rank r
  * as the mesh's rank r, so the mesh must be built with the same degrees. A config or override
- * that set a degree to something else is refused rather than silently replaced. */
+ * that set a degree to something else is refused rather than silently replaced. With a
+ * `topology` file, a slot=S past its host's GPU count is refused too (sched/replan.h); a topology
+ * that does not load is left to the run's own check of it, which names the file. */
 static void take_rankfile_layout(mt_config *cfg, const char *path) {
     char err[512];
     int tp, pp, dp, ep, world;
@@ -71,6 +55,16 @@ static void take_rankfile_layout(mt_config *cfg, const char *path) {
                     d[i].name, d[i].want, d[i].name, *d[i].cur);
         *d[i].cur = d[i].want;
     }
+    if (cfg->topology[0] == 0) return; /* else a host's slot count is known: slot=S must fit */
+    replan_rankfile rf;
+    plan_topo t;
+    plan_topo_init(&t);
+    int bad = replan_read(path, &rf, err, sizeof(err)) != 0 ||
+              (plan_topo_load(&t, cfg->topology, err, sizeof(err)) == 0 &&
+               replan_check_topology(&rf, &t, err, sizeof(err)) != 0);
+    if (rf.host) replan_free(&rf);
+    plan_topo_free(&t);
+    if (bad) mt_fail("--rankfile %s: %s %s", path, err, cfg->topology);
 }
 
 /* The leaf switch of this rank's host in cfg.topology (sched/plan.h's topology file), for the
@@ -244,7 +238,9 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
      * corrupt-ckpt fault waits for the step's commit). */
     if (sched_attach_trainer(tr, c->ckpt_every != 0 ? j->ckpt : NULL, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
     if (c->ckpt_every == CONFIG_CKPT_AUTO) sched_ckpt_auto_attach(tr, j->ckpt);
-    sched_preempt_attach(tr); /* SIGUSR1 to `minitrain run`: checkpoint now, stop (sched/preempt.h) */
+    /* SIGUSR1 to `minitrain run`, or SIGINT/SIGTERM to this unsupervised process: checkpoint
+     * now, stop (sched/preempt.h) */
+    sched_preempt_attach(tr);
 
     double t0 = timer_now();
     int end = c->stop_after > 0 ? c->stop_after : c->steps;
@@ -291,7 +287,7 @@ static int train_job(mt_config *cfg) {
     runlock_init(&j.lock);
     j.world = comm_init_world(NULL, NULL);
     sched_watch_supervisor(); /* a job dies with its supervisor, even one killed by SIGKILL */
-    int rc = train_job_run(&j, cfg);
+    int rc = sched_preempt_exit_code(train_job_run(&j, cfg)); /* 130/143 after a SIGINT/SIGTERM */
     sched_exit_heartbeat(rc);
     job_free(&j);
     return rc;
@@ -299,7 +295,7 @@ static int train_job(mt_config *cfg) {
 
 int cmd_train(int argc, char **argv) {
     const char *config_path = NULL, *rankfile = NULL;
-    overrides ov = {0};
+    args_overrides ov = {0}; /* the config-key overrides, applied after the config file */
     const args_opt opts[] = {
         {"config", ARG_STRING, &config_path, 0, 0, "FILE", "INI config file, read before the "
          "--KEY VALUE overrides", ""},
@@ -315,25 +311,26 @@ int cmd_train(int argc, char **argv) {
                  "command\nline (`--key value` or `--key=value`; dashes and underscores are the "
                  "same).\nThe run directory (default runs/<config name>) receives run.db, "
                  "model.safetensors\nand tokenizer.bin.\n\nexample:\n  minitrain train --config "
-                 "examples/shakespeare.ini --steps 200",
+                 "examples/shakespeare.ini --steps 200\n\nSIGINT (Ctrl-C) or SIGTERM: the "
+                 "run finishes the step in progress, checkpoints it and\nstops (exit 130 / 143; "
+                 "`--resume auto` continues from it); a second signal stops\nat once.",
         .opts = opts,
         .known = config_has_key,
-        .other = add_override,
+        .other = args_override_add,
         .ctx = &ov,
         .help_tail = config_help,
     };
     int prc = args_parse(&spec, argc, argv, NULL);
     if (prc != ARGS_CONTINUE) return prc;
-    if (ov.overflow) mt_fail("more than %d config overrides on the command line", MAX_OVERRIDES);
+    if (ov.overflow)
+        mt_fail("more than %d config overrides on the command line", ARGS_MAX_OVERRIDES);
     mt_config cfg;
     config_defaults(&cfg);
     char err[1024];
     if (config_path && config_load_ini(&cfg, config_path, err, sizeof(err)) != 0) mt_fail("%s", err);
-    for (int i = 0; i < ov.n; i++) {
-        int bad = config_set(&cfg, ov.key[i], ov.val[i], err, sizeof(err));
-        free(ov.key[i]);
-        if (bad) mt_fail("%s", err);
-    }
+    for (int i = 0; i < ov.n; i++)
+        if (config_set(&cfg, ov.key[i], ov.val[i], err, sizeof(err))) mt_fail("%s", err);
+    args_overrides_free(&ov);
     if (rankfile) take_rankfile_layout(&cfg, rankfile);
     if (cfg.name[0] == 0) {
         if (config_path) {

@@ -33,16 +33,30 @@
 #define MT_NORETURN
 #endif
 
+/* Print the one line "minitrain: error: <msg>" on stderr (flushed). */
+static inline void mt_verror(const char *fmt, va_list ap) {
+    fprintf(stderr, "minitrain: error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+}
+
 /* Print "minitrain: error: <msg>" on stderr and exit with MT_EXIT_USAGE. For user errors. */
 static inline MT_NORETURN MT_PRINTF(1, 2) void mt_fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "minitrain: error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    mt_verror(fmt, ap);
     va_end(ap);
-    fflush(stderr);
     exit(MT_EXIT_USAGE);
+}
+
+/* The same line, without exiting: returns MT_EXIT_USAGE for a subcommand to return. */
+static inline MT_PRINTF(1, 2) int mt_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mt_verror(fmt, ap);
+    va_end(ap);
+    return MT_EXIT_USAGE;
 }
 
 /* Format an error message into err[errlen] for a caller to report (no-op when err is NULL or
@@ -63,6 +77,32 @@ static inline MT_PRINTF(1, 2) void mt_warn(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
+}
+
+/* Copy user text s into out[outlen] fit for a one-line message: printable ASCII as is, every other
+ * byte (control, non-ASCII, a binary file's bytes) as \xNN, cut after `max` output characters
+ * with "..." (max ~80 for a line of a file). A binary file passed as --config then reads
+ * "'\x7fELF\x02...'" instead of writing raw bytes to the terminal. Returns out. */
+#define MT_ESCAPE_LINE 80
+static inline const char *mt_escape(const char *s, size_t max, char *out, size_t outlen) {
+    size_t n = 0;
+    if (outlen == 0) return out;
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        size_t w = c >= 0x20 && c < 0x7f ? 1 : 4;
+        if (n + w > max || n + w + 4 > outlen) {
+            if (n + 4 <= outlen) {
+                memcpy(out + n, "...", 3);
+                n += 3;
+            }
+            break;
+        }
+        if (w == 1) out[n] = (char)c;
+        else snprintf(out + n, 5, "\\x%02x", c);
+        n += w;
+    }
+    out[n] = 0;
+    return out;
 }
 
 static inline FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/check.h"
+
 typedef enum { KEY_INT, KEY_FLOAT, KEY_STR } key_type;
 
 typedef struct {
@@ -143,8 +145,10 @@ void config_defaults(mt_config *cfg) {
 
 int config_set(mt_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
     const key_desc *k = find_key(key);
+    char shown[MT_ESCAPE_LINE + 8]; /* the user's key or value, escaped (core/check.h) */
     if (!k) {
-        snprintf(err, errlen, "unknown config key '%s' (see `minitrain train --help`)", key);
+        snprintf(err, errlen, "unknown config key '%s' (see `minitrain train --help`)",
+                 mt_escape(key, MT_ESCAPE_LINE, shown, sizeof(shown)));
         return -1;
     }
     char *base = (char *)cfg + k->offset;
@@ -175,15 +179,18 @@ int config_set(mt_config *cfg, const char *key, const char *value, char *err, si
     while (end && (*end == ' ' || *end == '\t')) end++;
     if (value[0] == 0 || end == value || (end && *end != 0) || !isfinite(v)) {
         snprintf(err, errlen, "'%s' needs a %s, got '%s'", k->name,
-                 k->type == KEY_INT ? "whole number" : "number", value);
+                 k->type == KEY_INT ? "whole number" : "number",
+                 mt_escape(value, MT_ESCAPE_LINE, shown, sizeof(shown)));
         return -1;
     }
     if (k->type == KEY_INT && v != floor(v)) {
-        snprintf(err, errlen, "'%s' needs a whole number, got '%s'", k->name, value);
+        snprintf(err, errlen, "'%s' needs a whole number, got '%s'", k->name,
+                 mt_escape(value, MT_ESCAPE_LINE, shown, sizeof(shown)));
         return -1;
     }
     if (v < k->min || v > k->max) {
-        snprintf(err, errlen, "'%s' = %s is out of range [%g, %g]", k->name, value, k->min, k->max);
+        snprintf(err, errlen, "'%s' = %s is out of range [%g, %g]", k->name,
+                 mt_escape(value, MT_ESCAPE_LINE, shown, sizeof(shown)), k->min, k->max);
         return -1;
     }
     if (k->type == KEY_INT) *(int *)base = (int)v;
@@ -235,6 +242,25 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
     return 1;
 }
 
+/* Line `lineno` (1-based) of path into line[len], without its newline ("" when unreadable). */
+static void ini_line(const char *path, int lineno, char *line, size_t len) {
+    FILE *fp = fopen(path, "r");
+    line[0] = 0;
+    if (fp == NULL) return;
+    for (int n = 1; fgets(line, (int)len, fp); n++) {
+        size_t l = strlen(line);
+        int whole = l > 0 && line[l - 1] == '\n';
+        if (n == lineno) break;
+        while (!whole && fgets(line, (int)len, fp)) { /* the rest of a long line */
+            l = strlen(line);
+            whole = l > 0 && line[l - 1] == '\n';
+        }
+        line[0] = 0;
+    }
+    line[strcspn(line, "\r\n")] = 0;
+    fclose(fp);
+}
+
 int config_load_ini(mt_config *cfg, const char *path, char *err, size_t errlen) {
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
@@ -259,14 +285,30 @@ int config_load_ini(mt_config *cfg, const char *path, char *err, size_t errlen) 
     fclose(fp);
     if (failed) return -1; /* message already says file + key */
     if (rc != 0) {
-        snprintf(err, errlen, "%s:%d: malformed line (expected 'key = value' or '[section]')", path,
-                 rc);
+        char line[512] = "", shown[MT_ESCAPE_LINE + 8];
+        ini_line(path, rc, line, sizeof(line));
+        snprintf(err, errlen, "%s:%d: malformed line '%s' (expected 'key = value' or '[section]')",
+                 path, rc, mt_escape(line, MT_ESCAPE_LINE, shown, sizeof(shown)));
         return -1;
     }
     return 0;
 }
 
+static int validate(const mt_config *cfg, char *err, size_t errlen);
+
+/* The checks of validate(), their message with any byte of a string key's value escaped
+ * (core/check.h's mt_escape): a value may come from a binary file given as --config. */
 int config_validate(const mt_config *cfg, char *err, size_t errlen) {
+    int rc = validate(cfg, err, errlen);
+    if (rc != 0 && errlen > 0) {
+        char raw[2048];
+        snprintf(raw, sizeof(raw), "%s", err);
+        mt_escape(raw, errlen > 4 ? errlen - 4 : 0, err, errlen);
+    }
+    return rc;
+}
+
+static int validate(const mt_config *cfg, char *err, size_t errlen) {
     if (cfg->d_model % cfg->n_head != 0) {
         snprintf(err, errlen, "d_model (%d) must be divisible by n_head (%d)", cfg->d_model,
                  cfg->n_head);
@@ -298,6 +340,12 @@ int config_validate(const mt_config *cfg, char *err, size_t errlen) {
     }
     if (!resume_ok) {
         snprintf(err, errlen, "'resume' must be auto, no or a step number, got '%s'", cfg->resume);
+        return -1;
+    }
+    if (cfg->ckpt_replicas && !cfg->ckpt_tier0) { /* the replicas are copies of tier 0 */
+        snprintf(err, errlen, "ckpt_replicas = 1 needs ckpt_tier0 = 1: peer replicas are copies "
+                 "of the tier-0 (in-memory) checkpoint, which ckpt_tier0 = 0 turns off (drop "
+                 "--ckpt-replicas, or keep --ckpt-tier0 1)");
         return -1;
     }
     if (cfg->moe_every > 0 && cfg->capacity_factor > 0 && cfg->capacity_factor < 1) {

@@ -21,4 +21,16 @@ float rng_uniform(rng_state *r);
 /* Standard normal (Box–Muller), mean 0, std 1. */
 float rng_normal(rng_state *r);
 
+/* The splitmix64 finalizer (Steele, Lea, Flood 2014): a cheap bijective 64-bit mix with full
+ * avalanche. The seeding above runs it on a Weyl sequence; train/ uses it alone as a hash
+ * (tokenizer tables) and as the round function of the data order's Feistel permutation. */
+static inline uint64_t rng_mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
 #endif /* MT_RNG_H */

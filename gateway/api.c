@@ -105,6 +105,31 @@ void gw_buf_free(gw_buf *b) {
     memset(b, 0, sizeof(*b));
 }
 
+int gw_body_take(gw_buf *body, int *too_large, size_t *discarded, const char *data, size_t n,
+                 size_t max) {
+    if (!*too_large && body->len + n <= max) {
+        gw_buf_put(body, data, n);
+        return 1;
+    }
+    *too_large = 1; /* a (chunked) body past the limit: counted, not kept */
+    gw_buf_free(body);
+    *discarded += n;
+    return *discarded <= 16 * max;
+}
+
+long gw_buf_drain(gw_buf *b, size_t *off, char *dst, size_t max) {
+    if (*off < b->len) {
+        size_t n = b->len - *off;
+        if (n > max) n = max;
+        memcpy(dst, b->p + *off, n);
+        *off += n;
+        return (long)n;
+    }
+    b->len = 0;
+    *off = 0;
+    return -1;
+}
+
 /* ---- UTF-8 (Unicode 15, Table 3-7 "Well-Formed UTF-8 Byte Sequences") ----------------------- */
 
 /* Sequence length announced by lead byte c (0 if c cannot start a sequence) and the allowed
@@ -179,15 +204,21 @@ size_t gw_utf8_incomplete_tail(const uint8_t *s, size_t n) {
 
 /* ---- errors ----------------------------------------------------------------------------------- */
 
-int gw_fail(gw_error *e, int status, const char *type, const char *param, const char *code,
-            const char *fmt, ...) {
+int gw_vfail(gw_error *e, int status, const char *type, const char *param, const char *code,
+             const char *fmt, va_list ap) {
     e->status = status;
     e->type = type;
     e->code = code;
     snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    return -1;
+}
+
+int gw_fail(gw_error *e, int status, const char *type, const char *param, const char *code,
+            const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    gw_vfail(e, status, type, param, code, fmt, ap);
     va_end(ap);
     return -1;
 }

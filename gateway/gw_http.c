@@ -121,14 +121,9 @@ static enum MHD_Result fail(conn *cc, struct MHD_Connection *c, int status, cons
                             const char *param, const char *code, const char *retry_after,
                             const char *fmt, ...) {
     gw_error e;
-    memset(&e, 0, sizeof(e));
-    e.status = status;
-    e.type = type;
-    e.code = code;
-    if (param) snprintf(e.param, sizeof(e.param), "%s", param);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e.message, sizeof(e.message), fmt, ap);
+    gw_vfail(&e, status, type, param, code, fmt, ap);
     va_end(ap);
     gw_buf b = {0};
     gw_error_json(&b, &e);
@@ -496,14 +491,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (!cc->too_large && cc->body.len + n <= (size_t)g->cfg.pol.max_body) {
-            gw_buf_put(&cc->body, upload_data, n);
-            return MHD_YES;
-        }
-        cc->too_large = 1; /* a chunked body past the limit: counted, not kept */
-        gw_buf_free(&cc->body);
-        cc->discarded += n;
-        return cc->discarded > 16 * (size_t)g->cfg.pol.max_body ? MHD_NO : MHD_YES;
+        return gw_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
+                            (size_t)g->cfg.pol.max_body) ? MHD_YES : MHD_NO;
     }
     if (cc->status) return MHD_YES;
     if (cc->too_large)

@@ -46,10 +46,9 @@ static int error_body(char **out, int status, const char *type, const char *para
 static int error_body(char **out, int status, const char *type, const char *param,
                       const char *code, const char *fmt, ...) {
     gw_error e;
-    gw_fail(&e, status, type, param, code, "%s", "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e.message, sizeof(e.message), fmt, ap);
+    gw_vfail(&e, status, type, param, code, fmt, ap);
     va_end(ap);
     gw_buf b = {0};
     gw_error_json(&b, &e);

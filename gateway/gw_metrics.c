@@ -74,40 +74,42 @@ static void histogram(gw_buf *b, const char *name, const char *model, const gw_h
     gw_prom_histogram(b, name, labels, h->b, h->sum, h->count);
 }
 
+/* One family with one sample per name: family{label="names[i]"} v[i], i < n. */
+static void per_name(gw_buf *b, const char *family, const char *type, const char *help,
+                     const char *label, const char *const *names, int n, const uint64_t *v) {
+    gw_prom_family(b, family, type, help);
+    for (int i = 0; i < n; i++)
+        gw_buf_printf(b, "%s{%s=\"%s\"} %llu\n", family, label, names[i], (unsigned long long)v[i]);
+}
+
 static void upstream_metrics(gw_gateway *g, gw_buf *b) {
     const gw_config *c = &g->cfg;
     double now = gw_now();
-    typedef struct {
-        int state, in_flight;
-        uint64_t attempts, retries, ejections, failures[GW_OUT_COUNT];
-    } snap;
-    snap s[GW_MAX_UPSTREAMS];
+    /* a snapshot per upstream, each under its own lock, then rendered without locks */
+    const char *name[GW_MAX_UPSTREAMS];
+    uint64_t state[GW_MAX_UPSTREAMS], in_flight[GW_MAX_UPSTREAMS], attempts[GW_MAX_UPSTREAMS],
+        retries[GW_MAX_UPSTREAMS], ejections[GW_MAX_UPSTREAMS];
+    uint64_t failures[GW_MAX_UPSTREAMS][GW_OUT_COUNT];
     for (int u = 0; u < c->n_up; u++) {
         gw_upstream *up = &g->up[u];
+        name[u] = c->up[u].name;
         pthread_mutex_lock(&up->mu);
-        s[u].state = gw_health_state(&up->h, now);
-        s[u].in_flight = up->in_flight;
-        s[u].attempts = up->attempts;
-        s[u].retries = up->retries;
-        s[u].ejections = up->h.ejections;
-        memcpy(s[u].failures, up->failures, sizeof(s[u].failures));
+        state[u] = (uint64_t)gw_health_state(&up->h, now);
+        in_flight[u] = (uint64_t)up->in_flight;
+        attempts[u] = up->attempts;
+        retries[u] = up->retries;
+        ejections[u] = up->h.ejections;
+        memcpy(failures[u], up->failures, sizeof(failures[u]));
         pthread_mutex_unlock(&up->mu);
     }
-    gw_prom_family(b, "minitrain_gateway_upstream_state", "gauge",
-           "Upstream state: 0 healthy, 1 ejected (or failing its active health check), 2 probing "
-           "(half-open).");
-    for (int u = 0; u < c->n_up; u++)
-        gw_buf_printf(b, "minitrain_gateway_upstream_state{upstream=\"%s\"} %d\n", c->up[u].name,
-                      s[u].state);
-    gw_prom_family(b, "minitrain_gateway_upstream_in_flight", "gauge", "Requests in flight per upstream.");
-    for (int u = 0; u < c->n_up; u++)
-        gw_buf_printf(b, "minitrain_gateway_upstream_in_flight{upstream=\"%s\"} %d\n",
-                      c->up[u].name, s[u].in_flight);
-    gw_prom_family(b, "minitrain_gateway_upstream_attempts_total", "counter",
-           "Attempts sent to each upstream (first tries, retries, fallbacks, probes).");
-    for (int u = 0; u < c->n_up; u++)
-        gw_buf_printf(b, "minitrain_gateway_upstream_attempts_total{upstream=\"%s\"} %llu\n",
-                      c->up[u].name, (unsigned long long)s[u].attempts);
+    per_name(b, "minitrain_gateway_upstream_state", "gauge",
+             "Upstream state: 0 healthy, 1 ejected (or failing its active health check), 2 "
+             "probing (half-open).", "upstream", name, c->n_up, state);
+    per_name(b, "minitrain_gateway_upstream_in_flight", "gauge", "Requests in flight per upstream.",
+             "upstream", name, c->n_up, in_flight);
+    per_name(b, "minitrain_gateway_upstream_attempts_total", "counter",
+             "Attempts sent to each upstream (first tries, retries, fallbacks, probes).",
+             "upstream", name, c->n_up, attempts);
     gw_prom_family(b, "minitrain_gateway_upstream_failures_total", "counter",
            "Failed attempts per upstream, by reason.");
     for (int u = 0; u < c->n_up; u++)
@@ -115,18 +117,14 @@ static void upstream_metrics(gw_gateway *g, gw_buf *b) {
             if (gw_outcome_is_failure((gw_outcome)o))
                 gw_buf_printf(b, "minitrain_gateway_upstream_failures_total{upstream=\"%s\","
                                  "reason=\"%s\"} %llu\n",
-                              c->up[u].name, gw_outcome_name((gw_outcome)o),
-                              (unsigned long long)s[u].failures[o]);
-    gw_prom_family(b, "minitrain_gateway_ejections_total", "counter",
-           "Outlier ejections per upstream (consecutive failures or a failed probe).");
-    for (int u = 0; u < c->n_up; u++)
-        gw_buf_printf(b, "minitrain_gateway_ejections_total{upstream=\"%s\"} %llu\n",
-                      c->up[u].name, (unsigned long long)s[u].ejections);
-    gw_prom_family(b, "minitrain_gateway_retries_total", "counter",
-           "Retries on the same upstream (after backoff or Retry-After).");
-    for (int u = 0; u < c->n_up; u++)
-        gw_buf_printf(b, "minitrain_gateway_retries_total{upstream=\"%s\"} %llu\n", c->up[u].name,
-                      (unsigned long long)s[u].retries);
+                              name[u], gw_outcome_name((gw_outcome)o),
+                              (unsigned long long)failures[u][o]);
+    per_name(b, "minitrain_gateway_ejections_total", "counter",
+             "Outlier ejections per upstream (consecutive failures or a failed probe).", "upstream",
+             name, c->n_up, ejections);
+    per_name(b, "minitrain_gateway_retries_total", "counter",
+             "Retries on the same upstream (after backoff or Retry-After).", "upstream", name,
+             c->n_up, retries);
 }
 
 void gw_mx_render(gw_gateway *g, gw_buf *b) {
@@ -136,11 +134,12 @@ void gw_mx_render(gw_gateway *g, gw_buf *b) {
     pthread_mutex_lock(&g->budget_mu);
     gw_budget bud = g->budget;
     pthread_mutex_unlock(&g->budget_mu);
-    gw_prom_family(b, "minitrain_gateway_requests_in_flight", "gauge", "Requests being proxied.");
-    gw_buf_printf(b, "minitrain_gateway_requests_in_flight %d\n", bud.in_flight);
-    gw_prom_family(b, "minitrain_gateway_retries_in_flight", "gauge",
-           "Retries in flight (what the retry budget bounds).");
-    gw_buf_printf(b, "minitrain_gateway_retries_in_flight %d\n", bud.retrying);
+    gw_prom_gauge(b, "minitrain_gateway_requests_in_flight", "Requests being proxied.",
+                  bud.in_flight);
+    gw_prom_gauge(b, "minitrain_gateway_retries_in_flight",
+                  "Retries in flight (what the retry budget bounds).", bud.retrying);
+    const char *model[GW_MAX_ROUTES];
+    for (int r = 0; r < c->n_routes; r++) model[r] = c->routes[r].name;
     pthread_mutex_lock(&m->mu);
     gw_prom_family(b, "minitrain_gateway_requests_total", "counter",
            "Requests answered, by key id, model, upstream that answered and status code.");
@@ -152,23 +151,18 @@ void gw_mx_render(gw_gateway *g, gw_buf *b) {
                       s->upstream >= 0 ? c->up[s->upstream].name : "none", s->status,
                       (unsigned long long)s->n);
     }
-    gw_prom_family(b, "minitrain_gateway_requests_overflow_total", "counter",
-           "Requests not labelled because too many distinct series exist.");
-    gw_buf_printf(b, "minitrain_gateway_requests_overflow_total %llu\n",
-                  (unsigned long long)m->req_overflow);
-    gw_prom_family(b, "minitrain_gateway_fallbacks_total", "counter",
-           "Requests that moved on to another upstream after a failure.");
-    for (int r = 0; r < c->n_routes; r++)
-        gw_buf_printf(b, "minitrain_gateway_fallbacks_total{model=\"%s\"} %llu\n",
-                      c->routes[r].name, (unsigned long long)m->fallbacks[r]);
-    gw_prom_family(b, "minitrain_gateway_retry_budget_exhausted_total", "counter",
-           "Retries not made because the retry budget was spent (the request fell back instead).");
-    gw_buf_printf(b, "minitrain_gateway_retry_budget_exhausted_total %llu\n",
-                  (unsigned long long)m->budget_exhausted);
-    gw_prom_family(b, "minitrain_gateway_all_ejected_total", "counter",
-           "Requests that found every target of their model out of service.");
-    gw_buf_printf(b, "minitrain_gateway_all_ejected_total %llu\n",
-                  (unsigned long long)m->all_ejected);
+    gw_prom_counter(b, "minitrain_gateway_requests_overflow_total",
+                    "Requests not labelled because too many distinct series exist.",
+                    m->req_overflow);
+    per_name(b, "minitrain_gateway_fallbacks_total", "counter",
+             "Requests that moved on to another upstream after a failure.", "model", model,
+             c->n_routes, m->fallbacks);
+    gw_prom_counter(b, "minitrain_gateway_retry_budget_exhausted_total",
+                    "Retries not made because the retry budget was spent (the request fell back "
+                    "instead).", m->budget_exhausted);
+    gw_prom_counter(b, "minitrain_gateway_all_ejected_total",
+                    "Requests that found every target of their model out of service.",
+                    m->all_ejected);
     gw_prom_family(b, "minitrain_gateway_rate_limited_total", "counter",
            "Requests refused with 429 by a key's rate limits.");
     for (int i = 0; i < m->n_limited; i++)
@@ -181,29 +175,22 @@ void gw_mx_render(gw_gateway *g, gw_buf *b) {
                   (unsigned long long)m->settled);
     gw_buf_printf(b, "minitrain_gateway_reservations_total{outcome=\"released\"} %llu\n",
                   (unsigned long long)m->released);
-    gw_prom_family(b, "minitrain_gateway_streams_cancelled_total", "counter",
-           "Streams whose client went away (the upstream call was cancelled).");
-    gw_buf_printf(b, "minitrain_gateway_streams_cancelled_total %llu\n",
-                  (unsigned long long)m->stream_cancelled);
-    gw_prom_family(b, "minitrain_gateway_streams_broken_total", "counter",
-           "Streams the upstream broke after their first event (never retried).");
-    gw_buf_printf(b, "minitrain_gateway_streams_broken_total %llu\n",
-                  (unsigned long long)m->stream_broken);
+    gw_prom_counter(b, "minitrain_gateway_streams_cancelled_total",
+                    "Streams whose client went away (the upstream call was cancelled).",
+                    m->stream_cancelled);
+    gw_prom_counter(b, "minitrain_gateway_streams_broken_total",
+                    "Streams the upstream broke after their first event (never retried).",
+                    m->stream_broken);
     gw_prom_family(b, "minitrain_gateway_blocked_total", "counter",
            "Prompts refused and completions stopped by the content rules.");
     gw_buf_printf(b, "minitrain_gateway_blocked_total{on=\"prompt\"} %llu\n",
                   (unsigned long long)m->blocked_prompts);
     gw_buf_printf(b, "minitrain_gateway_blocked_total{on=\"completion\"} %llu\n",
                   (unsigned long long)m->blocked_completions);
-    gw_prom_family(b, "minitrain_gateway_prompt_tokens_total", "counter", "Prompt tokens (upstream usage).");
-    for (int r = 0; r < c->n_routes; r++)
-        gw_buf_printf(b, "minitrain_gateway_prompt_tokens_total{model=\"%s\"} %llu\n",
-                      c->routes[r].name, (unsigned long long)m->tokens_in[r]);
-    gw_prom_family(b, "minitrain_gateway_completion_tokens_total", "counter",
-           "Completion tokens (upstream usage).");
-    for (int r = 0; r < c->n_routes; r++)
-        gw_buf_printf(b, "minitrain_gateway_completion_tokens_total{model=\"%s\"} %llu\n",
-                      c->routes[r].name, (unsigned long long)m->tokens_out[r]);
+    per_name(b, "minitrain_gateway_prompt_tokens_total", "counter",
+             "Prompt tokens (upstream usage).", "model", model, c->n_routes, m->tokens_in);
+    per_name(b, "minitrain_gateway_completion_tokens_total", "counter",
+             "Completion tokens (upstream usage).", "model", model, c->n_routes, m->tokens_out);
     gw_prom_family(b, "minitrain_gateway_request_duration_seconds", "histogram",
            "End-to-end latency of successful requests through the gateway (retries included).");
     for (int r = 0; r < c->n_routes; r++)

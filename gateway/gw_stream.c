@@ -176,15 +176,8 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
 long gw_stream_read(gw_exchange *x, char *buf, size_t max) {
     gw_gateway *g = x->g;
     for (;;) {
-        if (x->out_off < x->out.len) {
-            size_t k = x->out.len - x->out_off;
-            if (k > max) k = max;
-            memcpy(buf, x->out.p + x->out_off, k);
-            x->out_off += k;
-            return (long)k;
-        }
-        x->out.len = 0;
-        x->out_off = 0;
+        long k = gw_buf_drain(&x->out, &x->out_off, buf, max);
+        if (k >= 0) return k;
         if (x->phase == GW_PH_END) return 0;
         gw_call *c = x->call;
         if (!c) {

@@ -78,6 +78,16 @@ void gw_prom_family(gw_buf *b, const char *name, const char *type, const char *h
     gw_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+void gw_prom_counter(gw_buf *b, const char *name, const char *help, uint64_t v) {
+    gw_prom_family(b, name, "counter", help);
+    gw_buf_printf(b, "%s %llu\n", name, (unsigned long long)v);
+}
+
+void gw_prom_gauge(gw_buf *b, const char *name, const char *help, long long v) {
+    gw_prom_family(b, name, "gauge", help);
+    gw_buf_printf(b, "%s %lld\n", name, v);
+}
+
 void gw_prom_histogram(gw_buf *b, const char *name, const char *labels, const uint64_t *bucket,
                        double sum, uint64_t count) {
     const char *sep = labels[0] ? "," : "";
@@ -108,34 +118,30 @@ void gw_metrics_render(gw_metrics *m, const gw_gauges *g, gw_buf *b) {
             if (m->requests[e][s])
                 gw_buf_printf(b, "minitrain_http_requests_total{endpoint=\"%s\",code=\"%d\"} %llu\n",
                               EP_NAMES[e], s, (unsigned long long)m->requests[e][s]);
-    gw_prom_family(b, "minitrain_prompt_tokens_total", "counter", "Prompt tokens processed.");
-    gw_buf_printf(b, "minitrain_prompt_tokens_total %llu\n", (unsigned long long)m->prompt_tokens);
-    gw_prom_family(b, "minitrain_completion_tokens_total", "counter", "Completion tokens generated.");
-    gw_buf_printf(b, "minitrain_completion_tokens_total %llu\n",
-                  (unsigned long long)m->completion_tokens);
-    gw_prom_family(b, "minitrain_generations_cancelled_total", "counter",
-           "Generations stopped early because the client disconnected or the server stopped.");
-    gw_buf_printf(b, "minitrain_generations_cancelled_total %llu\n",
-                  (unsigned long long)m->cancelled);
-    gw_prom_family(b, "minitrain_queue_full_total", "counter",
-           "Completion requests refused with 503 because the queue was full.");
-    gw_buf_printf(b, "minitrain_queue_full_total %llu\n", (unsigned long long)m->queue_full);
-    gw_prom_family(b, "minitrain_faults_injected_total", "counter",
-           "Answers changed by the test-only --fault-* flags (errors, empty answers).");
-    gw_buf_printf(b, "minitrain_faults_injected_total %llu\n", (unsigned long long)m->faults);
+    gw_prom_counter(b, "minitrain_prompt_tokens_total", "Prompt tokens processed.",
+                    m->prompt_tokens);
+    gw_prom_counter(b, "minitrain_completion_tokens_total", "Completion tokens generated.",
+                    m->completion_tokens);
+    gw_prom_counter(b, "minitrain_generations_cancelled_total",
+                    "Generations stopped early because the client disconnected or the server "
+                    "stopped.", m->cancelled);
+    gw_prom_counter(b, "minitrain_queue_full_total",
+                    "Completion requests refused with 503 because the queue was full.",
+                    m->queue_full);
+    gw_prom_counter(b, "minitrain_faults_injected_total",
+                    "Answers changed by the test-only --fault-* flags (errors, empty answers).",
+                    m->faults);
     gw_prom_family(b, "minitrain_request_duration_seconds", "histogram",
            "End-to-end latency of successful completion requests (queueing included).");
     gw_prom_histogram(b, "minitrain_request_duration_seconds", "", m->lat_bucket, m->lat_sum,
                       m->lat_count);
     pthread_mutex_unlock(&m->mu);
-    gw_prom_family(b, "minitrain_ready", "gauge", "1 once the model is loaded and requests are served.");
-    gw_buf_printf(b, "minitrain_ready %d\n", g->ready);
-    gw_prom_family(b, "minitrain_slots", "gauge", "Generation slots (parallel generations).");
-    gw_buf_printf(b, "minitrain_slots %d\n", g->slots_total);
-    gw_prom_family(b, "minitrain_slots_busy", "gauge", "Slots generating right now.");
-    gw_buf_printf(b, "minitrain_slots_busy %d\n", g->slots_busy);
-    gw_prom_family(b, "minitrain_queue_capacity", "gauge", "Requests that may wait for a slot.");
-    gw_buf_printf(b, "minitrain_queue_capacity %d\n", g->queue_capacity);
-    gw_prom_family(b, "minitrain_queue_depth", "gauge", "Requests waiting for a slot right now.");
-    gw_buf_printf(b, "minitrain_queue_depth %d\n", g->queue_depth);
+    gw_prom_gauge(b, "minitrain_ready", "1 once the model is loaded and requests are served.",
+                  g->ready);
+    gw_prom_gauge(b, "minitrain_slots", "Generation slots (parallel generations).", g->slots_total);
+    gw_prom_gauge(b, "minitrain_slots_busy", "Slots generating right now.", g->slots_busy);
+    gw_prom_gauge(b, "minitrain_queue_capacity", "Requests that may wait for a slot.",
+                  g->queue_capacity);
+    gw_prom_gauge(b, "minitrain_queue_depth", "Requests waiting for a slot right now.",
+                  g->queue_depth);
 }

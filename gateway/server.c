@@ -319,15 +319,8 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream_state *ss = cls;
     for (;;) {
-        if (ss->out_off < ss->out.len) {
-            size_t n = ss->out.len - ss->out_off;
-            if (n > max) n = max;
-            memcpy(buf, ss->out.p + ss->out_off, n);
-            ss->out_off += n;
-            return (ssize_t)n;
-        }
-        ss->out.len = 0;
-        ss->out_off = 0;
+        long n = gw_buf_drain(&ss->out, &ss->out_off, buf, max);
+        if (n >= 0) return (ssize_t)n;
         if (ss->phase == PH_END) return MHD_CONTENT_READER_END_OF_STREAM;
         if (ss->phase == PH_ERROR) return MHD_CONTENT_READER_END_WITH_ERROR;
         stream_produce(ss);
@@ -553,14 +546,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size > 0) { /* a piece of the body */
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (!cc->too_large && cc->body.len + n <= s->o.max_body) {
-            gw_buf_put(&cc->body, upload_data, n);
-            return MHD_YES;
-        }
-        cc->too_large = 1; /* chunked body past the limit: count, do not keep */
-        gw_buf_free(&cc->body);
-        cc->discarded += n;
-        return cc->discarded > 16 * s->o.max_body ? MHD_NO : MHD_YES;
+        return gw_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
+                            s->o.max_body) ? MHD_YES : MHD_NO;
     }
     if (cc->status) return MHD_YES; /* already answered */
     if (cc->too_large) {

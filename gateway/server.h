@@ -47,6 +47,18 @@ void gw_buf_printf(gw_buf *b, const char *fmt, ...) MT_PRINTF(2, 3);
  * whatever bytes the model generated. */
 void gw_buf_json_string(gw_buf *b, const uint8_t *s, size_t n);
 void gw_buf_free(gw_buf *b);
+/* For a content reader that drains b, then refills it: copy up to max bytes of b from *off into
+ * dst and advance *off. Returns the count copied while bytes were left (0 only when max is 0), or
+ * -1 when none were: b is then emptied (len and *off back to 0, its memory kept) for the next
+ * fill. */
+long gw_buf_drain(gw_buf *b, size_t *off, char *dst, size_t max);
+/* One piece of a request body as the HTTP server hands it over (data, n bytes), for serve and the
+ * gateway alike: appended to body while the whole stays within max bytes. Past the limit the body
+ * is dropped at once (never buffered) and *too_large set: the caller answers 413 when the upload
+ * ends (libmicrohttpd cannot queue an answer mid-upload); what still comes is only counted in
+ * *discarded. Returns 1 to read on, 0 once *discarded passes 16 x max: close the connection. */
+int gw_body_take(gw_buf *body, int *too_large, size_t *discarded, const char *data, size_t n,
+                 size_t max);
 
 /* ---- UTF-8 (api.c) ----------------------------------------------------------------------------
  * Strict UTF-8 as RFC 3629 §4 defines it: no overlong forms, no surrogates (U+D800..DFFF), nothing
@@ -74,6 +86,9 @@ typedef struct {
 /* Fill *e (always returns -1, so `return gw_fail(...)` reads naturally). param/code may be NULL. */
 int gw_fail(gw_error *e, int status, const char *type, const char *param, const char *code,
             const char *fmt, ...) MT_PRINTF(6, 7);
+/* gw_fail with the message's arguments as a va_list (for callers that are variadic themselves). */
+int gw_vfail(gw_error *e, int status, const char *type, const char *param, const char *code,
+             const char *fmt, va_list ap);
 /* {"error":{"message":...,"type":...,"param":...,"code":...}} into b (appended). */
 void gw_error_json(gw_buf *b, const gw_error *e);
 
@@ -211,6 +226,9 @@ typedef struct {
 /* Prometheus text exposition (https://prometheus.io/docs/instrumenting/exposition_formats/):
  * the "# HELP" and "# TYPE" lines of one metric family. type: "counter" | "gauge" | "histogram". */
 void gw_prom_family(gw_buf *b, const char *name, const char *type, const char *help);
+/* A family of one unlabelled sample: its HELP and TYPE lines, then "name v". */
+void gw_prom_counter(gw_buf *b, const char *name, const char *help, uint64_t v);
+void gw_prom_gauge(gw_buf *b, const char *name, const char *help, long long v);
 /* One histogram series over gw_latency_bounds: cumulative name_bucket{labels,le=...} lines, +Inf,
  * name_sum and name_count. bucket (GW_LAT_NBUCKETS+1) holds NON-cumulative counts, the last one
  * above every bound; labels is "" or e.g. model="m" (without braces); sum in seconds. */

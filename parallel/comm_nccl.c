@@ -1,17 +1,19 @@
 /*
  * parallel/comm_nccl.c — NCCL backend (see parallel/comm_nccl.h). Compiled only with GPU=1
- * (MT_HAVE_CUDA); a CPU build contains none of it.
+ * (MT_HAVE_CUDA); a CPU build contains none of it. It needs no MPI of its own: the unique id
+ * travels by comm_broadcast_bytes (MPI, or the self backend of a `make GPU=1 MPICC=` build, where
+ * every group has one rank), so a GPU node without MPI still builds and trains on one GPU.
  */
 #include "parallel/comm_nccl.h"
 
 #ifdef MT_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/check.h"
+#include "core/timer.h"
 
 struct comm_nccl {
     ncclComm_t nccl;
@@ -46,7 +48,7 @@ comm_nccl *comm_nccl_create(comm *group) {
     n->name = comm_name(group);
     ncclUniqueId id;
     if (n->rank == 0) ncclCheck(ncclGetUniqueId(&id), n);
-    comm_broadcast_bytes(group, &id, sizeof(id), 0); /* over MPI */
+    comm_broadcast_bytes(group, &id, sizeof(id), 0); /* over MPI (or self) */
     cudaCheck(cudaStreamCreate(&n->stream), n);
     ncclCheck(ncclCommInitRank(&n->nccl, n->size, id, n->rank), n);
     return n;
@@ -140,10 +142,10 @@ int comm_nccl_bench_all_reduce(comm *world, char *err, size_t errlen) {
         cudaCheck(cudaMemset(buf, 0, count * sizeof(float)), n);
         comm_nccl_all_reduce(n, buf, count, COMM_SUM); /* warm-up */
         comm_barrier(world);
-        double t0 = MPI_Wtime();
+        double t0 = timer_now();
         const int iters = 20;
         for (int i = 0; i < iters; i++) comm_nccl_all_reduce(n, buf, count, COMM_SUM);
-        double dt = (MPI_Wtime() - t0) / iters;
+        double dt = (timer_now() - t0) / iters;
         double bytes = count * sizeof(float), nn = n->size;
         if (n->rank == 0)
             printf("all_reduce %10zu floats: %8.1f us, busbw %6.1f GB/s\n", count, dt * 1e6,

@@ -278,6 +278,139 @@ static int event_stalls(const job_data *j, double *sum_s) {
 
 /* ---- the accounting --------------------------------------------------------------------------- */
 
+/* The job's span [*t0, *t1] (unix s): from the first run start or supervisor start/launch to the
+ * last run end, event or step, or to supervisor_end when there is one; *nlaunch the supervisor's
+ * launches; r->fault_mtbf_s from supervisor_start. */
+static void job_span(const job_data *j, ettr_report *r, double *t0_out, double *t1_out,
+                     int *nlaunch_out) {
+    double t0 = INFINITY, t1 = -INFINITY, sup_end = NAN;
+    for (int i = 0; i < j->nruns; i++) {
+        if (isfinite(j->runs[i].started_at)) t0 = fmin(t0, j->runs[i].started_at);
+        if (isfinite(j->runs[i].ended_at)) t1 = fmax(t1, j->runs[i].ended_at);
+    }
+    int nlaunch = 0;
+    for (long long i = 0; i < j->nev; i++) {
+        event_row *e = &j->ev[i];
+        if (!isfinite(e->time)) continue;
+        t1 = fmax(t1, e->time);
+        if (e->run_id == 0 && (!strcmp(e->kind, EV_SUPERVISOR_START) || !strcmp(e->kind, EV_LAUNCH)))
+            t0 = fmin(t0, e->time);
+        if (e->run_id == 0 && !strcmp(e->kind, EV_LAUNCH)) nlaunch++;
+        if (e->run_id == 0 && !strcmp(e->kind, EV_SUPERVISOR_END)) sup_end = e->time;
+        if (e->run_id == 0 && !strcmp(e->kind, EV_SUPERVISOR_START)) {
+            double m = detail_num(e->detail, EVK_FAULT_MTBF_S);
+            r->fault_mtbf_s = m > 0 ? m : NAN;
+        }
+    }
+    for (long long i = 0; i < j->nsteps; i++) t1 = fmax(t1, j->steps[i].end);
+    if (isfinite(sup_end)) t1 = sup_end;
+    *t0_out = t0;
+    *t1_out = t1;
+    *nlaunch_out = nlaunch;
+}
+
+/* The attempts (*na of them): the supervisor's launches, else one per run; each run is assigned
+ * the attempt of the last launch before it started; each attempt gets its steps' first start,
+ * first end and last end. The steps are then sorted, and the kept ones (the occurrence of a step
+ * number in the latest run that logged it) counted as useful time, the others as recompute. */
+static attempt *attempts(job_data *j, int nlaunch, ettr_report *r, int *na_out) {
+    int na = nlaunch > 0 ? nlaunch : j->nruns;
+    attempt *at = callocCheck((size_t)(na > 0 ? na : 1), sizeof(attempt));
+    if (nlaunch > 0) {
+        int k = 0;
+        for (long long i = 0; i < j->nev; i++)
+            if (j->ev[i].run_id == 0 && !strcmp(j->ev[i].kind, EV_LAUNCH))
+                at[k++].launch = j->ev[i].time;
+    } else {
+        for (int i = 0; i < j->nruns; i++) at[i].launch = j->runs[i].started_at;
+    }
+    for (int k = 0; k < na; k++) {
+        at[k].next_launch = k + 1 < na ? at[k + 1].launch : INFINITY;
+        at[k].first_start = at[k].first_end = at[k].last_end = NAN;
+    }
+    for (int i = 0; i < j->nruns; i++) { /* the attempt a run belongs to: last launch before it */
+        int k = 0;
+        while (k + 1 < na && at[k + 1].launch <= j->runs[i].started_at) k++;
+        j->runs[i].attempt = k;
+    }
+
+    /* Steps: kept = the occurrence of a step number in the latest run that logged it. */
+    for (long long i = 0; i < j->nsteps; i++) {
+        step_row *s = &j->steps[i];
+        attempt *a = &at[j->runs[s->run].attempt];
+        double start = s->end - s->step_s;
+        if (!a->has_steps || start < a->first_start) a->first_start = start, a->first_end = s->end;
+        if (!a->has_steps || s->end > a->last_end) a->last_end = s->end;
+        a->has_steps = 1;
+    }
+    qsort(j->steps, (size_t)j->nsteps, sizeof(step_row), cmp_step);
+    for (long long i = 0; i < j->nsteps; i++) {
+        int kept = (i + 1 == j->nsteps) || j->steps[i + 1].step != j->steps[i].step;
+        if (kept) {
+            r->useful_s += j->steps[i].step_s;
+            r->kept_steps++;
+        } else {
+            r->recompute_s += j->steps[i].step_s;
+            r->lost_steps++;
+        }
+    }
+    *na_out = na;
+    return at;
+}
+
+/* Checkpoint stalls into r (the checkpoints table when it has them, else the events), and the
+ * checkpoint load time of each of the na attempts (resume events, s; calloc'd, caller frees). */
+static double *checkpoint_time(sqlite3 *db, const job_data *j, int na, ettr_report *r) {
+    double stall_sum = 0;
+    int nstall = event_stalls(j, &stall_sum);
+    if (nstall == 0) nstall = table_stalls(db, &stall_sum);
+    if (nstall < 0) nstall = 0, stall_sum = 0;
+    r->ckpt_stall_s = stall_sum;
+    r->checkpoints = nstall;
+    if (nstall > 0) r->ckpt_stall_mean_s = stall_sum / nstall;
+    double *load_s = callocCheck((size_t)na, sizeof(double));
+    for (long long i = 0; i < j->nev; i++) {
+        if (strcmp(j->ev[i].kind, EV_RESUME) != 0) continue;
+        double ms = detail_num(j->ev[i].detail, EVK_LOAD_MS);
+        int ri = run_index(j, j->ev[i].run_id);
+        if (ri >= 0 && isfinite(ms)) load_s[j->runs[ri].attempt] += ms / 1e3;
+    }
+    return load_s;
+}
+
+/* The supervisor's verdict on attempt k (events in [lo, hi)): its first failure event and the
+ * teardown after it (NULL when none), and in *t_fault the earliest fault of the attempt that ends
+ * or stops the process (kill, hang, exit, non-finite loss, an MTBF kill; INFINITY when none). */
+static void attempt_verdict(const job_data *j, int k, double lo, double hi,
+                            const event_row **fail_out, const event_row **tdown_out,
+                            double *t_fault_out) {
+    const event_row *fail = NULL, *tdown = NULL;
+    double t_fault = INFINITY;
+    for (long long i = 0; i < j->nev; i++) {
+        const event_row *e = &j->ev[i];
+        if (e->time < lo || e->time >= hi) continue;
+        if (e->run_id == 0 && !strcmp(e->kind, EV_FAILURE) && !fail) fail = e;
+        if (e->run_id == 0 && !strcmp(e->kind, EV_TEARDOWN) && fail && !tdown) tdown = e;
+        if (fail) continue;
+        int mine = e->run_id == 0 ? !strcmp(e->kind, EV_MTBF_KILL)
+                                  : (run_index(j, e->run_id) >= 0 &&
+                                     j->runs[run_index(j, e->run_id)].attempt == k);
+        if (!mine) continue;
+        char fk[32];
+        detail_str(e->detail, EVK_KIND, fk, sizeof(fk));
+        /* the faults that end or stop the process are the moment of failure */
+        int is_fault = (!strcmp(e->kind, EV_FAULT) &&
+                        (!strcmp(fk, fault_kind_name(FAULT_KILL)) ||
+                         !strcmp(fk, fault_kind_name(FAULT_HANG)) ||
+                         !strcmp(fk, fault_kind_name(FAULT_EXIT)))) ||
+                       !strcmp(e->kind, EV_NONFINITE) || !strcmp(e->kind, EV_MTBF_KILL);
+        if (is_fault) t_fault = fmin(t_fault, e->time);
+    }
+    *fail_out = fail;
+    *tdown_out = tdown;
+    *t_fault_out = t_fault;
+}
+
 int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
     memset(r, 0, sizeof(*r));
     r->ettr = r->mttr_s = r->mtbf_s = r->restart_overhead_s = r->ckpt_stall_mean_s = NAN;
@@ -290,27 +423,9 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
     }
 
     /* Job span. */
-    double t0 = INFINITY, t1 = -INFINITY, sup_end = NAN;
-    for (int i = 0; i < j.nruns; i++) {
-        if (isfinite(j.runs[i].started_at)) t0 = fmin(t0, j.runs[i].started_at);
-        if (isfinite(j.runs[i].ended_at)) t1 = fmax(t1, j.runs[i].ended_at);
-    }
-    int nlaunch = 0;
-    for (long long i = 0; i < j.nev; i++) {
-        event_row *e = &j.ev[i];
-        if (!isfinite(e->time)) continue;
-        t1 = fmax(t1, e->time);
-        if (e->run_id == 0 && (!strcmp(e->kind, EV_SUPERVISOR_START) || !strcmp(e->kind, EV_LAUNCH)))
-            t0 = fmin(t0, e->time);
-        if (e->run_id == 0 && !strcmp(e->kind, EV_LAUNCH)) nlaunch++;
-        if (e->run_id == 0 && !strcmp(e->kind, EV_SUPERVISOR_END)) sup_end = e->time;
-        if (e->run_id == 0 && !strcmp(e->kind, EV_SUPERVISOR_START)) {
-            double m = detail_num(e->detail, EVK_FAULT_MTBF_S);
-            r->fault_mtbf_s = m > 0 ? m : NAN;
-        }
-    }
-    for (long long i = 0; i < j.nsteps; i++) t1 = fmax(t1, j.steps[i].end);
-    if (isfinite(sup_end)) t1 = sup_end;
+    double t0, t1;
+    int nlaunch;
+    job_span(&j, r, &t0, &t1, &nlaunch);
     if (!isfinite(t0) || !(t1 > t0)) { /* nothing to account */
         job_free(&j);
         return 0;
@@ -319,62 +434,12 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
     r->job_end = t1;
     r->wall_s = t1 - t0;
 
-    /* Attempts: supervisor launches, else one per run. */
-    int na = nlaunch > 0 ? nlaunch : j.nruns;
-    attempt *at = callocCheck((size_t)(na > 0 ? na : 1), sizeof(attempt));
-    if (nlaunch > 0) {
-        int k = 0;
-        for (long long i = 0; i < j.nev; i++)
-            if (j.ev[i].run_id == 0 && !strcmp(j.ev[i].kind, EV_LAUNCH)) at[k++].launch = j.ev[i].time;
-    } else {
-        for (int i = 0; i < j.nruns; i++) at[i].launch = j.runs[i].started_at;
-    }
-    for (int k = 0; k < na; k++) {
-        at[k].next_launch = k + 1 < na ? at[k + 1].launch : INFINITY;
-        at[k].first_start = at[k].first_end = at[k].last_end = NAN;
-    }
-    for (int i = 0; i < j.nruns; i++) { /* the attempt a run belongs to: last launch before it */
-        int k = 0;
-        while (k + 1 < na && at[k + 1].launch <= j.runs[i].started_at) k++;
-        j.runs[i].attempt = k;
-    }
-
-    /* Steps: kept = the occurrence of a step number in the latest run that logged it. */
-    for (long long i = 0; i < j.nsteps; i++) {
-        step_row *s = &j.steps[i];
-        attempt *a = &at[j.runs[s->run].attempt];
-        double start = s->end - s->step_s;
-        if (!a->has_steps || start < a->first_start) a->first_start = start, a->first_end = s->end;
-        if (!a->has_steps || s->end > a->last_end) a->last_end = s->end;
-        a->has_steps = 1;
-    }
-    qsort(j.steps, (size_t)j.nsteps, sizeof(step_row), cmp_step);
-    for (long long i = 0; i < j.nsteps; i++) {
-        int kept = (i + 1 == j.nsteps) || j.steps[i + 1].step != j.steps[i].step;
-        if (kept) {
-            r->useful_s += j.steps[i].step_s;
-            r->kept_steps++;
-        } else {
-            r->recompute_s += j.steps[i].step_s;
-            r->lost_steps++;
-        }
-    }
+    /* Attempts: supervisor launches, else one per run; the steps' useful and recomputed time. */
+    int na;
+    attempt *at = attempts(&j, nlaunch, r, &na);
 
     /* Checkpoint stalls (table if it has them, else events) and loads (events, per attempt). */
-    double stall_sum = 0;
-    int nstall = event_stalls(&j, &stall_sum);
-    if (nstall == 0) nstall = table_stalls(db, &stall_sum);
-    if (nstall < 0) nstall = 0, stall_sum = 0;
-    r->ckpt_stall_s = stall_sum;
-    r->checkpoints = nstall;
-    if (nstall > 0) r->ckpt_stall_mean_s = stall_sum / nstall;
-    double *load_s = callocCheck((size_t)na, sizeof(double));
-    for (long long i = 0; i < j.nev; i++) {
-        if (strcmp(j.ev[i].kind, EV_RESUME) != 0) continue;
-        double ms = detail_num(j.ev[i].detail, EVK_LOAD_MS);
-        int ri = run_index(&j, j.ev[i].run_id);
-        if (ri >= 0 && isfinite(ms)) load_s[j.runs[ri].attempt] += ms / 1e3;
-    }
+    double *load_s = checkpoint_time(db, &j, na, r);
 
     /* Walk the attempts. */
     double rec_sum = 0, over_sum = 0;
@@ -383,28 +448,9 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
         attempt *a = &at[k];
         double lo = a->launch, hi = a->next_launch;
         /* the supervisor's verdict on this attempt */
-        const event_row *fail = NULL, *tdown = NULL;
-        double t_fault = INFINITY;
-        for (long long i = 0; i < j.nev; i++) {
-            const event_row *e = &j.ev[i];
-            if (e->time < lo || e->time >= hi) continue;
-            if (e->run_id == 0 && !strcmp(e->kind, EV_FAILURE) && !fail) fail = e;
-            if (e->run_id == 0 && !strcmp(e->kind, EV_TEARDOWN) && fail && !tdown) tdown = e;
-            if (fail) continue;
-            int mine = e->run_id == 0 ? !strcmp(e->kind, EV_MTBF_KILL)
-                                      : (run_index(&j, e->run_id) >= 0 &&
-                                         j.runs[run_index(&j, e->run_id)].attempt == k);
-            if (!mine) continue;
-            char fk[32];
-            detail_str(e->detail, EVK_KIND, fk, sizeof(fk));
-            /* the faults that end or stop the process are the moment of failure */
-            int is_fault = (!strcmp(e->kind, EV_FAULT) &&
-                            (!strcmp(fk, fault_kind_name(FAULT_KILL)) ||
-                             !strcmp(fk, fault_kind_name(FAULT_HANG)) ||
-                             !strcmp(fk, fault_kind_name(FAULT_EXIT)))) ||
-                           !strcmp(e->kind, EV_NONFINITE) || !strcmp(e->kind, EV_MTBF_KILL);
-            if (is_fault) t_fault = fmin(t_fault, e->time);
-        }
+        const event_row *fail, *tdown;
+        double t_fault;
+        attempt_verdict(&j, k, lo, hi, &fail, &tdown, &t_fault);
         double attempt_end = isfinite(hi) ? hi : t1;
         /* start-up / relaunch: launch -> first step start (or the failure, if none) */
         double init_end = a->has_steps ? a->first_start : NAN;

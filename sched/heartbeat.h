@@ -1,10 +1,10 @@
 /*
  * sched/heartbeat.h — per-rank heartbeats: how the supervisor sees a job's progress.
  *
- * The supervisor (sched/supervisor.c) creates a directory and passes it to every rank in the
- * environment variable MINITRAIN_HEARTBEAT_DIR. Each rank owns one file there, rank_NNNNN.hb,
- * and rewrites ONE fixed-size text record at offset 0 after every optimizer step (a pwrite of
- * HB_RECORD_BYTES bytes: no SQLite, no fsync, no rename — a few microseconds):
+ * The supervisor (sched/supervisor.c, sched/sup_attempt.c) creates a directory and passes it to
+ * every rank in the environment variable MINITRAIN_HEARTBEAT_DIR. Each rank owns one file there,
+ * rank_NNNNN.hb, and rewrites ONE fixed-size text record at offset 0 after every optimizer step
+ * (a pwrite of HB_RECORD_BYTES bytes: no SQLite, no fsync, no rename — a few microseconds):
  *
  *   MTHB1 rank=3 pid=4242 node=5f0e1d2c start=40 step=57 step_ms=12.500 busy_ms=12.100
  *   time=1732960000.123456 state=run sum=1a2b3c4d<spaces to HB_RECORD_BYTES-1>\n

@@ -471,3 +471,29 @@ int plan_read_rankfile(const char *path, int *tp, int *pp, int *dp, int *ep, int
     }
     return 0;
 }
+
+int plan_auto_dp(const plan_topo *t, const plan_model *m, int spares, char *err, size_t errlen) {
+    long gpus = 0;
+    int g = 0;
+    for (int i = 0; i < t->n_nodes; i++)
+        if (!t->nodes[i].excluded) {
+            if (!g) g = t->nodes[i].gpus;
+            if (t->nodes[i].gpus == g) gpus += g;
+        }
+    long all = gpus;
+    gpus -= (long)spares * g;
+    if (gpus < 0) gpus = 0;
+    int dp = (int)(gpus / ((long)m->tp * m->pp));
+    if (dp < 1) {
+        snprintf(err, errlen, "plan: tp x pp = %d does not fit the %ld usable GPUs (%ld on hosts "
+                 "not excluded, %d spare node(s) held back)", m->tp * m->pp, gpus, all, spares);
+        return -1;
+    }
+    dp -= dp % m->ep;
+    if (dp < 1) {
+        snprintf(err, errlen, "plan: --dp 0 gives dp %d, fewer than ep %d (dp must be a multiple "
+                 "of ep): lower --ep or add GPUs", (int)(gpus / ((long)m->tp * m->pp)), m->ep);
+        return -1;
+    }
+    return dp;
+}

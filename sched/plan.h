@@ -136,6 +136,12 @@ int plan_place(const plan_topo *t, const plan_model *m, int spares, plan_order o
                plan_placement *p, char *err, size_t errlen);
 void plan_placement_free(plan_placement *p);
 
+/* `--dp 0`: the data-parallel degree that fills every usable GPU but the spares': the GPUs of the
+ * hosts not excluded that have the first such host's GPU count, minus spares nodes of it, over
+ * tp·pp, rounded down to a multiple of ep. Returns it, or -1 with one line in err when tp·pp does
+ * not fit those GPUs or the result is below ep. */
+int plan_auto_dp(const plan_topo *t, const plan_model *m, int spares, char *err, size_t errlen);
+
 /* The slowest link class among the ranks ranks[0..n-1] of placement p (see the header comment:
  * one domain, one node, same rails inside one leaf, else spine). */
 plan_link plan_group_link(const plan_topo *t, const plan_placement *p, const int *ranks, int n);

@@ -7,7 +7,10 @@
  * Leaves are kept as indices; files and Slurm name them, so names are mapped to indices as they
  * are met (the last leaf first — a [nodes] section makes its leaves in order — then a hash
  * table: nodes_per_leaf = 1 makes a leaf per host). A file's hosts are checked for duplicates by sorting
- * their names: a [nodes] section may list up to PLAN_TOPO_MAX_NODES hosts.
+ * their names: a [nodes] section may list up to PLAN_TOPO_MAX_NODES hosts. inih keeps a section
+ * name in a 50-byte buffer and cuts a longer one without a word, so the file is read through a
+ * line reader (topo_read_line) that swaps each long header for a short token and keeps its text:
+ * a host name is then checked against the planner's own limit (PLAN_NAME_MAX), never cut.
  */
 #include "sched/plan.h"
 
@@ -106,6 +109,9 @@ typedef struct {
     int n_leaf_names, leaf_cap;
     int *slots, slot_cap; /* leaf-name hash table (leaf_index) */
     unsigned seen; /* keys given in this section (bit per key): a repeat is an error */
+    FILE *fp;      /* the file, read by topo_read_line */
+    char **long_sections; /* (n_long) the text of each header swapped for "\001<index>" */
+    int n_long, long_cap;
 } topo_reader;
 
 /* the most hosts a topology file may describe (as `plan --nodes`) */
@@ -223,8 +229,38 @@ static int parse_num(topo_reader *r, const char *key, const char *v, double lo, 
     return 0;
 }
 
+/* inih's ini_reader: one line of r->fp, a section header of more than LONG_SECTION characters
+ * replaced by "[\001<index>]" (inih would cut it at 49) with its text kept in r->long_sections;
+ * the same header twice in a row gets the same token, so inih's "sections of one name run on as
+ * one" still shows a repeat. */
+#define LONG_SECTION 40
+static char *topo_read_line(char *str, int num, void *stream) {
+    topo_reader *r = stream;
+    if (!fgets(str, num, r->fp)) return NULL;
+    char *p = str;
+    while (isspace((unsigned char)*p)) p++;
+    char *end = *p == '[' ? strchr(p, ']') : NULL;
+    if (!end || end - p - 1 <= LONG_SECTION) return str;
+    size_t len = (size_t)(end - p - 1);
+    if (r->n_long == 0 || strlen(r->long_sections[r->n_long - 1]) != len ||
+        strncmp(r->long_sections[r->n_long - 1], p + 1, len) != 0) {
+        if (r->n_long == r->long_cap) {
+            r->long_cap = r->long_cap ? 2 * r->long_cap : 16;
+            r->long_sections = realloc(r->long_sections, sizeof(char *) * (size_t)r->long_cap);
+            mtCheck(r->long_sections != NULL, "out of memory");
+        }
+        r->long_sections[r->n_long] = strndup(p + 1, len);
+        mtCheck(r->long_sections[r->n_long] != NULL, "out of memory");
+        r->n_long++;
+    }
+    snprintf(str, (size_t)num, "[\001%d]\n", r->n_long - 1);
+    return str;
+}
+
 static int on_topo_key(void *user, const char *section, const char *key, const char *value) {
     topo_reader *r = user;
+    int long_no = section[0] == '\001' ? atoi(section + 1) : -1; /* a file's own "\001" is not ours */
+    if (long_no >= 0 && long_no < r->n_long) section = r->long_sections[long_no];
     if (strcmp(section, r->section) != 0) {
         if (flush_section(r) != 0) return 0;
         snprintf(r->section, sizeof(r->section), "%s", section);
@@ -303,7 +339,7 @@ static int topo_syntax_line(const char *path, int lineno, char *text, size_t len
             const char *p = line;
             while (isspace((unsigned char)*p)) p++;
             bad = *p == '[' ? strchr(p, ']') == NULL : strpbrk(p, "=:") == NULL;
-            snprintf(text, len, "%.100s", p);
+            mt_escape(p, MT_ESCAPE_LINE, text, len); /* a binary file: \xNN, not raw bytes */
             break;
         }
     fclose(fp);
@@ -320,23 +356,26 @@ int plan_topo_load(plan_topo *t, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot read topology %s: %s", path, strerror(errno));
         return -1;
     }
-    topo_reader r = {.t = t};
-    int rc = ini_parse_file(fp, on_topo_key, &r);
+    topo_reader r = {.t = t, .fp = fp};
+    int rc = ini_parse_stream(topo_read_line, &r, on_topo_key, &r);
     fclose(fp);
+    for (int i = 0; i < r.n_long; i++) free(r.long_sections[i]);
+    free(r.long_sections);
     if (rc == 0 && flush_section(&r) != 0) rc = -2;
     free(r.slots);
     free(t->leaf_names); /* a file names every leaf its nodes use: keep the names */
     t->leaf_names = r.leaf_names;
     t->n_leaf_names = r.n_leaf_names;
     if (rc != 0) {
-        char text[128];
+        char text[128], shown[sizeof(r.err) * 4];
+        mt_escape(r.err, sizeof(shown) - 4, shown, sizeof(shown)); /* a section's bytes: \xNN */
         if (rc > 0 && topo_syntax_line(path, rc, text, sizeof(text)))
             snprintf(err, errlen, "%s:%d: cannot parse '%s' (%s)", path, rc, text,
                      text[0] == '[' ? "a section header ends in ']'" : "expected key = value");
         else if (rc > 0)
-            snprintf(err, errlen, "%s:%d: %s", path, rc, r.err[0] ? r.err : "syntax error");
+            snprintf(err, errlen, "%s:%d: %s", path, rc, r.err[0] ? shown : "syntax error");
         else
-            snprintf(err, errlen, "%s: %s", path, r.err[0] ? r.err : "cannot parse");
+            snprintf(err, errlen, "%s: %s", path, r.err[0] ? shown : "cannot parse");
         return -1;
     }
     if (t->n_nodes == 0) {

@@ -1,9 +1,9 @@
 /*
- * sched/proctree.h — the supervisor's process hygiene (sched/supervisor.c): the job's processes
+ * sched/proctree.h — the supervisor's process hygiene (sched/sup_attempt.c): the job's processes
  * found by walking /proc (the supervisor is a child subreaper, so every orphan of the job is its
  * descendant), signalled, killed and reaped, and what a SIGKILLed mpirun leaves behind removed.
  *
- * Out of supervisor.c so that the restart loop reads as decisions, not /proc parsing.
+ * Out of the supervisor so that an attempt's teardown reads as decisions, not /proc parsing.
  */
 #ifndef MT_SCHED_PROCTREE_H
 #define MT_SCHED_PROCTREE_H

@@ -9,7 +9,9 @@
  */
 #include "sched/replan.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 
 void replan_free(replan_rankfile *rf) {
     free(rf->host);
+    free(rf->slot);
     memset(rf, 0, sizeof(*rf));
 }
 
@@ -28,8 +31,9 @@ int replan_read(const char *path, replan_rankfile *rf, char *err, size_t errlen)
     if (plan_read_rankfile(path, &rf->tp, &rf->pp, &rf->dp, &rf->ep, &rf->world, err, errlen))
         return -1;
     rf->host = calloc((size_t)rf->world, sizeof(*rf->host));
+    rf->slot = calloc((size_t)rf->world, sizeof(*rf->slot));
     FILE *fp = fopen(path, "r");
-    if (!rf->host || !fp) {
+    if (!rf->host || !rf->slot || !fp) {
         snprintf(err, errlen, "cannot read rankfile %s: %s", path, strerror(errno));
         if (fp) fclose(fp);
         replan_free(rf);
@@ -53,6 +57,16 @@ int replan_read(const char *path, replan_rankfile *rf, char *err, size_t errlen)
             rc = -1;
         } else {
             memcpy(rf->host[r], name, strlen(name) + 1);
+            /* "slot=S"; Open MPI's socket:core forms ("slot=1:0-3") are left unchecked (-1) */
+            const char *sl = strstr(line, " slot=");
+            char *end = NULL;
+            long v = sl ? strtol(sl + 6, &end, 10) : -1;
+            rf->slot[r] = sl && end != sl + 6 && (*end == 0 || isspace((unsigned char)*end)) &&
+                                  v >= 0 && v <= INT_MAX ? (int)v : -1;
+            if (sl && sl[6] == '-') {
+                snprintf(err, errlen, "%s:%d: rank %d: a negative slot", path, lineno, r);
+                rc = -1;
+            }
         }
     }
     fclose(fp);
@@ -77,8 +91,45 @@ int replan_check_hosts(const replan_rankfile *rf, const sup_hosts *h, char *err,
             snprintf(err, errlen, "the rankfile places rank %d on host %s, which is not among the "
                      "job's hosts (the Slurm allocation or --hostfile)", r, rf->host[r]);
             return -1;
+        } else if (rf->slot[r] >= h->slots[host_index(h, rf->host[r])]) {
+            int n = h->slots[host_index(h, rf->host[r])];
+            snprintf(err, errlen, "the rankfile places rank %d on host %s slot %d, but %s has %d "
+                     "slot%s (0..%d in the Slurm allocation or --hostfile)", r, rf->host[r],
+                     rf->slot[r], rf->host[r], n, n == 1 ? "" : "s", n - 1);
+            return -1;
         }
     return 0;
+}
+
+static int cmp_node_name(const void *a, const void *b) {
+    return strcmp((*(const plan_node *const *)a)->name, (*(const plan_node *const *)b)->name);
+}
+
+int replan_check_topology(const replan_rankfile *rf, const plan_topo *t, char *err,
+                          size_t errlen) {
+    /* the topology's nodes sorted by name: a file may list a million hosts */
+    const plan_node **by_name = malloc(sizeof(*by_name) * (size_t)(t->n_nodes + 1));
+    if (by_name == NULL) {
+        snprintf(err, errlen, "out of memory checking the rankfile's slots");
+        return -1;
+    }
+    for (int i = 0; i < t->n_nodes; i++) by_name[i] = &t->nodes[i];
+    qsort(by_name, (size_t)t->n_nodes, sizeof(*by_name), cmp_node_name);
+    int rc = 0;
+    for (int r = 0; r < rf->world && rc == 0; r++) {
+        plan_node key;
+        snprintf(key.name, sizeof(key.name), "%s", rf->host[r]);
+        const plan_node *kp = &key, **hit = rf->slot[r] < 0 ? NULL :
+            bsearch(&kp, by_name, (size_t)t->n_nodes, sizeof(*by_name), cmp_node_name);
+        if (hit && rf->slot[r] >= (*hit)->gpus) {
+            snprintf(err, errlen, "the rankfile places rank %d on host %s slot %d, but %s has "
+                     "%d slot%s (0..%d) in the topology", r, rf->host[r], rf->slot[r],
+                     rf->host[r], (*hit)->gpus, (*hit)->gpus == 1 ? "" : "s", (*hit)->gpus - 1);
+            rc = -1;
+        }
+    }
+    free(by_name);
+    return rc;
 }
 
 /* The topology to place on: the allocation's (leaves from Slurm) inside one, else h's hosts as
@@ -128,8 +179,10 @@ int replan_write(replan_rankfile *rf, const sup_hosts *h, int spares, const char
     }
     if (rc == 0) {
         rf->n_spares = p.n_spares;
-        for (int r = 0; r < rf->world; r++)
+        for (int r = 0; r < rf->world; r++) {
             snprintf(rf->host[r], REPLAN_HOST_MAX, "%s", t.nodes[p.node[r]].name);
+            rf->slot[r] = p.slot[r];
+        }
     }
     plan_placement_free(&p);
     plan_topo_free(&t);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "sched/hostfile.h"
+#include "sched/plan.h"
 
 #define REPLAN_HOST_MAX 64
 
@@ -20,6 +21,7 @@
 typedef struct {
     int tp, pp, dp, ep, world;
     char (*host)[REPLAN_HOST_MAX]; /* (world) host of each rank */
+    int *slot;                     /* (world) its slot=S, -1 when not a plain number (socket:core) */
     int n_spares;                  /* "# spare HOST" lines */
 } replan_rankfile;
 
@@ -39,7 +41,14 @@ int replan_host_of_rank(const replan_rankfile *rf, const sup_hosts *h, int rank)
 int replan_write(replan_rankfile *rf, const sup_hosts *h, int spares, const char *out, char *err,
                  size_t errlen);
 
-/* Every host of rf is in h (else -1 with err naming the first that is not). */
+/* Every host of rf is in h, and every slot=S below that host's slot count in h (else -1 with err
+ * naming the first rank that is not). */
 int replan_check_hosts(const replan_rankfile *rf, const sup_hosts *h, char *err, size_t errlen);
+
+/* Every slot=S of rf below the GPU count its host has in topology t (`train --rankfile F` with a
+ * `topology` file: the only place a plain train learns a host's slots). Hosts t does not list
+ * are not checked. Returns 0, or -1 with err naming the first rank that does not fit. */
+int replan_check_topology(const replan_rankfile *rf, const plan_topo *t, char *err,
+                          size_t errlen);
 
 #endif /* MT_SCHED_REPLAN_H */

@@ -54,7 +54,8 @@ int report_print_text(const report_summary *r);
 int report_print_json(const report_summary *r);
 
 /* Draw loss vs wall time, failures and restarts marked, into the SVG file path (sched/svg.h),
- * with `beside` (may be NULL) drawn to its right. Returns 0 or -1 with err. */
+ * with `beside` (may be NULL) drawn to its right. Returns 0, 1 with err when there was nothing
+ * to plot (path says so), or -1 with err. */
 int report_svg(const report_summary *r, const svg_panel *beside, const char *path, char *err,
                size_t errlen);
 

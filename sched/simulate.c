@@ -166,37 +166,63 @@ static void print_line(const char *label, const sim_params *p, int trials, uint6
            s.mean_failures);
 }
 
+/* --preset NAME: the published settings of a large job (Llama 3, ByteRobust) for every value
+ * still NAN (flags given explicitly win). An unknown name is a user error (exit 2). */
+static void apply_preset(const char *preset, double *gpus, double *hours, double *mtbf_h,
+                         double *C, double *R, double *target) {
+    /* Published settings. Flags given explicitly win over the preset. */
+    if (!strcmp(preset, "llama3")) {
+        /* Llama 3 (Dubey et al. 2024, §3.3.4): 16,384 H100 GPUs, a 54-day snapshot with 419
+         * unexpected interruptions -> job MTBF = 54·24/419 h; ">90% effective training
+         * time". The paper gives neither checkpoint stall nor restart time: assumed. */
+        if (isnan(*gpus)) *gpus = 16384;
+        if (isnan(*hours)) *hours = 54 * 24;
+        if (isnan(*mtbf_h)) *mtbf_h = 54.0 * 24.0 / 419.0 * 16384.0;
+        if (isnan(*C)) *C = 30;
+        if (isnan(*R)) *R = 300;
+        if (isnan(*target)) *target = 0.90;
+    } else if (!strcmp(preset, "byterobust")) {
+        /* ByteRobust (2025): 9,600 GPUs, ETTR up to 97%. Failure rate assumed equal to
+         * Llama 3's per GPU (same hardware class); C and R are what we solve for. */
+        if (isnan(*gpus)) *gpus = 9600;
+        if (isnan(*hours)) *hours = 30 * 24;
+        if (isnan(*mtbf_h)) *mtbf_h = 54.0 * 24.0 / 419.0 * 16384.0;
+        if (isnan(*C)) *C = 5;
+        if (isnan(*R)) *R = 120;
+        if (isnan(*target)) *target = 0.97;
+    } else {
+        mt_fail("simulate: unknown --preset '%s' (llama3 | byterobust)", preset);
+    }
+}
+
+/* --target-ettr: for a range of checkpoint stalls C, the longest restart time R that still
+ * reaches target at Young's interval (sim_max_restart_for), each checked by Monte Carlo. */
+static void print_restart_targets(double target, double M, double D, int trials, uint64_t seed) {
+    printf("restart time that reaches ETTR %.2f (first-order model at Young's interval, "
+           "checked by Monte Carlo):\n", target);
+    const double cs[] = {1, 2, 5, 10, 30, 60, 120};
+    for (size_t k = 0; k < sizeof(cs) / sizeof(cs[0]); k++) {
+        double t = sim_young_daly_interval(cs[k], M);
+        double rmax = sim_max_restart_for(target, cs[k], t, M);
+        if (rmax <= 0) {
+            printf("  C = %5.0f s: out of reach (interval %.0f s)\n", cs[k], t);
+            continue;
+        }
+        sim_params q = {M, cs[k], rmax, t, D};
+        sim_summary s;
+        sim_many(&q, trials, seed, &s);
+        printf("  C = %5.0f s: R <= %6.0f s (interval %5.0f s; Monte Carlo ETTR there "
+               "%.4f ± %.4f)\n", cs[k], rmax, t, s.mean, s.std);
+    }
+}
+
 int sim_study_run(const sim_study *st) {
     double gpus = st->gpus, mtbf_h = st->mtbf_gpu_hours, C = st->ckpt_save_s, R = st->restart_s,
            hours = st->hours, target = st->target_ettr;
     const char *from_run = st->from_run, *preset = st->preset;
     int trials = st->trials;
     uint64_t seed = st->seed;
-    if (preset) {
-        /* Published settings. Flags given explicitly win over the preset. */
-        if (!strcmp(preset, "llama3")) {
-            /* Llama 3 (Dubey et al. 2024, §3.3.4): 16,384 H100 GPUs, a 54-day snapshot with 419
-             * unexpected interruptions -> job MTBF = 54·24/419 h; ">90% effective training
-             * time". The paper gives neither checkpoint stall nor restart time: assumed. */
-            if (isnan(gpus)) gpus = 16384;
-            if (isnan(hours)) hours = 54 * 24;
-            if (isnan(mtbf_h)) mtbf_h = 54.0 * 24.0 / 419.0 * 16384.0;
-            if (isnan(C)) C = 30;
-            if (isnan(R)) R = 300;
-            if (isnan(target)) target = 0.90;
-        } else if (!strcmp(preset, "byterobust")) {
-            /* ByteRobust (2025): 9,600 GPUs, ETTR up to 97%. Failure rate assumed equal to
-             * Llama 3's per GPU (same hardware class); C and R are what we solve for. */
-            if (isnan(gpus)) gpus = 9600;
-            if (isnan(hours)) hours = 30 * 24;
-            if (isnan(mtbf_h)) mtbf_h = 54.0 * 24.0 / 419.0 * 16384.0;
-            if (isnan(C)) C = 5;
-            if (isnan(R)) R = 120;
-            if (isnan(target)) target = 0.97;
-        } else {
-            mt_fail("simulate: unknown --preset '%s' (llama3 | byterobust)", preset);
-        }
-    }
+    if (preset) apply_preset(preset, &gpus, &hours, &mtbf_h, &C, &R, &target);
     ettr_report er;
     int replay = 0;      /* --from-run alone: simulate that very run */
     double run_tau = NAN; /* its compute seconds per checkpoint */
@@ -294,23 +320,6 @@ int sim_study_run(const sim_study *st) {
         p.interval_s = tau;
         print_line("at --interval:", &p, trials, seed);
     }
-    if (!isnan(target) && isfinite(M)) {
-        printf("restart time that reaches ETTR %.2f (first-order model at Young's interval, "
-               "checked by Monte Carlo):\n", target);
-        const double cs[] = {1, 2, 5, 10, 30, 60, 120};
-        for (size_t k = 0; k < sizeof(cs) / sizeof(cs[0]); k++) {
-            double t = sim_young_daly_interval(cs[k], M);
-            double rmax = sim_max_restart_for(target, cs[k], t, M);
-            if (rmax <= 0) {
-                printf("  C = %5.0f s: out of reach (interval %.0f s)\n", cs[k], t);
-                continue;
-            }
-            sim_params q = {M, cs[k], rmax, t, D};
-            sim_summary s;
-            sim_many(&q, trials, seed, &s);
-            printf("  C = %5.0f s: R <= %6.0f s (interval %5.0f s; Monte Carlo ETTR there "
-                   "%.4f ± %.4f)\n", cs[k], rmax, t, s.mean, s.std);
-        }
-    }
+    if (!isnan(target) && isfinite(M)) print_restart_targets(target, M, D, trials, seed);
     return MT_EXIT_OK;
 }

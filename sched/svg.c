@@ -17,6 +17,7 @@
 
 #include "core/check.h"
 #include "core/fs.h"
+#include "sched/svg_draw.h"
 
 #define W 960
 #define H 540
@@ -221,10 +222,21 @@ int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, co
     FILE *f = open_memstream(&text, &text_len);
     mtCheck(f != NULL, "out of memory");
     int drawn = svg_loss_draw(db, e, beside, f, err, errlen);
+    if (!drawn) { /* nothing to plot yet: a picture that says so, as the HTML page does */
+        svgd_begin(f, "pic-ettr", W, 120, "loss vs wall time");
+        svgd_title(f, ML, 40, "loss vs wall time");
+        fputs("<text x=\"70\" y=\"75\" fill=\"#555\">", f);
+        svgd_text(f, err);
+        fputs("</text>\n", f);
+        svgd_end(f);
+    }
     mtCheck(fclose(f) == 0, "out of memory");
-    int rc = drawn ? svg_write_file(path, text, text_len, err, errlen) : -1;
+    char why[256];
+    snprintf(why, sizeof(why), "%s", err);
+    int rc = svg_write_file(path, text, text_len, err, errlen);
     free(text);
-    return rc;
+    if (rc == 0 && !drawn) snprintf(err, errlen, "%s", why);
+    return rc == 0 ? !drawn : -1;
 }
 
 const svg_picture SVG_PICTURES[] = {

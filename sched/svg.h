@@ -41,7 +41,8 @@ typedef struct {
 } svg_panel;
 
 /* Write the plot of the job in db to path, with `beside` (may be NULL) to the right of it. e may
- * be NULL (no ETTR in the title). Returns 0, or -1 with err (no metrics to plot, cannot write
+ * be NULL (no ETTR in the title). Returns 0; 1 with err saying why when there is nothing to plot
+ * (no losses logged yet: path then holds a picture that says so); or -1 with err (cannot write
  * path). */
 int svg_loss_plot(sqlite3 *db, const ettr_report *e, const svg_panel *beside, const char *path,
                   char *err, size_t errlen);

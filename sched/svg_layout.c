@@ -66,6 +66,69 @@ out:
     free(members);
 }
 
+/* The shade of an ep_rank's cells. */
+static const char *EPFILL[] = {"#ffffff", "#dde8f3", "#b9cfe6", "#f3e3c3", "#e6c98f",
+                               "#d9d9d9", "#bdbdbd", "#a6c8a6"};
+
+/* One rank's cell at (x, y), cw x ch with inset in: its coordinates (tr_, dr_, pr_, er_) in the
+ * tooltip, shaded by ep_rank when ep > 1, labelled as the cell's size allows (with its experts
+ * when the model has E of them, every moe_every layers, and the cell is tall enough). */
+static void draw_rank(FILE *f, int r, int tr_, int dr_, int pr_, int er_, int ep, double x,
+                      double y, double cw, double ch, double in, int moe_every, int E) {
+    fprintf(f, "<g class=\"layout-rank\" data-rank=\"%d\"><title>rank %d: tp %d, pp %d, "
+            "dp %d, ep %d</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+            "fill=\"%s\" stroke=\"#666\"/>", r, r, tr_, pr_, dr_, er_, x + in, y + in,
+            cw - 2 * in, ch - 2 * in, ep > 1 ? EPFILL[er_ % 8] : "#ffffff");
+    if (cw >= 60 && ch >= 30) {
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                "font-weight=\"bold\">rank %d</text>", x + cw / 2, y + in + 14, r);
+        char sub[96];
+        int n = snprintf(sub, sizeof(sub), "tp %d · dp %d", tr_, dr_);
+        if (ep > 1) snprintf(sub + n, sizeof(sub) - n, " · ep %d", er_);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                "font-size=\"%d\">%s</text>", x + cw / 2, y + in + 28, cw > 110 ? 11 : 9, sub);
+        if (moe_every > 0 && E > 0 && ch >= 62)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                    "font-size=\"9\" fill=\"#444\">experts %d–%d</text>", x + cw / 2,
+                    y + in + 41, er_ * E / ep, (er_ + 1) * E / ep - 1);
+    } else if (cw >= 18 && ch >= 14) {
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                "font-size=\"9\">%d</text>", x + cw / 2, y + ch / 2 + 3, r);
+    }
+    fputs("</g>\n", f);
+}
+
+/* Stage s's group outlines (at px, pw wide; cells cw x ch, inset in): TP groups as rows, EP groups
+ * as ep consecutive rows of a column, and the PP arrows to the next stage (gap GAPX) per row. */
+static void draw_groups(FILE *f, int s, double px, double pw, double cw, double ch, double in,
+                        int tp, int pp, int dp, int ep, int GAPX, int MT) {
+    /* TP groups: rows */
+    if (tp > 1)
+        for (int d = 0; d < dp; d++)
+            fprintf(f, "<rect class=\"layout-tp\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                    "height=\"%.1f\" rx=\"5\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
+                    px + 0.5, MT + d * ch + 0.5, pw - 1, ch - 1, SVGD_COLORS[0]);
+    /* EP groups: ep consecutive dp rows of one column */
+    if (ep > 1)
+        for (int t = 0; t < tp; t++)
+            for (int d = 0; d < dp; d += ep)
+                fprintf(f, "<rect class=\"layout-ep\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                        "height=\"%.1f\" rx=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+                        "stroke-dasharray=\"6,3\"/>\n", px + t * cw + in / 2, MT + d * ch + in / 2,
+                        cw - in, ep * ch - in, SVGD_COLORS[1]);
+    /* PP: arrows to the next stage, one per row */
+    if (s + 1 < pp)
+        for (int d = 0; d < dp; d++) {
+            double y = MT + d * ch + ch / 2, x0 = px + pw + 3, x1 = px + pw + GAPX - 3;
+            fprintf(f, "<path class=\"layout-pp\" d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f "
+                    "%.1f L%.1f %.1f\" stroke=\"#222\" fill=\"none\" stroke-width=\"1.5\"/>"
+                    "<path d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f %.1f L%.1f %.1f\" "
+                    "stroke=\"#888\" fill=\"none\" stroke-width=\"1.2\" stroke-dasharray=\"3,2\"/>\n",
+                    x0, y - 4, x1, y - 4, x1 - 6, y - 8, x1, y - 4, x1 - 6, y, x1, y + 4, x0,
+                    y + 4, x0 + 6, y, x0, y + 4, x0 + 6, y + 8);
+        }
+}
+
 int svg_layout(sqlite3 *db, FILE *f) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT config, world_size FROM runs ORDER BY id DESC LIMIT 1", -1,
@@ -113,8 +176,6 @@ int svg_layout(sqlite3 *db, FILE *f) {
     fprintf(f, "<text x=\"20\" y=\"44\" fill=\"#444\">rank = tp_rank + tp·(dp_rank + dp·pp_rank) "
             "(parallel/mesh.h) · a row is a TP group, a column a DP group, the same place in "
             "every stage a PP group</text>\n");
-    static const char *EPFILL[] = {"#ffffff", "#dde8f3", "#b9cfe6", "#f3e3c3", "#e6c98f",
-                                   "#d9d9d9", "#bdbdbd", "#a6c8a6"};
     for (int s = 0; s < pp; s++) {
         double px = ML + s * (pw + GAPX);
         char head[96] = "";
@@ -132,53 +193,9 @@ int svg_layout(sqlite3 *db, FILE *f) {
                 int r = t + tp * (d + dp * s), tr_, dr_, pr_, er_;
                 mesh_coords(r, tp, pp, dp, ep, &tr_, &dr_, &pr_, &er_);
                 double x = px + t * cw, y = MT + d * ch;
-                fprintf(f, "<g class=\"layout-rank\" data-rank=\"%d\"><title>rank %d: tp %d, pp %d, "
-                        "dp %d, ep %d</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                        "fill=\"%s\" stroke=\"#666\"/>", r, r, tr_, pr_, dr_, er_, x + in, y + in,
-                        cw - 2 * in, ch - 2 * in, ep > 1 ? EPFILL[er_ % 8] : "#ffffff");
-                if (cw >= 60 && ch >= 30) {
-                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                            "font-weight=\"bold\">rank %d</text>", x + cw / 2, y + in + 14, r);
-                    char sub[96];
-                    int n = snprintf(sub, sizeof(sub), "tp %d · dp %d", tr_, dr_);
-                    if (ep > 1) snprintf(sub + n, sizeof(sub) - n, " · ep %d", er_);
-                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                            "font-size=\"%d\">%s</text>", x + cw / 2, y + in + 28, cw > 110 ? 11 : 9, sub);
-                    if (moe_every > 0 && E > 0 && ch >= 62)
-                        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                                "font-size=\"9\" fill=\"#444\">experts %d–%d</text>", x + cw / 2,
-                                y + in + 41, er_ * E / ep, (er_ + 1) * E / ep - 1);
-                } else if (cw >= 18 && ch >= 14) {
-                    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                            "font-size=\"9\">%d</text>", x + cw / 2, y + ch / 2 + 3, r);
-                }
-                fputs("</g>\n", f);
+                draw_rank(f, r, tr_, dr_, pr_, er_, ep, x, y, cw, ch, in, moe_every, E);
             }
-        /* TP groups: rows */
-        if (tp > 1)
-            for (int d = 0; d < dp; d++)
-                fprintf(f, "<rect class=\"layout-tp\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                        "height=\"%.1f\" rx=\"5\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
-                        px + 0.5, MT + d * ch + 0.5, pw - 1, ch - 1, SVGD_COLORS[0]);
-        /* EP groups: ep consecutive dp rows of one column */
-        if (ep > 1)
-            for (int t = 0; t < tp; t++)
-                for (int d = 0; d < dp; d += ep)
-                    fprintf(f, "<rect class=\"layout-ep\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                            "height=\"%.1f\" rx=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-                            "stroke-dasharray=\"6,3\"/>\n", px + t * cw + in / 2, MT + d * ch + in / 2,
-                            cw - in, ep * ch - in, SVGD_COLORS[1]);
-        /* PP: arrows to the next stage, one per row */
-        if (s + 1 < pp)
-            for (int d = 0; d < dp; d++) {
-                double y = MT + d * ch + ch / 2, x0 = px + pw + 3, x1 = px + pw + GAPX - 3;
-                fprintf(f, "<path class=\"layout-pp\" d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f "
-                        "%.1f L%.1f %.1f\" stroke=\"#222\" fill=\"none\" stroke-width=\"1.5\"/>"
-                        "<path d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f %.1f L%.1f %.1f\" "
-                        "stroke=\"#888\" fill=\"none\" stroke-width=\"1.2\" stroke-dasharray=\"3,2\"/>\n",
-                        x0, y - 4, x1, y - 4, x1 - 6, y - 8, x1, y - 4, x1 - 6, y, x1, y + 4, x0,
-                        y + 4, x0 + 6, y, x0, y + 4, x0 + 6, y + 8);
-            }
+        draw_groups(f, s, px, pw, cw, ch, in, tp, pp, dp, ep, GAPX, MT);
     }
     double y = MT + dp * ch + 26, lx = 20;
     if (tp > 1) lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[0], NULL, 0, "TP group (all-reduces)");

@@ -1,31 +1,24 @@
 # tests/interop_lib.sh — shared scaffolding of run_tokenizer_gpt2.sh and run_interop.sh; sourced.
+# On top of tests/lib.sh (ok/bad counters, finish LABEL, tmp_dir: PIDS killed at exit):
 #
-#   interop_setup PREFIX   temp dir $TMP (kept when KEEP=1), ok/bad counters, the test driver
+#   interop_setup PREFIX   temp dir $TMP (kept when KEEP=1), the test driver
 #                          ($DRV, built from tests/interop_driver.c), js-tiktoken installed into
 #                          build/node from the npm registry (make js-tiktoken) and GPT-2's ranks
 #                          written from it to $RANKS
 #   expect_fail WHAT CMD...   CMD exits 2 with exactly one "minitrain: error:" line on stderr
-#   check WHAT CMD...      ok when CMD succeeds (its output is shown indented on failure)
-#   interop_finish LABEL   "LABEL: N passed, M failed"; non-zero when any failed
+#   check WHAT CMD...      ok when CMD succeeds (its output is shown indented on failure; replaces
+#                          lib.sh's check)
 MT=${MT:-./minitrain}
 PY=/usr/bin/python3
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 interop_setup() {
-  TMP=$(mktemp -d "/tmp/$1_XXXXXX")
-  [ -n "${KEEP:-}" ] || trap 'interop_cleanup' EXIT
+  tmp_dir "$1"
   BUILD=${BUILD:-build}
   make -s "$BUILD/libminitrain.a" "$MT" >/dev/null
   make -s js-tiktoken >/dev/null
   export JS_TIKTOKEN_DIR=$PWD/$BUILD/node/node_modules
-  BLAS_INC=$(ls -d /usr/include/*-linux-gnu/openblas-openmp 2>/dev/null | head -1)
-  BLAS_LIB=$(ls -d /usr/lib/*-linux-gnu/openblas-openmp 2>/dev/null | head -1)
-  if [ -z "${OPENBLAS_CORETYPE:-}" ]; then   # as the Makefile does (Debian's OpenBLAS 0.3.21)
-    if grep -m1 -qow avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-    elif grep -m1 -qow avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-  fi
+  blas_env
   DRV="$BUILD/tests/interop_driver"
   mkdir -p "$BUILD/tests"
   local mpi_c="" mpi_l=""
@@ -36,12 +29,6 @@ interop_setup() {
     -lopenblas $mpi_l -lsqlite3 -linih -lcjson -lmicrohttpd -lpcre2-8 -lpthread -lm
   RANKS="$TMP/gpt2.tiktoken"
   node tests/reference/tiktoken_ref.mjs ranks "$RANKS" >/dev/null
-}
-
-PIDS=()
-interop_cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
 }
 
 check() {
@@ -59,9 +46,4 @@ expect_fail() {
   else
     bad "$what (exit $rc, $lines stderr lines): $(head -c 400 "$TMP/err")"
   fi
-}
-
-interop_finish() {
-  echo "$1: $pass passed, $fail failed"
-  [ "$fail" = 0 ]
 }

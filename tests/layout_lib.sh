@@ -1,23 +1,20 @@
 # tests/layout_lib.sh — shared scaffolding of the layout-parity scripts (run_parallel.sh,
-# run_pipeline.sh, run_moe_train.sh); sourced, not run.
+# run_pipeline.sh, run_moe_train.sh, run_guard.sh, run_robust.sh); sourced, not run. On top of
+# tests/lib.sh (ok/bad counters, finish LABEL, tmp_dir, tiny_corpus):
 #
-#   layout_setup PREFIX   temp dir $TMP (kept when KEEP=1), tiny data in $TMP/data, ok/bad counters,
-#                         and $CONFIG started with the keys every parity run shares (the script
-#                         appends its model and batch keys)
+#   layout_setup PREFIX   temp dir $TMP (kept when KEEP=1), tiny data in $TMP/data, and $CONFIG
+#                         started with the keys every parity run shares (the script appends its
+#                         model and batch keys)
 #   run NAME NP [flags]   train $CONFIG into $TMP/NAME (NP = 1: one process, else under mpirun)
-#   check NAME BASE [--exact]   compare two runs with tests/reference/compare_runs.py
-#   layout_finish LABEL   print "LABEL: N passed, M failed" and fail if any failed
+#   check NAME BASE [--exact]   compare two runs with tests/reference/compare_runs.py (replaces
+#                         lib.sh's check)
 MT=./minitrain
 MPI="mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none"
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 layout_setup() {
-  TMP=$(mktemp -d "/tmp/$1_XXXXXX")
-  [ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT
-  head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-  $MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
+  tmp_dir "$1"
+  tiny_corpus 200000 "$TMP/data"
   CONFIG="$TMP/config.ini"
   cat > "$CONFIG" <<INI
 data = $TMP/data
@@ -54,9 +51,4 @@ check() {
   else
     bad "$1: $out | $(grep -m1 -i error "$TMP/$1.log" || true)"
   fi
-}
-
-layout_finish() {
-  echo "$1: $pass passed, $fail failed"
-  [ "$fail" = 0 ]
 }

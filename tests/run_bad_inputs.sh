@@ -2,8 +2,8 @@
 # shellcheck disable=SC2015  # `test && ok || bad`: ok never fails
 # tests/run_bad_inputs.sh — what a new user's mistakes do: each bad input found by trying the
 # commands as written (the "breaker" pass of 2026-12-01) gives one clear line and a non-zero exit,
-# and leaves no file half-written or destroyed. One tiny single-process run (2 steps) feeds the
-# report cases; everything else needs no training. About 5 s.
+# and leaves no file half-written or destroyed. Two tiny single-process runs (2 steps; one stopped by
+# a nan at step 1) feed the report cases; everything else needs no training. About 10 s.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 MT=${MT:-./minitrain}
@@ -37,6 +37,33 @@ else bad "run.db destroyed by report"; fi
 expect_usage "report --svg X --html X" "$MT" report --run "$TMP/run" --svg "$TMP/same.x" --html "$TMP/same.x"
 [ ! -e "$TMP/same.x" ] && ok "nothing written for clashing outputs" || bad "same.x written"
 
+echo "== report --svg of a run with no step logged: a picture that says so, exit 0 (as --html)"
+"$MT" train --data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2 \
+  --steps 2 --eval-batches 1 --sample-tokens 0 --threads 1 --fault nan@step=1 --run-dir "$TMP/nosteps" >/dev/null 2>&1
+timeout 30 "$MT" report --run "$TMP/nosteps" --svg "$TMP/nosteps.svg" >"$TMP/out" 2>"$TMP/err"; rc=$?
+if [ $rc = 0 ] && grep -q "nothing to plot" "$TMP/nosteps.svg" && grep -q "nosteps.svg (no losses logged" "$TMP/out" \
+   && /usr/bin/python3 -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$TMP/nosteps.svg"; then
+  ok "report --svg with no steps: exit 0, a valid SVG saying nothing to plot"
+else bad "report --svg with no steps: rc $rc: $(cat "$TMP/err")"; fi
+
+echo "== sample --max-tokens: bounded (1..1000000), not an endless generation"
+expect_usage "sample --max-tokens 0" "$MT" sample --run "$TMP/run" --max-tokens 0
+expect_usage "sample --max-tokens 1000001" "$MT" sample --run "$TMP/run" --max-tokens 1000001
+grep -q "in \[1, 1000000\]" "$TMP/err" && [ ! -s "$TMP/out" ] && ok "... names the range, generates nothing" || bad "sample bound: $(cat "$TMP/err")"
+
+echo "== train --config of a binary file: the offending line escaped (\\xNN) and cut, never raw bytes"
+printable() { ! LC_ALL=C grep -q '[^ -~]' "$TMP/err"; } # every byte of stderr printable ASCII (newline aside)
+printf '\x7fELF\x02\x01\x01\x03\xff%s\n' "$(printf 'x%.0s' $(seq 200))" > "$TMP/bin.ini"
+expect_usage "train --config BINARY (malformed first line)" "$MT" train --config "$TMP/bin.ini"
+printable && grep -q "bin.ini:1: malformed line '\\\\x7fELF\\\\x02" "$TMP/err" && [ "$(wc -c < "$TMP/err")" -lt 220 ] \
+  && ok "... escaped, cut to ~80 characters" || bad "binary config line: $(head -c 300 "$TMP/err" | od -c | head -3)"
+printf 'n_layer = 2\nzz\x01\xff = 5\n' > "$TMP/bin2.ini"
+expect_usage "train --config with a binary key" "$MT" train --config "$TMP/bin2.ini"
+printable && grep -q "unknown config key 'zz\\\\x01\\\\xff'" "$TMP/err" && ok "... the key escaped" || bad "binary key: $(od -c "$TMP/err" | head -3)"
+printf 'device = \xff\x1b[31m\n' > "$TMP/bin3.ini"
+expect_usage "train --config with a binary string value" "$MT" train --config "$TMP/bin3.ini" --data "$TMP/data"
+printable && grep -q "got '\\\\xff\\\\x1b\[31m'" "$TMP/err" && ok "... the value escaped" || bad "binary value: $(od -c "$TMP/err" | head -3)"
+
 echo "== train --ckpt-tier0-root: a root that cannot be created is refused at start"
 TRAIN=(--data "$TMP/data" --n-layer 1 --n-head 2 --d-model 16 --seq-len 16 --batch-size 2 --global-batch 2
        --steps 2 --eval-batches 1 --sample-tokens 4 --threads 1 --ckpt-every 1)
@@ -47,6 +74,10 @@ expect_usage "train --ckpt-tier0-root %n with MINITRAIN_NODE=.." env MINITRAIN_N
 [ ! -e "$TMP/t0bad/ckpt" ] && ok "nothing trained or saved under a bad root" || bad "the run trained on"
 escaped=$(find "$TMP" -maxdepth 2 -path "$TMP/*-*/ckpt" 2>/dev/null)
 [ -z "$escaped" ] && ok "no tier 0 written outside its root" || bad "tier 0 written outside its root: $escaped"
+
+echo "== train: option combinations that cannot work are refused"
+expect_usage "train --ckpt-replicas 1 --ckpt-tier0 0 (replicas live in tier 0)" "$MT" train "${TRAIN[@]}" --ckpt-replicas 1 --ckpt-tier0 0 --run-dir "$TMP/repl"
+grep -q "ckpt_replicas = 1 needs ckpt_tier0 = 1" "$TMP/err" && [ ! -e "$TMP/repl" ] && ok "... names both options, nothing trained" || bad "replicas without tier 0: $(cat "$TMP/err")"
 
 echo "== ckpt export: --out never replaces the run's own files"
 expect_usage "ckpt export --out DIR/run.db" "$MT" ckpt export --run "$TMP/run" --out "$TMP/run/run.db"
@@ -64,6 +95,16 @@ topo '[nodes g]\ncount = 2000000\ngpus = 8\n' "2M hosts (more than plan --nodes 
 printf '[node a]\ngpus = 2\n[node b\ngpus = 2\n' > "$TMP/topo.ini"
 timeout 30 "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
 grep -q "topo.ini:3: cannot parse '\[node b'" "$TMP/err" && ok "unterminated header named with its line" || bad "unterminated header: $(cat "$TMP/err")"
+printf '\x01\xff binary\n' > "$TMP/topo.ini"
+timeout 30 "$MT" plan --topology "$TMP/topo.ini" --tp 1 --pp 1 --dp 1 >/dev/null 2>"$TMP/err"
+grep -q "cannot parse '\\\\x01\\\\xff binary'" "$TMP/err" && ! LC_ALL=C grep -q '[^ -~]' "$TMP/err" && ok "a binary line is shown escaped" || bad "binary topology line: $(od -c "$TMP/err" | head -3)"
+# inih cuts a section name at 49 characters: a 63-character host (the limit) used to reach the rankfile cut
+long=$(printf 'h%.0s' $(seq 63))
+printf '[node %s]\ngpus = 2\n' "$long" > "$TMP/topo.ini"
+timeout 30 "$MT" plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 --out "$TMP/long.rf" >/dev/null 2>"$TMP/err"
+grep -q "^rank 0=$long slot=0" "$TMP/long.rf" 2>/dev/null && ok "a 63-character host name reaches the rankfile whole" || bad "63-character host: $(cat "$TMP/err") $(grep -m1 '^rank 0' "$TMP/long.rf" 2>/dev/null)"
+topo "[node ${long}x]\ngpus = 2\n" "a 64-character host name"
+grep -q "at most 63 characters" "$TMP/err" && ok "... names the limit" || bad "64-character host: $(cat "$TMP/err")"
 expect_usage "plan --dp 0 --ep 4 where only dp 2 fits" "$MT" plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --ep 4
 grep -q 'fewer than ep 4' "$TMP/err" && ok "... says ep is the reason" || bad "dp 0 / ep: $(cat "$TMP/err")"
 expect_usage "plan --spares 5 on 2 nodes" "$MT" plan --nodes 2 --gpus-per-node 8 --tp 8 --pp 1 --dp 0 --spares 5
@@ -79,6 +120,15 @@ if timeout 60 "$MT" plan --topology "$TMP/big.ini" --tp 8 --pp 1 --dp 2 --quiet 
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   [ "$ms" -lt 5000 ] && ok "200,000-host file planned in $ms ms" || bad "200,000-host file took $ms ms"
 else bad "200,000-host file: plan failed or timed out"; fi
+
+echo "== run/train --rankfile: a slot past the host's slot count (hostfile, topology) is refused before launch"
+printf 'a slots=2\n' > "$TMP/hosts"
+printf '# minitrain plan: tp=2 pp=1 dp=1 ep=1 world=2\nrank 0=a slot=0\nrank 1=a slot=2\n' > "$TMP/slot.rf"
+expect_usage "run --rankfile with slot=2 on a 2-slot host" "$MT" run --run-dir "$TMP/slotrun" --hostfile "$TMP/hosts" --rankfile "$TMP/slot.rf" -- /bin/true
+grep -q "rank 1 on host a slot 2, but a has 2 slots" "$TMP/err" && ok "... names the rank, host, slot and count" || bad "slot past the host: $(cat "$TMP/err")"
+printf '[node a]\ngpus = 2\n' > "$TMP/topo_a.ini"
+expect_usage "train --rankfile with slot=2 on a 2-GPU host of --topology" "$MT" train "${TRAIN[@]}" --rankfile "$TMP/slot.rf" --topology "$TMP/topo_a.ini" --run-dir "$TMP/slottrain"
+grep -q "but a has 2 slots (0..1) in the topology" "$TMP/err" && [ ! -e "$TMP/slottrain" ] && ok "... names the topology's count, nothing trained" || bad "train slot past the host: $(cat "$TMP/err")"
 
 echo "== scrub: a bad --report fails before anything is written; it never overwrites --input/--out"
 printf 'Mail juliet@verona.it now\n' > "$TMP/pii.txt"; cp "$TMP/pii.txt" "$TMP/pii.orig"

@@ -27,20 +27,16 @@ MAX_RESTARTS=4
 if ! command -v mpirun >/dev/null 2>&1; then
   echo "run_chaos: skipped (needs mpirun for its 4-rank job; make deps installs openmpi-bin)"; exit 0
 fi
-TMP=$(mktemp -d /tmp/mt_chaos_XXXXXX)
+. tests/lib.sh
+tmp_dir mt_chaos
 export MINITRAIN_SHM_DIR="$TMP/shm"
 SUPPID=
-cleanup() {
-  [ -n "$SUPPID" ] && kill -9 "$SUPPID" 2>/dev/null || true
-  [ -n "${KEEP:-}" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
+on_exit() { [ -z "$SUPPID" ] || kill -9 "$SUPPID" 2>/dev/null; }
 cp "${MT:-./minitrain}" "$TMP/minitrain"
 MT=$TMP/minitrain
 cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$TMP/enospc.so" tests/enospc_shim.c -ldl
 
-head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/byte" > /dev/null
+tiny_corpus 200000 "$TMP/byte"
 cat > "$TMP/tiny.ini" <<INI
 data = $TMP/byte
 n_layer = 2
@@ -65,22 +61,6 @@ comm_timeout = 60
 INI
 MPI=(mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none -np 4)
 export MINITRAIN_CKPT_WRITE_DELAY_MS=40 # saves take ~0.2 s: a kill one step later lands mid-write
-
-# same_params A B: every tensor of A/model.safetensors equals B's, bit for bit
-same_params() {
-  $PY - "$1/model.safetensors" "$2/model.safetensors" <<'PY'
-import json, struct, sys
-def load(p):
-    blob = open(p, "rb").read()
-    n = struct.unpack("<Q", blob[:8])[0]
-    h = json.loads(blob[8:8 + n]); h.pop("__metadata__", None)
-    return {k: blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a.keys() == b.keys(), "tensor names differ"
-diff = [k for k in a if a[k] != b[k]]
-assert not diff, "tensors differ: " + ", ".join(diff[:4])
-PY
-}
 
 t_start=$(date +%s)
 source tests/timing_lib.sh

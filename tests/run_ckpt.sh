@@ -3,7 +3,7 @@
 #   determinism (20 steps straight == 10 + --stop-after + resume + 10: losses and parameters bit
 #   for bit), resharding across tensor-parallel layouts under mpirun (tp=2 -> tp=1, tp=1 -> tp=2),
 #   tier 0 preferred / corrupt tier 0 falls back to tier 1, tier 2 copy, retention, SIGKILL in the
-#   middle of a save, corrupted checkpoints (flipped byte, truncated file, missing manifest,
+#   middle of a save, SIGTERM to a plain train (checkpoint of that step, exit 143, resume), corrupted checkpoints (flipped byte, truncated file, missing manifest,
 #   manifest naming a missing file) caught by `ckpt verify` and skipped by --resume auto, a
 #   read-only checkpoint directory (ckpt_on_error stop | continue), an incompatible model refused,
 #   and tests/reference/ckpt_loss.py recomputing the loss of a checkpoint (and of its Hugging Face
@@ -11,17 +11,11 @@
 set -euo pipefail
 MT=$PWD/minitrain
 PY=/usr/bin/python3
-TMP=$(mktemp -d /tmp/mt_ckpt_XXXXXX)
+. tests/lib.sh
+tmp_dir mt_ckpt
 export MINITRAIN_SHM_DIR=$TMP/shm
-cleanup() { chmod -R u+w "$TMP" 2>/dev/null || true; rm -rf "$TMP"; }
-trap cleanup EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 
-head -c 120000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
+tiny_corpus 120000 "$TMP/data"
 cat > "$TMP/tiny.ini" <<INI
 n_layer = 2
 n_head = 2
@@ -50,16 +44,6 @@ import sqlite3, sys
 c = sqlite3.connect(sys.argv[1] + '/run.db')
 for s, l in c.execute('SELECT step, train_loss FROM metrics WHERE train_loss IS NOT NULL ORDER BY rowid'):
     print(s, repr(l))" "$1"; }
-same_tensors() { $PY - "$1" "$2" <<'PY'
-import json, struct, sys
-def tensors(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    return {k: (v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-sys.exit(0 if a == b and len(a) > 0 else 1)
-PY
-}
 # the same losses within fp32 tolerance (another layout sums in another order)
 close_losses() { $PY -c "
 import sys
@@ -142,6 +126,18 @@ train --run-dir "$TMP/K" --stop-after 10 > "$TMP/K2.log"
 check "resume after SIGKILL uses the previous step (5)" grep -q "resumed from step 5" "$TMP/K2.log"
 check "the torn .tmp is replaced by a committed step 10" test -d "$TMP/K/ckpt/step_00000010" -a ! -e "$TMP/K/ckpt/step_00000010.tmp"
 
+# ---- SIGTERM to a plain `minitrain train` (no supervisor): checkpoint of the current step, exit 143 ----
+$MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/S" --steps 100000 --ckpt-every 100000 --log-every 1 > "$TMP/S.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "^step 3/" "$TMP/S.log" && break; sleep 0.05; done
+kill -TERM $pid; set +e; wait $pid; rc=$?; set -e
+sstep=$(sed -n 's/^SIGTERM received: saving a checkpoint of step \([0-9]*\) and stopping.*/\1/p' "$TMP/S.log")
+[ $rc = 143 ] && [ -n "$sstep" ] && [ "$sstep" -ge 3 ] && ok "SIGTERM: one line naming step $sstep, exit 143" || bad "SIGTERM: rc $rc, step '$sstep': $(tail -2 "$TMP/S.log")"
+check "... checkpoint of step $sstep committed and verified, run 'stopped'" test -d "$TMP/S/ckpt/$(printf 'step_%08d' "${sstep:-0}")" \
+  -a "$($MT ckpt verify --run "$TMP/S" 2>&1 | tail -1)" = "1 checkpoint(s) checked, 0 failed" -a "$(sql "$TMP/S" "SELECT status FROM runs")" = stopped
+train --run-dir "$TMP/S" --steps 100000 --ckpt-every 100000 --stop-after $((sstep + 1)) > "$TMP/S2.log" 2>&1
+check "... --resume auto continues from step $sstep" grep -q "resumed from step $sstep " "$TMP/S2.log"
+
 # ---- corruptions: ckpt verify names the file, --resume auto skips the step --------------------------
 corrupt() { # NAME ACTION: a copy of run A whose step 20 is damaged by ACTION (run in the step dir)
   rm -rf "$TMP/X"; cp -r "$TMP/A" "$TMP/X"; (cd "$TMP/X/ckpt/step_00000020" && eval "$2")
@@ -216,5 +212,4 @@ set +e; $MT ckpt ls --run "$TMP/A" --bogus 2> "$TMP/e"; rc=$?; set -e
 set +e; $MT ckpt verify --run "$TMP/nope" 2> "$TMP/e"; rc=$?; set -e
 [ $rc = 2 ] && ok "ckpt verify of a missing run: exit 2" || bad "missing run"
 
-echo "ckpt: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish ckpt

@@ -4,23 +4,10 @@
 # every subcommand (one clear line, exit 2). Runs from the repository root in about 30 s.
 set -euo pipefail
 MT=./minitrain
-TMP=$(mktemp -d /tmp/mt_e2e_XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok()   { echo "  ok   $1"; pass=$((pass+1)); }
-bad()  { echo "  FAIL $1"; fail=$((fail+1)); }
-# expect_exit CODE DESCRIPTION CMD... : the command exits with CODE and (for 2) prints one error line
-expect_exit() {
-  local code=$1 what=$2; shift 2
-  set +e; "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?; set -e
-  if [ "$rc" = "$code" ]; then
-    if [ "$code" = 2 ] && ! grep -q "minitrain: error:" "$TMP/err"; then bad "$what (no error line)"; return; fi
-    ok "$what"
-  else bad "$what (exit $rc, wanted $code): $(head -c 300 "$TMP/err")"; fi
-}
+. tests/lib.sh
+tmp_dir mt_e2e
 
-head -c 300000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/byte" >/dev/null
+tiny_corpus 300000 "$TMP/byte"
 $MT prepare --input "$TMP/small.txt" --out "$TMP/bpe" --tokenizer bpe --vocab-size 512 >/dev/null 2>&1
 [ -f "$TMP/byte/train_000.bin" ] && [ -f "$TMP/byte/val_000.bin" ] && [ -f "$TMP/byte/tokenizer.bin" ] \
   && ok "prepare writes shards + tokenizer" || bad "prepare outputs"
@@ -94,5 +81,4 @@ expect_exit 2 "unknown subcommand" $MT frobnicate
 for c in prepare train sample report bench; do expect_exit 0 "$c --help" $MT $c --help; done
 expect_exit 0 "top-level --help" $MT --help
 
-echo "e2e: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish e2e

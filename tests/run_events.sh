@@ -17,18 +17,14 @@
 # Runs from the repository root in about 10 s.
 set -euo pipefail
 PY=/usr/bin/python3
-TMP=$(mktemp -d /tmp/mt_events_XXXXXX)
+. tests/lib.sh
+tmp_dir mt_events
 export MINITRAIN_SHM_DIR="$TMP/shm" # tier-0 checkpoints of this test stay in $TMP
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT
 cp ./minitrain "$TMP/minitrain" # every relaunch execs the same binary even if ./minitrain changes
 MT=$TMP/minitrain
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
 
 RUN=$(printf '%s/run "quoted" back\\slash\ttab' "$TMP")
-head -c 120000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
+tiny_corpus 120000 "$TMP/data"
 cat > "$TMP/tiny.ini" <<INI
 data = $TMP/data
 n_layer = 2
@@ -122,5 +118,4 @@ else
   bad "run.db events (see above)"
 fi
 
-echo "run_events: $pass passed, $fail failed"
-[ $fail = 0 ]
+finish run_events

@@ -20,18 +20,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MT=${MT:-./minitrain}
 PY=/usr/bin/python3
-export TMP=$(mktemp -d /tmp/mt_gateway_XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-. tests/gateway_lib.sh
+. tests/gateway_lib.sh # (sources tests/lib.sh)
+tmp_dir mt_gateway
+export TMP
 # every gateway must stop cleanly on SIGTERM (under ASan: no leak, no report)
 stopgw() { local rc=0; stop "$1" || rc=$?; [ "$rc" = 0 ] || bad "gateway $1: exit $rc after SIGTERM"; }
 
@@ -439,5 +430,4 @@ stopgw GW; stop F2 || true; stop F || true; stop A || true
 
 check "no sanitizer or UBSan report from any gateway" \
   bash -c "! grep -l 'Sanitizer\|runtime error' $TMP/G*.err"
-echo "passed $pass, failed $fail"
-[ "$fail" = 0 ]
+finish gateway

@@ -2,8 +2,10 @@
 # tests/run_gpu_script.sh — the device check's scripts are ready before a device is asked for:
 # tests/gpu/run_gpu_checks.sh and tests/gpu/pack_carry.sh parse (bash -n) and pass shellcheck
 # (warnings and errors) when shellcheck is installed; the CUDA kernels compile with -Werror where
-# nvcc is installed; the script's results go to $OUT and it
-# names every stage of issue 16. Nothing here needs a GPU (about a minute of nvcc on a fresh tree, a second after).
+# nvcc is installed, and so does the whole binary without MPI (`make GPU=1 MPICC=`) into
+# build-gpu-nompi/, while `make GPU=1` links build-gpu/minitrain (never ./minitrain); the
+# script's results go to $OUT and it names every stage of issue 16. Nothing here needs a GPU
+# (about two minutes of nvcc on a fresh tree, seconds after).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 fail=0
@@ -28,6 +30,19 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
   # shellcheck disable=SC2086
   make -s -j2 GPU=1 $objs >/dev/null && ok "CUDA kernels compile (sm_90, sm_80) with warnings and spills as errors" \
     || bad "CUDA kernels do not compile cleanly (make GPU=1)"
+  # a GPU node without Open MPI: `make GPU=1 MPICC=` builds the whole binary (one process, NCCL
+  # without MPI). The kernels' objects are the ones just built (nvcc's flags carry no MPI), copied
+  # when newer, so only the C files compile again (about a minute on a fresh tree)
+  B=build-gpu-nompi
+  mkdir -p $B/train && cp -pu build-gpu/train/ops_cuda*.o $B/train/
+  if make -s -j2 GPU=1 MPICC= BUILD=$B "$B/minitrain" > "$B.log" 2>&1 && "$B/minitrain" train --help >/dev/null \
+     && ! ldd "$B/minitrain" | grep -q libmpi; then ok "make GPU=1 MPICC= builds $B/minitrain without libmpi"
+  else bad "make GPU=1 MPICC=: $(grep -m3 -i 'error' "$B.log")"; fi
+  rm -f "$B.log"
+  # `make GPU=1` writes build-gpu/minitrain, never the CPU build's ./minitrain (make -n: nothing built)
+  links=$(make -n -B GPU=1 2>/dev/null | grep -o -- ' -o [^ ]*minitrain ' | sort -u | tr -d '\n')
+  [ "$links" = " -o build-gpu/minitrain " ] && ok "make GPU=1 links build-gpu/minitrain, not ./minitrain" \
+    || bad "make GPU=1 links '$links'"
 else
   echo "  skip CUDA compile (no /usr/local/cuda/bin/nvcc)"
 fi

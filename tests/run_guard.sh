@@ -68,4 +68,4 @@ fi
 expect2 "unknown device" env -u MINITRAIN_DEVICE $MT train --config "$CONFIG" --run-dir "$TMP/x" \
   --device tpu
 expect2 "sample --device tpu" env -u MINITRAIN_DEVICE $MT sample --run "$TMP/single_cpu" --device tpu
-layout_finish guard
+finish guard

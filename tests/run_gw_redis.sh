@@ -20,17 +20,10 @@ mkdir -p "$BUILD/tests"
 ${CC:-gcc} -std=gnu11 -O2 -Wall -Wextra -Werror -I. tests/gw_limit_driver.c "$BUILD/libminitrain.a" \
   -o "$BIN" -lhiredis -lcrypto -lsqlite3 -lcjson -lpthread -lm
 
-TMP=$(mktemp -d /tmp/mt_redis_XXXXXX)
-PIDS=()
+. tests/lib.sh
+tmp_dir mt_redis
 REDIS_PID=""
-cleanup() {
-  for p in "${PIDS[@]}" $REDIS_PID; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
+on_exit() { [ -z "$REDIS_PID" ] || kill -9 "$REDIS_PID" 2>/dev/null; }
 
 PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 start_redis() {
@@ -135,5 +128,4 @@ grep -q "failing CLOSED" "$TMP/fc.err" && grep -q "failing OPEN" "$TMP/fo.err" &
   && ok "each limiter said so on stderr (down, policy, back)" || bad "stderr: $(cat "$TMP/fc.err" "$TMP/fo.err")"
 stop_redis
 
-echo "redis limits: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish "redis limits"

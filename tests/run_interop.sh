@@ -241,4 +241,4 @@ else
   bad "serve did not start: $(tail -3 "$TMP/serve.err")"
 fi
 echo "  timings (L=$L): reference writer ${t_ref}s, import ${t_imp}s, serve load ${t_load}s, 16-token completion ${t_req:-?}s; small GPT-2 train 12 steps ${t_train}s"
-interop_finish "interop"
+finish "interop"

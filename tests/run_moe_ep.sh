@@ -12,12 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 make -s "$BUILD/libminitrain.a" >/dev/null
-BLAS_INC=$(ls -d /usr/include/*-linux-gnu/openblas-openmp 2>/dev/null | head -1)
-BLAS_LIB=$(ls -d /usr/lib/*-linux-gnu/openblas-openmp 2>/dev/null | head -1)
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then   # as the Makefile does (Debian's OpenBLAS 0.3.21)
-  if grep -m1 -qow avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-  elif grep -m1 -qow avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
+. tests/lib.sh
+blas_env
 BIN="$BUILD/tests/moe_ep_driver"
 mkdir -p "$BUILD/tests"
 ${CC:-gcc} -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. \

@@ -77,4 +77,4 @@ set -e
 [ $r2 -ne 0 ] && grep -q "zero=1 together with ep>1" "$TMP/bad2.out" && ok "zero with ep refused" || bad "zero+ep: $r2"
 [ $r3 -ne 0 ] && grep -q "capacity_factor (0.5) must be >= 1" "$TMP/bad3.out" && ok "capacity factor < 1 refused" || bad "cf 0.5: $r3"
 
-layout_finish "moe training"
+finish "moe training"

@@ -16,17 +16,8 @@ MT=${MT:-./minitrain}
 PY=/usr/bin/python3
 NODE_DIR=${MT_NODE_DIR:-build/node}
 export MT_NODE_DIR=$NODE_DIR
-TMP=$(mktemp -d /tmp/mt_openai_XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+. tests/lib.sh
+tmp_dir mt_openai
 
 command -v node >/dev/null && command -v npm >/dev/null || { echo "node and npm are needed (make deps)"; exit 1; }
 if [ ! -f "$NODE_DIR/node_modules/openai/package.json" ]; then
@@ -38,29 +29,15 @@ if [ ! -f "$NODE_DIR/node_modules/openai/package.json" ]; then
 fi
 echo "   openai $(sed -n 's/^  "version": "\(.*\)",/\1/p' "$NODE_DIR/node_modules/openai/package.json"), node $(node --version)"
 
-start_server() {  # NAME ARGS... : sets URL_<NAME>, PID_<NAME>
-  local name=$1; shift
-  "$MT" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  local pid=$! port=""
-  PIDS+=("$pid")
-  for _ in $(seq 300); do
-    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$TMP/$name.out" 2>/dev/null | head -1 | sed 's|.*:||') || true
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || { cat "$TMP/$name.err"; echo "server $name died"; exit 1; }
-    sleep 0.1
-  done
-  [ -n "$port" ] || { echo "server $name did not start"; exit 1; }
-  printf -v "URL_$name" '%s' "http://127.0.0.1:$port"
-  printf -v "PID_$name" '%s' "$pid"
-}
+# start_server NAME ARGS... : `serve --port 0 ARGS`; sets URL_<NAME>, PID_<NAME> (tests/lib.sh)
+start_server() { local name=$1; shift; start_bg "$name" 'serving.*http://127.0.0.1:' "$MT" serve --port 0 "$@"; }
 stop_server() {
-  local v="PID_$1"; kill -TERM "${!v}"; local rc=0; wait "${!v}" || rc=$?
+  local v="PID_$1" rc=0; stop_pid "${!v}" || rc=$?
   [ "$rc" = 0 ] && ok "$1: clean exit after SIGTERM" || bad "$1: exit $rc"
 }
 code() { curl -s -o "$TMP/body" -w '%{http_code}' "$@"; }
 
-head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-"$MT" prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
+tiny_corpus 200000 "$TMP/data"
 "$MT" train --data "$TMP/data" --n-layer 2 --n-head 2 --d-model 64 --seq-len 128 --batch-size 8 \
   --global-batch 8 --steps 30 --run-dir "$TMP/tiny" --threads 1 >"$TMP/train.log"
 printf 'sk-openai-test\n' > "$TMP/keys"; chmod 600 "$TMP/keys"
@@ -138,5 +115,4 @@ stop_server L
 check "--fault-rate 2: one clear line, exit 2" bash -c "$MT serve --run $TMP/tiny --fault-rate 2 2>&1 >/dev/null | grep -q 'minitrain: error: --fault-rate'; [ \${PIPESTATUS[0]} = 2 ]"
 check "--fault-status 200: refused (400..599), exit 2" bash -c "$MT serve --run $TMP/tiny --fault-status 200 2>&1 >/dev/null | grep -q 'minitrain: error: --fault-status'; [ \${PIPESTATUS[0]} = 2 ]"
 
-echo "openai + faults: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish "openai + faults"

@@ -114,4 +114,4 @@ else
   echo "  skip make GPU=1: nvcc not found at /usr/local/cuda/bin/nvcc"
 fi
 
-layout_finish parallel
+finish parallel

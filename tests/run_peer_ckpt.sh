@@ -21,16 +21,10 @@ set -euo pipefail
 MT=$PWD/minitrain
 PY=/usr/bin/python3
 if ! command -v mpirun >/dev/null; then echo "  skip run_peer_ckpt (no mpirun)"; exit 0; fi
-TMP=$(mktemp -d /tmp/mt_peer_XXXXXX)
-cleanup() { rm -rf "$TMP"; }
-trap cleanup EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+. tests/lib.sh
+tmp_dir mt_peer
 
-head -c 120000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
+tiny_corpus 120000 "$TMP/data"
 cat > "$TMP/tiny.ini" <<INI
 n_layer = 3
 n_head = 2
@@ -68,16 +62,6 @@ MPI=(mpirun --oversubscribe -np 6)
 [ "$(id -u)" = 0 ] && MPI=(mpirun --allow-run-as-root --oversubscribe -np 6)
 train() { timeout 120 "${MPI[@]}" "$TMP/node.sh" "$MT" train --config "$TMP/tiny.ini" \
             --data "$TMP/data" --pp 3 "$@"; }
-same_tensors() { $PY - "$1" "$2" <<'PY'
-import json, struct, sys
-def tensors(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
-    h.pop("__metadata__", None)
-    return {k: (v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) for k, v in h.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-sys.exit(0 if a == b and len(a) > 0 else 1)
-PY
-}
 # flip one byte in the middle of a file, in place
 flip() { $PY -c "
 import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[len(b) // 2] ^= 0x40
@@ -229,5 +213,4 @@ MINITRAIN_NODE=n9 "$MT" train --config "$TMP/tiny.ini" --data "$TMP/data" --step
   --topology "$TMP/topo.ini" --run-dir "$TMP/H" > "$TMP/H.log" 2>&1 || true
 check "a host the topology does not list: warned" grep -q "does not list this rank's node 'n9'" "$TMP/H.log"
 
-echo "run_peer_ckpt: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish run_peer_ckpt

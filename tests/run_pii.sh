@@ -9,20 +9,9 @@
 # Runs from the repository root in well under a minute.
 set -euo pipefail
 MT=${MT:-./minitrain}
-TMP=$(mktemp -d /tmp/mt_pii_XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok()   { echo "  ok   $1"; pass=$((pass+1)); }
-bad()  { echo "  FAIL $1"; fail=$((fail+1)); }
-expect_exit() {
-  local code=$1 what=$2; shift 2
-  set +e; "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?; set -e
-  if [ "$rc" = "$code" ]; then
-    if [ "$code" = 2 ] && { ! grep -q "minitrain: error:" "$TMP/err" || [ "$(wc -l <"$TMP/err")" -gt 1 ]; }; then
-      bad "$what (not one error line: $(head -c 300 "$TMP/err"))"; return; fi
-    ok "$what"
-  else bad "$what (exit $rc, wanted $code): $(head -c 300 "$TMP/err")"; fi
-}
+. tests/lib.sh
+tmp_dir mt_pii
+ONE_ERROR_LINE=1 # expect_exit 2: exactly one "minitrain: error:" line
 # json FILE EXPR: evaluate a Python expression on the parsed JSON object j
 json() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"; }
 # peak_kb CMD...: run CMD, print its peak resident set in KiB (stdout of CMD is discarded)
@@ -134,5 +123,4 @@ tags = set(re.findall(rb"<[A-Z0-9]+>", text))
 assert tags <= whole, (tags - whole)
 PY
 
-echo "run_pii: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish run_pii

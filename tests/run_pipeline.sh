@@ -67,4 +67,4 @@ set -e
 [ $rc -ne 0 ] && grep -q "sums to 3, but the model has 4 layers" "$TMP/bad.out" && ok "bad --pp-layers refused" \
   || bad "bad --pp-layers: rc $rc $(head -2 "$TMP/bad.out")"
 
-layout_finish pipeline
+finish pipeline

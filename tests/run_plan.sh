@@ -6,11 +6,8 @@
 set -euo pipefail
 MT=./minitrain
 MPI="mpirun --allow-run-as-root --mca btl_vader_single_copy_mechanism none"
-TMP=$(mktemp -d /tmp/mt_plan_XXXXXX)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
+. tests/lib.sh
+tmp_dir mt_plan
 
 $MT plan --nodes 4 --gpus-per-node 8 --nodes-per-leaf 2 --tp 4 --pp 2 --dp 4 --out "$TMP/rf" \
   > "$TMP/plan.txt"
@@ -31,8 +28,7 @@ set -e
   && ok "too few nodes: one line, exit 2" || bad "too few nodes: rc $rc $(cat "$TMP/err")"
 
 # a plan for this machine (2 slots), run for real by mpirun --rankfile
-head -c 100000 examples/data/tinyshakespeare.txt > "$TMP/s.txt"
-$MT prepare --input "$TMP/s.txt" --out "$TMP/data" >/dev/null
+tiny_corpus 100000 "$TMP/data"
 printf '[node %s]\ngpus = 2\n' "$(hostname)" > "$TMP/topo.ini"
 $MT plan --topology "$TMP/topo.ini" --tp 2 --pp 1 --dp 1 --out "$TMP/local.rf" --quiet >/dev/null
 cat > "$TMP/c.ini" <<INI
@@ -59,5 +55,4 @@ set -e
 [ $rc = 2 ] && grep -q 'planned for pp 1, the config says pp 2' "$TMP/err" \
   && ok "a config that contradicts the rankfile is refused" || bad "contradiction: rc $rc $(cat "$TMP/err")"
 
-echo "plan: $pass passed, $fail failed"
-[ $fail = 0 ]
+finish plan

@@ -17,26 +17,17 @@
 # Runs from the repository root in about a minute.
 set -euo pipefail
 PY=/usr/bin/python3
-TMP=$(mktemp -d /tmp/mt_relia_XXXXXX)
+. tests/lib.sh
+tmp_dir mt_relia
 export MINITRAIN_SHM_DIR="$TMP/shm"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  [ -n "${KEEP:-}" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
 cp "${MT:-./minitrain}" "$TMP/minitrain"
 MT=$TMP/minitrain
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
 sql() { $PY -c "import sqlite3,sys; print('\n'.join('|'.join(str(c) for c in r) for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2])))" "$1/run.db" "$2"; }
 json_get() { $MT report --run "$1" --json | $PY -c "import json,sys; r=json.load(sys.stdin); print($2)"; }
 # pids of processes whose command line names $1 (the test's unique run directories do)
 procs_of() { pgrep -f -- "$1" | grep -vx "$$" || true; }
 
-head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/byte" >/dev/null
+tiny_corpus 200000 "$TMP/byte"
 cat > "$TMP/tiny.ini" <<INI
 [data]
 data = $TMP/byte
@@ -250,5 +241,4 @@ echo "$sim" | grep -q "replaying the run: job MTBF" && echo "$sim" | grep -q "me
   && ok "simulate --from-run replays the run (measured ETTR $rep_ettr = report's)" \
   || bad "simulate --from-run: $(echo "$sim" | head -3)"
 
-echo "run_reliability: $pass passed, $fail failed"
-[ $fail = 0 ]
+finish run_reliability

@@ -19,18 +19,14 @@ cd "$(dirname "$0")/.."
 MT=./minitrain
 PY=/usr/bin/python3
 MPI="mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none"
-TMP=$(mktemp -d /tmp/mt_report_html_XXXXXX)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT
+. tests/lib.sh
+tmp_dir mt_report_html
 SHOTS=${REPORT_SHOTS:-$TMP/shots}
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
 
 if ! command -v chromium >/dev/null 2>&1; then
   echo "run_report_html: chromium is not installed — run: make test-deps"; exit 1
 fi
-head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
+tiny_corpus 200000 "$TMP/data"
 cat > "$TMP/base.ini" <<INI
 data = $TMP/data
 seq_len = 32
@@ -146,5 +142,4 @@ if timeout 60 $PY tests/report_html_check.py "$TMP/fault/report.html" "$TMP/f_ex
    > "$TMP/f_check.log" 2>&1; then ok "chromium: the faulted run's page ($(grep -c '  ok ' "$TMP/f_check.log") DOM checks)"
 else bad "chromium, faulted page:"; grep -v '  ok ' "$TMP/f_check.log" || true; fi
 
-echo "report html: $pass passed, $fail failed (screenshots: $SHOTS)"
-[ "$fail" = 0 ]
+finish "report html" "(screenshots: $SHOTS)"

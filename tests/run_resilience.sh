@@ -9,18 +9,14 @@
 # Needs exact checkpoint resume (train/checkpoint.c). Runs from the repository root in ~60 s.
 set -euo pipefail
 PY=/usr/bin/python3
-TMP=$(mktemp -d /tmp/mt_resil_XXXXXX)
+. tests/lib.sh
+tmp_dir mt_resil
 export MINITRAIN_SHM_DIR="$TMP/shm" # tier-0 checkpoints of this test stay in $TMP
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$TMP"' EXIT
 # a private copy: every relaunch must exec the same binary even if ./minitrain is rebuilt meanwhile
 cp ./minitrain "$TMP/minitrain"
 MT=$TMP/minitrain
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
 
-head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-$MT prepare --input "$TMP/small.txt" --out "$TMP/byte" >/dev/null
+tiny_corpus 200000 "$TMP/byte"
 cat > "$TMP/tiny.ini" <<INI
 [data]
 data = $TMP/byte
@@ -46,28 +42,6 @@ sample_tokens = 0
 ckpt_every = 10
 INI
 source tests/timing_lib.sh
-
-# same_params A B: every tensor of A/model.safetensors equals B's, bit for bit
-same_params() {
-  $PY - "$1/model.safetensors" "$2/model.safetensors" <<'PY'
-import json, struct, sys
-import numpy as np
-def load(p):
-    blob = open(p, "rb").read()
-    n = struct.unpack("<Q", blob[:8])[0]
-    h = json.loads(blob[8:8 + n])
-    h.pop("__metadata__", None)
-    out = {}
-    for k, v in h.items():
-        b, e = v["data_offsets"]
-        out[k] = np.frombuffer(blob[8 + n + b:8 + n + e], dtype="<f4")
-    return out
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a.keys() == b.keys(), (sorted(a), sorted(b))
-diff = [k for k in a if not np.array_equal(a[k].view("<u4"), b[k].view("<u4"))]
-assert not diff, "tensors differ: " + ", ".join(diff[:5])
-PY
-}
 
 # json_get DIR EXPR: evaluate a Python expression on `report --json` (bound to r)
 json_get() {
@@ -218,5 +192,4 @@ else
   bad "clean run: exit $rc, ETTR $ettr"
 fi
 
-echo "run_resilience: $pass passed, $fail failed"
-[ $fail = 0 ]
+finish run_resilience

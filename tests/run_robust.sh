@@ -168,4 +168,4 @@ expect_fail "not a run directory\|no model at" $MT robust --run "$TMP/nope"
 expect_fail "adv_train = pgd with pp = 2 is not supported" $MT train --config "$CONFIG" --run-dir "$TMP/bad" --adv-train pgd --pp 2
 expect_fail "'robust_attack' must be" $MT train --config "$CONFIG" --run-dir "$TMP/bad" --robust-attack x
 
-layout_finish robust
+finish robust

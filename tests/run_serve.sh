@@ -19,44 +19,23 @@ if ldd "$MT" 2>/dev/null | grep -q libasan; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=32"
 fi
 PY=/usr/bin/python3
-TMP=$(mktemp -d /tmp/mt_serve_XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+. tests/lib.sh
+tmp_dir mt_serve
 
 # start_server NAME ARGS... : sets URL_<NAME>, PID_<NAME>; waits for /health
 start_server() {
   local name=$1; shift
-  "$MT" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  local pid=$!
-  PIDS+=("$pid")
-  local port=""
-  for _ in $(seq 300); do
-    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$TMP/$name.out" 2>/dev/null | head -1 | sed 's|.*:||') || true
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || { cat "$TMP/$name.err"; echo "server $name died"; exit 1; }
-    sleep 0.1
-  done
-  [ -n "$port" ] || { echo "server $name did not start"; cat "$TMP/$name.err"; exit 1; }
+  start_bg "$name" 'serving.*http://127.0.0.1:' "$MT" serve --port 0 "$@"
+  local url="URL_$name"
   for _ in $(seq 100); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ] && break
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "${!url}/health")" = 200 ] && break
     sleep 0.05
   done
-  printf -v "URL_$name" '%s' "http://127.0.0.1:$port"
-  printf -v "PID_$name" '%s' "$pid"
 }
 # stop_server NAME : SIGTERM, expect a clean exit 0 (under ASan: no leaks either)
 stop_server() {
-  local pid_var="PID_$1"; local pid=${!pid_var}
-  kill -TERM "$pid"
-  local rc=0; wait "$pid" || rc=$?
+  local pid_var="PID_$1"; local rc=0
+  stop_pid "${!pid_var}" || rc=$?
   if [ "$rc" = 0 ] && ! grep -q "runtime error\|Sanitizer" "$TMP/$1.err"; then
     ok "$1: SIGTERM stops the server cleanly (exit 0, no sanitizer report)"
   else bad "$1: exit $rc after SIGTERM: $(grep -m3 -A3 "runtime error\|Sanitizer" "$TMP/$1.err"; tail -3 "$TMP/$1.err")"; fi
@@ -67,8 +46,7 @@ code() { local m=$1 u=$2; shift 2; curl -s -o "$TMP/body" -w '%{http_code}' -X "
 post() { code POST "$1/v1/completions" -H 'Content-Type: application/json' --data-binary "$2"; }
 
 # ---- models: a tiny trained run, and a slower one (context 1024) for disconnects ---------------
-head -c 200000 examples/data/tinyshakespeare.txt > "$TMP/small.txt"
-"$MT" prepare --input "$TMP/small.txt" --out "$TMP/data" >/dev/null
+tiny_corpus 200000 "$TMP/data"
 "$MT" train --data "$TMP/data" --n-layer 2 --n-head 2 --d-model 64 --seq-len 64 --batch-size 8 \
   --global-batch 8 --steps 30 --run-dir "$TMP/tiny" --threads 1 >"$TMP/train.log"
 "$MT" train --data "$TMP/data" --n-layer 4 --n-head 4 --d-model 256 --seq-len 1024 \
@@ -161,6 +139,7 @@ check "the same bytes as token ids [255,254,32] -> 200" [ "$(post "$U" '{"prompt
 check "max_tokens 0 -> 400" [ "$(post "$U" '{"prompt":"a","max_tokens":0}')" = 400 ]
 check "max_tokens -1 -> 400" [ "$(post "$U" '{"prompt":"a","max_tokens":-1}')" = 400 ]
 check "max_tokens 10^9 -> clamped to the context (63 tokens, finish length)" bash -c "[ \"\$(curl -s -o $TMP/body -w '%{http_code}' $U/v1/completions -d '{\"prompt\":\"a\",\"max_tokens\":1000000000}')\" = 200 ] && $PY -c \"import json; r=json.load(open('$TMP/body')); assert r['usage']['completion_tokens']==63 and r['choices'][0]['finish_reason']=='length'\""
+check "max_tokens 2.5, \"64\" and 1e400 -> 400 param max_tokens" bash -c "for v in 2.5 '\"64\"' 1e400; do [ \"\$(curl -s -o $TMP/body -w '%{http_code}' $U/v1/completions -d '{\"prompt\":\"a\",\"max_tokens\":'\$v'}')\" = 400 ] && grep -q '\"param\":\"max_tokens\"' $TMP/body || exit 1; done"
 check "temperature \"hot\" -> 400 param temperature" [ "$(post "$U" '{"prompt":"a","temperature":"hot"}')" = 400 ]
 errshape temperature && ok "  param is 'temperature'" || bad "param for hot"
 check "temperature NaN -> 400 (not JSON)" [ "$(post "$U" '{"prompt":"a","temperature":NaN}')" = 400 ]
@@ -356,5 +335,4 @@ check "completions 503 while loading" [ "$(post "$UD" '{"prompt":"a"}')" = 503 ]
 check "--step of a missing checkpoint: one clear line, exit 2" bash -c "$MT serve --run $TMP/tiny --step 7 --port 0 2>&1 >/dev/null | grep -q 'minitrain: error:.*step 7'; [ \${PIPESTATUS[0]} = 2 ]"
 check "bad flags: one clear line, exit 2" bash -c "$MT serve --run $TMP/tiny --slots 0 2>&1 >/dev/null | grep -q 'minitrain: error: --slots'; [ \${PIPESTATUS[0]} = 2 ]"
 
-echo "serve: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish serve

@@ -20,13 +20,10 @@ set -euo pipefail
 for c in slurmctld slurmd munged salloc scontrol sinfo; do
   command -v $c >/dev/null 2>&1 || [ -x /usr/sbin/$c ] || { echo "slurm: SKIP ($c missing: make test-deps)"; exit 0; }
 done
-MT=./minitrain
+. tests/lib.sh
 TMP=$(mktemp -d /tmp/mt_slurm_XXXXXX)
 cp ./minitrain "$TMP/minitrain"; MT=$TMP/minitrain
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-PIDS=()
+PIDS=() # here: pid files (slurmctld, slurmd and munged write their own), not pids
 stop_all() {
   for f in "${PIDS[@]}"; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
   sleep 1
@@ -94,8 +91,7 @@ grep -q '^rank 0=n1 slot=0$' "$TMP/rf" && grep -q '^rank 3=n2 slot=1$' "$TMP/rf"
   && ok "plan --from-slurm: ranks on n1, n2 of the allocation; n3 spare" || bad "plan --from-slurm: $(cat "$TMP/plan.log" "$TMP/rf" 2>&1 | tail -5)"
 
 # --- the supervisor drains a blamed node ---------------------------------------------------------
-head -c 100000 examples/data/tinyshakespeare.txt > "$TMP/s.txt"
-$MT prepare --input "$TMP/s.txt" --out "$TMP/data" >/dev/null
+tiny_corpus 100000 "$TMP/data"
 cat > "$TMP/tiny.ini" <<INI
 data = $TMP/data
 n_layer = 2
@@ -133,21 +129,6 @@ PY=/usr/bin/python3
 # different orteds (a crash in mca_btl_vader), so the Slurm jobs talk TCP
 MPI_ARGS="--mca btl self,tcp"; [ "$(id -u)" = 0 ] && MPI_ARGS="--allow-run-as-root $MPI_ARGS"
 sed -i 's/^steps = .*/steps = 30/; s/^global_batch = .*/global_batch = 8/' "$TMP/tiny.ini"
-# same_params A B: every tensor of A/model.safetensors equals B's, bit for bit
-same_params() {
-  $PY - "$1/model.safetensors" "$2/model.safetensors" <<'PY'
-import json, struct, sys
-def load(p):
-    blob = open(p, "rb").read()
-    n = struct.unpack("<Q", blob[:8])[0]
-    h = json.loads(blob[8:8 + n]); h.pop("__metadata__", None)
-    return {k: blob[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a.keys() == b.keys(), "tensor names differ"
-diff = [k for k in a if a[k] != b[k]]
-assert not diff, "tensors differ: " + ", ".join(diff[:4])
-PY
-}
 # an unfaulted reference: the same layout, outside Slurm
 timeout 120 mpirun $MPI_ARGS --oversubscribe -np 4 $MT train --config "$TMP/tiny.ini" --tp 2 --dp 2 \
   --run-dir "$TMP/ref" > "$TMP/ref.log" 2>&1 || { bad "reference run: $(tail -3 "$TMP/ref.log")"; }
@@ -266,5 +247,4 @@ else
   bad "requeued job: $(scontrol show job "$job" | grep -o 'JobState=[A-Z]*\|Restarts=[0-9]*' | tr '\n' ' ') $(grep -o 'resumed from step [0-9]*' "$out" | head -1) $(cat "$TMP/usr1.cmp" 2>/dev/null | tail -1)"
 fi
 
-echo "slurm: $pass passed, $fail failed ($(( $(date +%s) - t0 )) s)"
-[ $fail = 0 ]
+finish slurm "($(( $(date +%s) - t0 )) s)"

@@ -91,4 +91,4 @@ expect_fail "a rank file with a bad line" $MT prepare --input "$inp" --out "$TMP
 expect_fail "llm.c's tokenizer cannot encode" $MT prepare --input "$inp" --out "$TMP/x" --tokenizer "$TMP/hf/gpt2_tokenizer.bin"
 expect_fail "a missing tokenizer file" $MT prepare --input "$inp" --out "$TMP/x" --tokenizer "$TMP/nope.json"
 expect_fail "--doc-separator without <|endoftext|>" $MT prepare --input "$inp" --out "$TMP/x" --doc-separator '\n'
-interop_finish "tokenizer gpt2"
+finish "tokenizer gpt2"

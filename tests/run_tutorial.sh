@@ -19,17 +19,10 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 PY=/usr/bin/python3
 SCALE=${TUTORIAL_SCALE:-0.025}
-TMP=$(mktemp -d /tmp/mt_tutorial_XXXXXX)
+. tests/lib.sh
+tmp_dir mt_tutorial
 SERVER_PID=""
-cleanup() {
-  [ -n "$SERVER_PID" ] && kill -9 "$SERVER_PID" 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-pass=0; fail=0
-ok()  { echo "  ok   $1"; pass=$((pass+1)); }
-bad() { echo "  FAIL $1"; fail=$((fail+1)); }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+on_exit() { [ -z "$SERVER_PID" ] || kill -9 "$SERVER_PID" 2>/dev/null; }
 t_start=$(date +%s)
 
 [ -x "${MT:-./minitrain}" ] || { echo "build ./minitrain first (make)"; exit 1; }
@@ -306,5 +299,4 @@ c=r['counts']; sys.exit(0 if (c['email'],c['phone'],c['card'],c['secret'],r['tot
 check "scrub: a card failing Luhn is left alone" bash -c \
   "printf 'Card 4111 1111 1111 1112\n' | '$W/minitrain' scrub --input - --out - --quiet | grep -q '4111 1111 1111 1112'"
 
-echo "run_tutorial: $pass passed, $fail failed in $(( $(date +%s) - t_start )) s (TUTORIAL_SCALE=$SCALE)"
-[ "$fail" = 0 ]
+finish run_tutorial "in $(( $(date +%s) - t_start )) s (TUTORIAL_SCALE=$SCALE)"

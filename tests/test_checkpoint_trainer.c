@@ -51,15 +51,6 @@ static int setup(void **state) {
     return 0;
 }
 
-static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
 /* A trainer with a tiny model, random params and optimizer state, run dir tu_dir/run. */
 static void make_trainer(trainer *tr, int async, int tier0, const char *durable) {
     memset(tr, 0, sizeof(*tr));
@@ -164,7 +155,7 @@ static void test_async_roundtrip_tiers_catalog(void **state) {
         snprintf(path, sizeof path, "%s/manifest.json", dir);
         size_t len;
         char *man = slurp(path, &len), want[32];
-        snprintf(want, sizeof want, "crc32c:%08x", crc_bitwise((unsigned char *)man, len));
+        snprintf(want, sizeof want, "crc32c:%08x", tu_crc32c_bitwise((unsigned char *)man, len));
         free(man);
         assert_string_equal((const char *)sqlite3_column_text(q, 3), want);
         assert_true(sqlite3_column_type(q, 5) != SQLITE_NULL && sqlite3_column_double(q, 5) >= 0);

@@ -30,15 +30,6 @@
 #define TU_PREFIX "test_ckpt_bulkio"
 #include "tests/testutil.h"
 
-static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c & 1u) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-    }
-    return ~c;
-}
-
 static unsigned char *slurp(const char *path, size_t *len) {
     char *out = NULL, err[512];
     if (fs_read_file(path, (size_t)1 << 28, &out, len, err, sizeof err) != 0) fail_msg("%s", err);
@@ -91,7 +82,7 @@ static void check_same_as_st_write(const char *dir, const ckpt_io_opts *o) {
     assert_int_equal(bytes, lb);
     assert_int_equal(st.bytes, lb);
     assert_int_equal(st.files, 1);
-    assert_int_equal(crc, crc_bitwise(b, lb));
+    assert_int_equal(crc, tu_crc32c_bitwise(b, lb));
     free(a);
     free(b);
     /* no partial file is left beside it */

@@ -30,23 +30,6 @@
 #define TU_PREFIX "test_ckpt_commit"
 #include "tests/testutil.h"
 
-/* CRC-32C straight from the definition: one bit at a time, reflected poly 0x82F63B78. */
-static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
-static void fill_random(unsigned char *p, size_t n, uint32_t seed) {
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        p[i] = (unsigned char)(seed >> 24);
-    }
-}
-
 static void test_crc_vectors(void **state) {
     (void)state;
     /* RFC 3720 §B.4 and the common "check" value of the CRC catalogue */
@@ -63,21 +46,21 @@ static void test_crc_vectors(void **state) {
     for (int i = 0; i < 32; i++) buf[i] = (unsigned char)(31 - i);
     assert_int_equal(ckpt_crc32c(0, buf, 32), 0x113FDB5Cu);
     assert_int_equal(ckpt_crc32c(0, buf, 0), 0u);
-    assert_int_equal(crc_bitwise((const unsigned char *)"123456789", 9), 0xE3069283u);
+    assert_int_equal(tu_crc32c_bitwise((const unsigned char *)"123456789", 9), 0xE3069283u);
 }
 
 /* Both engines equal the bitwise definition at every length 0..80 and every start alignment. */
 static void test_crc_engines_match_definition(void **state) {
     (void)state;
     unsigned char buf[4200];
-    fill_random(buf, sizeof buf, 7);
+    tu_fill(buf, sizeof buf, 7);
     for (size_t align = 0; align < 8; align++) {
         for (size_t n = 0; n <= 80; n++) {
-            uint32_t want = crc_bitwise(buf + align, n);
+            uint32_t want = tu_crc32c_bitwise(buf + align, n);
             assert_int_equal(ckpt_crc32c(0, buf + align, n), want);
             assert_int_equal(ckpt_crc32c_sw(0, buf + align, n), want);
         }
-        uint32_t want = crc_bitwise(buf + align, 4100);
+        uint32_t want = tu_crc32c_bitwise(buf + align, 4100);
         assert_int_equal(ckpt_crc32c(0, buf + align, 4100), want);
         assert_int_equal(ckpt_crc32c_sw(0, buf + align, 4100), want);
     }
@@ -86,8 +69,8 @@ static void test_crc_engines_match_definition(void **state) {
 static void test_crc_incremental(void **state) {
     (void)state;
     unsigned char buf[1031];
-    fill_random(buf, sizeof buf, 99);
-    uint32_t whole = crc_bitwise(buf, sizeof buf);
+    tu_fill(buf, sizeof buf, 99);
+    uint32_t whole = tu_crc32c_bitwise(buf, sizeof buf);
     for (size_t cut = 0; cut <= sizeof buf; cut++) {
         uint32_t c = ckpt_crc32c(0, buf, cut);
         assert_int_equal(ckpt_crc32c(c, buf + cut, sizeof buf - cut), whole);
@@ -104,7 +87,7 @@ static void test_crc_file(void **state) {
     (void)state;
     const size_t n = (size_t)5 << 19; /* 2.5 MiB: crosses the 1 MiB read chunks */
     unsigned char *buf = malloc(n);
-    fill_random(buf, n, 3);
+    tu_fill(buf, n, 3);
     char path[512], err[512];
     snprintf(path, sizeof path, "%s/crcfile.bin", tu_dir);
     assert_int_equal(fs_write_atomic(path, buf, n, err, sizeof err), 0);
@@ -112,7 +95,7 @@ static void test_crc_file(void **state) {
     uint64_t bytes;
     assert_int_equal(ckpt_crc32c_file(path, &crc, &bytes, err, sizeof err), 0);
     assert_int_equal(bytes, n);
-    assert_int_equal(crc, crc_bitwise(buf, n));
+    assert_int_equal(crc, tu_crc32c_bitwise(buf, n));
     free(buf);
     assert_int_equal(ckpt_crc32c_file("/nonexistent/x", &crc, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "/nonexistent/x"));
@@ -148,26 +131,8 @@ static void save_step(const char *root, int64_t step, float base) {
     if (ckpt_commit(root, step, err, sizeof err) != 0) fail_msg("commit: %s", err);
 }
 
-static void make_root(char *root, size_t len, const char *name) {
-    snprintf(root, len, "%s/%s", tu_dir, name);
-}
-
 static void step_file(char *buf, size_t len, const char *root, int64_t step, const char *file) {
     snprintf(buf, len, "%s/step_%08" PRId64 "/%s", root, step, file);
-}
-
-static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
-    fclose(fp);
-    buf[n] = 0;
-    *len = (size_t)n;
-    return buf;
 }
 
 static int exists(const char *path) { return access(path, F_OK) == 0; }
@@ -175,7 +140,7 @@ static int exists(const char *path) { return access(path, F_OK) == 0; }
 static void test_commit_protocol(void **state) {
     (void)state;
     char root[1024], path[CKPT_PATH_MAX + 128], err[1024];
-    make_root(root, sizeof root, "proto/ckpt"); /* nested: begin does mkdir -p */
+    tu_path(root, sizeof root, "proto/ckpt"); /* nested: begin does mkdir -p */
     char dir[CKPT_PATH_MAX];
     assert_int_equal(ckpt_begin(root, 10, dir, sizeof dir, err, sizeof err), 0);
     snprintf(path, sizeof path, "%s/step_00000010.tmp", root);
@@ -198,7 +163,7 @@ static void test_commit_protocol(void **state) {
 
     /* manifest re-parsed here: every file with its stat size and bitwise CRC */
     size_t len;
-    char *text = (char *)slurp(path, &len);
+    char *text = (char *)tu_slurp(path, &len);
     cJSON *m = cJSON_Parse(text);
     free(text);
     assert_non_null(m);
@@ -217,9 +182,9 @@ static void test_commit_protocol(void **state) {
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal((long long)cJSON_GetObjectItem(f, "bytes")->valuedouble,
                          (long long)st.st_size);
-        unsigned char *data = slurp(path, &len);
+        unsigned char *data = tu_slurp(path, &len);
         char hex[16];
-        snprintf(hex, sizeof hex, "%08x", crc_bitwise(data, len));
+        snprintf(hex, sizeof hex, "%08x", tu_crc32c_bitwise(data, len));
         free(data);
         assert_string_equal(cJSON_GetObjectItem(f, "crc32c")->valuestring, hex);
         total += (double)st.st_size;
@@ -228,7 +193,7 @@ static void test_commit_protocol(void **state) {
     cJSON_Delete(m);
 
     snprintf(path, sizeof path, "%s/latest", root);
-    unsigned char *latest = slurp(path, &len);
+    unsigned char *latest = tu_slurp(path, &len);
     assert_string_equal((char *)latest, "step_00000010\n");
     free(latest);
     assert_int_equal(ckpt_verify(root, 10, err, sizeof err), 0);
@@ -249,7 +214,7 @@ static void test_commit_protocol(void **state) {
     save_step(root, 20, 0.f);
     assert_int_equal(ckpt_read_latest(root, &got, err, sizeof err), 1);
     assert_int_equal(got, 20);
-    make_root(path, sizeof path, "never_created");
+    tu_path(path, sizeof path, "never_created");
     assert_int_equal(ckpt_list(path, &steps, &n, err, sizeof err), 0);
     assert_int_equal(n, 0);
     assert_int_equal(ckpt_latest_verified(path, &step, capture_warn, &wl, err, sizeof err), 0);
@@ -262,7 +227,7 @@ typedef enum { FLIP, TRUNCATE, NO_MANIFEST, MISSING_FILE, BAD_MANIFEST, WRONG_ST
 static void check_corruption(const char *name, corruption kind, const char *who,
                              const char *what) {
     char root[1024], path[CKPT_PATH_MAX + 128], err[1024];
-    make_root(root, sizeof root, name);
+    tu_path(root, sizeof root, name);
     save_step(root, 10, 1.f);
     save_step(root, 20, 2.f);
     assert_int_equal(ckpt_verify(root, 20, err, sizeof err), 0);
@@ -272,7 +237,7 @@ static void check_corruption(const char *name, corruption kind, const char *who,
     switch (kind) {
     case FLIP: /* one bit in the tensor data, same size */
         step_file(path, sizeof path, root, 20, "model.safetensors");
-        b = slurp(path, &len);
+        b = tu_slurp(path, &len);
         b[len - 10] ^= 0x01;
         fp = fopen(path, "wb");
         fwrite(b, 1, len, fp);
@@ -281,7 +246,7 @@ static void check_corruption(const char *name, corruption kind, const char *who,
         break;
     case TRUNCATE:
         step_file(path, sizeof path, root, 20, "model.safetensors");
-        b = slurp(path, &len);
+        b = tu_slurp(path, &len);
         free(b);
         assert_int_equal(truncate(path, (off_t)len - 5), 0);
         break;
@@ -301,7 +266,7 @@ static void check_corruption(const char *name, corruption kind, const char *who,
         break;
     case WRONG_STEP: /* a manifest copied from another step */
         step_file(path, sizeof path, root, 10, "manifest.json");
-        b = slurp(path, &len);
+        b = tu_slurp(path, &len);
         step_file(path, sizeof path, root, 20, "manifest.json");
         fp = fopen(path, "wb");
         fwrite(b, 1, len, fp);
@@ -353,7 +318,7 @@ static void test_verify_wrong_step(void **state) {
 static void test_truncated_tensor_file_structure(void **state) {
     (void)state;
     char root[1024], dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 128], err[1024];
-    make_root(root, sizeof root, "torn_before");
+    tu_path(root, sizeof root, "torn_before");
     assert_int_equal(ckpt_begin(root, 5, dir, sizeof dir, err, sizeof err), 0);
     float w[16] = {0};
     st_tensor t[1] = {{"w", ST_F32, 1, {16}, w}};
@@ -373,12 +338,12 @@ static void test_truncated_tensor_file_structure(void **state) {
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(truncate(path, st.st_size - 4), 0);
     size_t len, data_len;
-    unsigned char *data = slurp(path, &data_len);
+    unsigned char *data = tu_slurp(path, &data_len);
     char hex[16], mpath[CKPT_PATH_MAX + 128];
-    snprintf(hex, sizeof hex, "%08x", crc_bitwise(data, data_len));
+    snprintf(hex, sizeof hex, "%08x", tu_crc32c_bitwise(data, data_len));
     free(data);
     step_file(mpath, sizeof mpath, root, 6, "manifest.json");
-    char *text = (char *)slurp(mpath, &len);
+    char *text = (char *)tu_slurp(mpath, &len);
     cJSON *m = cJSON_Parse(text);
     free(text);
     cJSON *f0 = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "files"), 0);
@@ -398,7 +363,7 @@ static void test_truncated_tensor_file_structure(void **state) {
 static void test_tmp_never_returned(void **state) {
     (void)state;
     char root[1024], dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX + 64], err[1024];
-    make_root(root, sizeof root, "crash");
+    tu_path(root, sizeof root, "crash");
     save_step(root, 10, 1.f);
     assert_int_equal(ckpt_begin(root, 20, dir, sizeof dir, err, sizeof err), 0);
     assert_int_equal(ckpt_write_json(dir, "trainer_state.json", "{}", err, sizeof err), 0);
@@ -438,7 +403,7 @@ static void test_tmp_never_returned(void **state) {
 static void test_recommit_replaces(void **state) {
     (void)state;
     char root[1024], path[CKPT_PATH_MAX + 128], err[1024];
-    make_root(root, sizeof root, "replace");
+    tu_path(root, sizeof root, "replace");
     save_step(root, 10, 1.f);
     save_step(root, 10, 100.f);
     assert_int_equal(ckpt_verify(root, 10, err, sizeof err), 0);
@@ -456,7 +421,7 @@ static void test_recommit_replaces(void **state) {
 static void test_retention(void **state) {
     (void)state;
     char root[1024], dir[CKPT_PATH_MAX], err[1024];
-    make_root(root, sizeof root, "retain");
+    tu_path(root, sizeof root, "retain");
     for (int64_t s = 100; s <= 1000; s += 100) save_step(root, s, (float)s);
     assert_int_equal(ckpt_begin(root, 1100, dir, sizeof dir, err, sizeof err), 0); /* in flight */
     int removed = -1;
@@ -492,7 +457,7 @@ static void test_retention(void **state) {
 static void test_retention_keeps_newest_verified(void **state) {
     (void)state;
     char root[1024], path[CKPT_PATH_MAX + 128], err[1024];
-    make_root(root, sizeof root, "retain_bad");
+    tu_path(root, sizeof root, "retain_bad");
     for (int64_t s = 1; s <= 3; s++) save_step(root, s, (float)s);
     step_file(path, sizeof path, root, 3, "manifest.json");
     assert_int_equal(unlink(path), 0);
@@ -516,7 +481,7 @@ static void test_retention_keeps_newest_verified(void **state) {
 static void test_fs_errors(void **state) {
     (void)state;
     char root[1024], err[1024];
-    make_root(root, sizeof root, "plainfile");
+    tu_path(root, sizeof root, "plainfile");
     assert_int_equal(fs_write_atomic(root, "x", 1, err, sizeof err), 0);
     /* root is a regular file: begin fails with the path, nothing exits */
     assert_int_equal(ckpt_begin(root, 1, NULL, 0, err, sizeof err), -1);
@@ -530,7 +495,7 @@ static void test_fs_errors(void **state) {
     assert_non_null(strstr(err, strerror(ENOENT)));
     /* a malformed latest pointer is reported, and never trusted over verification */
     char r2[1024], path[CKPT_PATH_MAX + 128];
-    make_root(r2, sizeof r2, "badlatest");
+    tu_path(r2, sizeof r2, "badlatest");
     save_step(r2, 7, 0.f);
     snprintf(path, sizeof path, "%s/latest", r2);
     assert_int_equal(fs_write_atomic(path, "step_x\n", 7, err, sizeof err), 0);

@@ -96,15 +96,6 @@ static int count_events(const recorder *c, const char *kind) {
 
 /* ---- independent measurements ------------------------------------------------------------------ */
 
-static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
 static int64_t dir_bytes(const char *dir) {
     DIR *d = opendir(dir);
     assert_non_null(d);
@@ -129,7 +120,7 @@ static void manifest_checksum(const char *dir, char *out, size_t len) {
     size_t n = fread(buf, 1, sizeof buf, f);
     assert_true(n > 0 && n < sizeof buf);
     fclose(f);
-    snprintf(out, len, "crc32c:%08x", crc_bitwise(buf, n));
+    snprintf(out, len, "crc32c:%08x", tu_crc32c_bitwise(buf, n));
 }
 
 /* ---- the writer under test --------------------------------------------------------------------- */

@@ -25,14 +25,6 @@
 #define TU_PREFIX "test_data"
 #include "tests/testutil.h"
 
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) { /* xorshift64* */
-    rs ^= rs >> 12;
-    rs ^= rs << 25;
-    rs ^= rs >> 27;
-    return (uint32_t)((rs * 2685821657736338717ull) >> 32);
-}
-
 /* a fresh directory under the test root */
 static char *newdir(const char *name) {
     char *d = malloc(512);
@@ -47,7 +39,7 @@ static void rmdir_all(const char *d) { assert_int_equal(tu_rmtree(d), 0); }
 static uint32_t *random_tokens(size_t n, uint32_t vocab) {
     uint32_t *t = malloc(n * sizeof(uint32_t) + 4);
     for (size_t i = 0; i < n; i++)
-        t[i] = rnd() % vocab;
+        t[i] = tu_rand() % vocab;
     return t;
 }
 

@@ -27,19 +27,6 @@
 #define TU_PREFIX "test_fs"
 #include "tests/testutil.h"
 
-static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
-    fclose(fp);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* Number of entries of dir (without . and ..). */
 static int count_entries(const char *dir) {
     DIR *d = opendir(dir);
@@ -57,13 +44,6 @@ static int exists(const char *path) {
     return lstat(path, &st) == 0;
 }
 
-static void fill(unsigned char *p, size_t n, uint32_t seed) {
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        p[i] = (unsigned char)(seed >> 24);
-    }
-}
-
 static void test_atomic_write_replace_and_abort(void **state) {
     (void)state;
     char dir[512], path[600], err[1024];
@@ -72,7 +52,7 @@ static void test_atomic_write_replace_and_abort(void **state) {
     snprintf(path, sizeof path, "%s/f.bin", dir);
     assert_int_equal(fs_write_atomic(path, "first", 5, err, sizeof err), 0);
     size_t n;
-    unsigned char *got = slurp(path, &n);
+    unsigned char *got = tu_slurp(path, &n);
     assert_int_equal(n, 5);
     assert_memory_equal(got, "first", 5);
     free(got);
@@ -82,12 +62,12 @@ static void test_atomic_write_replace_and_abort(void **state) {
     assert_int_equal(fs_afile_write(&a, "second ", 7, err, sizeof err), 0);
     assert_int_equal(fs_afile_write(&a, "version", 7, err, sizeof err), 0);
     assert_int_equal(count_entries(dir), 2); /* f.bin and its partial file */
-    got = slurp(path, &n);
+    got = tu_slurp(path, &n);
     assert_int_equal(n, 5);
     assert_memory_equal(got, "first", 5);
     free(got);
     assert_int_equal(fs_afile_commit(&a, err, sizeof err), 0);
-    got = slurp(path, &n);
+    got = tu_slurp(path, &n);
     assert_int_equal(n, 14);
     assert_memory_equal(got, "second version", 14);
     free(got);
@@ -98,7 +78,7 @@ static void test_atomic_write_replace_and_abort(void **state) {
     fs_afile_abort(&a);
     fs_afile_abort(&a); /* twice is fine */
     assert_int_equal(count_entries(dir), 1);
-    got = slurp(path, &n);
+    got = tu_slurp(path, &n);
     assert_int_equal(n, 14);
     free(got);
     /* a parent that is a regular file: ENOTDIR, message naming the path */
@@ -125,7 +105,7 @@ static void test_stream(void **state) {
     assert_false(exists(path)); /* nothing under the final name before the commit */
     assert_int_equal(fs_stream_commit(&a, f, err, sizeof err), 0);
     size_t n;
-    unsigned char *got = slurp(path, &n);
+    unsigned char *got = tu_slurp(path, &n);
     char want[16];
     snprintf(want, sizeof want, "line %d\n", 999);
     assert_true(n > strlen(want));
@@ -139,7 +119,7 @@ static void test_stream(void **state) {
     fputs("garbage", f);
     fs_stream_abort(&a, f);
     assert_int_equal(count_entries(dir), 1);
-    got = slurp(path, &n);
+    got = tu_slurp(path, &n);
     assert_memory_equal(got, "line 0\n", 7);
     free(got);
 }
@@ -148,14 +128,14 @@ static void test_copy_and_read(void **state) {
     (void)state;
     const size_t n = ((size_t)9 << 20) / 2; /* 4.5 MiB: crosses the 4 MiB copy chunks */
     unsigned char *buf = malloc(n);
-    fill(buf, n, 7);
+    tu_fill(buf, n, 7);
     char src[512], dst[512], err[1024];
     tu_path(src, sizeof src, "src.bin");
     tu_path(dst, sizeof dst, "dst.bin");
     assert_int_equal(fs_write_atomic(src, buf, n, err, sizeof err), 0);
     assert_int_equal(fs_copy_file(src, dst, err, sizeof err), 0);
     size_t m;
-    unsigned char *got = slurp(dst, &m);
+    unsigned char *got = tu_slurp(dst, &m);
     assert_int_equal(m, n);
     assert_memory_equal(got, buf, n);
     free(got);

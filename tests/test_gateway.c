@@ -25,13 +25,8 @@
 
 #include "gateway/server.h"
 
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) { /* xorshift64* */
-    rs ^= rs >> 12;
-    rs ^= rs << 25;
-    rs ^= rs >> 27;
-    return (uint32_t)((rs * 2685821657736338717ull) >> 32);
-}
+#define TU_PREFIX "test_gateway"
+#include "tests/testutil.h"
 
 /* iconv's verdict: 1 valid, 0 invalid, -1 valid except for an incomplete sequence at the end. */
 static int iconv_utf8(const uint8_t *s, size_t n) {
@@ -66,7 +61,8 @@ static void utf8ish(uint8_t *p, size_t n) {
     static const uint8_t pool[] = {0x41, 0x7f, 0x80, 0xbf, 0xc0, 0xc2, 0xdf, 0xe0, 0xa0, 0xed,
                                    0x9f, 0xef, 0xf0, 0x90, 0xf4, 0x8f, 0xf5, 0xff, 0x00, 0x20};
     for (size_t i = 0; i < n; i++)
-        p[i] = rnd() % 3 ? pool[rnd() % sizeof(pool)] : (uint8_t)(0x80 | (rnd() & 0x3f));
+        p[i] = tu_rand() % 3 ? pool[tu_rand() % sizeof(pool)]
+                             : (uint8_t)(0x80 | (tu_rand() & 0x3f));
 }
 
 static void test_utf8_against_iconv(void **state) {
@@ -85,7 +81,7 @@ static void test_utf8_against_iconv(void **state) {
     uint8_t buf[16];
     int n_valid = 0;
     for (int it = 0; it < 20000; it++) {
-        size_t n = 1 + rnd() % 8;
+        size_t n = 1 + tu_rand() % 8;
         utf8ish(buf, n);
         int ref = iconv_utf8(buf, n);
         assert_int_equal(gw_utf8_valid(buf, n), ref == 1);
@@ -105,11 +101,52 @@ static void test_utf8_against_iconv(void **state) {
     assert_true(n_valid > 500); /* the generator does produce valid strings */
 }
 
+/* The two helpers serve and the gateway share for bodies and streams (server.c, gw_http.c,
+ * gw_stream.c): a body under a limit, and a buffer drained in pieces then refilled. */
+static void test_body_limit_and_drain(void **state) {
+    (void)state;
+    gw_buf body = {0};
+    int too_large = 0;
+    size_t discarded = 0;
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "abcd", 4, 8), 1);
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "efgh", 4, 8), 1); /* 8 <= 8 */
+    assert_int_equal(body.len, 8);
+    assert_memory_equal(body.p, "abcdefgh", 8);
+    assert_int_equal(too_large, 0);
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "i", 1, 8), 1); /* 9 > 8 */
+    assert_int_equal(too_large, 1);
+    assert_null(body.p); /* dropped, not kept */
+    assert_int_equal(body.len, 0);
+    char junk[127];
+    memset(junk, 'x', sizeof junk);
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, junk, 127, 8), 1); /* 128 = 16x */
+    assert_null(body.p);
+    assert_int_equal(discarded, 128);
+    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "z", 1, 8), 0); /* past 16x */
+
+    gw_buf b = {0};
+    gw_buf_puts(&b, "hello world");
+    size_t off = 0;
+    char out[16];
+    assert_int_equal(gw_buf_drain(&b, &off, out, 4), 4);
+    assert_memory_equal(out, "hell", 4);
+    assert_int_equal(gw_buf_drain(&b, &off, out, 0), 0); /* bytes left, no room */
+    assert_int_equal(gw_buf_drain(&b, &off, out, sizeof out), 7);
+    assert_memory_equal(out, "o world", 7);
+    assert_int_equal(gw_buf_drain(&b, &off, out, sizeof out), -1); /* empty: reset for refill */
+    assert_int_equal(b.len, 0);
+    assert_int_equal(off, 0);
+    gw_buf_puts(&b, "again");
+    assert_int_equal(gw_buf_drain(&b, &off, out, sizeof out), 5);
+    assert_memory_equal(out, "again", 5);
+    gw_buf_free(&b);
+}
+
 static void test_json_string_roundtrip(void **state) {
     (void)state;
     uint8_t raw[64];
     for (int it = 0; it < 3000; it++) {
-        size_t n = rnd() % 40;
+        size_t n = tu_rand() % 40;
         utf8ish(raw, n);
         for (size_t i = 0; i < n; i++)
             if (raw[i] == 0) raw[i] = 1; /* cJSON strings stop at NUL; NUL is tested below */
@@ -385,7 +422,7 @@ static void test_metrics_text(void **state) {
     gw_metrics_init(&m);
     double obs[200], sum = 0;
     for (int i = 0; i < 200; i++) {
-        obs[i] = (rnd() % 100000) / 2500.0; /* 0 .. 40 s: every bucket and +Inf */
+        obs[i] = (tu_rand() % 100000) / 2500.0; /* 0 .. 40 s: every bucket and +Inf */
         if (i == 7) obs[i] = 0.5;           /* exactly on a bound: counts in le="0.5" */
         gw_metrics_latency(&m, obs[i]);
         sum += obs[i];
@@ -585,6 +622,7 @@ static void test_slots_queue_full_and_cancel(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8_against_iconv),
+        cmocka_unit_test(test_body_limit_and_drain),
         cmocka_unit_test(test_json_string_roundtrip),
         cmocka_unit_test(test_request_errors),
         cmocka_unit_test(test_request_accepted),

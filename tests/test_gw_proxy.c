@@ -35,6 +35,17 @@ static char *write_tmp(const char *text) {
     return path;
 }
 
+/* A new config (calloc'd) loaded from the INI text; the test fails on an error, printing it. */
+static gw_config *load_ok(const char *ini) {
+    gw_config *c = calloc(1, sizeof(gw_config));
+    gw_config_init(c);
+    char err[512];
+    int rc = gw_config_load(c, write_tmp(ini), err, sizeof(err));
+    if (rc) fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    return c;
+}
+
 /* ---- config ----------------------------------------------------------------------------------- */
 
 static void test_config_file(void **state) {
@@ -46,12 +57,8 @@ static void test_config_file(void **state) {
                       "[upstream b]\nurl = http://127.0.0.1:8082\nmax_concurrent = 4\n"
                       "[model shakespeare]\ntargets = a | b, b/small\n"
                       "[rule cards]\npattern = \\d{4}-\\d{4}\naction = redact\non = completions\n";
-    gw_config *c = calloc(1, sizeof(gw_config));
-    gw_config_init(c);
+    gw_config *c = load_ok(ini);
     char err[512];
-    int rc = gw_config_load(c, write_tmp(ini), err, sizeof(err));
-    if (rc) fprintf(stderr, "%s\n", err);
-    assert_int_equal(rc, 0);
     assert_int_equal(gw_config_validate(c, err, sizeof(err)), 0);
     assert_int_equal(c->port, 0);
     assert_int_equal(c->all_ejected, GW_EJECTED_REFUSE);
@@ -375,12 +382,8 @@ static void test_sse_framing(void **state) {
 /* ---- content rules -------------------------------------------------------------------------------- */
 
 static gw_rules *rules_from(const char *ini) {
-    gw_config *c = calloc(1, sizeof(gw_config));
-    gw_config_init(c);
+    gw_config *c = load_ok(ini);
     char err[512];
-    int rc = gw_config_load(c, write_tmp(ini), err, sizeof(err));
-    if (rc) fprintf(stderr, "%s\n", err);
-    assert_int_equal(rc, 0);
     gw_rules *r = gw_rules_new(c, err, sizeof(err));
     if (!r) fprintf(stderr, "%s\n", err);
     free(c);

@@ -28,14 +28,6 @@
 
 #include "tests/testutil.h"
 
-static uint64_t rs = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) { /* xorshift64* */
-    rs ^= rs >> 12;
-    rs ^= rs << 25;
-    rs ^= rs >> 27;
-    return (uint32_t)((rs * 2685821657736338717ull) >> 32);
-}
-
 static char *scrub(const char *s, pii_mode mode, unsigned types, pii_counts *c) {
     static const uint8_t key[] = "test-key-0123456789";
     size_t n = 0;
@@ -73,7 +65,7 @@ static void luhn_complete(char *out, const char *prefix, int n) {
     int p = (int)strlen(prefix);
     memcpy(out, prefix, (size_t)p);
     for (int i = p; i < n - 1; i++)
-        out[i] = (char)('0' + rnd() % 10);
+        out[i] = (char)('0' + tu_rand() % 10);
     out[n] = '\0';
     for (int c = 0; c < 10; c++) {
         out[n - 1] = (char)('0' + c);
@@ -397,18 +389,18 @@ static char *dense_text(size_t n, size_t *len) {
     size_t k = 0;
     static const char *seps[] = {" ", "\n", "号", "，", "\0", "\xff\xfe", "\x80", ". ", "x"};
     while (k < n) {
-        const char *s = SAMPLES[rnd() % (sizeof(SAMPLES) / sizeof(SAMPLES[0]))];
+        const char *s = SAMPLES[tu_rand() % (sizeof(SAMPLES) / sizeof(SAMPLES[0]))];
         size_t L = strlen(s);
         memcpy(t + k, s, L);
         k += L;
-        int r = (int)(rnd() % 9);
+        int r = (int)(tu_rand() % 9);
         size_t sl = r == 4 ? 1 : strlen(seps[r]);
         memcpy(t + k, seps[r], sl);
         k += sl;
-        if (rnd() % 50 == 0) { /* now and then a long plain stretch */
-            size_t m = rnd() % 3000;
+        if (tu_rand() % 50 == 0) { /* now and then a long plain stretch */
+            size_t m = tu_rand() % 3000;
             for (size_t i = 0; i < m; i++)
-                t[k + i] = (char)(i % 7 ? 'a' + (char)(rnd() % 26) : ' ');
+                t[k + i] = (char)(i % 7 ? 'a' + (char)(tu_rand() % 26) : ' ');
             k += m;
         }
     }
@@ -445,7 +437,7 @@ static void test_stream_equals_memory(void **st) {
                                                      sizeof(key) - 1, sink_write, &sk, sizes[q]);
             assert_non_null(s);
             for (size_t k = 0; k < text_n;) {
-                size_t piece = 1 + rnd() % (rnd() % 2 ? 7 : 20000);
+                size_t piece = 1 + tu_rand() % (tu_rand() % 2 ? 7 : 20000);
                 if (piece > text_n - k)
                     piece = text_n - k;
                 assert_int_equal(pii_scrubber_push(s, t + k, piece), 0);
@@ -473,10 +465,11 @@ static void test_stream_equals_memory(void **st) {
 static void test_random_bytes(void **st) {
     (void)st;
     for (int r = 0; r < 20; r++) {
-        size_t n = 1 + rnd() % 100000;
+        size_t n = 1 + tu_rand() % 100000;
         char *t = malloc(n);
         for (size_t i = 0; i < n; i++)
-            t[i] = rnd() % 4 ? (char)rnd() : "0123456789.:-@+( =abcdefABCDEF\n"[rnd() % 32];
+            t[i] = tu_rand() % 4 ? (char)tu_rand()
+                                 : "0123456789.:-@+( =abcdefABCDEF\n"[tu_rand() % 32];
         pii_span sp[64];
         size_t ns = pii_find(t, n, PII_ALL, sp, 64);
         size_t on;
@@ -532,10 +525,10 @@ static void test_prefilter_equals_exact(void **st) {
     free(t);
     static const char alpha[] = "0123456789.:-@+(_=%abcdefxyzABCDEFKSAB \n,/";
     for (int r = 0; r < 30; r++) {
-        n = 1000 + rnd() % 50000;
+        n = 1000 + tu_rand() % 50000;
         t = malloc(n);
         for (size_t i = 0; i < n; i++)
-            t[i] = rnd() % 8 ? alpha[rnd() % (sizeof(alpha) - 1)] : (char)rnd();
+            t[i] = tu_rand() % 8 ? alpha[tu_rand() % (sizeof(alpha) - 1)] : (char)tu_rand();
         same_spans(t, n);
         free(t);
     }
@@ -672,20 +665,6 @@ static void test_placeholders_kept_whole(void **st) {
 
 /* ---- the labelled corpus ------------------------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long L = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)L + 1);
-    assert_int_equal(fread(p, 1, (size_t)L, f), (size_t)L);
-    p[L] = '\0';
-    fclose(f);
-    *n = (size_t)L;
-    return p;
-}
-
 static void test_labelled_corpus(void **st) {
     (void)st;
     char dir[TU_DIR_MAX];
@@ -695,7 +674,7 @@ static void test_labelled_corpus(void **st) {
     assert_int_equal(system(cmd), 0);
     size_t n;
     snprintf(path, sizeof(path), "%s/corpus.txt", dir);
-    char *text = slurp(path, &n);
+    char *text = tu_slurp(path, &n);
     snprintf(path, sizeof(path), "%s/labels.tsv", dir);
     FILE *lf = fopen(path, "r");
     assert_non_null(lf);

@@ -64,6 +64,17 @@ static void assert_close(const char *what, const float *a, const float *b, size_
                  a[at], b[at], tol);
 }
 
+/* Every gradient of m equals the reference's "grad.<tensor name>" within 1e-4 (relative). */
+static void assert_grads_close(const gpt_model *m, const st_file *f) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        char gname[128];
+        snprintf(gname, sizeof(gname), "grad.%s", m->tensors[i].name);
+        float *g = read_f32(f, gname, NULL);
+        assert_close(gname, m->grads + m->tensors[i].offset, g, m->tensors[i].numel, 1e-4);
+        free(g);
+    }
+}
+
 static void load_model(gpt_model *m, const st_file *f, const char *prefix) {
     for (int i = 0; i < m->n_tensors; i++) {
         char name[128];
@@ -114,13 +125,7 @@ static void check_config(const char *name) {
     if (fabsf(loss - ref_loss[0]) > 1e-4f * fabsf(ref_loss[0]))
         fail_msg("%s: loss %.7f vs reference %.7f", name, loss, ref_loss[0]);
     gpt_backward(&m);
-    for (int i = 0; i < m.n_tensors; i++) {
-        char gname[128];
-        snprintf(gname, sizeof(gname), "grad.%s", m.tensors[i].name);
-        float *g = read_f32(&f, gname, NULL);
-        assert_close(gname, m.grads + m.tensors[i].offset, g, m.tensors[i].numel, 1e-4);
-        free(g);
-    }
+    assert_grads_close(&m, &f);
 
     /* 10 AdamW steps with global-norm clipping, constant lr */
     int steps = meta_int(&f, "steps");
@@ -199,13 +204,7 @@ static void test_grad_accumulation(void **state) {
     gpt_backward(&m);
     gpt_forward(&m, inp + 2 * T, tgt + 2 * T, 1, T, 1.0f / (B * T));
     gpt_backward(&m);
-    for (int i = 0; i < m.n_tensors; i++) {
-        char gname[128];
-        snprintf(gname, sizeof(gname), "grad.%s", m.tensors[i].name);
-        float *g = read_f32(&f, gname, NULL);
-        assert_close(gname, m.grads + m.tensors[i].offset, g, m.tensors[i].numel, 1e-4);
-        free(g);
-    }
+    assert_grads_close(&m, &f);
     free(inp);
     free(tgt);
     gpt_free(&m);

@@ -2,7 +2,7 @@
  * tests/test_replan.c — the supervisor's placement (sched/replan.h): rank -> host of a rankfile
  * written by sched/plan, and the re-plan after a cordon: same layout, the cordoned node never
  * used, the spare taking its ranks, the surviving node keeping its own; and the refusals (too
- * few nodes left, a rankfile host outside the job's hosts).
+ * few nodes left, a rankfile host outside the job's hosts, a slot beyond its host's count).
  *
  * The expected placements are worked out by hand from the planner's rules (TP pairs inside a
  * node, nodes in host order), not read back from the code under test.
@@ -75,6 +75,73 @@ static void test_read_and_blame(void **state) {
     replan_free(&rf);
 }
 
+/* A slot the host does not have (slot=2 on a 2-slot host) is refused by name; a host with more
+ * slots takes it; a negative slot is refused when read; Open MPI's socket:core form is not a
+ * slot number and is left to mpirun. */
+static void test_slot_beyond_host(void **state) {
+    (void)state;
+    char path[300], err[512];
+    tu_path(path, sizeof(path), "slots.rankfile");
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs("# minitrain plan: tp=2 pp=1 dp=1 ep=1 world=2\nrank 0=node0 slot=1\n"
+          "rank 1=node0 slot=2\n", fp);
+    fclose(fp);
+    replan_rankfile rf;
+    assert_int_equal(replan_read(path, &rf, err, sizeof(err)), 0);
+    assert_int_equal(rf.slot[1], 2);
+    sup_hosts h;
+    hosts3(&h);
+    assert_int_equal(replan_check_hosts(&rf, &h, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "rank 1 on host node0 slot 2, but node0 has 2 slots"));
+    h.slots[0] = 3;
+    assert_int_equal(replan_check_hosts(&rf, &h, err, sizeof(err)), 0);
+    replan_free(&rf);
+    fp = fopen(path, "w");
+    fputs("# minitrain plan: tp=2 pp=1 dp=1 ep=1 world=2\nrank 0=node0 slot=0:5\n"
+          "rank 1=node0 slot=1\n", fp);
+    fclose(fp);
+    assert_int_equal(replan_read(path, &rf, err, sizeof(err)), 0);
+    assert_int_equal(rf.slot[0], -1);
+    h.slots[0] = 2;
+    assert_int_equal(replan_check_hosts(&rf, &h, err, sizeof(err)), 0);
+    replan_free(&rf);
+    fp = fopen(path, "w");
+    fputs("# minitrain plan: tp=2 pp=1 dp=1 ep=1 world=2\nrank 0=node0 slot=0\n"
+          "rank 1=node0 slot=-1\n", fp);
+    fclose(fp);
+    assert_int_equal(replan_read(path, &rf, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "rank 1: a negative slot"));
+}
+
+/* The same check against a topology (train --rankfile with a `topology` file): node1 has 2
+ * slots, so slot=2 is refused by name, slot=1 fits, and a host the topology does not list is
+ * not checked. */
+static void test_slot_beyond_topology(void **state) {
+    (void)state;
+    char path[300], err[512];
+    tu_path(path, sizeof(path), "topo_slots.rankfile");
+    plan_topo t;
+    plan_topo_init(&t);
+    plan_topo_uniform(&t, 3, 2, 0); /* node0..node2, 2 GPUs each */
+    const char *cases[][2] = {{"node1 slot=2", "rank 1 on host node1 slot 2, but node1 has 2 slots"},
+                              {"node1 slot=1", NULL},
+                              {"other slot=7", NULL}};
+    for (int i = 0; i < 3; i++) {
+        FILE *fp = fopen(path, "w");
+        assert_non_null(fp);
+        fprintf(fp, "# minitrain plan: tp=2 pp=1 dp=1 ep=1 world=2\nrank 0=node1 slot=0\n"
+                "rank 1=%s\n", cases[i][0]);
+        fclose(fp);
+        replan_rankfile rf;
+        assert_int_equal(replan_read(path, &rf, err, sizeof(err)), 0);
+        assert_int_equal(replan_check_topology(&rf, &t, err, sizeof(err)), cases[i][1] ? -1 : 0);
+        if (cases[i][1]) assert_non_null(strstr(err, cases[i][1]));
+        replan_free(&rf);
+    }
+    plan_topo_free(&t);
+}
+
 static void test_replan_onto_spare(void **state) {
     (void)state;
     unsetenv("SLURM_JOB_ID"); /* the host list, not an allocation */
@@ -120,6 +187,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_and_blame),
         cmocka_unit_test(test_replan_onto_spare),
+        cmocka_unit_test(test_slot_beyond_host),
+        cmocka_unit_test(test_slot_beyond_topology),
     };
     return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

@@ -32,24 +32,6 @@
 #define TU_PREFIX "test_safetensors"
 #include "tests/testutil.h"
 
-static void path_in(char *buf, size_t len, const char *name) {
-    snprintf(buf, len, "%s/%s", tu_dir, name);
-}
-
-static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)n + 1);
-    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
-    fclose(fp);
-    buf[n] = 0;
-    *len = (size_t)n;
-    return buf;
-}
-
 /* Write a raw safetensors-like file: u64 LE header length, header text as given, then buf. */
 static void write_raw(const char *path, const char *header, const void *buf, size_t len) {
     FILE *fp = fopen(path, "wb");
@@ -96,13 +78,13 @@ static void test_roundtrip(void **state) {
     st_tensor t[8];
     int n = make_tensors(t);
     char path[512], err[1024];
-    path_in(path, sizeof path, "round.safetensors");
+    tu_path(path, sizeof path, "round.safetensors");
     const char *meta = "{\"format\":\"pt\",\"note\":\"quote \\\" and \\u00fcnicode\"}";
     assert_int_equal(st_write(path, t, n, meta, err, sizeof err), 0);
 
     /* independent byte-level check of the layout */
     size_t len;
-    unsigned char *b = slurp(path, &len);
+    unsigned char *b = tu_slurp(path, &len);
     uint64_t hn = 0;
     for (int i = 7; i >= 0; i--) hn = (hn << 8) | b[i];
     assert_int_equal(hn % 8, 0);
@@ -184,7 +166,7 @@ static void test_large_streaming(void **state) {
     }
     st_tensor t[2] = {{"small", ST_U8, 1, {3}, "abc"}, {"big", ST_F32, 2, {768, 1024}, x}};
     char path[512], err[1024];
-    path_in(path, sizeof path, "big.safetensors");
+    tu_path(path, sizeof path, "big.safetensors");
     assert_int_equal(st_write(path, t, 2, NULL, err, sizeof err), 0);
     st_file f;
     assert_int_equal(st_open(&f, path, err, sizeof err), 0);
@@ -207,7 +189,7 @@ static void test_python_reference(void **state) {
     st_tensor t[8];
     int n = make_tensors(t);
     char path[512], err[1024], cmd[1024];
-    path_in(path, sizeof path, "interop.safetensors");
+    tu_path(path, sizeof path, "interop.safetensors");
     assert_int_equal(st_write(path, t, n, "{\"format\":\"pt\"}", err, sizeof err), 0);
     /* sums from the source values (F16 values by their known meaning, BF16 from the floats) */
     double want[7] = {0, 0, 0, 1 + 2 - 2 + 0.5 + 0 + 3, 0, 3.25, 0};
@@ -288,13 +270,13 @@ static void test_corrupt_headers(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[512];
-        path_in(path, sizeof path, cases[i].file);
+        tu_path(path, sizeof path, cases[i].file);
         write_raw(path, cases[i].header, zeros, cases[i].buffer);
         expect_open_fails(path, cases[i].want[0], cases[i].want[1]);
     }
     /* a minimal valid file written the same way opens: the cases above fail for their reason */
     char path[512], err[512];
-    path_in(path, sizeof path, "rawgood");
+    tu_path(path, sizeof path, "rawgood");
     write_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", zeros, 8);
     st_file f;
     assert_int_equal(st_open(&f, path, err, sizeof err), 0);
@@ -306,29 +288,29 @@ static void test_corrupt_files(void **state) {
     st_tensor t[8];
     int n = make_tensors(t);
     char good[512], path[512], err[1024];
-    path_in(good, sizeof good, "good.safetensors");
+    tu_path(good, sizeof good, "good.safetensors");
     assert_int_equal(st_write(good, t, n, NULL, err, sizeof err), 0);
     size_t len;
-    unsigned char *b = slurp(good, &len);
+    unsigned char *b = tu_slurp(good, &len);
     FILE *fp;
 
-    path_in(path, sizeof path, "truncated.safetensors"); /* last 3 bytes lost */
+    tu_path(path, sizeof path, "truncated.safetensors"); /* last 3 bytes lost */
     fp = fopen(path, "wb");
     fwrite(b, 1, len - 3, fp);
     fclose(fp);
     expect_open_fails(path, "truncated", NULL);
 
-    path_in(path, sizeof path, "tiny.safetensors"); /* shorter than the length field */
+    tu_path(path, sizeof path, "tiny.safetensors"); /* shorter than the length field */
     fp = fopen(path, "wb");
     fwrite(b, 1, 5, fp);
     fclose(fp);
     expect_open_fails(path, "too short", NULL);
 
-    path_in(path, sizeof path, "empty.safetensors");
+    tu_path(path, sizeof path, "empty.safetensors");
     fclose(fopen(path, "wb"));
     expect_open_fails(path, "too short", NULL);
 
-    path_in(path, sizeof path, "hugelen.safetensors"); /* header length = whole file */
+    tu_path(path, sizeof path, "hugelen.safetensors"); /* header length = whole file */
     unsigned char *c = malloc(len);
     memcpy(c, b, len);
     for (int i = 0; i < 8; i++) c[i] = (unsigned char)((uint64_t)len >> (8 * i));
@@ -337,7 +319,7 @@ static void test_corrupt_files(void **state) {
     fclose(fp);
     expect_open_fails(path, "header length", NULL);
 
-    path_in(path, sizeof path, "flipjson.safetensors"); /* a structural byte of the JSON broken */
+    tu_path(path, sizeof path, "flipjson.safetensors"); /* a structural byte of the JSON broken */
     memcpy(c, b, len);
     c[8] = '[';
     fp = fopen(path, "wb");
@@ -355,7 +337,7 @@ static void test_read_errors(void **state) {
     st_tensor t[8];
     int n = make_tensors(t);
     char path[512], err[1024];
-    path_in(path, sizeof path, "readerr.safetensors");
+    tu_path(path, sizeof path, "readerr.safetensors");
     assert_int_equal(st_write(path, t, n, NULL, err, sizeof err), 0);
     st_file f;
     assert_int_equal(st_open(&f, path, err, sizeof err), 0);
@@ -380,7 +362,7 @@ static void test_read_errors(void **state) {
 static void expect_write_fails(const char *name, const st_tensor *t, int n, const char *meta,
                                const char *want) {
     char path[512], err[1024] = "";
-    path_in(path, sizeof path, name);
+    tu_path(path, sizeof path, name);
     assert_int_equal(st_write(path, t, n, meta, err, sizeof err), -1);
     if (strstr(err, path) == NULL || strstr(err, want) == NULL)
         fail_msg("st_write message '%s' lacks path or '%s'", err, want);
@@ -430,7 +412,7 @@ static int count_partial_files(void) {
 static void test_write_failure_keeps_old_file(void **state) {
     (void)state;
     char path[512], err[1024];
-    path_in(path, sizeof path, "keep.safetensors");
+    tu_path(path, sizeof path, "keep.safetensors");
     float small[2] = {7, 8};
     st_tensor old[1] = {{"v", ST_F32, 1, {2}, small}};
     assert_int_equal(st_write(path, old, 1, NULL, err, sizeof err), 0);
@@ -474,7 +456,7 @@ static void test_shard_metadata(void **state) {
     assert_int_equal(st_meta_set(&m, "format", "np", err, sizeof err), 0); /* replaces */
     char *meta = st_meta_json(&m);
     assert_non_null(meta);
-    path_in(path, sizeof path, "shard.safetensors");
+    tu_path(path, sizeof path, "shard.safetensors");
     assert_int_equal(st_write(path, t, 2, meta, err, sizeof err), 0);
     free(meta);
     st_meta_free(&m);
@@ -517,7 +499,7 @@ static void test_shard_metadata(void **state) {
     assert_int_equal(st_shard_format(buf, 10, &three), -1);
 
     /* a file written by someone else with a shard that does not fit: reported on lookup */
-    path_in(path, sizeof path, "badshard.safetensors");
+    tu_path(path, sizeof path, "badshard.safetensors");
     write_raw(path, "{\"__metadata__\":{\"shard:a\":\"global=[2];offset=[1]\"},"
                     "\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}", "xy", 2);
     assert_int_equal(st_open(&f, path, err, sizeof err), 0);

@@ -132,4 +132,40 @@ int checkpoint_copies(const checkpointer *ck, int rank, int64_t step, checkpoint
 /* Free the checkpointer (after checkpoint_finish). NULL is a no-op. */
 void checkpoint_free(checkpointer *ck);
 
+/* ---- a run's checkpoints read from outside the job (`minitrain ckpt`; checkpoint_catalog.c) -- */
+
+#define CHECKPOINT_MAX_ROOTS 8
+
+typedef struct {
+    int tier;                /* 0 memory, 1 RUN_DIR/ckpt, 2 durable */
+    char root[CKPT_PATH_MAX];
+} checkpoint_tier_root;
+
+/* The tier roots of a run directory, fastest tier first, and its run.db opened read-only. */
+typedef struct {
+    checkpoint_tier_root roots[CHECKPOINT_MAX_ROOTS];
+    int n_roots;             /* >= 1: roots[0] is tier 1 until a faster one sorts before it */
+    struct sqlite3 *db;      /* run.db, or NULL when the run has none */
+} checkpoint_catalog;
+
+/* Fill c with tier 1 (RUN_DIR/ckpt, always) and the other tiers' roots the run.db catalog names
+ * (a tier-0 root only when it belongs to this run directory, ckpt_tier0_owned; at most
+ * CHECKPOINT_MAX_ROOTS), sorted by tier. A missing or unreadable run.db (or one without a
+ * catalog) leaves tier 1 alone. Never fails; close with checkpoint_catalog_close. */
+void checkpoint_catalog_open(checkpoint_catalog *c, const char *run_dir);
+
+/* The catalog's state ("committed", "corrupt", ...) of the checkpoint directory path, copied into
+ * buf; NULL when there is no run.db or no row for path. */
+const char *checkpoint_catalog_state(const checkpoint_catalog *c, const char *path, char *buf,
+                                     size_t len);
+
+/* The newest step (or exactly step want >= 0) that passes ckpt_verify, looking in the fastest tier
+ * first; its directory goes to dir. A step that fails is skipped with a warning naming the step,
+ * the tier and the problem (mt_warn), and last_err keeps the last such problem ("" when none
+ * failed). Returns the step, or -1 when none verifies. */
+int64_t checkpoint_catalog_newest_verified(const checkpoint_catalog *c, int64_t want, char *dir,
+                                           size_t dirlen, char *last_err, size_t errlen);
+
+void checkpoint_catalog_close(checkpoint_catalog *c);
+
 #endif /* MT_CHECKPOINT_H */

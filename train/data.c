@@ -25,21 +25,13 @@
 
 #include "core/check.h"
 #include "core/fs.h"
+#include "core/rng.h" /* rng_mix64: the Feistel round function */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "train/data.c reads little-endian shards with native loads; port the token reads first"
 #endif
 
 #define FEISTEL_ROUNDS 6
-
-static inline uint64_t mix64(uint64_t x) { /* splitmix64 finalizer */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 static void put_i32(uint8_t *p, int32_t v) {
     uint32_t u = (uint32_t)v;
@@ -351,7 +343,7 @@ static uint64_t feistel(uint64_t x, int h, const uint64_t *rk) {
     uint64_t L = x >> h, R = x & mask;
     for (int r = 0; r < FEISTEL_ROUNDS; r++) {
         uint64_t nl = R;
-        R = L ^ (mix64(R ^ rk[r]) & mask);
+        R = L ^ (rng_mix64(R ^ rk[r]) & mask);
         L = nl;
     }
     return (L << h) | R;
@@ -361,10 +353,10 @@ uint64_t data_loader_window(const data_loader *dl, uint64_t seq_index) {
     uint64_t w = seq_index % dl->nwin, epoch = seq_index / dl->nwin;
     if (!dl->shuffle || dl->nwin == 1)
         return w;
-    uint64_t key = mix64(dl->seed ^ mix64(epoch + 0x9e3779b97f4a7c15ull));
+    uint64_t key = rng_mix64(dl->seed ^ rng_mix64(epoch + 0x9e3779b97f4a7c15ull));
     uint64_t rk[FEISTEL_ROUNDS];
     for (int r = 0; r < FEISTEL_ROUNDS; r++)
-        rk[r] = mix64(key + (uint64_t)(r + 1) * 0x632be59bd9b4e019ull);
+        rk[r] = rng_mix64(key + (uint64_t)(r + 1) * 0x632be59bd9b4e019ull);
     /* cycle-walk: the domain 4^h < 4*nwin, so ~4 passes at worst on average */
     do {
         w = feistel(w, dl->half_bits, rk);

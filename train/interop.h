@@ -48,6 +48,15 @@ int interop_llmc_write(const gpt_model *m, const char *path, int version, char *
  * config.json, layers beyond config.json's n_layer. */
 int interop_hf_read(gpt_model *m, const char *path, char *err, size_t errlen);
 
+/* Write m (dense, unsharded; read through its host mirror) as Hugging Face GPT-2 weights: path, a
+ * safetensors file (its directory is created), with the same tensor names, F32, Conv1D weights
+ * (c_attn, attn.c_proj, c_fc, mlp.c_proj) transposed to (in, out), metadata {"format": "pt",
+ * "minitrain.step": step}; and config.json beside it (GPT2Config keys: GPT2LMHeadModel,
+ * gelu_new, n_inner null, eps 1e-5, tied embeddings, minitrain_step). What interop_hf_read
+ * reads back exactly. Returns 0, or -1 with one line in err ("writing PATH: why", "writing
+ * config.json: why", or the directory that cannot be created). */
+int interop_hf_write(gpt_model *m, const char *path, int step, char *err, size_t errlen);
+
 /* Weights from any source, recognised by content: a minitrain run directory or model file
  * (train/model_io.h), an llm.c model file, a Hugging Face directory or safetensors file.
  * what (may be NULL) gets a short description of the source for logs. Returns 0 or -1. */

@@ -1,6 +1,7 @@
 /*
  * train/interop_hf.c — Hugging Face GPT-2 weights (GPT2LMHeadModel / GPT2Model saved as
- * safetensors, with its config.json) into a minitrain model.
+ * safetensors, with its config.json) into a minitrain model, and a minitrain model out in that
+ * layout (`minitrain ckpt export`).
  *
  * config.json gives the shape (n_layer, n_head, n_embd, n_positions or n_ctx, vocab_size) and is
  * checked against what minitrain computes: tanh-GELU (activation_function gelu_new or
@@ -274,4 +275,84 @@ int interop_hf_read(gpt_model *m, const char *path, char *err, size_t errlen) {
     }
     if (rc != 0) gpt_free(m);
     return rc;
+}
+
+int interop_hf_write(gpt_model *m, const char *path, int step, char *err, size_t errlen) {
+    /* the directory beside path: config.json goes there */
+    char tmp[CKPT_PATH_MAX], outdir[CKPT_PATH_MAX], msg[2048];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    snprintf(outdir, sizeof(outdir), "%s", dirname(tmp)); /* dirname may modify its argument */
+    if (fs_mkdir_p(outdir, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    /* HF layout: same names; Conv1D weights transposed (out, in) -> (in, out) */
+    float *hf = mallocCheck(m->num_params * sizeof(float));
+    st_tensor *t = callocCheck((size_t)m->n_tensors, sizeof(*t));
+    const float *hp = gpt_params_host(m); /* the host mirror of the parameters */
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gpt_tensor *g = &m->tensors[i];
+        const float *src = hp + g->offset;
+        float *dst = hf + g->offset;
+        t[i].name = g->name;
+        t[i].dtype = ST_F32;
+        t[i].ndim = g->ndim;
+        t[i].data = dst;
+        if (g->ndim == 2 && is_conv1d(g->name)) {
+            int64_t rows = g->shape[0], cols = g->shape[1]; // (out, in) -> (in, out)
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];
+            t[i].shape[0] = cols;
+            t[i].shape[1] = rows;
+        } else {
+            memcpy(dst, src, g->numel * sizeof(float));
+            for (int d = 0; d < g->ndim; d++) t[i].shape[d] = g->shape[d];
+        }
+    }
+    char meta[512], stepbuf[32];
+    snprintf(stepbuf, sizeof(stepbuf), "%d", step);
+    cJSON *mo = cJSON_CreateObject();
+    cJSON_AddStringToObject(mo, "format", "pt");
+    cJSON_AddStringToObject(mo, "minitrain.step", stepbuf);
+    int ok = cJSON_PrintPreallocated(mo, meta, sizeof(meta), 0);
+    cJSON_Delete(mo);
+    int rc = 0;
+    if (!ok || st_write(path, t, m->n_tensors, meta, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "writing %s: %s", path, ok ? msg : "metadata too long");
+        rc = -1;
+    }
+    free(t);
+    free(hf);
+    if (rc != 0) return -1;
+    /* config.json: Hugging Face GPT2Config keys */
+    cJSON *c = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(c, "model_type", "gpt2");
+    cJSON_AddNumberToObject(c, "vocab_size", m->cfg.vocab_size);
+    cJSON_AddNumberToObject(c, "n_positions", m->cfg.seq_len);
+    cJSON_AddNumberToObject(c, "n_ctx", m->cfg.seq_len);
+    cJSON_AddNumberToObject(c, "n_embd", m->cfg.d_model);
+    cJSON_AddNumberToObject(c, "n_layer", m->cfg.n_layer);
+    cJSON_AddNumberToObject(c, "n_head", m->cfg.n_head);
+    cJSON_AddNullToObject(c, "n_inner"); /* = 4 * n_embd */
+    cJSON_AddStringToObject(c, "activation_function", "gelu_new"); /* tanh approximation */
+    cJSON_AddNumberToObject(c, "layer_norm_epsilon", 1e-5);
+    cJSON_AddNumberToObject(c, "resid_pdrop", 0.0);
+    cJSON_AddNumberToObject(c, "embd_pdrop", 0.0);
+    cJSON_AddNumberToObject(c, "attn_pdrop", 0.0);
+    cJSON_AddNumberToObject(c, "initializer_range", 0.02);
+    cJSON_AddBoolToObject(c, "scale_attn_weights", 1);
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", 1);
+    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    cJSON_AddNumberToObject(c, "minitrain_step", step);
+    char *text = cJSON_Print(c);
+    cJSON_Delete(c);
+    rc = ckpt_write_json(outdir, "config.json", text, msg, sizeof(msg));
+    free(text);
+    if (rc != 0) {
+        snprintf(err, errlen, "writing config.json: %s", msg);
+        return -1;
+    }
+    return 0;
 }

@@ -232,40 +232,13 @@ static inline uint32_t span_rank(const tok_tokenizer *t, const uint8_t *p, size_
     return id == NO_ID ? TOK_NO_RANK : t->id_rank[id];
 }
 
-static inline void heap_push(uint64_t *heap, size_t *nh, uint64_t v) {
-    size_t c = (*nh)++;
-    heap[c] = v;
-    while (c > 0 && heap[(c - 1) / 2] > heap[c]) {
-        uint64_t x = heap[c];
-        heap[c] = heap[(c - 1) / 2];
-        heap[(c - 1) / 2] = x;
-        c = (c - 1) / 2;
-    }
-}
-
-static inline uint64_t heap_pop(uint64_t *heap, size_t *nh) {
-    uint64_t top = heap[0];
-    heap[0] = heap[--*nh];
-    for (size_t c = 0;;) {
-        size_t l = 2 * c + 1, s = c;
-        if (l < *nh && heap[l] < heap[s]) s = l;
-        if (l + 1 < *nh && heap[l + 1] < heap[s]) s = l + 1;
-        if (s == c) break;
-        uint64_t x = heap[c];
-        heap[c] = heap[s];
-        heap[s] = x;
-        c = s;
-    }
-    return top;
-}
-
 /* Push the pair starting at part s (if it has a right neighbour and is a token). */
 static inline void push_pair(const tok_tokenizer *t, const uint8_t *p, size_t L,
                              const uint32_t *next, uint32_t s, uint64_t *heap, size_t *nh) {
     uint32_t nx = next[s];
     if (nx >= L) return;
     uint32_t r = span_rank(t, p + s, next[nx] - s);
-    if (r != TOK_NO_RANK) heap_push(heap, nh, ((uint64_t)r << 32) | s);
+    if (r != TOK_NO_RANK) tok_heap_push(heap, nh, ((uint64_t)r << 32) | s);
 }
 
 /* Encode one piece p[0..L), L >= 1: tiktoken's rule (file comment). Returns the token count. */
@@ -293,7 +266,7 @@ static size_t encode_piece(const tok_tokenizer *t, const uint8_t *p, size_t L, u
     size_t nh = 0;
     for (uint32_t i = 0; i + 1 < L; i++) push_pair(t, p, L, next, i, heap, &nh);
     while (nh > 0) {
-        uint64_t top = heap_pop(heap, &nh);
+        uint64_t top = tok_heap_pop(heap, &nh);
         uint32_t r = (uint32_t)(top >> 32), s = (uint32_t)top;
         uint32_t nx = next[s];
         if (nx == 0 || nx >= L) continue;                   /* merged away, or now the last */

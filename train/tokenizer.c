@@ -1,12 +1,6 @@
 /*
- * train/tokenizer.c — byte-level tokenizer, byte-level BPE training/encoding, tokenizer.bin I/O.
- *
- * Training works on unique chunks: the text is cut by tok_next_chunk(), identical chunks are
- * counted once in a hash map (Shakespeare's 1.1 MB become ~30k unique chunks), and each merge
- * step only rewrites the chunks that contain the chosen pair, updating a pair -> count hash map
- * incrementally (subtract the chunk's pairs, merge, add them back, times the chunk's count).
- * Choosing the best pair scans that map; that is O(distinct pairs) per merge, cheap next to the
- * text size for vocabularies of a few thousand.
+ * train/tokenizer.c — byte-level tokenizer, byte-level BPE encoding, tokenizer.bin I/O.
+ * (Training BPE is train/tok_train.c.)
  *
  * Encoding keeps each chunk as a linked list of tokens plus a min-heap of (rank, position)
  * candidates with lazy invalidation, so a chunk of L bytes costs O(L log L) rather than the
@@ -23,86 +17,10 @@
 
 #include "core/check.h"
 #include "core/fs.h"
-#include "core/timer.h"
+#include "core/rng.h" /* rng_mix64 */
 
-#define EMPTY_KEY UINT64_MAX
 #define NO_RANK UINT32_MAX
 #define TOK_VERSION 1u
-
-/* ---------------------------------------------------------------------------------------------
- * hashing helpers */
-
-/* splitmix64 finalizer (Steele, Lea, Flood 2014): a cheap full-avalanche 64-bit mix. */
-static inline uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
-static inline uint64_t pair_key(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
-
-static size_t pow2_at_least(size_t n) {
-    size_t c = 16;
-    while (c < n)
-        c <<= 1;
-    return c;
-}
-
-/* pair -> count map used during training; entries are never deleted (count may reach 0). */
-typedef struct {
-    uint64_t *keys;
-    int64_t *vals;
-    size_t cap, used;
-} pair_map;
-
-static void pm_init(pair_map *m, size_t expected) {
-    m->cap = pow2_at_least(2 * expected);
-    m->used = 0;
-    m->keys = mallocCheck(m->cap * sizeof(uint64_t));
-    memset(m->keys, 0xff, m->cap * sizeof(uint64_t));
-    m->vals = callocCheck(m->cap, sizeof(int64_t));
-}
-
-static size_t pm_slot(const pair_map *m, uint64_t key) {
-    size_t i = mix64(key) & (m->cap - 1);
-    while (m->keys[i] != EMPTY_KEY && m->keys[i] != key)
-        i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-static void pm_add(pair_map *m, uint64_t key, int64_t delta) {
-    if ((m->used + 1) * 2 > m->cap) {
-        pair_map big;
-        pm_init(&big, m->cap);
-        for (size_t i = 0; i < m->cap; i++) {
-            if (m->keys[i] == EMPTY_KEY || m->vals[i] <= 0)
-                continue; /* drop dead pairs */
-            size_t j = pm_slot(&big, m->keys[i]);
-            big.keys[j] = m->keys[i];
-            big.vals[j] = m->vals[i];
-            big.used++;
-        }
-        free(m->keys);
-        free(m->vals);
-        *m = big;
-    }
-    size_t i = pm_slot(m, key);
-    if (m->keys[i] == EMPTY_KEY) {
-        m->keys[i] = key;
-        m->vals[i] = 0;
-        m->used++;
-    }
-    m->vals[i] += delta;
-}
-
-static void pm_free(pair_map *m) {
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof(*m));
-}
 
 /* ---------------------------------------------------------------------------------------------
  * chunking */
@@ -184,10 +102,8 @@ size_t tok_next_chunk(const uint8_t *p, size_t n) {
 /* ---------------------------------------------------------------------------------------------
  * token tables (bytes of each id) and the rank map, built from the merge list */
 
-/* Fill tok_off/tok_bytes and the rank map from t->merges. Validates that every merge refers to
- * earlier ids, that no pair repeats and that no token exceeds TOK_MAX_CHUNK bytes.
- * Returns 0, or -1 with a message (no file name) in err. */
-static int build_tables(tok_tokenizer *t, char *err, size_t errlen) {
+/* (train/tokenizer_impl.h) */
+int tok_build_tables(tok_tokenizer *t, char *err, size_t errlen) {
     int V = t->vocab_size;
     t->tok_off = mallocCheck((size_t)(V + 1) * sizeof(uint32_t));
     uint32_t *len = mallocCheck((size_t)V * sizeof(uint32_t));
@@ -228,14 +144,14 @@ static int build_tables(tok_tokenizer *t, char *err, size_t errlen) {
 
     if (t->n_merges == 0)
         return 0;
-    t->rank_cap = pow2_at_least(2 * (size_t)t->n_merges);
+    t->rank_cap = tok_pow2_at_least(2 * (size_t)t->n_merges);
     t->rank_key = mallocCheck(t->rank_cap * sizeof(uint64_t));
     memset(t->rank_key, 0xff, t->rank_cap * sizeof(uint64_t));
     t->rank_val = mallocCheck(t->rank_cap * sizeof(uint32_t));
     for (int r = 0; r < t->n_merges; r++) {
-        uint64_t key = pair_key(t->merges[2 * r], t->merges[2 * r + 1]);
-        size_t i = mix64(key) & (t->rank_cap - 1);
-        while (t->rank_key[i] != EMPTY_KEY && t->rank_key[i] != key)
+        uint64_t key = tok_pair_key(t->merges[2 * r], t->merges[2 * r + 1]);
+        size_t i = rng_mix64(key) & (t->rank_cap - 1);
+        while (t->rank_key[i] != TOK_EMPTY_KEY && t->rank_key[i] != key)
             i = (i + 1) & (t->rank_cap - 1);
         if (t->rank_key[i] == key) {
             snprintf(err, errlen, "merge %d repeats the pair of merge %u", r, t->rank_val[i]);
@@ -248,9 +164,9 @@ static int build_tables(tok_tokenizer *t, char *err, size_t errlen) {
 }
 
 static inline uint32_t rank_of(const tok_tokenizer *t, uint32_t a, uint32_t b) {
-    uint64_t key = pair_key(a, b);
-    size_t i = mix64(key) & (t->rank_cap - 1);
-    while (t->rank_key[i] != EMPTY_KEY) {
+    uint64_t key = tok_pair_key(a, b);
+    size_t i = rng_mix64(key) & (t->rank_cap - 1);
+    while (t->rank_key[i] != TOK_EMPTY_KEY) {
         if (t->rank_key[i] == key)
             return t->rank_val[i];
         i = (i + 1) & (t->rank_cap - 1);
@@ -266,242 +182,12 @@ int tok_init_byte(tok_tokenizer *t) {
     memset(t, 0, sizeof(*t));
     t->kind = TOK_KIND_BYTE;
     t->vocab_size = 256;
-    mtCheck(build_tables(t, err, sizeof(err)) == 0, "byte tokenizer tables cannot fail");
-    return 0;
-}
-
-/* unique chunk table for training: chunk bytes live in the caller's text (offset, len) */
-typedef struct {
-    uint64_t hash;
-    size_t off;
-    uint32_t len;
-    int64_t count; /* 0 = empty slot */
-} chunk_ent;
-
-static uint64_t fnv1a64(const uint8_t *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* Count unique chunks of text; returns the table (cap entries, *nunique used). */
-static chunk_ent *count_chunks(const uint8_t *text, size_t n, size_t *cap_out, size_t *nunique) {
-    size_t cap = 1 << 16, used = 0;
-    chunk_ent *tab = callocCheck(cap, sizeof(chunk_ent));
-    for (size_t pos = 0; pos < n;) {
-        size_t L = tok_next_chunk(text + pos, n - pos);
-        uint64_t h = fnv1a64(text + pos, L);
-        size_t i = h & (cap - 1);
-        while (tab[i].count != 0 && !(tab[i].hash == h && tab[i].len == L &&
-                                      memcmp(text + tab[i].off, text + pos, L) == 0))
-            i = (i + 1) & (cap - 1);
-        if (tab[i].count == 0) {
-            tab[i] = (chunk_ent){h, pos, (uint32_t)L, 0};
-            used++;
-        }
-        tab[i].count++;
-        pos += L;
-        if (used * 2 > cap) { /* grow */
-            size_t ncap = cap * 2;
-            chunk_ent *nt = callocCheck(ncap, sizeof(chunk_ent));
-            for (size_t k = 0; k < cap; k++) {
-                if (tab[k].count == 0)
-                    continue;
-                size_t j = tab[k].hash & (ncap - 1);
-                while (nt[j].count != 0)
-                    j = (j + 1) & (ncap - 1);
-                nt[j] = tab[k];
-            }
-            free(tab);
-            tab = nt;
-            cap = ncap;
-        }
-    }
-    *cap_out = cap;
-    *nunique = used;
-    return tab;
-}
-
-/* add (sign=+1) or remove (sign=-1) all adjacent pairs of a word, weighted by its count */
-static void word_pairs(pair_map *pm, const uint32_t *w, uint32_t L, int64_t weight) {
-    for (uint32_t i = 0; i + 1 < L; i++)
-        pm_add(pm, pair_key(w[i], w[i + 1]), weight);
-}
-
-int tok_train_bpe(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_size, int verbose) {
-    return tok_train_bpe_atomic(t, text, n, vocab_size, NULL, 0, verbose);
-}
-
-/* The merges that build each atomic string left to right, sharing common prefixes: pairs
- * (forced[2f], forced[2f+1]) become ids 256 + f. Returns the count, or -1 if a string is empty
- * or longer than 64 bytes, or there are more than 4096 merges. */
-static int forced_merges(const char *const *atomic, int n_atomic, uint32_t *forced) {
-    int nf = 0;
-    for (int a = 0; a < n_atomic; a++) {
-        size_t L = strlen(atomic[a]);
-        if (L == 0 || L > 64)
-            return -1;
-        uint32_t cur = (uint8_t)atomic[a][0];
-        for (size_t j = 1; j < L; j++) {
-            uint32_t nxt = (uint8_t)atomic[a][j];
-            int f = 0;
-            while (f < nf && !(forced[2 * f] == cur && forced[2 * f + 1] == nxt))
-                f++;
-            if (f == nf) {
-                if (nf == 4096)
-                    return -1;
-                forced[2 * nf] = cur;
-                forced[2 * nf + 1] = nxt;
-                nf++;
-            }
-            cur = 256u + (uint32_t)f;
-        }
-    }
-    return nf;
-}
-
-int tok_train_bpe_atomic(tok_tokenizer *t, const uint8_t *text, size_t n, int vocab_size,
-                         const char *const *atomic, int n_atomic, int verbose) {
-    memset(t, 0, sizeof(*t));
-    if (vocab_size < 257 || vocab_size > TOK_MAX_VOCAB)
-        return -1;
-    uint32_t *forced = mallocCheck(2 * 4096 * sizeof(uint32_t));
-    int nforced = forced_merges(atomic, n_atomic, forced);
-    if (nforced < 0 || 256 + nforced > vocab_size) {
-        free(forced);
-        return -1;
-    }
-    double t0 = timer_now();
-
-    size_t cap, nw;
-    chunk_ent *tab = count_chunks(text, n, &cap, &nw);
-    /* words: symbol sequences of the unique chunks, in one pool */
-    size_t *wstart = mallocCheck(nw * sizeof(size_t));
-    uint32_t *wlen = mallocCheck(nw * sizeof(uint32_t));
-    int64_t *wcount = mallocCheck(nw * sizeof(int64_t));
-    size_t total = 0, k = 0;
-    for (size_t i = 0; i < cap; i++) {
-        if (tab[i].count == 0)
-            continue;
-        wstart[k] = total;
-        wlen[k] = tab[i].len;
-        wcount[k] = tab[i].count;
-        total += tab[i].len;
-        k++;
-    }
-    uint32_t *pool = mallocCheck(total * sizeof(uint32_t));
-    k = 0;
-    for (size_t i = 0; i < cap; i++) {
-        if (tab[i].count == 0)
-            continue;
-        for (uint32_t j = 0; j < tab[i].len; j++)
-            pool[wstart[k] + j] = text[tab[i].off + j];
-        k++;
-    }
-    free(tab);
-
-    pair_map pm;
-    pm_init(&pm, total);
-    size_t *active = mallocCheck(nw * sizeof(size_t)); /* words with >= 2 symbols */
-    size_t nactive = 0;
-    for (size_t w = 0; w < nw; w++) {
-        if (wlen[w] < 2)
-            continue;
-        active[nactive++] = w;
-        word_pairs(&pm, pool + wstart[w], wlen[w], wcount[w]);
-    }
-    if (verbose)
-        fprintf(stderr, "tokenizer: %zu bytes, %zu unique chunks; learning %d merges%s\n", n, nw,
-                vocab_size - 256, nforced ? " (the first ones build the atomic strings)" : "");
-
-    int want = vocab_size - 256;
-    t->merges = mallocCheck((size_t)want * 2 * sizeof(uint32_t));
-    int every = want / 10 > 0 ? want / 10 : 1;
-    int m;
-    for (m = 0; m < want; m++) {
-        uint64_t best = EMPTY_KEY;
-        int64_t best_count = 0;
-        if (m < nforced) /* an atomic string's merges come first, whatever their counts */
-            best = pair_key(forced[2 * m], forced[2 * m + 1]), best_count = INT64_MAX;
-        for (size_t i = 0; i < pm.cap && m >= nforced; i++) {
-            if (pm.keys[i] == EMPTY_KEY)
-                continue;
-            int64_t c = pm.vals[i];
-            if (c > best_count || (c == best_count && c > 0 && pm.keys[i] < best)) {
-                best = pm.keys[i];
-                best_count = c;
-            }
-        }
-        if (best_count < 2)
-            break;
-        uint32_t a = (uint32_t)(best >> 32), b = (uint32_t)best, id = 256u + (uint32_t)m;
-        t->merges[2 * m] = a;
-        t->merges[2 * m + 1] = b;
-        for (size_t q = 0; q < nactive;) {
-            size_t w = active[q];
-            uint32_t *s = pool + wstart[w], L = wlen[w], i;
-            for (i = 0; i + 1 < L && !(s[i] == a && s[i + 1] == b); i++) {
-            }
-            if (i + 1 >= L) {
-                q++;
-                continue;
-            }
-            word_pairs(&pm, s, L, -wcount[w]);
-            uint32_t j = 0;
-            for (i = 0; i < L;) {
-                if (i + 1 < L && s[i] == a && s[i + 1] == b) {
-                    s[j++] = id;
-                    i += 2;
-                } else {
-                    s[j++] = s[i++];
-                }
-            }
-            wlen[w] = j;
-            word_pairs(&pm, s, j, wcount[w]);
-            if (j < 2)
-                active[q] = active[--nactive]; /* fully merged: never scanned again */
-            else
-                q++;
-        }
-        if (verbose && ((m + 1) % every == 0 || m + 1 == want))
-            fprintf(stderr, "tokenizer: merge %d/%d (vocab %d): (%u, %u) x %lld, %.1f s\n", m + 1,
-                    want, 257 + m, a, b, m < nforced ? -1ll : (long long)best_count,
-                    timer_now() - t0);
-    }
-    if (m < want)
-        mt_warn("tokenizer: no pair occurs twice after %d merges; vocab is %d, not %d", m, 256 + m,
-                vocab_size);
-    free(forced);
-    free(active);
-    pm_free(&pm);
-    free(pool);
-    free(wstart);
-    free(wlen);
-    free(wcount);
-
-    t->kind = TOK_KIND_BPE;
-    t->n_merges = m;
-    t->vocab_size = 256 + m;
-    char err[128];
-    mtCheck(build_tables(t, err, sizeof(err)) == 0, "trained merges are valid by construction");
+    mtCheck(tok_build_tables(t, err, sizeof(err)) == 0, "byte tokenizer tables cannot fail");
     return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
  * encode / decode */
-
-/* min-heap push of a (rank << 16 | pos) key */
-static inline void heap_push(uint64_t *heap, size_t *nh, uint64_t v) {
-    size_t c = (*nh)++;
-    heap[c] = v;
-    while (c > 0 && heap[(c - 1) / 2] > heap[c]) {
-        uint64_t x = heap[c];
-        heap[c] = heap[(c - 1) / 2];
-        heap[(c - 1) / 2] = x;
-        c = (c - 1) / 2;
-    }
-}
 
 /* Encode one chunk p[0..L), 1 <= L <= TOK_MAX_CHUNK, into out; returns the token count. */
 static size_t encode_chunk(const tok_tokenizer *t, const uint8_t *p, size_t L, uint32_t *out) {
@@ -523,24 +209,10 @@ static size_t encode_chunk(const tok_tokenizer *t, const uint8_t *p, size_t L, u
     for (int i = 0; i + 1 < n; i++) {
         uint32_t r = rank_of(t, tok[i], tok[i + 1]);
         if (r != NO_RANK)
-            heap_push(heap, &nh, ((uint64_t)r << 16) | (uint64_t)i);
+            tok_heap_push(heap, &nh, ((uint64_t)r << 16) | (uint64_t)i);
     }
     while (nh > 0) {
-        uint64_t top = heap[0];
-        heap[0] = heap[--nh];
-        for (size_t c = 0;;) { /* sift down */
-            size_t l = 2 * c + 1, s = c;
-            if (l < nh && heap[l] < heap[s])
-                s = l;
-            if (l + 1 < nh && heap[l + 1] < heap[s])
-                s = l + 1;
-            if (s == c)
-                break;
-            uint64_t x = heap[c];
-            heap[c] = heap[s];
-            heap[s] = x;
-            c = s;
-        }
+        uint64_t top = tok_heap_pop(heap, &nh);
         uint32_t r = (uint32_t)(top >> 16);
         int pos = (int)(top & 0xffff);
         if (tok[pos] == NO_RANK)
@@ -556,12 +228,12 @@ static size_t encode_chunk(const tok_tokenizer *t, const uint8_t *p, size_t L, u
         if (prev[pos] >= 0) {
             uint32_t r2 = rank_of(t, tok[prev[pos]], tok[pos]);
             if (r2 != NO_RANK)
-                heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)prev[pos]);
+                tok_heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)prev[pos]);
         }
         if (next[pos] < n) {
             uint32_t r2 = rank_of(t, tok[pos], tok[next[pos]]);
             if (r2 != NO_RANK)
-                heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)pos);
+                tok_heap_push(heap, &nh, ((uint64_t)r2 << 16) | (uint64_t)pos);
         }
     }
     size_t cnt = 0;
@@ -773,7 +445,7 @@ int tok_load(tok_tokenizer *t, const char *path, char *err, size_t errlen) {
         t->merges = mallocCheck((size_t)nm * 2 * sizeof(uint32_t) + 1);
         for (size_t i = 0; i < 2 * (size_t)nm; i++)
             t->merges[i] = tok_get_u32(buf + TOK_HEADER_BYTES + 4 * i);
-        if (build_tables(t, detail, sizeof(detail)) == 0)
+        if (tok_build_tables(t, detail, sizeof(detail)) == 0)
             rc = 0;
     }
     if (rc != 0) {

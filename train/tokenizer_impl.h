@@ -1,8 +1,9 @@
 /*
- * train/tokenizer_impl.h — what the tokenizer's three files share; not a public header (other
+ * train/tokenizer_impl.h — what the tokenizer's four files share; not a public header (other
  * modules use train/tokenizer.h).
  *
  *   train/tokenizer.c    minitrain's byte/bpe tokenizers, tokenizer.bin, the tok_ entry points
+ *   train/tok_train.c    training byte-level BPE (tok_train_bpe, tok_train_bpe_atomic)
  *   train/tok_ranked.c   ranked (GPT-2 / tiktoken) BPE: tables, the pcre2 pre-tokenizer, encoding,
  *                        and version 2 of tokenizer.bin
  *   train/tok_formats.c  readers of other ecosystems' files (tiktoken, Hugging Face, llm.c) and
@@ -80,6 +81,53 @@ static inline uint32_t tok_fnv1a32(const uint8_t *p, size_t n) {
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
     return h;
+}
+
+/* hashing helpers shared by the merge tables (tokenizer.c) and BPE training (tok_train.c); the
+ * hash itself is rng_mix64 (core/rng.h) */
+#define TOK_EMPTY_KEY UINT64_MAX /* an empty slot of the open-addressing tables */
+
+static inline uint64_t tok_pair_key(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
+
+static inline size_t tok_pow2_at_least(size_t n) {
+    size_t c = 16;
+    while (c < n)
+        c <<= 1;
+    return c;
+}
+
+/* Fill tok_off/tok_bytes and the rank map from t->merges (tokenizer.c). Validates that every
+ * merge refers to earlier ids, that no pair repeats and that no token exceeds TOK_MAX_CHUNK
+ * bytes. Returns 0, or -1 with a message (no file name) in err. */
+int tok_build_tables(tok_tokenizer *t, char *err, size_t errlen);
+
+/* The binary min-heap of both BPE encoders (tokenizer.c, tok_ranked.c): the keys are
+ * (rank << shift | position), so the lowest rank pops first and, among equal ranks, the leftmost
+ * pair — the merge order BPE defines. heap holds *nh keys; the caller sizes it. */
+static inline void tok_heap_push(uint64_t *heap, size_t *nh, uint64_t v) {
+    size_t c = (*nh)++;
+    heap[c] = v;
+    while (c > 0 && heap[(c - 1) / 2] > heap[c]) {
+        uint64_t x = heap[c];
+        heap[c] = heap[(c - 1) / 2];
+        heap[(c - 1) / 2] = x;
+        c = (c - 1) / 2;
+    }
+}
+static inline uint64_t tok_heap_pop(uint64_t *heap, size_t *nh) {
+    uint64_t top = heap[0];
+    heap[0] = heap[--*nh];
+    for (size_t c = 0;;) { /* sift down */
+        size_t l = 2 * c + 1, s = c;
+        if (l < *nh && heap[l] < heap[s]) s = l;
+        if (l + 1 < *nh && heap[l + 1] < heap[s]) s = l + 1;
+        if (s == c) break;
+        uint64_t x = heap[c];
+        heap[c] = heap[s];
+        heap[s] = x;
+        c = s;
+    }
+    return top;
 }
 
 #endif /* MT_TOKENIZER_IMPL_H */

@@ -4,9 +4,9 @@
 #
 # Why: the device image (device README, KINDS.md: CUDA 13.0, nvcc, PyTorch; no registries) does
 # not have the project's Debian libraries (OpenBLAS, SQLite, inih, cJSON, libmicrohttpd, ...), so
-# minitrain cannot be built there. It is built here (make GPU=1; parallel/comm_nccl.c needs MPI's
-# headers, and a process not started by mpirun never calls MPI_Init, so libmpi only has to load:
-# no Open MPI plugin tree is needed), and every library ldd names is packed except the C library
+# minitrain cannot be built there. It is built here (make GPU=1, with MPI: a process not started
+# by mpirun never calls MPI_Init, so libmpi only has to load and no Open MPI plugin tree is
+# needed; `make GPU=1 MPICC=` would build without it), and every library ldd names is packed except the C library
 # family (the image's glibc is newer), the CUDA driver and runtime, cuBLAS and NCCL (the image has
 # its own; NCCL alone is 200 MB). The carry limit is 64 MiB; the script refuses to write more.
 set -euo pipefail

@@ -1,0 +1,396 @@
+/*
+ * train/trainer_setup.c — building a trainer and tearing it down (see train/trainer.h).
+ *
+ * Everything trainer_init does before the first step lives here: the layout checks (batch and
+ * microbatch arithmetic against dp, tp against heads), the ops device and its NCCL groups, the
+ * --init-from weights that fix the model's shape, the tokenizer and the data splits, this rank's
+ * model shard with its activation slots, the data-parallel reducer and AdamW state, run.db, and
+ * the FLOP/s peaks MFU is measured against. train/trainer.c holds what runs once it is built (the
+ * step, eval, hooks, gathering the model). Split so because setup is read once, top to bottom,
+ * when a run refuses to start, and the step is read when it trains wrong; neither needs the other.
+ */
+#include "train/trainer.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/fs.h"
+#include "core/log.h"
+#include "parallel/comm.h"
+#include "parallel/pp.h"
+#include "train/flops.h"
+#include "train/interop.h"
+#include "train/ops.h"
+
+/* The sgemm peak MFU is measured against (per rank, averaged over the ranks, which probe at
+ * once: the peak each gets while sharing), 0.5 s of every start. A relaunch by the supervisor
+ * ($MINITRAIN_ATTEMPT > 1) on the same layout reuses the measurement of the attempt before
+ * (RUN_DIR/.sgemm_peak): a restart is time the job is not training. Collective. */
+static double measured_peak(trainer *tr, int threads, int local_ranks) {
+    const mesh *ms = tr->mesh;
+    char path[1100], want[128], err[256];
+    snprintf(path, sizeof(path), "%s/.sgemm_peak", tr->cfg.run_dir);
+    snprintf(want, sizeof(want), "world=%d threads=%d local=%d peak=", ms->world_size, threads,
+             local_ranks);
+    const char *attempt = getenv("MINITRAIN_ATTEMPT");
+    double pk = 0;
+    if (ms->rank == 0 && attempt && atoi(attempt) > 1) {
+        char *text = NULL;
+        if (fs_read_file(path, 4096, &text, NULL, err, sizeof(err)) == 0 &&
+            strncmp(text, want, strlen(want)) == 0)
+            pk = atof(text + strlen(want));
+        free(text);
+    }
+    comm_all_reduce_f64(ms->world, &pk, 1, COMM_MAX);
+    if (pk > 0) {
+        if (ms->rank == 0) log_info("sgemm peak: %.1f GFLOP/s, measured by the previous attempt", pk / 1e9);
+        return pk;
+    }
+    comm_barrier(ms->world);
+    pk = flops_sgemm_probe(threads, 0.5);
+    comm_all_reduce_f64(ms->world, &pk, 1, COMM_AVG);
+    if (ms->rank == 0) {
+        char line[200];
+        int n = snprintf(line, sizeof(line), "%s%.6e\n", want, pk);
+        if (fs_write_atomic(path, line, (size_t)n, err, sizeof(err)) != 0) mt_warn("%s", err);
+    }
+    return pk;
+}
+
+/* Build the model (this rank's shard; weights from init when given, else GPT-2's random
+ * initialisation), its activations (when activations != 0), the data-parallel reducer and AdamW
+ * with fresh state. 0 or -1 with err. */
+static int init_model(trainer *tr, const gpt_model *init, int activations, char *err,
+                      size_t errlen) {
+    mt_config *c = &tr->cfg;
+    mesh *ms = tr->mesh;
+    char msg[512];
+    if (pp_split_layers(c->n_layer, ms->pp, c->pp_layers, tr->stage_begin, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    tr->schedule = strcmp(c->pp_schedule, "gpipe") == 0 ? PP_GPIPE : PP_1F1B;
+    gpt_config gc = {.n_layer = c->n_layer, .n_head = c->n_head, .d_model = c->d_model,
+                     .seq_len = c->seq_len, .vocab_size = c->vocab_size, .tp = c->tp,
+                     .tp_rank = ms->tp_rank, .pp = ms->pp, .pp_rank = ms->pp_rank,
+                     .layer_begin = tr->stage_begin[ms->pp_rank],
+                     .layer_end = tr->stage_begin[ms->pp_rank + 1],
+                     .moe_every = c->moe_every, .n_experts = c->n_experts, .top_k = c->top_k,
+                     .capacity_factor = c->capacity_factor, .aux_coef = c->aux_loss_coef,
+                     .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank};
+    if (ms->ep > 1 && c->moe_every == 0) {
+        snprintf(err, errlen, "ep %d needs a mixture-of-experts model (set moe_every)", ms->ep);
+        return -1;
+    }
+    if (ms->ep > 1 && c->zero) {
+        snprintf(err, errlen, "zero=1 together with ep>1 is not supported (expert and dense "
+                 "gradients reduce over different groups); use zero=0");
+        return -1;
+    }
+    if (gpt_build(&tr->model, &gc, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    tr->model.tp_comm = ms->tp_group;
+    tr->model.ep_comm = ms->ep_group;
+    if (init) gpt_take_from_full(&tr->model, init); /* --init-from / ckpt import: every tensor */
+    else gpt_init_weights(&tr->model, (uint64_t)c->seed);
+    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
+    if (activations)
+        gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len,
+                        ms->pp > 1 ? pp_slots_needed(tr->schedule, ms->pp, ms->pp_rank,
+                                                     tr->grad_accum) : 1);
+    /* data parallel: bucketed all-reduce, or ZeRO-1 shards of a padded buffer */
+    size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
+    dp_init(&tr->dp, ms->dp_group, tr->model.num_params, bucket, c->zero);
+    if (c->zero) gpt_reserve(&tr->model, tr->dp.padded);
+    optim_init(&tr->opt, c->zero ? tr->dp.shard : tr->model.num_params, c->beta1, c->beta2,
+               c->eps, c->weight_decay);
+    tr->opt.offset = c->zero ? tr->dp.shard_start : 0;
+    rng_seed(&tr->sample_rng, (uint64_t)c->seed ^ 0x5A4D504CULL);
+    return 0;
+}
+
+/* Create the run directory and run.db with this run's row (rank 0 first, then the others open
+ * it for events). 0 or -1 with err. */
+static int init_run(trainer *tr, char *err, size_t errlen) {
+    mt_config *c = &tr->cfg;
+    mesh *ms = tr->mesh;
+    char msg[512];
+    if (fs_mkdir_p(c->run_dir, NULL, 0) != 0) {
+        snprintf(err, errlen, "cannot create run directory '%s': %s", c->run_dir, strerror(errno));
+        return -1;
+    }
+    if (config_to_json(c, tr->config_json, sizeof(tr->config_json)) >= sizeof(tr->config_json)) {
+        /* a truncated text would be invalid JSON in runs.config and the start event */
+        snprintf(err, errlen, "the run's config does not fit in %zu bytes of JSON (very long or "
+                 "heavily escaped paths?)", sizeof(tr->config_json));
+        return -1;
+    }
+    if (ms->rank == 0) {
+        tr->db = rundb_open(c->run_dir, msg, sizeof(msg));
+        if (!tr->db) {
+            snprintf(err, errlen, "%s", msg);
+            return -1;
+        }
+        tr->run_id = rundb_run_begin(tr->db, c->name, tr->config_json, rundb_git_commit(),
+                                     ms->world_size);
+    }
+    comm_broadcast_bytes(ms->world, &tr->run_id, sizeof(tr->run_id), 0);
+    if (ms->rank != 0) {
+        tr->db = rundb_open(c->run_dir, msg, sizeof(msg));
+        if (!tr->db) {
+            snprintf(err, errlen, "%s", msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* --init-from: load the whole source model into *init (every rank reads it) and take the model
+ * shape from it; a shorter seq_len keeps the first seq_len position embeddings. */
+static int load_init(trainer *tr, gpt_model *init, char *err, size_t errlen) {
+    mt_config *c = &tr->cfg;
+    gpt_model full;
+    char what[256], msg[1024];
+    if (interop_load_weights(&full, c->init_from, what, sizeof(what), msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "init_from: %s", msg);
+        return -1;
+    }
+    const gpt_config *f = &full.cfg;
+    if (c->seq_len > f->seq_len) {
+        snprintf(err, errlen, "init_from: seq_len %d exceeds the context of '%s' (%d positions); "
+                 "use --seq-len %d or less", c->seq_len, c->init_from, f->seq_len, f->seq_len);
+        gpt_free(&full);
+        return -1;
+    }
+    c->n_layer = f->n_layer;
+    c->n_head = f->n_head;
+    c->d_model = f->d_model;
+    c->vocab_size = f->vocab_size;
+    c->moe_every = f->moe_every;
+    if (f->moe_every > 0) {
+        c->n_experts = f->n_experts;
+        c->top_k = f->top_k;
+    }
+    int source_ctx = f->seq_len;
+    if (c->seq_len < source_ctx) {
+        interop_cut_context(init, &full, c->seq_len);
+        gpt_free(&full);
+    } else {
+        *init = full;
+    }
+    if (tr->mesh->rank == 0)
+        log_info("init_from %s: %s | model shape from it: %d layers, %d heads, d_model %d, vocab "
+                 "%d; context %d of its %d positions; fresh optimizer state", c->init_from, what,
+                 c->n_layer, c->n_head, c->d_model, c->vocab_size, c->seq_len, source_ctx);
+    return 0;
+}
+
+/* The run's tokenizer: cfg.tokenizer, else tokenizer.bin in the data directory (or beside a data
+ * pattern's files), else the init_from run's tokenizer.bin. None (vocab 0) is fine when
+ * vocab_size is known (given, or from init_from): llm.c's shards carry no tokenizer; samples then
+ * print token ids. 0, or -1 with err. */
+static int resolve_tokenizer(trainer *tr, char *err, size_t errlen) {
+    mt_config *c = &tr->cfg;
+    char path[1100], msg[1024];
+    if (c->tokenizer[0]) return tok_load(&tr->tok, c->tokenizer, err, errlen);
+    struct stat st;
+    const char *tried[2];
+    int nt = 0;
+    if (stat(c->data, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(path, sizeof(path), "%s/tokenizer.bin", c->data);
+    } else {
+        char tmp[600];
+        snprintf(tmp, sizeof(tmp), "%s", c->data);
+        snprintf(path, sizeof(path), "%s/tokenizer.bin", dirname(tmp));
+    }
+    tried[nt++] = "the data directory";
+    if (stat(path, &st) != 0 && c->init_from[0] && stat(c->init_from, &st) == 0 &&
+        S_ISDIR(st.st_mode)) {
+        snprintf(path, sizeof(path), "%s/tokenizer.bin", c->init_from);
+        tried[nt++] = "the init_from run";
+    }
+    if (stat(path, &st) == 0) {
+        if (tok_load(&tr->tok, path, msg, sizeof(msg)) != 0) {
+            snprintf(err, errlen, "%.700s (is '%.300s' a directory written by `minitrain "
+                     "prepare`?)", msg, c->data);
+            return -1;
+        }
+        return 0;
+    }
+    if (c->vocab_size > 0) {
+        if (tr->mesh->rank == 0)
+            log_info("no tokenizer (none given, none in %s%s%s): training on token ids with "
+                     "vocab_size %d; samples print ids (give --tokenizer FILE to decode them)",
+                     tried[0], nt > 1 ? " or " : "", nt > 1 ? tried[1] : "", c->vocab_size);
+        return 0;
+    }
+    snprintf(err, errlen, "no tokenizer for data '%.300s' (no tokenizer.bin in %s%s%s): give "
+             "--tokenizer FILE (minitrain, tiktoken, Hugging Face or llm.c) or --vocab-size N",
+             c->data, tried[0], nt > 1 ? " or " : "", nt > 1 ? tried[1] : "");
+    return -1;
+}
+
+/* The ops backend for this process (config key device, env MINITRAIN_DEVICE) and, on cuda, a
+ * NCCL communicator for every group of the mesh (one rank per GPU: local_rank % devices). */
+static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen) {
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (ops_select(c->device, lr ? atoi(lr) : 0, err, errlen) != 0) return -1;
+    if (strcmp(ops_device(), "cuda") != 0) return 0;
+    comm *groups[] = {ms->world, ms->tp_group, ms->dp_group, ms->pp_group, ms->ep_group,
+                      ms->edp_group, ms->embed_group};
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+        if (groups[i] && comm_enable_nccl(groups[i], err, errlen) != 0) return -1;
+    return 0;
+}
+
+/* trainer_init's body; *init receives the --init-from weights (freed by the caller). */
+static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init, char *err,
+                    size_t errlen) {
+    memset(tr, 0, sizeof(*tr));
+    tr->cfg = *cfg;
+    tr->mesh = ms;
+    mt_config *c = &tr->cfg;
+    /* threads: all cores, shared by the ranks on this node */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int local_ranks = local && atoi(local) > 0 ? atoi(local) : 1;
+    int threads = c->threads > 0 ? c->threads : omp_get_num_procs() / local_ranks;
+    if (threads < 1) threads = 1;
+    ops_set_threads(threads);
+    if (select_device(c, ms, err, errlen) != 0) return -1;
+    if (c->microbatches > 0) { /* --microbatches M fixes the microbatch size instead */
+        if (c->global_batch % (c->microbatches * ms->dp) != 0) {
+            snprintf(err, errlen, "global_batch (%d) must be a multiple of microbatches x dp = "
+                     "%d x %d", c->global_batch, c->microbatches, ms->dp);
+            return -1;
+        }
+        c->batch_size = c->global_batch / (c->microbatches * ms->dp);
+    }
+    if (c->global_batch % (c->batch_size * ms->dp) != 0) {
+        snprintf(err, errlen, "global_batch (%d) must be a multiple of batch_size x dp = %d x %d "
+                 "(each data-parallel rank runs whole microbatches)", c->global_batch,
+                 c->batch_size, ms->dp);
+        return -1;
+    }
+    if (c->d_model % c->tp != 0 || c->n_head % c->tp != 0) {
+        snprintf(err, errlen, "tp (%d) must divide n_head (%d) and d_model (%d): tensor "
+                 "parallelism splits attention by heads", c->tp, c->n_head, c->d_model);
+        return -1;
+    }
+
+    /* initial weights (--init-from): they fix the model's shape */
+    char msg[512];
+    if (c->init_from[0] && load_init(tr, init, err, errlen) != 0) return -1;
+
+    /* tokenizer and data */
+    if (resolve_tokenizer(tr, err, errlen) != 0) return -1;
+    int tok_vocab = tok_vocab_size(&tr->tok);
+    if (c->vocab_size == 0) c->vocab_size = tok_vocab;
+    if (c->vocab_size < tok_vocab) {
+        snprintf(err, errlen, "vocab_size %d is smaller than the tokenizer's %d", c->vocab_size,
+                 tok_vocab);
+        return -1;
+    }
+    if (data_loader_open(&tr->train_dl, c->data, "train", c->seq_len, (uint64_t)c->seed, 1, msg,
+                         sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    if (data_loader_num_windows(&tr->train_dl) < (uint64_t)c->batch_size) {
+        snprintf(err, errlen, "train split of '%s' has %llu windows of seq_len+1 tokens, fewer than "
+                 "batch_size %d (needs at least batch_size*seq_len+1 tokens)", c->data,
+                 (unsigned long long)data_loader_num_windows(&tr->train_dl), c->batch_size);
+        return -1;
+    }
+    if (data_loader_check_vocab(&tr->train_dl, c->vocab_size, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    if (data_loader_open(&tr->val_dl, c->data, "val", c->seq_len, (uint64_t)c->seed, 0, msg,
+                         sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    if (data_loader_check_vocab(&tr->val_dl, c->vocab_size, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    if (data_loader_num_windows(&tr->val_dl) < 1) {
+        snprintf(err, errlen, "val split of '%s' is shorter than seq_len+1 = %d tokens", c->data,
+                 c->seq_len + 1);
+        return -1;
+    }
+
+    if (init_model(tr, init->params ? init : NULL, 1, err, errlen) != 0) return -1;
+    if (init_run(tr, err, errlen) != 0) return -1;
+
+    /* accounting */
+    tr->flops_per_token = flops_per_token(&tr->model.cfg); /* whole model; MoE: active experts */
+    tr->peak_measured = measured_peak(tr, threads, local_ranks);
+    /* per rank: the ranks on this node share its cores (train/flops.h flops_rank_cores) */
+    tr->peak_theoretical = flops_theoretical_peak_rank(threads, local_ranks, tr->peak_desc,
+                                                       sizeof(tr->peak_desc));
+    if (strcmp(ops_device(), "cuda") == 0) /* a GPU: the datasheet's peak, by device name */
+        tr->peak_theoretical = flops_gpu_peak_describe(ops_device_name(), tr->peak_desc,
+                                                       sizeof(tr->peak_desc));
+    tr->threads = threads;
+    tr->last_val_loss = NAN;
+    return 0;
+}
+
+int trainer_init(trainer *tr, const mt_config *cfg, mesh *ms, char *err, size_t errlen) {
+    gpt_model init;
+    memset(&init, 0, sizeof(init));
+    int rc = init_all(tr, cfg, ms, &init, err, errlen);
+    if (init.params) gpt_free(&init);
+    return rc;
+}
+
+int trainer_init_weights(trainer *tr, const mt_config *cfg, mesh *ms, const gpt_model *weights,
+                         char *err, size_t errlen) {
+    memset(tr, 0, sizeof(*tr));
+    tr->cfg = *cfg;
+    tr->mesh = ms;
+    mt_config *c = &tr->cfg;
+    const gpt_config *w = &weights->cfg;
+    c->n_layer = w->n_layer;
+    c->n_head = w->n_head;
+    c->d_model = w->d_model;
+    c->seq_len = w->seq_len;
+    c->vocab_size = w->vocab_size;
+    c->moe_every = w->moe_every;
+    if (w->moe_every > 0) {
+        c->n_experts = w->n_experts;
+        c->top_k = w->top_k;
+    }
+    c->batch_size = c->global_batch = 1;
+    c->tp = c->pp = c->dp = c->ep = 1;
+    c->zero = 0;
+    if (ms->world_size != 1) {
+        snprintf(err, errlen, "trainer_init_weights runs in one process");
+        return -1;
+    }
+    if (init_model(tr, weights, 0, err, errlen) != 0) return -1;
+    tr->last_val_loss = NAN;
+    return init_run(tr, err, errlen);
+}
+
+void trainer_free(trainer *tr) {
+    if (tr->db) rundb_close(tr->db);
+    free(tr->model.moe_load);
+    tr->model.moe_load = NULL;
+    gpt_free(&tr->model);
+    optim_free(&tr->opt);
+    dp_free(&tr->dp);
+    data_loader_close(&tr->train_dl);
+    data_loader_close(&tr->val_dl);
+    tok_free(&tr->tok);
+    memset(tr, 0, sizeof(*tr));
+}
