@@ -132,9 +132,10 @@ static int corrupt_local(trainer *tr, int i) {
 static void corrupt(trainer *tr, int i, int final) {
     fault_spec *f = &S.f[i];
     int torn = f->kind == FAULT_TORN_CKPT;
-    double v[2] = {corrupt_local(tr, i), S.fired[i]}; /* uncommitted copies, fired on f->rank */
-    if (tr->mesh && tr->mesh->world_size > 1) comm_all_reduce_f64(tr->mesh->world, v, 2, COMM_SUM);
-    if (v[0] > 0) {
+    double pending = corrupt_local(tr, i); /* copies not committed yet, summed over the ranks */
+    if (tr->mesh && tr->mesh->world_size > 1)
+        comm_all_reduce_f64(tr->mesh->world, &pending, 1, COMM_SUM);
+    if (pending > 0) {
         if (final && S.rank == f->rank && !S.fired[i])
             mt_warn("fault '%s': checkpoint step %d was never committed%s (is it a multiple of "
                     "ckpt_every?); not fired", f->spec, f->step, torn ? " in tier 0" : "");
