@@ -12,11 +12,15 @@
  *   corrupt-ckpt@step=40         once checkpoint step 40 is committed, flip a byte inside one of
  *                                its tensor files (silent storage corruption: nothing fails until
  *                                a restart tries to load it; pair it with a kill to see recovery)
- *   corrupt-ckpt@step=40,kill=1  the same, then SIGKILL this rank once every tier's copy is
- *                                damaged: the restart must skip step 40 and load an older one
- *   torn-ckpt@step=40[,kill=1]   once checkpoint step 40 is committed in tier 0 (memory), cut its
- *                                largest tensor file to half its size (a torn copy); the resume
- *                                must skip tier 0's copy and load tier 1's of the same step
+ *                                — in every copy: tiers 0, 1, 2 and, with ckpt_replicas = 1,
+ *                                the replica the rank's buddy holds (the buddy damages it)
+ *   corrupt-ckpt@step=40,kill=1  the same, then SIGKILL this rank once every copy is damaged
+ *                                (on every rank): the restart must skip step 40, load an older one
+ *   torn-ckpt@step=40[,kill=1]   once checkpoint step 40 is committed in tier 0 (memory), cut the
+ *                                largest tensor file of this rank's own tier-0 copy to half its
+ *                                size (a torn copy); the resume must skip it and load the same
+ *                                step from the buddy's verified replica (ckpt_replicas = 1) or
+ *                                from tier 1
  *   kill@at=resume,rank=1        SIGKILL this rank in the middle of the next checkpoint resume
  *                                (verified, not yet loaded): a failure while recovering
  * rank: the rank the fault fires on; omitted = every rank (corrupt-ckpt, torn-ckpt: rank 0).

@@ -28,7 +28,6 @@
 #include "sched/simulate.h"
 #include "train/checkpoint.h"
 #include "train/ops.h"
-#include "ckpt/tiers.h"
 
 static struct {
     int attached;
@@ -38,8 +37,11 @@ static struct {
     int rank;
     hb_writer hb;
     double hb_t_prev, hb_comm_prev;
-    char roots[3][4200]; /* checkpoint tier roots to corrupt (tiers 0 and 1; "" = off) */
-    int corrupted[FAULT_MAX][3]; /* corrupt-ckpt: tiers already damaged */
+    /* corrupt-ckpt / torn-ckpt: armed[i] = not fired when this process started (the same on
+     * every rank); corrupted[i][k]: copy k of checkpoint_copies already damaged here; done[i]:
+     * every rank has damaged every copy it reaches (agreed by all ranks) */
+    int armed[FAULT_MAX], done[FAULT_MAX];
+    int corrupted[FAULT_MAX][CHECKPOINT_MAX_COPIES];
     int active[FAULT_MAX];       /* slow: fired in THIS process (keeps acting) */
     int last_step;               /* of the last heartbeat */
     checkpointer *ck;            /* for corrupt-ckpt: wait for the step's commit (or NULL) */
@@ -86,44 +88,74 @@ static void poison(trainer *tr) {
     ops_scale(tr->model.params, tr->model.num_params, NAN);
 }
 
-/* corrupt-ckpt: damage every copy of the step that is committed by now, tier by tier (the tiers
- * commit at different moments; a copy committed later is damaged at a later step boundary).
- * The once-only record is written at the first damage. */
-static void corrupt(trainer *tr, int i, int final) {
-    int step = S.f[i].step, pending = 0, torn = S.f[i].kind == FAULT_TORN_CKPT;
-    for (int t = 0; t < 3; t++) {
-        if (torn && t > 0) S.corrupted[i][t] = 1; /* torn-ckpt: tier 0's copy only */
-        if (!S.roots[t][0] || S.corrupted[i][t]) continue;
-        char dir[4300], man[4400], which[4300], msg[600];
-        snprintf(dir, sizeof(dir), "%s/step_%08d", S.roots[t], step);
-        snprintf(man, sizeof(man), "%s/manifest.json", dir);
+/* corrupt-ckpt / torn-ckpt fault i: damage the copies of its step that THIS process reaches
+ * (checkpoint_copies: rank f->rank's own tier-0 copy and tiers 1 and 2, or the replica this rank
+ * holds as its buddy) and that are committed by now; torn-ckpt damages the own tier-0 copy only,
+ * so a verified replica or tier 1 still holds the step. Returns how many of those copies are not
+ * committed yet. Rank f->rank writes the once-only record at its first damage; a buddy only logs
+ * the copy it damaged. */
+static int corrupt_local(trainer *tr, int i) {
+    fault_spec *f = &S.f[i];
+    int torn = f->kind == FAULT_TORN_CKPT, pending = 0, actor = S.rank == f->rank;
+    checkpoint_copy c[CHECKPOINT_MAX_COPIES];
+    int n = S.ck ? checkpoint_copies(S.ck, f->rank, f->step, c) : 0;
+    for (int k = 0; k < n; k++) {
+        if (S.corrupted[i][k] || (torn && (c[k].tier != 0 || c[k].replica))) continue;
+        char man[CKPT_PATH_MAX + 16], which[CKPT_PATH_MAX + 64], msg[600];
+        snprintf(man, sizeof(man), "%s/manifest.json", c[k].dir);
         struct stat st;
         if (stat(man, &st) != 0) {
             pending++;
             continue;
         }
-        S.corrupted[i][t] = 1;
-        if ((torn ? fault_tear_checkpoint : fault_corrupt_checkpoint)(dir, which, sizeof(which), msg,
+        S.corrupted[i][k] = 1;
+        if ((torn ? fault_tear_checkpoint : fault_corrupt_checkpoint)(c[k].dir, which,
+                                                                      sizeof(which), msg,
                                                                       sizeof(msg)) != 0) {
-            mt_warn("fault '%s': %s", S.f[i].spec, msg);
+            mt_warn("fault '%s': %s", f->spec, msg);
             continue;
         }
-        if (!S.fired[i]) mark_fired(tr, i, step, t, which);
-        else log_fault(tr, S.f[i].kind, step, NULL, t, which);
+        if (actor && !S.fired[i]) mark_fired(tr, i, f->step, c[k].tier, which);
+        else log_fault(tr, f->kind, f->step, NULL, c[k].tier, which);
+        if (!actor)
+            fprintf(stderr, "minitrain: rank %d: fault '%s': damaged the replica of rank %d's "
+                    "step %d it holds (%s)\n", S.rank, f->spec, f->rank, f->step, which);
     }
-    if (final && !S.fired[i] && (pending || (torn && !S.roots[0][0])))
-        mt_warn("fault '%s': checkpoint step %d was never committed%s (is it a multiple of "
-                "ckpt_every?); not fired", S.f[i].spec, step, torn ? " in tier 0" : "");
-    if (!pending) {
-        S.corrupted[i][0] = S.corrupted[i][1] = S.corrupted[i][2] = 1;
-        if (S.f[i].then_kill && S.fired[i]) { /* every copy is damaged: now fail */
-            fprintf(stderr, "minitrain: rank %d: fault '%s': every copy of step %d damaged; "
-                    "killing this rank\n", S.rank, S.f[i].spec, step);
-            fflush(stderr);
-            /* the moment of failure, for the ETTR accounting */
-            log_fault(tr, FAULT_KILL, tr->step, S.f[i].spec, -1, NULL);
-            kill(getpid(), SIGKILL);
-        }
+    return pending;
+}
+
+/* One step boundary of an armed corrupt-ckpt / torn-ckpt fault i, from its step on, on EVERY
+ * rank (collective while the fault is not done): each rank damages what it reaches, then all
+ * ranks agree how many copies are still uncommitted. With none left the fault is done, and with
+ * kill=1 rank f->rank is SIGKILLed only now — after its buddy has damaged the replica, so no
+ * teardown can race a copy that is still intact. */
+static void corrupt(trainer *tr, int i, int final) {
+    fault_spec *f = &S.f[i];
+    int torn = f->kind == FAULT_TORN_CKPT;
+    double pending = corrupt_local(tr, i); /* copies not committed yet, summed over the ranks */
+    if (tr->mesh && tr->mesh->world_size > 1)
+        comm_all_reduce_f64(tr->mesh->world, &pending, 1, COMM_SUM);
+    if (pending > 0) {
+        if (final && S.rank == f->rank && !S.fired[i])
+            mt_warn("fault '%s': checkpoint step %d was never committed%s (is it a multiple of "
+                    "ckpt_every?); not fired", f->spec, f->step, torn ? " in tier 0" : "");
+        return; /* a copy committed later is damaged at a later step boundary */
+    }
+    S.done[i] = 1;
+    if (S.rank != f->rank) return;
+    if (!S.fired[i]) {
+        mt_warn("fault '%s': no %scopy of checkpoint step %d to damage (is it a multiple of "
+                "ckpt_every%s?); not fired", f->spec, torn ? "tier-0 " : "", f->step,
+                torn ? ", and is ckpt_tier0 on" : "");
+        return;
+    }
+    if (f->then_kill) { /* every copy is damaged: now fail */
+        fprintf(stderr, "minitrain: rank %d: fault '%s': every copy of step %d damaged; killing "
+                "this rank\n", S.rank, f->spec, f->step);
+        fflush(stderr);
+        /* the moment of failure, for the ETTR accounting */
+        log_fault(tr, FAULT_KILL, tr->step, f->spec, -1, NULL);
+        kill(getpid(), SIGKILL);
     }
 }
 
@@ -132,9 +164,14 @@ void sched_fault_hook(trainer *tr, int step, int final, void *user) {
     for (int i = 0; i < S.n; i++) {
         fault_spec *f = &S.f[i];
         int ckpt_kind = f->kind == FAULT_CORRUPT_CKPT || f->kind == FAULT_TORN_CKPT;
-        /* every rank, before the rank test: the wait is collective. S.fired[i] still holds what
-         * faults_fired said at the start (the same on every rank) until corrupt() runs below. */
-        if (ckpt_kind && step == f->step && !S.fired[i] && S.ck) checkpoint_wait(S.ck, tr);
+        if (ckpt_kind) {
+            /* every rank, before any rank test: the wait and corrupt() are collective, and
+             * armed/done are the same on every rank */
+            if (!S.armed[i] || S.done[i] || step < f->step) continue;
+            if (step == f->step && S.ck) checkpoint_wait(S.ck, tr); /* the step's commit */
+            corrupt(tr, i, final);
+            continue;
+        }
         if (!fault_applies(f, S.rank)) continue;
         if (f->kind == FAULT_SLOW) {
             /* fired in an earlier process: that "node" was replaced by the restart */
@@ -144,13 +181,6 @@ void sched_fault_hook(trainer *tr, int step, int final, void *user) {
                 S.active[i] = 1;
             }
             sleep_s((f->factor - 1.0) * tr->last_step_s); /* acts for the rest of this process */
-            continue;
-        }
-        if (ckpt_kind) {
-            int all = S.corrupted[i][0] && S.corrupted[i][1] && S.corrupted[i][2];
-            if (step >= f->step && !all && (!S.fired[i] || S.corrupted[i][0] ||
-                                            S.corrupted[i][1] || S.corrupted[i][2]))
-                corrupt(tr, i, final);
             continue;
         }
         if (S.fired[i] || f->at_resume) continue; /* at=resume: sched_resume_fault */
@@ -256,11 +286,9 @@ int sched_attach_trainer(trainer *tr, checkpointer *ck, char *err, size_t errlen
     if (disarmed > 0)
         log_info("faults: %d of %d already fired in this run directory (%s/%s); not re-armed",
                  disarmed, S.n, tr->cfg.run_dir, FAULT_RECORD_FILE);
-    /* checkpoint tiers a corrupt-ckpt fault damages: every copy, so resume must fall back */
-    snprintf(S.roots[1], sizeof(S.roots[1]), "%s/ckpt", tr->cfg.run_dir);
-    if (tr->cfg.ckpt_tier0 &&
-        ckpt_tier0_root(S.roots[0], sizeof(S.roots[0]), tr->cfg.run_dir, tr->cfg.name) != 0)
-        S.roots[0][0] = '\0';
+    for (int i = 0; i < S.n; i++) /* the copies a ckpt fault damages: checkpoint_copies */
+        S.armed[i] = (S.f[i].kind == FAULT_CORRUPT_CKPT || S.f[i].kind == FAULT_TORN_CKPT) &&
+                     !S.fired[i];
     if (hb_open(&S.hb, getenv(HB_ENV_DIR), S.rank, err, errlen) != 0) return -1;
     S.hb_t_prev = timer_now();
     S.hb_comm_prev = comm_seconds();

@@ -26,6 +26,10 @@
  * checkpoints are off) lets a corrupt-ckpt/torn-ckpt fault armed for step N wait, on every rank
  * together, for step N's save to commit before it damages the copies: the fault then acts at a
  * fixed step however slow the disk, instead of whenever the background write happens to land.
+ * The copies it damages are checkpoint_copies' (train/checkpoint.h): the faulted rank's own
+ * tier-0 copy wherever ckpt_tier0_root puts it (shared, per node, per rank) and tiers 1 and 2,
+ * plus the replica its buddy holds (ckpt_replicas = 1), damaged by the buddy itself; with
+ * kill=1 the rank dies only after every rank has damaged what it reaches.
  * Returns 0, or -1 with a user-facing message in err (bad fault spec, heartbeat directory not
  * writable). One trainer per process. */
 int sched_attach_trainer(trainer *tr, checkpointer *ck, char *err, size_t errlen);

@@ -63,9 +63,15 @@ MPI=(mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mech
 export MINITRAIN_CKPT_WRITE_DELAY_MS=40 # saves take ~0.2 s: a kill one step later lands mid-write
 
 t_start=$(date +%s)
-"${MPI[@]}" $MT train --config "$TMP/tiny.ini" --run-dir "$TMP/ref" > "$TMP/ref.log" 2>&1 \
+source tests/timing_lib.sh
+mt_timed REF_S "${MPI[@]}" $MT train --config "$TMP/tiny.ini" --run-dir "$TMP/ref" > "$TMP/ref.log" 2>&1 \
   || { echo "run_chaos: the unfaulted reference run failed"; tail -5 "$TMP/ref.log"; exit 1; }
-echo "run_chaos: unfaulted reference (4 ranks, tp 2 x dp 2, 120 steps) in $(( $(date +%s) - t_start )) s"
+# --heartbeat-timeout: a hang seed waits it out, and a healthy attempt never goes that long
+# without a heartbeat: its longest quiet gap (start-up, a resume) is shorter than the whole
+# unfaulted run, so max(8 s, that run's wall time) holds on a loaded machine too (a fixed 8 s
+# gave false hangs there, and a seed that exceeds its restart budget gives up)
+HB=$(mt_scaled 8 1 "$REF_S")
+echo "run_chaos: unfaulted reference (4 ranks, tp 2 x dp 2, 120 steps) in $REF_S s; --heartbeat-timeout $HB"
 
 # plan SEED -> lines "fault SPEC" / "enospc STEP" / "expect completed|gave_up" / "desc TEXT"
 plan() {
@@ -134,7 +140,7 @@ for seed in $(seq "$FIRST" $((FIRST + SEEDS - 1))); do
   [ -n "$enospc" ] && ENV=(LD_PRELOAD="$TMP/enospc.so" MT_ENOSPC_MATCH="$R/ckpt/step_$(printf %08d "$enospc").tmp/" MT_ENOSPC_ONCE="$R.enospc")
   t0=$(date +%s)
   set +e
-  env "${ENV[@]}" $MT run --max-restarts $MAX_RESTARTS --heartbeat-timeout 8 --backoff 0.2:1 --grace 2 \
+  env "${ENV[@]}" $MT run --max-restarts $MAX_RESTARTS --heartbeat-timeout "$HB" --backoff 0.2:1 --grace 2 \
     --run-dir "$R" -- "${MPI[@]}" $MT train --config "$TMP/tiny.ini" --run-dir "$R" "${FAULTS[@]}" \
     > "$R.log" 2>&1 &
   SUPPID=$!

@@ -114,10 +114,12 @@ train --run-dir "$TMP/C" --ckpt-tier0 1 --stop-after 17 > "$TMP/C3.log" 2>&1
 check "corrupt tier-0 copy: falls back to tier 1, same step" grep -q "resumed from step 16 (tier 1" "$TMP/C3.log"
 
 # ---- SIGKILL in the middle of a save ----------------------------------------------------------------
-MINITRAIN_CKPT_WRITE_DELAY_MS=600 $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/K" > "$TMP/K.log" 2>&1 &
-pid=$!
-for _ in $(seq 200); do [ -f "$TMP/K/ckpt/step_00000010.tmp/model-tp00-pp00.safetensors" ] && break; sleep 0.05; done
-kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
+# The background write of step 10 sleeps 600 ms before each file and the process SIGKILLs itself
+# one step later (kill@step=11, after step 11's optimizer step has waited for the snapshot): the
+# kill lands inside the write at a fixed step. (A poll for the first file followed by kill -9 raced
+# the rest of the write, and its 10 s deadline raced start-up on a loaded machine.)
+MINITRAIN_CKPT_WRITE_DELAY_MS=600 $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/K" \
+  --fault kill@step=11 > "$TMP/K.log" 2>&1 || true
 check "killed while step 10 was half written" test -d "$TMP/K/ckpt/step_00000010.tmp" -a ! -e "$TMP/K/ckpt/step_00000010"
 $MT ckpt verify --run "$TMP/K" > /dev/null && ok "no torn step is committed (verify passes)" || bad "verify after kill"
 train --run-dir "$TMP/K" --stop-after 10 > "$TMP/K2.log"
@@ -189,9 +191,11 @@ done
 R="$TMP/RO_mid"
 train --run-dir "$R" --stop-after 5 > /dev/null
 [ "$(id -u)" = 0 ] && chown -R 65534:65534 "$R"
-MINITRAIN_CKPT_WRITE_DELAY_MS=300 "${AS[@]}" $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$R" > "$R.log" 2>&1 &
+# (the writer sleeps 1.5 s before its first file: the poll has that long to see step_10.tmp and
+# make it read-only; its deadline is start-up plus 5 steps, however slow: 120 s, not 4 s)
+MINITRAIN_CKPT_WRITE_DELAY_MS=1500 "${AS[@]}" $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$R" > "$R.log" 2>&1 &
 pid=$!
-for _ in $(seq 200); do [ -d "$R/ckpt/step_00000010.tmp" ] && break; sleep 0.02; done
+for _ in $(seq 6000); do [ -d "$R/ckpt/step_00000010.tmp" ] && break; sleep 0.02; done
 chmod 555 "$R/ckpt/step_00000010.tmp" 2>/dev/null || true
 set +e; wait $pid; rc=$?; set -e
 chmod -R u+w "$R/ckpt"

@@ -53,7 +53,7 @@ SH
 chmod +x "$TMP/wrap.sh"
 
 set +e
-$MT run --heartbeat-timeout 5 --backoff 0.1:0.2 --grace 2 --max-restarts 3 -- \
+$MT run --heartbeat-timeout 60 --backoff 0.1:0.2 --grace 2 --max-restarts 3 -- \
   "$TMP/wrap.sh" "$MT" train --config "$TMP/tiny.ini" --run-dir "$RUN" \
   --fault "corrupt-ckpt@step=20,kill=1" --fault "nan@step=25" > "$TMP/sup.log" 2>&1
 rc=$?

@@ -30,7 +30,7 @@ start_redis() {
   redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
     >"$TMP/redis.log" 2>&1 &
   REDIS_PID=$!
-  for _ in $(seq 100); do
+  for _ in $(seq 600); do
     redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && return 0
     sleep 0.05
   done
@@ -48,9 +48,11 @@ together() {
   "$BIN" --redis "$R" --dir "$TMP/$name.a" "$@" >"$TMP/$name.a.out" 2>"$TMP/$name.a.err" & local pa=$!
   "$BIN" --redis "$R" --dir "$TMP/$name.b" "$@" >"$TMP/$name.b.out" 2>"$TMP/$name.b.err" & local pb=$!
   PIDS+=("$pa" "$pb")
-  for _ in $(seq 400); do [ -e "$TMP/$name.a/ready.0" ] && [ -e "$TMP/$name.b/ready.0" ] && break; sleep 0.01; done
+  # (deadlines of minutes, not seconds: a loop ends as soon as its files exist, and one that gave
+  # up early on a loaded machine released the drivers unready or told them to exit half done)
+  for _ in $(seq 12000); do [ -e "$TMP/$name.a/ready.0" ] && [ -e "$TMP/$name.b/ready.0" ] && break; sleep 0.01; done
   touch "$TMP/$name.a/go.0" "$TMP/$name.b/go.0"
-  for _ in $(seq 1000); do [ -e "$TMP/$name.a/done.0" ] && [ -e "$TMP/$name.b/done.0" ] && break; sleep 0.01; done
+  for _ in $(seq 12000); do [ -e "$TMP/$name.a/done.0" ] && [ -e "$TMP/$name.b/done.0" ] && break; sleep 0.01; done
   touch "$TMP/$name.a/exit.0" "$TMP/$name.b/exit.0"
   wait "$pa" "$pb"
   OUT_A=$(cat "$TMP/$name.a.out"); OUT_B=$(cat "$TMP/$name.b.out")
@@ -99,9 +101,9 @@ mkdir -p "$TMP/fc" "$TMP/fo"
   >"$TMP/fo.out" 2>"$TMP/fo.err" & pfo=$!
 PIDS+=("$pfc" "$pfo")
 phase() {  # run phase $1 in both drivers and wait until both printed it
-  for _ in $(seq 400); do [ -e "$TMP/fc/ready.$1" ] && [ -e "$TMP/fo/ready.$1" ] && break; sleep 0.01; done
+  for _ in $(seq 12000); do [ -e "$TMP/fc/ready.$1" ] && [ -e "$TMP/fo/ready.$1" ] && break; sleep 0.01; done
   touch "$TMP/fc/go.$1" "$TMP/fo/go.$1"
-  for _ in $(seq 1000); do
+  for _ in $(seq 12000); do
     grep -q "^phase $1 " "$TMP/fc.out" 2>/dev/null && grep -q "^phase $1 " "$TMP/fo.out" 2>/dev/null && return 0
     sleep 0.01
   done
@@ -112,7 +114,7 @@ phase 1
 start_redis
 sleep 1.3   # the limiters try to reconnect at most once a second
 phase 2
-for _ in $(seq 400); do [ -e "$TMP/fc/done.0" ] && [ -e "$TMP/fo/done.0" ] && break; sleep 0.01; done
+for _ in $(seq 12000); do [ -e "$TMP/fc/done.0" ] && [ -e "$TMP/fo/done.0" ] && break; sleep 0.01; done
 touch "$TMP/fc/exit.0" "$TMP/fo/exit.0"
 wait "$pfc" "$pfo"
 fc=$(tr '\n' ' ' < "$TMP/fc.out"); fo=$(tr '\n' ' ' < "$TMP/fo.out")

@@ -9,6 +9,8 @@
 #     (peer)" in the log, CRC verified) and the final parameters are bit-identical to an
 #     unfaulted run;
 #   - a rank's own copy corrupted (no node lost): that rank alone is restored from its buddy;
+#   - the corrupt-ckpt fault damages the buddy's replica too (resume falls back past the step),
+#     torn-ckpt only the own copy (resume restores it from the verified replica);
 #   - node n2 lost AND the buddies' copies of its ranks flipped / torn: the restart refuses them
 #     and falls back to tier 1, still bit-identical;
 #   - one node only: ckpt_replicas = 1 warns that there is no other node;
@@ -101,6 +103,44 @@ train --run-dir "$TMP/B" > "$TMP/B.log" 2>&1
 check "corrupt own copy: rank 0 alone restored from its buddy" grep -q "resumed from step 10 (tier 0 (peer): 1 of 6 ranks" "$TMP/B.log"
 check "... the corruption was named" grep -q "rank 0's own step 10 is unusable" "$TMP/B.log"
 check "... bit-identical" same_tensors "$TMP/U/model.safetensors" "$TMP/B/model.safetensors"
+
+# ---- the corrupt-ckpt / torn-ckpt faults reach every copy, the buddy's replica included -------
+# corrupt-ckpt damages rank 0's own copy (n1), the replica its buddy rank 2 holds (n2) and tier 1,
+# so the resume must fall back past step 10; torn-ckpt tears the own copy only, so the resume
+# restores step 10 from the verified replica. (Before, the fault looked for step 10 in the shared
+# tier-0 layout, found nothing under a per-node root, and never fired its kill.)
+fault_copies() { $PY - "$1/run.db" "$1" <<'PY'
+import json, sqlite3, sys
+ev = [json.loads(d) for (d,) in sqlite3.connect(sys.argv[1]).execute(
+    "SELECT detail FROM events WHERE kind = 'fault' ORDER BY rowid")]
+def where(f):  # tier 0: NODE/rank_R or NODE/peer/rank_R; else the run directory
+    if "/shm/" not in f: return "run" if f.startswith(sys.argv[2] + "/ckpt/step_") else f
+    node, rest = f.split("/shm/", 1)[1].split("/", 1)
+    return node + "/" + rest.split("/ckpt/", 1)[1].split("/step_")[0]
+print(" ".join(sorted(f"{e['tier']}:{where(e['file'])}" for e in ev if "file" in e)))
+PY
+}
+rm -rf "$TMP/shm"
+# killed DIR FAULT: the faulted run fails (its log in DIR.crash.log)
+killed() { if train --run-dir "$1" --fault "$2" > "$1.crash.log" 2>&1; then return 1; fi
+          grep -q "every copy of step 10 damaged; killing this rank" "$1.crash.log"; }
+check "corrupt-ckpt@step=10,kill=1: the run is killed" killed "$TMP/P" corrupt-ckpt@step=10,kill=1
+got=$(fault_copies "$TMP/P" 2>&1 || true)
+check "... it damaged rank 0's own tier-0 copy, rank 2's replica of it, and tier 1 ($got)" \
+  test "$got" = "0:n1/rank_00000 0:n2/peer/rank_00000 1:run"
+check "... the buddy names the replica it damaged" grep -q "rank 2: fault 'corrupt-ckpt@step=10,kill=1': damaged the replica of rank 0's step 10" "$TMP/P.crash.log"
+train --run-dir "$TMP/P" > "$TMP/P.log" 2>&1
+check "... the resume falls back past step 10 (to step 5)" grep -q "resumed from step 5 " "$TMP/P.log"
+check "... not to the damaged replica" bash -c "! grep -q 'step 10 restored from tier 0 (peer)' '$TMP/P.log'"
+check "... bit-identical" same_tensors "$TMP/U/model.safetensors" "$TMP/P/model.safetensors"
+rm -rf "$TMP/shm"
+check "torn-ckpt@step=10,kill=1: the run is killed" killed "$TMP/T" torn-ckpt@step=10,kill=1
+got=$(fault_copies "$TMP/T" 2>&1 || true)
+check "... it tore rank 0's own tier-0 copy only ($got)" test "$got" = "0:n1/rank_00000"
+train --run-dir "$TMP/T" > "$TMP/T.log" 2>&1
+check "... the resume restores step 10 from the buddy's verified replica" grep -q "rank 0 (node n1): step 10 restored from tier 0 (peer) of rank 2 (node n2).*CRC-32C verified" "$TMP/T.log"
+check "... and resumes there" grep -q "resumed from step 10 (tier 0 (peer): 1 of 6 ranks" "$TMP/T.log"
+check "... bit-identical" same_tensors "$TMP/U/model.safetensors" "$TMP/T/model.safetensors"
 
 # ---- n2 lost and the buddies' copies damaged: tier 1 -------------------------------------------
 rm -rf "$TMP/shm"

@@ -52,7 +52,8 @@ sample_every = 0
 sample_tokens = 0
 ckpt_every = 10
 INI
-SUP=($MT run --heartbeat-timeout 5 --backoff 0.1:0.5 --grace 2)
+# no check here injects a hang: a limit the healthy runs never reach, however loaded the machine
+SUP=($MT run --heartbeat-timeout 60 --backoff 0.1:0.5 --grace 2)
 MPI=(); command -v mpirun >/dev/null 2>&1 && MPI=(mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none -np 2)
 if [ ${#MPI[@]} -gt 0 ]; then LAYOUT=(--dp 2 --global-batch 16); else LAYOUT=(); fi
 
@@ -76,7 +77,7 @@ if grep -qs "state=run" "$R"/heartbeat/rank_*.hb; then
   job=$(procs_of "$R"); PIDS+=($job)
   kill -9 $sup
   t0=$(date +%s%N)
-  for _ in $(seq 100); do [ -z "$(procs_of "$R")" ] && break; sleep 0.1; done
+  for _ in $(seq 300); do [ -z "$(procs_of "$R")" ] && break; sleep 0.1; done
   left=$(procs_of "$R"); ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   if [ -z "$left" ] && [ -n "$job" ]; then
     ok "1: kill -9 of the supervisor: its job ($(echo $job | wc -w) processes) gone after ${ms} ms"
@@ -104,7 +105,7 @@ sup=$!; PIDS+=($sup)
 for _ in $(seq 300); do grep -qs "state=run" "$R"/heartbeat/rank_*.hb && break; sleep 0.1; done
 job=$(procs_of "$R "); PIDS+=($job)
 kill -9 $sup
-for _ in $(seq 100); do [ -z "$(procs_of "$R ")" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ -z "$(procs_of "$R ")" ] && break; sleep 0.1; done
 left=$(procs_of "$R ")
 if [ -z "$left" ] && grep -q "the supervisor of this job is gone" "$TMP/wrapped.log"; then
   ok "1: a trainer below a wrapper script stops by itself when the supervisor is killed"
@@ -219,13 +220,17 @@ R=$TMP/fast
   --fault kill@step=15,rank=$([ ${#MPI[@]} -gt 0 ] && echo 1 || echo 0) > "$TMP/fast.log" 2>&1 || true
 b=$(sql "$R" "SELECT json_extract(detail, '\$.seconds') FROM events WHERE kind='backoff'" 2>/dev/null || echo none)
 det=$(sql "$R" "SELECT json_extract(f.detail, '\$.detected_at') - k.time FROM events f, events k WHERE f.kind='failure' AND k.kind='fault'" 2>/dev/null || echo none)
+why=$(sql "$R" "SELECT json_extract(detail, '\$.why') FROM events WHERE kind='failure'" 2>/dev/null || echo none)
 $PY -c "import sys; sys.exit(0 if float('$b') < 0.05 else 1)" 2>/dev/null \
   && ok "restart: no backoff before the first relaunch of a window (--backoff 2:8 waited $b s)" \
   || bad "restart: the first relaunch waited '$b' s (--backoff 2:8)"
 if [ ${#MPI[@]} -gt 0 ]; then
-  $PY -c "import sys; sys.exit(0 if float('$det') < 0.5 else 1)" 2>/dev/null \
-    && ok "restart: a rank killed under mpirun is detected $(printf %.3f "$det") s after its fault event" \
-    || bad "restart: detecting a killed rank under mpirun took '$det' s (from its fault event)"
+  # from the rank's heartbeat pid ("rank 1 (pid N) died"), not from mpirun's exit ("launch
+  # process ..."), which takes about a second; a bound on the seconds (< 0.5) flaked when the
+  # machine was loaded, so the path is asserted and the time only sanity-checked (< 5 s)
+  [[ "$why" == "rank 1 (pid "*") died "* ]] && $PY -c "import sys; sys.exit(0 if float('$det') < 5 else 1)" 2>/dev/null \
+    && ok "restart: a rank killed under mpirun is detected from its heartbeat's pid, $(printf %.3f "$det") s after its fault event" \
+    || bad "restart: a killed rank under mpirun: detected after '$det' s (from its fault event) as '$why'"
 fi
 
 # --- simulate --from-run replays a run: its measured ETTR printed beside the simulated one ----------

@@ -123,7 +123,7 @@ log_every = 5
 eval_every = 10
 ckpt_every = 10
 INI
-timeout 120 $MT run --heartbeat-timeout 10 --backoff 0.1:0.5 --grace 2 -- \
+timeout 120 $MT run --heartbeat-timeout 60 --backoff 0.1:0.5 --grace 2 -- \
   $MT train --config "$TMP/f.ini" --run-dir "$TMP/fault" --fault kill@step=25 > "$TMP/fault.log" 2>&1 \
   && ok "supervised run with a kill fault completed" || bad "faulted run: $(tail -2 "$TMP/fault.log")"
 $MT report --run "$TMP/fault" --svg "$TMP/fault/plot.svg" --html "$TMP/fault/report.html" > "$TMP/f_report.log" 2>&1 \

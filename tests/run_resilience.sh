@@ -41,7 +41,7 @@ sample_every = 0
 sample_tokens = 0
 ckpt_every = 10
 INI
-SUP=($MT run --heartbeat-timeout 3 --backoff 0.1:0.5 --grace 2)
+source tests/timing_lib.sh
 
 # json_get DIR EXPR: evaluate a Python expression on `report --json` (bound to r)
 json_get() {
@@ -49,8 +49,15 @@ json_get() {
 }
 
 # --- the unfaulted reference ---------------------------------------------------------------------
-$MT train --config "$TMP/tiny.ini" --run-dir "$TMP/ref" > "$TMP/ref.log" 2>&1
-[ -f "$TMP/ref/model.safetensors" ] && ok "unfaulted reference run" || bad "reference run"
+mt_timed REF_S $MT train --config "$TMP/tiny.ini" --run-dir "$TMP/ref" > "$TMP/ref.log" 2>&1 || true
+[ -f "$TMP/ref/model.safetensors" ] && ok "unfaulted reference run (${REF_S} s)" || bad "reference run"
+# --heartbeat-timeout: the hang scenario waits it out, so it must be short, but a healthy run
+# must never go that long without a heartbeat (start-up, a save, an eval). Its longest quiet gap
+# is shorter than its whole wall time, so 3 x the reference run's wall time (at least 3 s) holds
+# however loaded the machine is; a fixed 3 s flaked (a false "hang" under load, two hang
+# failures instead of one). The other runs get a limit they never reach.
+HB_HANG=$(mt_scaled 3 3 "$REF_S")
+SUP=($MT run --heartbeat-timeout "$(mt_scaled 60 10 "$REF_S")" --backoff 0.1:0.5 --grace 2)
 
 # --- one restart per fault kind --------------------------------------------------------------
 # scenario NAME KIND FAULTS...: supervised run with the faults; expects exit 0, a failure of KIND,
@@ -60,7 +67,8 @@ scenario() {
   local faults=()
   for f in "$@"; do faults+=(--fault "$f"); done
   set +e
-  "${SUP[@]}" --max-restarts 3 -- $MT train --config "$TMP/tiny.ini" --run-dir "$TMP/$name" \
+  local hb=(); [ "$kind" = hang ] && hb=(--heartbeat-timeout "$HB_HANG")
+  "${SUP[@]}" "${hb[@]}" --max-restarts 3 -- $MT train --config "$TMP/tiny.ini" --run-dir "$TMP/$name" \
     "${faults[@]}" > "$TMP/$name.log" 2>&1
   local rc=$?
   set -e
@@ -101,15 +109,18 @@ fi
 
 # --- Poisson failures from the supervisor: random ranks killed, still the same model ----------------
 # Seed 21 draws 0.031 x MTBF for the first attempt (a kill at its first training step) and
-# 1.145 x MTBF = 3.4 s for the second, longer than the whole job: one kill, deterministically.
+# 1.145 x MTBF for the second, longer than the whole job: one kill. The MTBF is 2 x the reference
+# run's wall time (at least 3 s): a fixed 3 s was shorter than the job itself on a loaded machine,
+# where every attempt was killed before it finished (31 kills, gave up).
+MTBF=$(mt_scaled 3 2 "$REF_S")
 set +e
-"${SUP[@]}" --max-restarts 30 --fault-mtbf 3.0 --seed 21 -- $MT train --config "$TMP/tiny.ini" \
+"${SUP[@]}" --max-restarts 30 --fault-mtbf "$MTBF" --seed 21 -- $MT train --config "$TMP/tiny.ini" \
   --run-dir "$TMP/mtbf" > "$TMP/mtbf.log" 2>&1
 rc=$?
 set -e
 kills=$($PY -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute(\"SELECT COUNT(*) FROM events WHERE kind='mtbf_kill'\").fetchone()[0])" "$TMP/mtbf/run.db" 2>/dev/null || echo 0)
 if [ $rc = 0 ] && [ "$kills" -ge 1 ] && same_params "$TMP/mtbf" "$TMP/ref" 2>/dev/null; then
-  ok "--fault-mtbf 3 s: $kills random kill(s), job completed with the unfaulted parameters"
+  ok "--fault-mtbf $MTBF s: $kills random kill(s), job completed with the unfaulted parameters"
 else
   bad "--fault-mtbf: exit $rc, $kills kills: $(grep 'minitrain' "$TMP/mtbf.log" | tail -2)"
 fi

@@ -172,13 +172,17 @@ open(out, "w").write("".join(f"{a} {n} {c}\n" for a, n, c in sorted(seen)))
 PY
   echo $! > "$4.pid"; PIDS+=("$4.pid")
 }
+# n2's ranks (2 and 3 of the plan) hang at step 10 until the watch kills them: polling every 50 ms
+# it once raced the 20 remaining steps, which a quiet machine trains in well under a second, and
+# on a loaded one the watch is the one that waits (the job finished unkilled: "kill on n2: 0")
 node_watch n2 10 "$TMP/heal/heartbeat" "$TMP/heal.nodes"
 set +e
 MINITRAIN_SHM_DIR="$TMP/shm2" timeout 200 salloc -Q -N3 --ntasks-per-node=2 bash -c "
   $MT plan --from-slurm --tp 2 --dp 2 --spares 1 --quiet --out '$TMP/heal.rankfile' > /dev/null &&
   $MT run --rankfile '$TMP/heal.rankfile' --cordon-after 1 --backoff 0:0 --run-dir '$TMP/heal' -- \
     mpirun $MPI_ARGS --hostfile {hostfile} --rankfile {rankfile} -np 4 $MT train --config '$TMP/tiny.ini' \
-    --rankfile {rankfile} --run-dir '$TMP/heal'" > "$TMP/heal.log" 2>&1
+    --rankfile {rankfile} --run-dir '$TMP/heal' --fault hang@step=10,rank=2 --fault hang@step=10,rank=3" \
+  > "$TMP/heal.log" 2>&1
 rc=$?
 set -e
 touch "$TMP/heal.nodes.stop"
@@ -214,7 +218,12 @@ grep -q '^drained: *n2 in Slurm — minitrain: crash of rank ' "$TMP/heal.report
 scontrol update nodename=n2 state=resume
 
 # --- USR1: checkpoint now, requeue, resume (examples/slurm/minitrain.sbatch) ----------------------
+# From step 10 on rank 0 runs at 1/40 of its speed (slow: 39 x its own step time after each step,
+# so the margin grows with the load), until the USR1 checkpoint ends the attempt: the remaining
+# steps can no longer finish before scancel's signal has made its way through slurmctld, slurmd,
+# the batch shell and the supervisor. The slow fault fired once; the requeued job runs at speed.
 job=$(MINITRAIN=$MT RUN_DIR=$TMP/usr1 TP=2 MPIRUN_ARGS="$MPI_ARGS" MINITRAIN_SHM_DIR=$TMP/shm3 \
+  TRAIN_ARGS="--fault slow@step=10,rank=0,factor=40" \
   sbatch --parsable -N3 -o "$TMP/usr1-%j.out" -D "$TMP" examples/slurm/minitrain.sbatch "$TMP/tiny.ini" 2> "$TMP/sbatch.err") \
   || bad "sbatch: $(cat "$TMP/sbatch.err")"
 for i in $(seq 300); do

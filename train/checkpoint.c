@@ -198,6 +198,28 @@ const char *checkpoint_root(const checkpointer *ck, int tier) {
     return ckpt_tiers_root(ckpt_writer_tiers(ck->w), tier);
 }
 
+int checkpoint_copies(const checkpointer *ck, int rank, int64_t step, checkpoint_copy *out) {
+    int n = 0;
+    char own[CKPT_PATH_MAX] = "", held[CKPT_PATH_MAX] = "";
+    if (ck->peer) {
+        ckpt_peer_tr_copies(ck->peer, rank, step, own, held, sizeof(own));
+    } else if (rank == world_rank(ck) && checkpoint_root(ck, 0)) {
+        ckpt_step_path(own, sizeof(own), checkpoint_root(ck, 0), step, "");
+    }
+    const char *dirs[4] = {own, held, NULL, NULL};
+    if (rank == world_rank(ck))
+        for (int t = 1; t < CKPT_TIERS; t++) dirs[t + 1] = checkpoint_root(ck, t);
+    for (int i = 0; i < 4; i++) {
+        if (dirs[i] == NULL || dirs[i][0] == 0) continue;
+        checkpoint_copy *c = &out[n++];
+        c->tier = i < 2 ? 0 : i - 1;
+        c->replica = i == 1;
+        if (i < 2) snprintf(c->dir, sizeof(c->dir), "%s", dirs[i]);
+        else ckpt_step_path(c->dir, sizeof(c->dir), dirs[i], step, "");
+    }
+    return n;
+}
+
 /* ---- trainer_state.json ------------------------------------------------------------------------ */
 
 static char *build_state_json(checkpointer *ck, int step) {

@@ -109,6 +109,26 @@ void checkpoint_get_stats(const checkpointer *ck, checkpoint_stats *out);
 /* Root directory of a tier (0, 1, 2), or NULL when that tier is off. */
 const char *checkpoint_root(const checkpointer *ck, int tier);
 
+/* One copy of a checkpoint step: its tier (0, 1, 2), whether it is a buddy's replica (peer tier
+ * 0, ckpt_replicas = 1), and its step directory (committed or not yet). */
+typedef struct {
+    int tier, replica;
+    char dir[CKPT_PATH_MAX];
+} checkpoint_copy;
+
+#define CHECKPOINT_MAX_COPIES 4
+
+/* The copies of world rank `rank`'s step `step` that THIS process is the one to reach, for the
+ * corrupt-ckpt / torn-ckpt faults (sched/hooks.c), in the order tier 0 own, tier 0 replica,
+ * tier 1, tier 2:
+ *   as rank `rank`: its own tier-0 copy (the shared tier 0's step_N, or the per-rank
+ *     T0/rank_R/step_N of a per-node or replicated tier 0) and tiers 1 and 2 (shared by all
+ *     ranks: one damaged shard spoils the step);
+ *   as `rank`'s buddy: the replica of it this rank holds (T0/peer/rank_R/step_N).
+ * Tiers that are off are left out. Returns the number of copies written to out (at most
+ * CHECKPOINT_MAX_COPIES). */
+int checkpoint_copies(const checkpointer *ck, int rank, int64_t step, checkpoint_copy *out);
+
 /* Free the checkpointer (after checkpoint_finish). NULL is a no-op. */
 void checkpoint_free(checkpointer *ck);
 

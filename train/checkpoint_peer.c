@@ -465,6 +465,16 @@ int ckpt_peer_tr_choose(ckpt_peer_tr *p, int64_t want, int64_t newer_elsewhere, 
     return rc;
 }
 
+void ckpt_peer_tr_copies(const ckpt_peer_tr *p, int rank, int64_t step, char *own, char *held,
+                         size_t len) {
+    char root[CKPT_PATH_MAX];
+    own[0] = held[0] = 0;
+    if (rank == p->rank) ckpt_step_path(own, len, p->own, step, "");
+    if (rank >= 0 && rank < p->size && p->buddy[rank] == p->rank &&
+        ckpt_peer_root(root, sizeof(root), p->t0, rank, 0) == 0)
+        ckpt_step_path(held, len, root, step, "");
+}
+
 /* ---- end of run -------------------------------------------------------------------------------- */
 
 void ckpt_peer_tr_drop(ckpt_peer_tr *p) {

@@ -56,6 +56,14 @@ void ckpt_peer_tr_save(ckpt_peer_tr *p, int64_t step, const float *params, const
 int ckpt_peer_tr_choose(ckpt_peer_tr *p, int64_t want, int64_t newer_elsewhere, char *dir,
                         size_t len, int *fetched, int64_t *step_out);
 
+/* The tier-0 directories of world rank `rank`'s step `step` that THIS rank holds, committed or
+ * not: own = T0/rank_R/step_N when this is rank `rank`, held = T0/peer/rank_R/step_N when this
+ * rank is `rank`'s buddy (ckpt_replicas = 1); "" where it holds none. For the corrupt-ckpt and
+ * torn-ckpt faults (sched/hooks.c): on a real cluster only the process on a node reaches that
+ * node's memory, so every copy has exactly one rank that can damage it. */
+void ckpt_peer_tr_copies(const ckpt_peer_tr *p, int rank, int64_t step, char *own, char *held,
+                         size_t len);
+
 /* Remove this rank's own tier 0 and the copies it holds (end of a completed run). */
 void ckpt_peer_tr_drop(ckpt_peer_tr *p);
 
