@@ -5,10 +5,13 @@
  * Everything after `--` is the launch command, passed through untouched (its own --help
  * included). The run directory is --run-dir, else the launch command's --run-dir.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd/args.h"
 #include "cmd/cmd.h"
@@ -29,6 +32,31 @@ static int parse_backoff(const char *v, sup_opts *o) {
     if (rc == ARGS_CONTINUE) rc = args_double("backoff MAX", colon + 1, o->backoff_min, 1e9,
                                               &o->backoff_max);
     return rc;
+}
+
+/* A launch command that cannot be executed (a typo, a missing ./minitrain) fails now with one
+ * line: restarting it would only repeat execvp's ENOENT max_restarts times, with backoff. As
+ * execvp: a name with '/' is a path, else it is searched in PATH. */
+static void check_executable(const char *cmd) {
+    struct stat st;
+    if (strchr(cmd, '/')) {
+        if (stat(cmd, &st) != 0) mt_fail("run: cannot execute '%s': %s", cmd, strerror(errno));
+        if (!S_ISREG(st.st_mode) || access(cmd, X_OK) != 0)
+            mt_fail("run: cannot execute '%s': %s", cmd, S_ISREG(st.st_mode) ? strerror(errno)
+                                                                              : "not a file");
+        return;
+    }
+    const char *p = getenv("PATH");
+    if (p == NULL) p = "/usr/bin:/bin";
+    for (;;) {
+        size_t n = strcspn(p, ":"); /* an empty entry is the current directory */
+        char file[4096];
+        snprintf(file, sizeof(file), "%.*s/%s", (int)(n ? n : 1), n ? p : ".", cmd);
+        if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && access(file, X_OK) == 0) return;
+        if (p[n] == '\0') break;
+        p += n + 1;
+    }
+    mt_fail("run: cannot execute '%s': not found in PATH", cmd);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -96,6 +124,7 @@ int cmd_run(int argc, char **argv) {
     if (first >= argc) mt_fail("run: no launch command (usage: minitrain run [options] -- LAUNCH...)");
     char **launch = argv + first;
     int nlaunch = argc - first;
+    check_executable(launch[0]);
     if (!o.run_dir) o.run_dir = sup_launch_run_dir(launch, nlaunch);
     if (!o.run_dir)
         mt_fail("run: give --run-dir DIR (or pass --run-dir DIR to the train command in LAUNCH): "

@@ -168,6 +168,11 @@ expect_usage "gateway --upstream a=.. --upstream a=.." "$MT" gateway --port 0 --
 expect_usage "gateway --route m=a --route m=b" "$MT" gateway --port 0 --upstream a=http://127.0.0.1:1 --upstream b=http://127.0.0.1:2 --route m=a --route m=b
 grep -q "route m is given twice ('m=a' and 'm=b')" "$TMP/err" && ok "... names both" || bad "route twice: $(cat "$TMP/err")"
 
+echo "== run -- a command that does not exist: refused at once, not restarted max-restarts times"
+expect_usage "run -- $TMP/no/such/bin" "$MT" run --run-dir "$TMP/sup_noexec" --max-restarts 3 -- "$TMP/no/such/bin"
+expect_usage "run -- no_such_cmd_mt (PATH)" "$MT" run --run-dir "$TMP/sup_noexec" --max-restarts 3 -- no_such_cmd_mt
+grep -q "cannot execute 'no_such_cmd_mt': not found in PATH" "$TMP/err" && ! grep -q "attempt 1" "$TMP/err" && ok "... names it, launches nothing" || bad "run of a missing command: $(head -c 300 "$TMP/err")"
+
 echo "== README: its supervisor line runs as written (the supervisor needs the run directory)"
 line=$(grep -m1 '^\./minitrain run .* -- ' README.md)
 run_dir=$(sed -n 's/.*--run-dir \([^ ]*\).*/\1/p' <<<"$line")
