@@ -326,8 +326,14 @@ mkfifo "$TMP/loading.safetensors"
 "$MT" serve --port 0 --run "$TMP/loading.safetensors" --tokenizer "$TMP/tiny/tokenizer.bin" \
   >"$TMP/D.out" 2>"$TMP/D.err" &
 PID_D=$!; PIDS+=("$PID_D")
-for _ in $(seq 100); do grep -q 'listening on' "$TMP/D.err" && break; sleep 0.05; done
-UD=$(grep -o 'http://127.0.0.1:[0-9]*' "$TMP/D.err" | head -1)
+# up to 30 s (an ASan build on a loaded machine once took over 5 s); if it never listens, UD stays
+# empty and the two checks below fail by name instead of set -e ending the script unreported
+for _ in $(seq 600); do
+  grep -q 'listening on' "$TMP/D.err" && break
+  kill -0 "$PID_D" 2>/dev/null || { bad "serve D died before listening: $(tail -2 "$TMP/D.err")"; break; }
+  sleep 0.05
+done
+UD=$(grep -o 'http://127.0.0.1:[0-9]*' "$TMP/D.err" | head -1) || true
 check "/health 503 {\"status\":\"loading\"} while the model loads" [ "$(code GET "$UD/health")" = 503 -a "$(cat "$TMP/body")" = '{"status":"loading"}' ]
 check "completions 503 while loading" [ "$(post "$UD" '{"prompt":"a"}')" = 503 ]
 { kill -9 "$PID_D"; wait "$PID_D"; } 2>/dev/null || true
