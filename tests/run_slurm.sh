@@ -135,11 +135,17 @@ timeout 120 mpirun $MPI_ARGS --oversubscribe -np 4 $MT train --config "$TMP/tiny
 # node_watch NODE STEP HB_DIR OUT: every 50 ms, note (attempt, node, name) of each minitrain rank
 # and Open MPI daemon (orted) of this test (from its environment: MINITRAIN_ATTEMPT,
 # SLURMD_NODENAME), one "attempt node name" line each in OUT; the first time a heartbeat in
-# HB_DIR passes STEP (STEP > 0), SIGKILL the minitrain processes on NODE. Ends when STOP appears.
+# HB_DIR passes STEP (STEP > 0) and (with FIRED N) the fault record FIRED holds N lines, SIGKILL
+# the minitrain processes on NODE. Ends when STOP appears.
+# node_watch NODE STEP HB_DIR OUT [FIRED N]
 node_watch() {
   $PY - "$@" <<'PY' &
 import glob, os, re, signal, sys, time
 node, step, hb, out = sys.argv[1].encode(), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+fired, n_fired = (sys.argv[5], int(sys.argv[6])) if len(sys.argv) > 6 else (None, 0)
+def recorded():  # the hang faults are durable in faults_fired before the ranks stop (sched/hooks.c)
+    try: return fired is None or len(open(fired).read().splitlines()) >= n_fired
+    except OSError: return False
 mine = os.path.dirname(out).encode()
 seen, killed, t0 = set(), step <= 0, time.time()
 def procs():
@@ -161,7 +167,7 @@ while not os.path.exists(out + ".stop") and time.time() - t0 < 240:
     if not killed:
         steps = [int(m.group(1)) for f in glob.glob(hb + "/rank_*")
                  for m in [re.search(r"step=(\d+)", open(f).read())] if m]
-        if steps and max(steps) >= step:
+        if steps and max(steps) >= step and recorded():
             victims = [pid for pid, env in ps
                        if env[b"SLURMD_NODENAME"] == node and env[b"comm"] == b"minitrain"]
             for pid in victims: os.kill(pid, signal.SIGKILL)
@@ -174,8 +180,11 @@ PY
 }
 # n2's ranks (2 and 3 of the plan) hang at step 10 until the watch kills them: polling every 50 ms
 # it once raced the 20 remaining steps, which a quiet machine trains in well under a second, and
-# on a loaded one the watch is the one that waits (the job finished unkilled: "kill on n2: 0")
-node_watch n2 10 "$TMP/heal/heartbeat" "$TMP/heal.nodes"
+# on a loaded one the watch is the one that waits (the job finished unkilled: "kill on n2: 0").
+# The kill waits until both hangs are recorded in faults_fired: killed before rank 2 had fsynced its
+# record, a hang re-armed after the re-plan and hung rank 2 again on n3 (CI: "giving up: host n3 is
+# cordoned")
+node_watch n2 10 "$TMP/heal/heartbeat" "$TMP/heal.nodes" "$TMP/heal/faults_fired" 2
 set +e
 MINITRAIN_SHM_DIR="$TMP/shm2" timeout 200 salloc -Q -N3 --ntasks-per-node=2 bash -c "
   $MT plan --from-slurm --tp 2 --dp 2 --spares 1 --quiet --out '$TMP/heal.rankfile' > /dev/null &&
