@@ -171,7 +171,7 @@ ifeq ($(GPU),1)
   endif
 endif
 
-# The CUDA backend (train/ops_cuda*.cu, GPU=1 only): machine code for Hopper (sm_90: H100/H200)
+# The CUDA backend (ops/ops_cuda*.cu, GPU=1 only): machine code for Hopper (sm_90: H100/H200)
 # and Ampere (sm_80: A100), plus sm_90 PTX for newer parts. Warnings are errors in nvcc, in the
 # host compiler and in ptxas; -warn-spills/-warn-lmem-usage make a register spill or a kernel's
 # local-memory use a warning, hence a build failure.
@@ -180,12 +180,12 @@ CUDA_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=
 NVCCFLAGS = -std=c++17 -O3 -I. $(CUDA_ARCHS) -Werror all-warnings \
             -Xcompiler -Wall,-Wextra,-Werror,-fopenmp -Xptxas -warn-spills,-warn-lmem-usage,-Werror \
             -MMD -MP
-# train/ops_cuda_table.c puts the kernels in the backend table (train/ops_backend.h, branch
+# ops/ops_cuda_table.c puts the kernels in the backend table (ops/ops_backend.h, branch
 # gpu-backend): compiled only in GPU=1 builds of a tree that has that header.
-CUDA_TABLE = train/ops_cuda_table.c
+CUDA_TABLE = ops/ops_cuda_table.c
 ifeq ($(GPU),1)
-  CU_SRCS = $(wildcard train/ops_cuda*.cu)
-  ifneq ($(wildcard train/ops_backend.h),)
+  CU_SRCS = $(wildcard ops/ops_cuda*.cu)
+  ifneq ($(wildcard ops/ops_backend.h),)
     CFLAGS_BASE += -DMT_HAVE_CUDA_KERNELS
     CUDA_TABLE =
   endif
@@ -197,7 +197,7 @@ LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhire
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
-MODULES = core parallel ckpt train safety gateway sched cmd
+MODULES = core parallel ckpt text ops model train report serve safety gateway sched cmd
 SRCS = $(filter-out $(CUDA_TABLE),$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 OBJS = $(SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a

@@ -43,7 +43,7 @@
 #include "train/checkpoint.h"
 #include "train/model_ckpt.h"
 #include "train/model.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 

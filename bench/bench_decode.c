@@ -19,7 +19,7 @@
 #include "core/timer.h"
 #include "train/flops.h"
 #include "train/model.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 #define NS 4
 static const int SIZES[NS] = {1, 2, 4, 8};

@@ -18,7 +18,7 @@
 
 #include "core/timer.h"
 #include "train/model.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 enum { B = 16, T = 128, C = 192, V = 256, N = B * T, K = 3 };
 

@@ -9,7 +9,7 @@
  *     faults and its time per op kind next to a steady step's, so the extra cost has a name;
  *   - steady steps: median and best time, tokens/s, achieved GFLOP/s (FLOPs per token from
  *     train/flops.c: 6N + 12·L·d·T) next to the sgemm peak measured in the same run, the ratio;
- *   - the time per op kind (train/prof.h: matmuls by layer type and direction, attention,
+ *   - the time per op kind (ops/prof.h: matmuls by layer type and direction, attention,
  *     LayerNorm, GELU, softmax + loss, AdamW, ...) as medians over the profiled steps, with the
  *     GFLOP/s of each matmul kind against the peak;
  *   - the peak resident memory.
@@ -29,9 +29,9 @@
 #include "core/timer.h"
 #include "train/flops.h"
 #include "train/model.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 #include "train/optim.h"
-#include "train/prof.h"
+#include "ops/prof.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

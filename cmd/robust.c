@@ -27,7 +27,7 @@
 #include "parallel/pp.h"
 #include "safety/robust.h"
 #include "train/model_io.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 #include "train/tokenizer.h"
 
 static int g_rank;

@@ -14,7 +14,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "train/model_io.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 #include "train/sample.h"
 #include "train/tokenizer.h"
 

@@ -21,7 +21,7 @@
 #include "core/check.h"
 #include "gateway/server.h"
 #include "train/model_io.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 #include "train/tokenizer.h"
 
 /* Keys from FILE: one per line, surrounding blanks ignored, empty lines and # comments skipped. */

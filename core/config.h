@@ -55,7 +55,7 @@ typedef struct {
     int microbatches;     /* pipeline microbatches per step (0 = global_batch / (batch_size·dp)) */
     char pp_layers[256];  /* layers per stage, e.g. "3,4" ("" = even split) */
     char pp_schedule[16]; /* 1f1b | gpipe */
-    char device[16];      /* cpu | guard | cuda: the ops backend (train/ops.h) */
+    char device[16];      /* cpu | guard | cuda: the ops backend (ops/ops.h) */
     float comm_timeout;  /* seconds before the collective watchdog aborts the job */
     float bucket_mb;     /* data-parallel gradient bucket size */
     /* checkpointing */

@@ -89,7 +89,7 @@ void comm_watchdog_start(double timeout_s);
 /* ---- device buffers (parallel/comm_dev.c) ---------------------------------------------------
  * The float collectives and point-to-point calls above accept device buffers as well as host
  * ones. Which memory a buffer is, and how to copy it, is told by the ops backend
- * (train/ops.h registers itself: parallel/ cannot include train/). The split, docs/gpu.md:
+ * (ops/ops.h registers itself: parallel/ cannot include train/). The split, docs/gpu.md:
  *   device buffer, group with a NCCL communicator (device = cuda) → NCCL on the comm stream;
  *   device buffer, no NCCL (device = guard)                    → staged: copied to a host
  *                                                                 buffer, MPI, copied back;

@@ -21,7 +21,7 @@
 #include "core/rng.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 /* A host copy of n floats of device memory p (the caller frees it), or NULL when p is host
  * memory already (device = cpu): gradients w.r.t. the input embeddings come from the device. */

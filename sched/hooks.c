@@ -27,7 +27,7 @@
 #include "sched/heartbeat.h"
 #include "sched/simulate.h"
 #include "train/checkpoint.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 static struct {
     int attached;

@@ -26,7 +26,7 @@ done
 # every kernel compiles under -Werror (nvcc, host compiler, ptxas spills) where the CUDA toolkit
 # is installed (/usr/local/cuda: every machine of this project; the kernels' objects only)
 if [ -x /usr/local/cuda/bin/nvcc ]; then
-  objs=$(for f in train/ops_cuda*.cu; do echo "build-gpu/${f%.cu}.o"; done)
+  objs=$(for f in ops/ops_cuda*.cu; do echo "build-gpu/${f%.cu}.o"; done)
   # shellcheck disable=SC2086
   make -s -j2 GPU=1 $objs >/dev/null && ok "CUDA kernels compile (sm_90, sm_80) with warnings and spills as errors" \
     || bad "CUDA kernels do not compile cleanly (make GPU=1)"
@@ -34,7 +34,7 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
   # without MPI). The kernels' objects are the ones just built (nvcc's flags carry no MPI), copied
   # when newer, so only the C files compile again (about a minute on a fresh tree)
   B=build-gpu-nompi
-  mkdir -p $B/train && cp -pu build-gpu/train/ops_cuda*.o $B/train/
+  mkdir -p $B/ops && cp -pu build-gpu/ops/ops_cuda*.o $B/ops/
   if make -s -j2 GPU=1 MPICC= BUILD=$B "$B/minitrain" > "$B.log" 2>&1 && "$B/minitrain" train --help >/dev/null \
      && ! ldd "$B/minitrain" | grep -q libmpi; then ok "make GPU=1 MPICC= builds $B/minitrain without libmpi"
   else bad "make GPU=1 MPICC=: $(grep -m3 -i 'error' "$B.log")"; fi

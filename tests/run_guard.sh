@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/run_guard.sh — device = guard computes exactly what device = cpu computes.
 #
-# The guard device (train/ops_guard.c) keeps every model buffer PROT_NONE outside the ops and the
+# The guard device (ops/ops_guard.c) keeps every model buffer PROT_NONE outside the ops and the
 # memory API, so a run that completes on it touched parameters, gradients, activations and AdamW
-# state only through train/ops.h, and every multi-rank run exercised the comm split (device
+# state only through ops/ops.h, and every multi-rank run exercised the comm split (device
 # buffers staged through host memory for MPI, parallel/comm_dev.c). Here each layout trains
 # 8 steps on cpu and on guard and must agree BIT FOR BIT (losses in run.db, every tensor of
 # model.safetensors): one process, dp=2, dp=2 ZeRO-1, tp=2, pp=2, ep=2 (MoE), and 4D

@@ -26,12 +26,19 @@ ALLOWED = {
     "core": set(),
     "parallel": {"core"},
     "ckpt": {"core"},
-    "train": {"core", "parallel", "ckpt"},
-    "safety": {"core", "parallel", "ckpt", "train"},
-    "gateway": {"core", "parallel", "ckpt", "train", "safety"},
-    "sched": {"core", "parallel", "ckpt", "train"},
-    "cmd": {"core", "parallel", "ckpt", "train", "safety", "gateway", "sched"},
-    "minitrain.c": {"core", "parallel", "ckpt", "train", "safety", "gateway", "sched", "cmd"},
+    "text": {"core"},
+    "ops": {"core", "parallel"},
+    "model": {"core", "parallel", "ckpt", "ops", "text"},
+    "train": {"core", "parallel", "ckpt", "ops", "model", "text"},
+    "report": {"core", "parallel", "ckpt"},
+    "safety": {"core", "parallel", "ckpt", "ops", "model", "text", "train", "report"},
+    "serve": {"core", "parallel", "ckpt", "ops", "model", "text"},
+    "gateway": {"core", "parallel", "ckpt", "ops", "model", "text", "serve", "safety", "train"},
+    "sched": {"core", "parallel", "ckpt", "ops", "model", "text", "train", "report"},
+    "cmd": {"core", "parallel", "ckpt", "ops", "model", "text", "train", "report", "safety",
+            "serve", "gateway", "sched"},
+    "minitrain.c": {"core", "parallel", "ckpt", "ops", "model", "text", "train", "report",
+                    "safety", "serve", "gateway", "sched", "cmd"},
 }
 # Known violations, fixed on other branches; the lead removes these lines when they merge.
 ALLOW_CYCLES = set()  # none: house-ckpt broke the last two
@@ -48,7 +55,7 @@ files = ["minitrain.c"] if os.path.exists("minitrain.c") else []
 for m in ALLOWED:
     if os.path.isdir(m):
         for f in sorted(os.listdir(m)):
-            if f.endswith((".c", ".h", ".cu")):
+            if f.endswith((".c", ".h", ".cu", ".cuh")):
                 files.append(f"{m}/{f}")
 
 bad = []

@@ -1,5 +1,5 @@
 /*
- * tests/test_guard.c — the guard device (train/ops_guard.c) and backend selection (train/ops.c).
+ * tests/test_guard.c — the guard device (ops/ops_guard.c) and backend selection (ops/ops.c).
  *
  * The guard is only worth something if it (1) computes exactly what the cpu backend computes and
  * (2) really stops a host access to device memory. So: ops on guard memory are compared bit for
@@ -22,8 +22,8 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
-#include "train/ops.h"
-#include "train/ops_cpu.h"
+#include "ops/ops.h"
+#include "ops/ops_cpu.h"
 
 #define GUARD_EXIT 86
 

@@ -1,5 +1,5 @@
 /*
- * tests/test_ops.c — unit tests of the CPU layer kernels in train/ops.h (train/ops_cpu.c):
+ * tests/test_ops.c — unit tests of the CPU layer kernels in ops/ops.h (ops/ops_cpu.c):
  * encoder, layernorm, matmul, attention (and its decode step), GELU, softmax + cross-entropy.
  * The optimizer and element-wise kernels, accumulation and thread-count independence are
  * tests/test_ops_elementwise.c; the helpers both use are tests/ops_testutil.h.
@@ -31,7 +31,7 @@
 
 #include "core/check.h"
 #include "tests/ops_testutil.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 #define TOL_FWD 2e-6  /* forward fp32 vs double, relative to the largest magnitude */
 #define TOL_GRAD 1e-4 /* analytic fp32 gradient vs double finite differences */

@@ -1,6 +1,6 @@
 /*
  * tests/test_ops_cuda_launch.c — host unit tests of the CUDA backend's launch arithmetic
- * (train/ops_cuda_launch.c): grids cover every element exactly once, reductions are split by
+ * (ops/ops_cuda_launch.c): grids cover every element exactly once, reductions are split by
  * problem size only, workspaces hold what the kernels write, the token bucketing of the
  * deterministic encoder backward is a stable sort. No GPU and no CUDA headers needed: this runs
  * in every `make unit`.
@@ -18,8 +18,8 @@
 
 #include <cmocka.h>
 
-#include "train/ops.h"
-#include "train/ops_cuda_launch.h"
+#include "ops/ops.h"
+#include "ops/ops_cuda_launch.h"
 
 /* Simulate a grid-stride loop of `blocks` x `block` threads, per_thread = 1: every index in
  * [0, n) is visited exactly once. */

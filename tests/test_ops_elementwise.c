@@ -1,11 +1,11 @@
 /*
  * tests/test_ops_elementwise.c — unit tests of the CPU optimizer and element-wise kernels in
- * train/ops.h (train/ops_cpu.c: AdamW, sum of squares, residual, in-place add, scale), and of two
+ * ops/ops.h (ops/ops_cpu.c: AdamW, sum of squares, residual, in-place add, scale), and of two
  * properties every kernel must have: a backward called twice doubles its gradients (accumulate,
  * never overwrite), and the results do not depend on the thread count. The layer kernels against
  * double references are tests/test_ops.c; the helpers both use are tests/ops_testutil.h.
  *
- * References: AdamW's update is recomputed in double from the formula in train/ops.h; the
+ * References: AdamW's update is recomputed in double from the formula in ops/ops.h; the
  * element-wise ops from their definitions. Tolerance as in tests/test_ops.c:
  * |got − want| ≤ tol · max(1, max|want|).
  */
@@ -22,7 +22,7 @@
 
 #include "core/check.h"
 #include "tests/ops_testutil.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* optimizer helpers and element-wise                                                         */

@@ -5,7 +5,7 @@
  *     and rng_normal is its Box-Muller definition bit for bit;
  *   - core/mem.h's mem_prepare keeps a buffer's contents, and is harmless on small blocks and on
  *     memory that cannot be touched (PROT_NONE, as the guard backend maps it);
- *   - train/prof.h accounts time only while on, and the statement runs either way.
+ *   - ops/prof.h accounts time only while on, and the statement runs either way.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -22,8 +22,8 @@
 #include "core/mem.h"
 #include "core/rng.h"
 #include "train/model.h"
-#include "train/ops.h"
-#include "train/prof.h"
+#include "ops/ops.h"
+#include "ops/prof.h"
 
 /* rng_normal written out (the reference). */
 static float old_normal(rng_state *r) {

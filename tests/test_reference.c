@@ -23,7 +23,7 @@
 
 #include "ckpt/safetensors.h"
 #include "train/model.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 #include "train/optim.h"
 
 #define REF_DIR "build/reference"

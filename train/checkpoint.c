@@ -12,7 +12,7 @@
  * communicator (the writer's collectives) and to run.db (the catalog and events).
  */
 #include "train/checkpoint.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>

@@ -10,7 +10,7 @@
 
 #include "core/check.h"
 #include "train/model.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 void gpt_decode_init(gpt_decode_state *s, const gpt_model *m) {
     const gpt_config *c = &m->cfg;

@@ -23,7 +23,7 @@
 
 #include "core/check.h"
 #include "train/model.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 struct gpt_batch {
     int max_rows, max_seqs, C, V, max_T;

@@ -24,7 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/interop.h"
 #include "train/model_io.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 #include "train/trainer.h"
 
 void interop_cut_context(gpt_model *dst, const gpt_model *full, int seq_len) {

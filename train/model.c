@@ -1,5 +1,5 @@
 /*
- * train/model.c — GPT-2 forward, backward and KV-cache decode on top of train/ops.h.
+ * train/model.c — GPT-2 forward, backward and KV-cache decode on top of ops/ops.h.
  *
  * The forward keeps every activation the backward needs (nothing is recomputed). The backward
  * walks the blocks in reverse with ONE running residual-gradient buffer `dres`: because every
@@ -15,7 +15,7 @@
 
 #include "core/check.h"
 #include "parallel/tp.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 static void bind(const gpt_model *m, float *base, float **wte, float **wpe, float **lnfw,
                  float **lnfb, gpt_block *blocks);

@@ -136,7 +136,7 @@ typedef struct {
     size_t capacity; /* floats allocated in params/grads (>= num_params, see gpt_reserve) */
     float *params;   // (num_params)
     float *grads;    // (num_params), allocated by gpt_alloc_training
-    /* params and grads are DEVICE memory (train/ops.h ops_alloc); host code reads or writes
+    /* params and grads are DEVICE memory (ops/ops.h ops_alloc); host code reads or writes
      * parameters only through the host mirror (gpt_params_host / gpt_params_upload) */
     float *params_host; // (capacity) host mirror, allocated on first use; == params on cpu
     int first, last; /* this stage holds the embeddings / the head */

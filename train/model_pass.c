@@ -1,5 +1,5 @@
 /*
- * train/model_pass.c — GPT-2 forward and backward on top of train/ops.h, whole model or one
+ * train/model_pass.c — GPT-2 forward and backward on top of ops/ops.h, whole model or one
  * pipeline stage, one activation slot per microbatch in flight.
  *
  * The forward keeps every activation the backward needs (nothing is recomputed). The backward
@@ -21,8 +21,8 @@
 #include "parallel/tp.h"
 #include "train/model.h"
 #include "train/moe.h"
-#include "train/ops.h"
-#include "train/prof.h"
+#include "ops/ops.h"
+#include "ops/prof.h"
 
 /* ---- activations ---------------------------------------------------------------------------- */
 

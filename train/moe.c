@@ -1,6 +1,6 @@
 /*
  * train/moe.c — the mixture-of-experts layer of train/moe.h: router, top-k gates, capacity,
- * experts (GPT-2 MLPs through train/ops), combine, the Switch load-balancing loss and the ST-MoE
+ * experts (GPT-2 MLPs through ops/), combine, the Switch load-balancing loss and the ST-MoE
  * z-loss, forward and backward, with or without expert parallelism.
  *
  * Shape of the computation (same code for ep = 1 and ep > 1; parallel/ep does the moving):
@@ -20,7 +20,7 @@
  * pre-GELU gradient in backward (so one backward per forward).
  *
  * Memory: every per-token and per-row buffer is device memory (ops_alloc) and every loop over
- * them is an op (ops_moe_*, train/ops.h). What stays on the host is the small integer planning:
+ * them is an op (ops_moe_*, ops/ops.h). What stays on the host is the small integer planning:
  * the chosen expert ids are copied out (N·k ints), counted, turned into send rows by the EP plan
  * and copied back in; the aux/z statistics come back as E + 1 doubles.
  */
@@ -32,7 +32,7 @@
 
 #include "core/check.h"
 #include "parallel/ep.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 struct moe_layer {
     moe_config cfg;

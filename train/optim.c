@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "train/ops.h"
-#include "train/prof.h"
+#include "ops/ops.h"
+#include "ops/prof.h"
 
 void optim_init(optim_adamw *o, size_t n, float beta1, float beta2, float eps,
                 float weight_decay) {

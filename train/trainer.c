@@ -19,7 +19,7 @@
 #include "parallel/pp.h"
 #include "train/flops.h"
 #include "train/model_io.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 #include "train/sample.h"
 
 void trainer_add_hook(trainer *tr, const char *name, int every, trainer_hook_fn fn, void *user) {

@@ -26,7 +26,7 @@
 #include "parallel/pp.h"
 #include "train/flops.h"
 #include "train/interop.h"
-#include "train/ops.h"
+#include "ops/ops.h"
 
 /* The sgemm peak MFU is measured against (per rank, averaged over the ranks, which probe at
  * once: the peak each gets while sharing), 0.5 s of every start. A relaunch by the supervisor

@@ -39,8 +39,8 @@
 
 #include "core/check.h"
 #include "train/flops.h"
-#include "train/ops.h"
-#include "train/ops_cuda.h"
+#include "ops/ops.h"
+#include "ops/ops_cuda.h"
 
 static int g_fail = 0;
 static int g_lowp = 0; /* tf32 or bf16 GEMMs */

@@ -1,5 +1,5 @@
 /*
- * train/ops_cuda_extra.cu — the CUDA versions of the ops gpu-backend added to train/ops.h
+ * ops/ops_cuda_extra.cu — the CUDA versions of the ops gpu-backend added to ops/ops.h
  * (/work/wt/notes/GPU_NEW_OPS.md): embedding rows with their own positions, argmax rows, the
  * first non-finite element, multi-tensor sum of squares, and the mixture-of-experts pieces
  * (router softmax + top-k + gates, probability sums, pack, combine and its backward, scatter-add,
@@ -13,7 +13,7 @@
  */
 #include <math.h>
 
-#include "train/ops_cuda_impl.cuh"
+#include "ops/ops_cuda_impl.cuh"
 
 extern "C" int ops_cuda_is_device(const void *p) {
     cudaPointerAttributes a;

@@ -1,5 +1,5 @@
 /*
- * train/ops_cuda_impl.cuh — what the CUDA backend's .cu files share and nothing else sees: the
+ * ops/ops_cuda_impl.cuh — what the CUDA backend's .cu files share and nothing else sees: the
  * error checks, the compute stream, the cuBLAS handle, the precision, the scratch buffers and the
  * warp/block reductions. Internal names carry the ops_cuda_i_ prefix (not in ops_cuda.h).
  */
@@ -10,8 +10,8 @@
 #include <cuda_runtime.h>
 
 #include "core/check.h"
-#include "train/ops_cuda.h"
-#include "train/ops_cuda_launch.h"
+#include "ops/ops_cuda.h"
+#include "ops/ops_cuda_launch.h"
 
 /* A failed CUDA or cuBLAS call: file:line, the call, the library's text and a hint; exit 1. */
 void ops_cuda_i_fail(const char *what, const char *call, const char *file, int line);

@@ -1,15 +1,15 @@
 /*
- * train/ops_cuda_table.c — the cuda entry of the backend table (train/ops_backend.h, gpu-backend's
- * branch): train/ops_cuda.h's free functions in ops_backend's slots. GPU=1 builds only, and only
- * once the tree has train/ops_backend.h (the Makefile checks; the two branches land separately).
+ * ops/ops_cuda_table.c — the cuda entry of the backend table (ops/ops_backend.h, gpu-backend's
+ * branch): ops/ops_cuda.h's free functions in ops_backend's slots. GPU=1 builds only, and only
+ * once the tree has ops/ops_backend.h (the Makefile checks; the two branches land separately).
  *
  * Why a separate file: ops_cuda*.cu stay free of the table's type (they implement the contract of
  * notes/GPU_CONTRACT.md, plain C names), and the table's shape can change without touching a
  * kernel. The one adapter is alloc, whose table slot also takes a label for error messages.
  */
-#include "train/ops_backend.h"
+#include "ops/ops_backend.h"
 
-#include "train/ops_cuda.h"
+#include "ops/ops_cuda.h"
 
 static void *cuda_alloc(size_t bytes, const char *what) {
     (void)what; /* ops.c reports the failure with the label; the device has no use for it */

@@ -1,5 +1,5 @@
 /*
- * train/ops_cuda_gemm.cu — the CUDA backend's GEMM-shaped ops: matmul forward/backward through
+ * ops/ops_cuda_gemm.cu — the CUDA backend's GEMM-shaped ops: matmul forward/backward through
  * cuBLAS, causal attention on the packed qkv layout through strided-batched GEMMs plus softmax
  * kernels, one-token decode attention, and the bias kernels.
  *
@@ -7,7 +7,7 @@
  *   - gemm_rm() takes the CPU backend's row-major cblas_sgemm arguments literally and maps them
  *     to column-major cuBLAS (row-major C = op(A) op(B) is column-major Cᵀ = op(B)ᵀ op(A)ᵀ, i.e.
  *     the operands swap and the transposes stay), so every GEMM here reads like its line in
- *     train/ops_cpu.c. Backward GEMMs pass beta = 1: the `+=` convention costs nothing.
+ *     ops/ops_cpu.c. Backward GEMMs pass beta = 1: the `+=` convention costs nothing.
  *   - Attention needs no copies: one strided batch over the heads of each sequence (head h of Q
  *     starts h*HS floats into a row of stride 3C), B such batches per GEMM. The att buffer the
  *     caller keeps is the probability matrix, as on the CPU.
@@ -24,7 +24,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "train/ops_cuda_impl.cuh"
+#include "ops/ops_cuda_impl.cuh"
 
 __global__ void k_to_bf16(__nv_bfloat16 *dst, const float *src, size_t n) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;

@@ -1,13 +1,13 @@
 /*
- * train/ops_backend.h — the backend table behind train/ops.h: one function pointer per op plus
- * the memory API, filled by each backend (cpu: train/ops.c, guard: train/ops_guard.c, cuda:
- * train/ops_cuda_table.c in GPU=1 builds). ops_select (train/ops.h) picks one for the process.
+ * ops/ops_backend.h — the backend table behind ops/ops.h: one function pointer per op plus
+ * the memory API, filled by each backend (cpu: ops/ops.c, guard: ops/ops_guard.c, cuda:
+ * ops/ops_cuda_table.c in GPU=1 builds). ops_select (ops/ops.h) picks one for the process.
  *
  * Why a table of pointers and not link-time selection: one binary runs cpu, guard and (GPU=1)
  * cuda, chosen by the config key `device`, so the test suite reruns unchanged on the guard
  * device. The cost is one indirect call per op, nothing next to a kernel.
  *
- * A backend's op has exactly the signature and semantics of ops_<name> in train/ops.h; every
+ * A backend's op has exactly the signature and semantics of ops_<name> in ops/ops.h; every
  * pointer is that backend's device memory unless ops.h says HOST.
  */
 #ifndef MT_OPS_BACKEND_H
@@ -21,7 +21,7 @@ typedef struct {
     /* lifecycle: 0 ok, -1 with err (no device); NULL = nothing to do */
     int (*init)(int local_rank, char *err, size_t errlen);
     const char *(*device_name)(void);
-    /* memory API (train/ops.h): alloc returns zeroed memory or NULL */
+    /* memory API (ops/ops.h): alloc returns zeroed memory or NULL */
     void *(*alloc)(size_t bytes, const char *what);
     void (*free)(void *p);
     void (*zero)(void *p, size_t bytes);
@@ -83,7 +83,7 @@ typedef struct {
 const ops_backend *ops_current(void);
 
 /* The backends this build has; ops_backend_cuda exists only in GPU=1 builds that have the CUDA
- * kernels (train/ops_cuda_table.c). */
+ * kernels (ops/ops_cuda_table.c). */
 extern const ops_backend ops_backend_cpu;
 extern const ops_backend ops_backend_guard;
 #ifdef MT_HAVE_CUDA_KERNELS

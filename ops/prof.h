@@ -1,5 +1,5 @@
 /*
- * train/prof.h — time per op kind of a training step (bench/bench_step's breakdown).
+ * ops/prof.h — time per op kind of a training step (bench/bench_step's breakdown).
  *
  * The model pass (train/model_pass.c) and the optimizer wrap each kernel call in PROF(kind, ...).
  * Off (the default) that is one load of a global flag and a predictable branch per kernel call —

@@ -1,13 +1,13 @@
 /*
- * train/ops.c — the dispatch of train/ops.h through the selected backend table
- * (train/ops_backend.h), backend selection (config key `device`, env MINITRAIN_DEVICE), and the
- * cpu backend: host memory (64-byte aligned, zeroed) and the kernels of train/ops_cpu*.c.
+ * ops/ops.c — the dispatch of ops/ops.h through the selected backend table
+ * (ops/ops_backend.h), backend selection (config key `device`, env MINITRAIN_DEVICE), and the
+ * cpu backend: host memory (64-byte aligned, zeroed) and the kernels of ops/ops_cpu*.c.
  *
  * Why every ops_<name> is a one-line forwarder rather than a macro: the public names stay real
  * functions (debuggers, profilers and the tests see them), and the table stays the only place
  * that knows which backend runs.
  */
-#include "train/ops.h"
+#include "ops/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +16,8 @@
 #include "core/check.h"
 #include "core/mem.h"
 #include "parallel/comm.h"
-#include "train/ops_backend.h"
-#include "train/ops_cpu.h"
+#include "ops/ops_backend.h"
+#include "ops/ops_cpu.h"
 
 /* ---- cpu backend: host memory ------------------------------------------------------------ */
 
@@ -114,7 +114,7 @@ int ops_select(const char *device, int local_rank, char *err, size_t errlen) {
 #else
         snprintf(err, errlen,
 #ifdef MT_HAVE_CUDA
-                 "device = cuda: this GPU=1 build has no CUDA kernels (train/ops_cuda*.cu)"
+                 "device = cuda: this GPU=1 build has no CUDA kernels (ops/ops_cuda*.cu)"
 #else
                  "device = cuda: this build has no CUDA (rebuild with make GPU=1)"
 #endif

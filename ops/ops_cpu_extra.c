@@ -1,12 +1,12 @@
 /*
- * train/ops_cpu_extra.c — CPU kernels of the ops that replaced host loops over model tensors
+ * ops/ops_cpu_extra.c — CPU kernels of the ops that replaced host loops over model tensors
  * (bias add after the TP all-reduce, per-row embedding for decode, argmax, non-finite check,
  * multi-tensor sum of squares, the MoE routing pieces), and the cpu backend's memory API.
  *
  * Each kernel is the loop that used to sit in train/model_pass.c, train/moe.c, train/model.c or
  * train/decode*.c, moved here unchanged, so the cpu (and guard) results stay bit-identical to
  * what those files computed before: same accumulation types, same order, same OpenMP
- * thresholds. They live in their own file (not train/ops_cpu.c) to keep that file's kernels,
+ * thresholds. They live in their own file (not ops/ops_cpu.c) to keep that file's kernels,
  * which another branch tunes, untouched.
  */
 #include <math.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "train/ops_cpu.h"
+#include "ops/ops_cpu.h"
 
 void ops_cpu_bias_add(float *out, const float *bias, int N, int OC) {
     for (int i = 0; i < N; i++)

@@ -1,18 +1,18 @@
 /*
- * train/ops_cuda.h — the CUDA backend of train/ops.h: the same ops on device pointers, plus the
+ * ops/ops_cuda.h — the CUDA backend of ops/ops.h: the same ops on device pointers, plus the
  * device memory API and lifecycle (contract: /work/wt/notes/GPU_CONTRACT.md, issue 16).
  *
- * Plain C, compilable without CUDA headers: the backend table (train/ops_cuda_table.c, GPU=1
+ * Plain C, compilable without CUDA headers: the backend table (ops/ops_cuda_table.c, GPU=1
  * only) and the tests include it. Every ops_cuda_<op> has EXACTLY the signature and the
- * semantics of ops_<op> in train/ops.h — read that header for shapes and conventions (backward
+ * semantics of ops_<op> in ops/ops.h — read that header for shapes and conventions (backward
  * functions accumulate +=, a target of -1 is ignored, ...) — with every pointer a device pointer.
- * The implementations live in train/ops_cuda.cu (memory API, element-wise, LayerNorm, encoder,
- * loss, optimizer) and train/ops_cuda_gemm.cu (cuBLAS matmul, attention, decode).
+ * The implementations live in ops/ops_cuda.cu (memory API, element-wise, LayerNorm, encoder,
+ * loss, optimizer) and ops/ops_cuda_gemm.cu (cuBLAS matmul, attention, decode).
  *
  * Work is queued on one compute stream (ops_cuda_stream); an op returns when its work is queued,
  * except those that return a value (softmax_crossentropy, sumsq) and the copies to/from the
  * host, which wait for it. Reductions are deterministic (no atomics; parts fixed by the problem
- * size, train/ops_cuda_launch.h), so an fp32 rerun is bit-identical.
+ * size, ops/ops_cuda_launch.h), so an fp32 rerun is bit-identical.
  *
  * Errors: a failed CUDA or cuBLAS call prints file:line, the call and a hint and exits 1 (the
  * trainer cannot go on with a broken device); a target id outside the vocabulary is a user error
@@ -54,7 +54,7 @@ void *ops_cuda_stream(void);
  * unknown name. Element-wise ops, reductions, the optimizer and every stored tensor stay fp32. */
 int ops_cuda_set_precision(const char *p);
 
-/* --- the ops of train/ops.h ---------------------------------------------------------------- */
+/* --- the ops of ops/ops.h ---------------------------------------------------------------- */
 
 void ops_cuda_encoder_forward(float *out, const int *inp, const float *wte, const float *wpe,
                               int B, int T, int C);
@@ -93,8 +93,8 @@ void ops_cuda_scale(float *x, size_t n, float s);
 void ops_cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                     float b2, float eps, float wd, int t, float grad_scale);
 
-/* --- the ops gpu-backend added to train/ops.h (notes/GPU_NEW_OPS.md); same semantics --------- */
-/* Implemented in train/ops_cuda_gemm.cu (bias_add) and train/ops_cuda_extra.cu (the rest).  */
+/* --- the ops gpu-backend added to ops/ops.h (notes/GPU_NEW_OPS.md); same semantics --------- */
+/* Implemented in ops/ops_cuda_gemm.cu (bias_add) and ops/ops_cuda_extra.cu (the rest).  */
 
 void ops_cuda_bias_add(float *out, const float *bias, int N, int OC);
 void ops_cuda_embed_rows(float *out, const int *tokens, const int *positions, const float *wte,

@@ -1,5 +1,5 @@
 /*
- * train/ops_cpu.c — CPU backend of train/ops.h: OpenBLAS sgemm for every matmul, OpenMP for the
+ * ops/ops_cpu.c — CPU backend of ops/ops.h: OpenBLAS sgemm for every matmul, OpenMP for the
  * element-wise kernels.
  *
  * Why it is shaped so:
@@ -18,7 +18,7 @@
  * Formulas follow llm.c (Karpathy) train_gpt2.c: layernorm backward, GELU tanh approximation,
  * fused softmax + cross-entropy, AdamW with bias correction.
  */
-#include "train/ops_cpu.h"
+#include "ops/ops_cpu.h"
 
 #include <cblas.h>
 #include <math.h>

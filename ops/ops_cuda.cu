@@ -1,10 +1,10 @@
 /*
- * train/ops_cuda.cu — the CUDA backend's runtime (device selection, stream, cuBLAS handle,
+ * ops/ops_cuda.cu — the CUDA backend's runtime (device selection, stream, cuBLAS handle,
  * memory API, scratch) and its non-GEMM kernels: element-wise (GELU, residual, add, scale),
  * LayerNorm, the encoder, fused softmax + cross-entropy, sum of squares and AdamW.
  *
- * Why it is shaped so (llm.c's CUDA path, trimmed to fp32 and to train/ops.h's contract):
- *   - Every kernel computes the CPU backend's formula (train/ops_cpu.c) in the same fp32 steps,
+ * Why it is shaped so (llm.c's CUDA path, trimmed to fp32 and to ops/ops.h's contract):
+ *   - Every kernel computes the CPU backend's formula (ops/ops_cpu.c) in the same fp32 steps,
  *     with IEEE division and square root (no --use_fast_math), so parity is at rounding level.
  *   - Element-wise kernels are grid-stride loops capped at OPS_CUDA_MAX_BLOCKS blocks; when
  *     pointers are 16-byte aligned and n % 4 == 0 they move float4 (128-bit) per access.
@@ -13,7 +13,7 @@
  *   - No atomics on values: parameter-gradient reductions over rows (LayerNorm dw/db, matmul
  *     dbias, encoder dwpe) are two-stage column sums whose chunking depends on N only, and the
  *     token-embedding gradient is bucketed by token id. Reruns are bit-identical.
- * Grid/block/workspace arithmetic lives in train/ops_cuda_launch.c (host unit-tested).
+ * Grid/block/workspace arithmetic lives in ops/ops_cuda_launch.c (host unit-tested).
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/ops_cuda_impl.cuh"
+#include "ops/ops_cuda_impl.cuh"
 
 /* ------------------------------------------------------------------------------------------ */
 /* runtime                                                                                    */

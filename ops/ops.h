@@ -1,12 +1,12 @@
 /*
- * train/ops.h — the kernels of a GPT-2 forward and backward pass, one backend-neutral interface.
+ * ops/ops.h — the kernels of a GPT-2 forward and backward pass, one backend-neutral interface.
  *
- * Every ops_<name> dispatches through the backend table of train/ops_backend.h, chosen once at
+ * Every ops_<name> dispatches through the backend table of ops/ops_backend.h, chosen once at
  * start-up by ops_select ("cpu" | "guard" | "cuda"; config key `device`):
- *   cpu   train/ops_cpu.c: OpenBLAS sgemm for every matmul, OpenMP element-wise, host memory;
- *   guard train/ops_guard.c: the cpu kernels on memory that is mmap(PROT_NONE) except inside an
+ *   cpu   ops/ops_cpu.c: OpenBLAS sgemm for every matmul, OpenMP element-wise, host memory;
+ *   guard ops/ops_guard.c: the cpu kernels on memory that is mmap(PROT_NONE) except inside an
  *         op or a copy of the memory API, so any host access outside them faults at once;
- *   cuda  train/ops_cuda*.cu (GPU=1 builds): cuBLAS + kernels on device memory.
+ *   cuda  ops/ops_cuda*.cu (GPU=1 builds): cuBLAS + kernels on device memory.
  * All tensor pointers given to ops_* are DEVICE pointers (memory from ops_alloc), except where a
  * comment says HOST. Host code reaches device memory only through the memory API below
  * (docs/gpu.md: who owns what, where host copies happen and why).

@@ -1,12 +1,12 @@
 /*
- * train/ops_guard.c — the guard device: the cpu kernels on memory the host cannot touch.
+ * ops/ops_guard.c — the guard device: the cpu kernels on memory the host cannot touch.
  *
  * Every ops_alloc is its own mmap(PROT_NONE) region (plus one never-opened page after it, so an
  * op that runs past the end of its buffer faults too). The guard's ops and the memory API's
  * copies open exactly the allocations their pointer arguments point into (mprotect
  * PROT_READ|PROT_WRITE, reference-counted so concurrent decode threads can share one), call the
  * cpu kernel, and close them again. So any host code that reads or writes model memory outside
- * train/ops.h faults at once, and the SIGSEGV handler names the address, the allocation it lies
+ * ops/ops.h faults at once, and the SIGSEGV handler names the address, the allocation it lies
  * in and the backtrace, then exits with status 86. A pointer argument that is NOT guard memory
  * (a host buffer handed to an op, which a GPU would reject) is refused the same way, naming the
  * op and the argument's position.
@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "train/ops_backend.h"
-#include "train/ops_cpu.h"
+#include "ops/ops_backend.h"
+#include "ops/ops_cpu.h"
 
 #define GUARD_EXIT 86
 
@@ -76,7 +76,7 @@ static void fault_handler(int sig, siginfo_t *si, void *ctx) {
     int n = snprintf(msg, sizeof msg,
                      "minitrain: guard: stray host access to %p, byte %zu of guard allocation "
                      "'%s' (%zu bytes at %p%s): host code touched device memory outside "
-                     "train/ops.h and its memory API\n",
+                     "ops/ops.h and its memory API\n",
                      si->si_addr, (size_t)((char *)si->si_addr - r->base), r->what, r->bytes,
                      (void *)r->base,
                      (size_t)((char *)si->si_addr - r->base) >= r->bytes

@@ -1,6 +1,6 @@
 /*
- * train/ops_cuda_launch.h — the grid, block and workspace arithmetic of the CUDA kernels
- * (train/ops_cuda*.cu), in plain C.
+ * ops/ops_cuda_launch.h — the grid, block and workspace arithmetic of the CUDA kernels
+ * (ops/ops_cuda*.cu), in plain C.
  *
  * Why a separate C file: every launch configuration and every scratch size is a small integer
  * computation that is easy to get wrong (an off-by-one grid leaves the last rows unwritten, an

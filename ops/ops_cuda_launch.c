@@ -1,8 +1,8 @@
 /*
- * train/ops_cuda_launch.c — grid, block and workspace sizes of the CUDA kernels (see
+ * ops/ops_cuda_launch.c — grid, block and workspace sizes of the CUDA kernels (see
  * ops_cuda_launch.h). Plain C, compiled in every build, so the host unit tests check it.
  */
-#include "train/ops_cuda_launch.h"
+#include "ops/ops_cuda_launch.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /*
- * train/prof.c — accumulators of train/prof.h.
+ * ops/prof.c — accumulators of ops/prof.h.
  */
-#include "train/prof.h"
+#include "ops/prof.h"
 
 #include <string.h>
 
