@@ -9,7 +9,7 @@
 
 #include "cmd/cmd.h"
 #include "core/check.h"
-#include "train/flops.h"
+#include "model/flops.h"
 
 #define MINITRAIN_VERSION "0.1.0"
 

@@ -41,10 +41,10 @@
 #include "parallel/mesh.h"
 #include "ckpt/bulkio.h"
 #include "train/checkpoint.h"
-#include "train/model_ckpt.h"
-#include "train/model.h"
+#include "model/model_ckpt.h"
+#include "model/model.h"
 #include "ops/ops.h"
-#include "train/optim.h"
+#include "model/optim.h"
 #include "train/trainer.h"
 
 static int B = 4, T = 64;

@@ -1,5 +1,5 @@
 /*
- * bench/bench_decode.c — batched KV-cache decode (train/decode_batch.c) of the GPT-2 124M shape,
+ * bench/bench_decode.c — batched KV-cache decode (model/decode_batch.c) of the GPT-2 124M shape,
  * without HTTP: tokens/s of one gpt_decode_batch step over S = 1, 2, 4, 8 generations, against
  * the memory-bandwidth bound of one-at-a-time decode (every step reads all weights once).
  *
@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "core/timer.h"
-#include "train/flops.h"
-#include "train/model.h"
+#include "model/flops.h"
+#include "model/model.h"
 #include "ops/ops.h"
 
 #define NS 4

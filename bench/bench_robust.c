@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "core/timer.h"
-#include "train/model.h"
+#include "model/model.h"
 #include "ops/ops.h"
 
 enum { B = 16, T = 128, C = 192, V = 256, N = B * T, K = 3 };

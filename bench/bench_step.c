@@ -8,7 +8,7 @@
  *   - the first step (right after allocation: what a start or a resume pays) with its minor page
  *     faults and its time per op kind next to a steady step's, so the extra cost has a name;
  *   - steady steps: median and best time, tokens/s, achieved GFLOP/s (FLOPs per token from
- *     train/flops.c: 6N + 12·L·d·T) next to the sgemm peak measured in the same run, the ratio;
+ *     model/flops.c: 6N + 12·L·d·T) next to the sgemm peak measured in the same run, the ratio;
  *   - the time per op kind (ops/prof.h: matmuls by layer type and direction, attention,
  *     LayerNorm, GELU, softmax + loss, AdamW, ...) as medians over the profiled steps, with the
  *     GFLOP/s of each matmul kind against the peak;
@@ -27,10 +27,10 @@
 
 #include "core/rng.h"
 #include "core/timer.h"
-#include "train/flops.h"
-#include "train/model.h"
+#include "model/flops.h"
+#include "model/model.h"
 #include "ops/ops.h"
-#include "train/optim.h"
+#include "model/optim.h"
 #include "ops/prof.h"
 
 static int cmp_double(const void *a, const void *b) {

@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "train/model.h"
-#include "train/model_io.h"
+#include "model/model.h"
+#include "model/model_io.h"
 #include "train/tokenizer.h"
 
 int main(int argc, char **argv) {

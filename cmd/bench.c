@@ -1,7 +1,7 @@
 /*
  * cmd/bench.c — `minitrain bench gemm|nccl`: micro-benchmarks of the machine's own limits.
  *
- *   gemm  the fp32 sgemm peak that MFU is reported against on CPUs (train/flops.h);
+ *   gemm  the fp32 sgemm peak that MFU is reported against on CPUs (model/flops.h);
  *   nccl  the all-reduce bus bandwidth over the job's GPUs (parallel/comm_nccl.h; GPU build,
  *         one rank per GPU under mpirun).
  */
@@ -13,7 +13,7 @@
 #include "core/check.h"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
-#include "train/flops.h"
+#include "model/flops.h"
 
 static int bench_gemm(int argc, char **argv) {
     int threads = 0, size = FLOPS_PROBE_N;

@@ -1,13 +1,13 @@
 /*
  * cmd/ckpt.c — `minitrain ckpt ls|verify|export|import`: list, check, export and import the
- * checkpoints of a run (format: docs/formats.md, train/model_ckpt.h; llm.c and Hugging Face:
- * train/interop.h, docs/interop.md).
+ * checkpoints of a run (format: docs/formats.md, model/model_ckpt.h; llm.c and Hugging Face:
+ * model/interop.h, docs/interop.md).
  *
  * This file parses the options, calls the modules and prints. The tier roots (tier 1 is always
  * RUN_DIR/ckpt; tiers 0 and 2 come from the run.db catalog), a step's catalog state and the newest
  * step that verifies are train/checkpoint.h (checkpoint_catalog_*); the step directories under a
  * root, committed or not, ckpt_list_all (ckpt/ckpt.h); the Hugging Face layout (Conv1D weights
- * transposed, config.json) interop_hf_write and llm.c's interop_llmc_write (train/interop.h).
+ * transposed, config.json) interop_hf_write and llm.c's interop_llmc_write (model/interop.h).
  * Nothing here trusts a checkpoint: `verify` and `export` run ckpt_verify (sizes, CRC-32C,
  * safetensors structure) first.
  */
@@ -24,9 +24,9 @@
 #include "ckpt/ckpt.h"
 #include "core/check.h"
 #include "train/checkpoint.h"
-#include "train/interop.h"
-#include "train/model.h"
-#include "train/model_ckpt.h"
+#include "model/interop.h"
+#include "model/model.h"
+#include "model/model_ckpt.h"
 
 typedef struct {
     const char *run;
@@ -241,7 +241,7 @@ static int do_verify(ckpt_args *a) {
 
 /* ---- export ------------------------------------------------------------------------------------ */
 
-/* --format llmc: llm.c's model file (train/interop.h). */
+/* --format llmc: llm.c's model file (model/interop.h). */
 static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *dir) {
     int bf16 = a->dtype && !strcmp(a->dtype, "bf16");
     char out[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], msg[2048], sb[64];

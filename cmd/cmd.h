@@ -62,7 +62,7 @@ int cmd_gateway_keys(int argc, char **argv);
 
 /* `minitrain ckpt ls|verify|export --run DIR [--step N] [--out FILE] [--format hf|llmc]` and
  * `minitrain ckpt import --from llmc|hf SRC --out RUN_DIR [--tokenizer FILE]`: list, check, export
- * and import the checkpoints of a run (import: train/interop.h). 2 for bad input or a checkpoint
+ * and import the checkpoints of a run (import: model/interop.h). 2 for bad input or a checkpoint
  * that fails verification. */
 int cmd_ckpt(int argc, char **argv);
 
@@ -76,7 +76,7 @@ int cmd_scrub(int argc, char **argv);
  * table (--json: one object); any layout under mpirun (--tp/--pp/--dp). Rows go to run.db. */
 int cmd_robust(int argc, char **argv);
 
-/* `minitrain bench gemm|nccl [options]`: the sgemm peak (train/flops.h) or the NCCL all-reduce
+/* `minitrain bench gemm|nccl [options]`: the sgemm peak (model/flops.h) or the NCCL all-reduce
  * bus bandwidth (parallel/comm_nccl.h, GPU build). */
 int cmd_bench(int argc, char **argv);
 

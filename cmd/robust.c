@@ -26,7 +26,7 @@
 #include "parallel/mesh.h"
 #include "parallel/pp.h"
 #include "safety/robust.h"
-#include "train/model_io.h"
+#include "model/model_io.h"
 #include "ops/ops.h"
 #include "train/tokenizer.h"
 

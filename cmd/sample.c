@@ -1,7 +1,7 @@
 /*
  * cmd/sample.c — `minitrain sample`: generate text from a trained run with a KV cache.
  *
- * The prompt is encoded with the run's tokenizer and continued by sample_generate (train/sample.h:
+ * The prompt is encoded with the run's tokenizer and continued by sample_generate (model/sample.h:
  * a KV cache, the prefix never recomputed); generated tokens are written to stdout as soon as
  * they are chosen.
  */
@@ -13,9 +13,9 @@
 #include "cmd/cmd.h"
 #include "core/check.h"
 #include "core/rng.h"
-#include "train/model_io.h"
+#include "model/model_io.h"
 #include "ops/ops.h"
-#include "train/sample.h"
+#include "model/sample.h"
 #include "train/tokenizer.h"
 
 /* Write a generated token's bytes as soon as it is chosen. */

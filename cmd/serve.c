@@ -20,7 +20,7 @@
 #include "cmd/cmd.h"
 #include "core/check.h"
 #include "gateway/server.h"
-#include "train/model_io.h"
+#include "model/model_io.h"
 #include "ops/ops.h"
 #include "train/tokenizer.h"
 

@@ -26,8 +26,8 @@
 #include <stdint.h>
 
 #include "core/check.h"
-#include "train/model.h"
-#include "train/sample.h"
+#include "model/model.h"
+#include "model/sample.h"
 #include "train/tokenizer.h"
 
 /* ---- a growable byte buffer (api.c) ---------------------------------------------------------- */

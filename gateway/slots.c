@@ -6,7 +6,7 @@
  * bandwidth; N generations decoded by N threads each read the weights N times. Instead, each
  * step stacks the next rows of every active slot — one token for a slot that is decoding, up to
  * GW_PREFILL_CHUNK prompt tokens shared among slots that are still prefilling — into one
- * gpt_decode_batch call (train/decode_batch.c): one GEMM per linear layer over all rows,
+ * gpt_decode_batch call (model/decode_batch.c): one GEMM per linear layer over all rows,
  * attention per slot against its own KV cache. A queued job takes a free slot at the next step
  * (continuous batching: streams join and leave between steps, nobody waits for a batch to
  * drain), and a long prompt is fed in chunks, so running streams keep getting a token every

@@ -153,7 +153,7 @@ int64_t ops_first_nonfinite(const float *x, size_t n);
  * n, out: HOST arrays (count). Each out[i] equals ops_sumsq(x[i], n[i]) exactly. */
 void ops_sumsq_multi(double *out, const float *const *x, const size_t *n, int count);
 
-/* ---- mixture-of-experts pieces (train/moe.c; N tokens, E experts, k = top_k in {1, 2}) ---- */
+/* ---- mixture-of-experts pieces (model/moe.c; N tokens, E experts, k = top_k in {1, 2}) ---- */
 
 /* probs (N, E) in: router logits, out: softmax (max subtracted, sum in double); lse (N) =
  * logsumexp; expert (N, k): top-k by probability, slot 0 highest, ties to the lower id; gate
@@ -172,7 +172,7 @@ void ops_moe_combine_backward(float *dgate, float *dxsend, const float *dy, cons
                               const int *send_row, const float *gate, int N, int k, int C);
 /* dx[t] (C) += rows[send_row[t·k+s]] for each kept (t, s), s ascending. */
 void ops_moe_scatter_add(float *dx, const float *rows, const int *send_row, int N, int k, int C);
-/* Router backward to the logits (train/moe.h has the formulas): d[e] = daux[e] plus the gates'
+/* Router backward to the logits (model/moe.h has the formulas): d[e] = daux[e] plus the gates'
  * gradient through the k = 2 renormalisation, then softmax backward, plus the z-loss term
  * z_scale · lse[t] · probs[t, e]. dlogits (N, E) overwritten; daux (E). */
 void ops_moe_router_backward(float *dlogits, const float *probs, const float *lse,

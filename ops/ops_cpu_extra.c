@@ -3,8 +3,8 @@
  * (bias add after the TP all-reduce, per-row embedding for decode, argmax, non-finite check,
  * multi-tensor sum of squares, the MoE routing pieces), and the cpu backend's memory API.
  *
- * Each kernel is the loop that used to sit in train/model_pass.c, train/moe.c, train/model.c or
- * train/decode*.c, moved here unchanged, so the cpu (and guard) results stay bit-identical to
+ * Each kernel is the loop that used to sit in model/model_pass.c, model/moe.c, model/model.c or
+ * model/decode*.c, moved here unchanged, so the cpu (and guard) results stay bit-identical to
  * what those files computed before: same accumulation types, same order, same OpenMP
  * thresholds. They live in their own file (not ops/ops_cpu.c) to keep that file's kernels,
  * which another branch tunes, untouched.

@@ -6,7 +6,7 @@
  * router backward).
  *
  * Why it is shaped so: MoE routing works on tiny rows (E experts, k <= 2), so one thread owns a
- * token and runs the CPU's loop (train/moe.c) unchanged — same tie rules (strict > scanning up:
+ * token and runs the CPU's loop (model/moe.c) unchanged — same tie rules (strict > scanning up:
  * the lower id wins), same double sums. Row copies (pack, combine, scatter) give one thread to
  * each (token, column) and walk the k slots in ascending order, as the CPU. The only atomic is
  * first_nonfinite's atomicMin on an index, whose result does not depend on the order.
@@ -118,7 +118,7 @@ extern "C" void ops_cuda_sumsq_multi(double *out, const float *const *x, const s
 /* ------------------------------------------------------------------------------------------ */
 /* mixture of experts                                                                         */
 
-/* one thread per token: train/moe.c's router loop */
+/* one thread per token: model/moe.c's router loop */
 __global__ void k_moe_route(float *probs, float *lse, int *expert, float *gate, int N, int E, int k) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= N) return;
@@ -267,7 +267,7 @@ extern "C" void ops_cuda_moe_combine_backward(float *dgate, float *dxsend, const
     cudaLaunchCheck();
 }
 
-/* one thread per token: train/moe.c's router backward loop, the d row staged in dlogits */
+/* one thread per token: model/moe.c's router backward loop, the d row staged in dlogits */
 __global__ void k_moe_router_bwd(float *dlogits, const float *probs, const float *lse,
                                  const int *expert, const float *dgate, const float *daux,
                                  float z_scale, int N, int E, int k) {

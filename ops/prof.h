@@ -1,7 +1,7 @@
 /*
  * ops/prof.h — time per op kind of a training step (bench/bench_step's breakdown).
  *
- * The model pass (train/model_pass.c) and the optimizer wrap each kernel call in PROF(kind, ...).
+ * The model pass (model/model_pass.c) and the optimizer wrap each kernel call in PROF(kind, ...).
  * Off (the default) that is one load of a global flag and a predictable branch per kernel call —
  * a few hundred per step against a step of ~1 s, i.e. nothing measurable; on, it adds two
  * clock_gettime calls (~40 ns) per kernel. Single-threaded accounting: the kernels are called

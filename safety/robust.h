@@ -52,7 +52,7 @@
 #include "core/rundb.h"
 #include "parallel/mesh.h"
 #include "train/data.h"
-#include "train/model.h"
+#include "model/model.h"
 #include "train/trainer.h"
 
 #define ROBUST_MAX_EPS 16

@@ -27,8 +27,8 @@
 #include <pcre2.h>
 
 #include "core/rng.h"
-#include "train/model.h"
-#include "train/model_io.h"
+#include "model/model.h"
+#include "model/model_io.h"
 #include "train/tokenizer.h"
 
 static uint8_t *slurp(const char *path, size_t *n) {

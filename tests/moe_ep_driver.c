@@ -13,7 +13,7 @@
  * and compares: its slice of y and of dx; its experts' gradients; the router gradient summed
  * over the group (the data-parallel reduction a trainer would do); aux and z losses, capacity,
  * group drop count and tokens per expert; the sum over the group of per-rank drop counts.
- * Both scopes (train/moe.h): group scope against one process running the group's whole batch;
+ * Both scopes (model/moe.h): group scope against one process running the group's whole batch;
  * per_rank scope against one process running each rank's slice in turn.
  * Cases: top-1 and top-2; dropless, capacity factor 1.0 and 0.5 (drops asserted to happen);
  * even slices, uneven slices (rank r holds ∝ r+1 tokens) and a rank holding no tokens.
@@ -30,7 +30,7 @@
 #include "core/check.h"
 #include "core/rng.h"
 #include "parallel/comm.h"
-#include "train/moe.h"
+#include "model/moe.h"
 
 enum { C = 16, H = 32, E = 8, G = 48 };
 enum { SPLIT_EVEN, SPLIT_RAMP, SPLIT_ZERO };

@@ -33,7 +33,7 @@
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
 #include "train/checkpoint.h"
-#include "train/model_io.h"
+#include "model/model_io.h"
 #include "train/trainer.h"
 
 #define TU_PREFIX "test_checkpoint_trainer"

@@ -1,5 +1,5 @@
 /*
- * tests/test_decode_batch.c — continuous batching (train/decode_batch.c) against the one-token
+ * tests/test_decode_batch.c — continuous batching (model/decode_batch.c) against the one-token
  * decoder it must agree with: several generations with different prompts, fed as prefill chunks
  * of uneven sizes beside single decode tokens of others, give the logits gpt_decode_step gives
  * each of them alone (to float rounding of the GEMM), for a dense and a MoE model.
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "train/model.h"
+#include "model/model.h"
 
 #define NSEQ 5
 #define LEN 40

@@ -1,5 +1,5 @@
 /*
- * tests/test_flops.c — FLOPs per token, MFU, the sgemm probe, the peaks (train/flops).
+ * tests/test_flops.c — FLOPs per token, MFU, the sgemm probe, the peaks (model/flops).
  *
  * flops_per_token is checked against independent counts of N:
  *   (1) the weight shapes of every matmul summed one by one (integers, no formula reuse);
@@ -28,8 +28,8 @@
 #include <cmocka.h>
 
 #include "cmd/cmd.h"
-#include "train/flops.h"
-#include "train/model.h"
+#include "model/flops.h"
+#include "model/model.h"
 
 static gpt_config dense(int L, int d, int T, int V) {
     gpt_config c = {.n_layer = L, .n_head = 1, .d_model = d, .seq_len = T, .vocab_size = V};

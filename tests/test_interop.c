@@ -3,7 +3,7 @@
  * (tests/run_tokenizer_gpt2.sh and tests/run_interop.sh hold them to js-tiktoken and PyTorch).
  *
  * References here are written in the test, independently of train/tok_ranked.c and
- * train/interop_llmc.c: tiktoken's merge loop as js-tiktoken writes it (rescan all pairs after
+ * model/interop_llmc.c: tiktoken's merge loop as js-tiktoken writes it (rescan all pairs after
  * every merge, O(L^2)), GPT-2's bytes_to_unicode() for Hugging Face files, and bf16 rounding by
  * comparing the two neighbouring bf16 values in double precision.
  */
@@ -23,8 +23,8 @@
 #include <pcre2.h>
 
 #include "core/rng.h"
-#include "train/interop.h"
-#include "train/model.h"
+#include "model/interop.h"
+#include "model/model.h"
 #include "train/tokenizer.h"
 
 static char tmpdir[64];

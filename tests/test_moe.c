@@ -1,5 +1,5 @@
 /*
- * tests/test_moe.c — the mixture-of-experts layer (train/moe.c) in one process.
+ * tests/test_moe.c — the mixture-of-experts layer (model/moe.c) in one process.
  *
  * Independent methods:
  *   - a double-precision reference layer written here with plain loops (routing, capacity in
@@ -32,7 +32,7 @@
 
 #include "ckpt/safetensors.h"
 #include "core/rng.h"
-#include "train/moe.h"
+#include "model/moe.h"
 
 #define REF_DIR "build/reference"
 #define TOL_FWD 1e-5

@@ -21,7 +21,7 @@
 
 #include "core/mem.h"
 #include "core/rng.h"
-#include "train/model.h"
+#include "model/model.h"
 #include "ops/ops.h"
 #include "ops/prof.h"
 

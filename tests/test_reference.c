@@ -22,9 +22,9 @@
 #include <cmocka.h>
 
 #include "ckpt/safetensors.h"
-#include "train/model.h"
+#include "model/model.h"
 #include "ops/ops.h"
-#include "train/optim.h"
+#include "model/optim.h"
 
 #define REF_DIR "build/reference"
 

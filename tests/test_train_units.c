@@ -17,9 +17,9 @@
 
 #include "core/config.h"
 #include "core/rng.h"
-#include "train/model.h"
-#include "train/optim.h"
-#include "train/sample.h"
+#include "model/model.h"
+#include "model/optim.h"
+#include "model/sample.h"
 
 #include "tests/testutil.h"
 

@@ -4,7 +4,7 @@
  * verified resume (see train/checkpoint.h for the format and the commit path).
  *
  * Why this shape: a trainer's checkpoint is three questions with three owners. What is in it —
- * shard files and their tensors — is train/model_ckpt.c, shared with everything that loads a
+ * shard files and their tensors — is model/model_ckpt.c, shared with everything that loads a
  * model. How it reaches the disk — background writer, commit handshake, tiers, retention — is
  * ckpt/writer.c and ckpt/tiers.c, which store named tensors and know nothing of models. This file
  * answers the rest: when (the hook), from which buffers (the snapshot), with which trainer state,
@@ -30,8 +30,8 @@
 #include "core/timer.h"
 #include "parallel/comm.h"
 #include "train/checkpoint_peer.h"
-#include "train/model_ckpt.h"
-#include "train/optim.h"
+#include "model/model_ckpt.h"
+#include "model/optim.h"
 
 struct checkpointer {
     trainer *tr;
@@ -360,7 +360,7 @@ static void snapshot(checkpointer *ck, trainer *tr) {
     }
 }
 
-/* This rank's files of step `step` (train/model_ckpt.h), pointing into the snapshot. */
+/* This rank's files of step `step` (model/model_ckpt.h), pointing into the snapshot. */
 static void describe_files(checkpointer *ck, int step) {
     for (int i = 0; i < 2; i++) model_ckpt_file_free(&ck->files[i]);
     ck->n_files = 0;

@@ -1,6 +1,6 @@
 /*
  * train/checkpoint.h — the checkpointer of a training run: WHEN a checkpoint is saved (a trainer
- * hook), WHAT it holds (train/model_ckpt.h: shard files, trainer_state.json), the snapshot, and
+ * hook), WHAT it holds (model/model_ckpt.h: shard files, trainer_state.json), the snapshot, and
  * verified resume. HOW it is written — background writer, commit handshake, tiers, retention —
  * is ckpt/writer.h and ckpt/tiers.h; the run.db catalog hears about it through their callbacks.
  *

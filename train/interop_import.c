@@ -22,8 +22,8 @@
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
 #include "train/checkpoint.h"
-#include "train/interop.h"
-#include "train/model_io.h"
+#include "model/interop.h"
+#include "model/model_io.h"
 #include "ops/ops.h"
 #include "train/trainer.h"
 

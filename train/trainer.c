@@ -17,10 +17,10 @@
 #include "core/timer.h"
 #include "parallel/comm.h"
 #include "parallel/pp.h"
-#include "train/flops.h"
-#include "train/model_io.h"
+#include "model/flops.h"
+#include "model/model_io.h"
 #include "ops/ops.h"
-#include "train/sample.h"
+#include "model/sample.h"
 
 void trainer_add_hook(trainer *tr, const char *name, int every, trainer_hook_fn fn, void *user) {
     mtCheck(tr->n_hooks < TRAINER_MAX_HOOKS, "too many trainer hooks");

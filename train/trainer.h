@@ -23,8 +23,8 @@
 #include "parallel/mesh.h"
 #include "parallel/pp.h"
 #include "train/data.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "model/model.h"
+#include "model/optim.h"
 #include "train/tokenizer.h"
 
 typedef struct trainer trainer;
@@ -101,7 +101,7 @@ void trainer_before_update(trainer *tr);
 /* Resolve the data/tokenizer, build and initialise the model and optimizer, open run.db and
  * measure the sgemm peak. Tokenizer: cfg.tokenizer, else tokenizer.bin of the data directory,
  * else of the init_from run; with none, vocab_size must be given (llm.c's shards). init_from:
- * the model's shape and weights come from it (train/interop.h: a run, a model file, llm.c, Hugging
+ * the model's shape and weights come from it (model/interop.h: a run, a model file, llm.c, Hugging
  * Face), optimizer state is fresh; a seq_len below its context keeps the first seq_len positions.
  * Returns 0, or -1 with a user-facing message in err (missing data directory, bad shards, a model
  * that does not fit the tokenizer, unreadable init weights, ...). */

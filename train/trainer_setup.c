@@ -24,8 +24,8 @@
 #include "core/log.h"
 #include "parallel/comm.h"
 #include "parallel/pp.h"
-#include "train/flops.h"
-#include "train/interop.h"
+#include "model/flops.h"
+#include "model/interop.h"
 #include "ops/ops.h"
 
 /* The sgemm peak MFU is measured against (per rank, averaged over the ranks, which probe at
@@ -342,7 +342,7 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     /* accounting */
     tr->flops_per_token = flops_per_token(&tr->model.cfg); /* whole model; MoE: active experts */
     tr->peak_measured = measured_peak(tr, threads, local_ranks);
-    /* per rank: the ranks on this node share its cores (train/flops.h flops_rank_cores) */
+    /* per rank: the ranks on this node share its cores (model/flops.h flops_rank_cores) */
     tr->peak_theoretical = flops_theoretical_peak_rank(threads, local_ranks, tr->peak_desc,
                                                        sizeof(tr->peak_desc));
     if (strcmp(ops_device(), "cuda") == 0) /* a GPU: the datasheet's peak, by device name */

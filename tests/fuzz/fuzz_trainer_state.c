@@ -9,7 +9,7 @@
  */
 #include "fuzz_util.h"
 
-#include "train/model_ckpt.h"
+#include "model/model_ckpt.h"
 
 /* An int taken from state[obj][key] must be exactly the file's number (no truncation, no
  * overflow): abort() otherwise. */

@@ -38,7 +38,7 @@
 #include <cuda_runtime.h>
 
 #include "core/check.h"
-#include "train/flops.h"
+#include "model/flops.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
 
@@ -335,7 +335,7 @@ static void parity_layer_ops(int B, int T, int C, int OC, int V, int NH) {
     free(lg), free(pred), ops_cuda_free(dlg), ops_cuda_free(dpred);
 }
 
-/* MoE routing, combine and router backward against train/moe.c's loops, written out here */
+/* MoE routing, combine and router backward against model/moe.c's loops, written out here */
 static void parity_moe(void) {
     const int N = 300, E = 8, C = 64;
     g_k = C;
@@ -613,7 +613,7 @@ static int bench(int B, int T, const char *prec, int steps, double peak_meas) {
     }
     const double dt = t_total / steps, tps = N / dt;
     const double n_matmul = (double)L * 12 * C * C + (double)V * C;
-    const double fpt = flops_per_token_n(n_matmul, L, C, T); /* 6N + 12·L·d·T, train/flops.h */
+    const double fpt = flops_per_token_n(n_matmul, L, C, T); /* 6N + 12·L·d·T, model/flops.h */
     const double mfu = fpt * tps / 989e12, mfu_meas = peak_meas > 0 ? fpt * tps / (peak_meas * 1e12) : NAN;
     printf("bench B=%d T=%d precision=%s step_ms=%.1f tokens_per_s=%.0f TFLOPs=%.1f MFU_vs_989=%.3f "
            "MFU_vs_measured_peak=%.3f\n", B, T, prec, dt * 1e3, tps, fpt * tps / 1e12, mfu, mfu_meas);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tests/reference/gpt_reference.py — golden values for minitrain's GPT from PyTorch.
 
-Builds the same GPT-2 model as train/model.c (token + position embeddings, pre-LayerNorm blocks,
+Builds the same GPT-2 model as model/model.c (token + position embeddings, pre-LayerNorm blocks,
 causal attention over a packed (B, T, 3, NH, HS) qkv, tanh-GELU MLP, final LayerNorm, LM head
 tied to wte) from seeded random weights, then writes one safetensors file per configuration with:
   - every parameter under minitrain's names (Linear weights in (out, in) layout),

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""tests/reference/moe_reference.py — golden values for minitrain's MoE layer (train/moe.c).
+"""tests/reference/moe_reference.py — golden values for minitrain's MoE layer (model/moe.c).
 
-An independent PyTorch implementation of the layer documented in train/moe.h, written the
+An independent PyTorch implementation of the layer documented in model/moe.h, written the
 GShard way rather than the C way: every expert runs densely on every token, routing is a one-hot
 tensor, the capacity priority (all first choices before any second choice, then token position)
 is a cumulative sum over the (slot, token)-flattened one-hot, and gradients come from autograd.

@@ -1,11 +1,11 @@
 /*
- * train/sample.c — temperature / top-k / top-p sampling (see train/sample.h).
+ * model/sample.c — temperature / top-k / top-p sampling (see model/sample.h).
  *
  * Top-k and top-p need the probabilities in descending order; a full sort of V entries per token
  * is cheap next to the forward pass (V·C multiply-adds), so we keep it simple: select candidates,
  * sort them, cut by k and p, renormalise, draw.
  */
-#include "train/sample.h"
+#include "model/sample.h"
 
 #include <math.h>
 #include <stdlib.h>

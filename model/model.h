@@ -1,5 +1,5 @@
 /*
- * train/model.h — the GPT-2 model: parameters, activations, forward, backward, KV-cache decode.
+ * model/model.h — the GPT-2 model: parameters, activations, forward, backward, KV-cache decode.
  *
  * Architecture (Radford et al. 2019, "Language Models are Unsupervised Multitask Learners"):
  * token + learned position embeddings, n_layer pre-LayerNorm blocks (causal multi-head attention,
@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "core/rng.h"
-#include "train/moe.h"
+#include "model/moe.h"
 
 typedef struct {
     int n_layer; /* layers of the WHOLE model */
@@ -32,7 +32,7 @@ typedef struct {
      * [layer_begin, layer_end); stage 0 also holds the embeddings, the last stage the final
      * LayerNorm and the LM head (with its own copy of the tied wte). pp 0 or 1 = all layers. */
     int pp, pp_rank, layer_begin, layer_end;
-    /* mixture of experts (train/moe.h): block l's MLP is a MoE layer when moe_every > 0 and
+    /* mixture of experts (model/moe.h): block l's MLP is a MoE layer when moe_every > 0 and
      * (l + 1) % moe_every == 0; experts are sharded over ep ranks (this rank: ep_rank). */
     int moe_every, n_experts, top_k;
     float capacity_factor, aux_coef, z_coef;
@@ -251,7 +251,7 @@ const float *gpt_embed_grad(const gpt_model *m);
 /* Zero m->grads. */
 void gpt_zero_grad(gpt_model *m);
 
-/* The MoE layer configuration of this model (train/moe.h), for its MoE blocks. */
+/* The MoE layer configuration of this model (model/moe.h), for its MoE blocks. */
 moe_config gpt_moe_config(const gpt_model *m);
 
 /* Index of the first tensor holding a NaN or Inf, or -1 when every parameter is finite (a model
@@ -295,7 +295,7 @@ void gpt_decode_reset(gpt_decode_state *s);
 const float *gpt_decode_step(const gpt_model *m, gpt_decode_state *s, int token);
 void gpt_decode_free(gpt_decode_state *s);
 
-/* --- continuous batching (train/decode_batch.c) ------------------------------------------------
+/* --- continuous batching (model/decode_batch.c) ------------------------------------------------
  * One forward over the next tokens of several generations: each linear layer is one GEMM over
  * every row of every generation, attention runs per row against its own state's cache. */
 typedef struct gpt_batch gpt_batch;

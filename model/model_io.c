@@ -1,7 +1,7 @@
 /*
- * train/model_io.c — save/load a gpt_model as one safetensors file (see train/model_io.h).
+ * model/model_io.c — save/load a gpt_model as one safetensors file (see model/model_io.h).
  */
-#include "train/model_io.h"
+#include "model/model_io.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/check.h"
-#include "train/model_ckpt.h"
+#include "model/model_ckpt.h"
 
 int model_io_save(const gpt_model *m, const char *path, const char *config_json, int step,
                   char *err, size_t errlen) {

@@ -1,5 +1,5 @@
 /*
- * train/decode_batch.c — one forward over the next tokens of several generations at once
+ * model/decode_batch.c — one forward over the next tokens of several generations at once
  * (continuous batching, as llama.cpp's server and vLLM do it), for serving.
  *
  * Why this shape: decoding one token of a 124M model reads all ~500 MB of weights for ~250 MFLOP
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "train/model.h"
+#include "model/model.h"
 #include "ops/ops.h"
 
 struct gpt_batch {

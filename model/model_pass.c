@@ -1,5 +1,5 @@
 /*
- * train/model_pass.c — GPT-2 forward and backward on top of ops/ops.h, whole model or one
+ * model/model_pass.c — GPT-2 forward and backward on top of ops/ops.h, whole model or one
  * pipeline stage, one activation slot per microbatch in flight.
  *
  * The forward keeps every activation the backward needs (nothing is recomputed). The backward
@@ -19,8 +19,8 @@
 
 #include "core/check.h"
 #include "parallel/tp.h"
-#include "train/model.h"
-#include "train/moe.h"
+#include "model/model.h"
+#include "model/moe.h"
 #include "ops/ops.h"
 #include "ops/prof.h"
 
@@ -226,7 +226,7 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
         PROF(PROF_RESIDUAL, ops_add_inplace(a->res2, x, (size_t)N * C)); // residual
         PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
                                                 w->ln2w, w->ln2b, N, C));
-        if (w->moe) { /* mixture of experts, replicated over TP (train/moe.h) */
+        if (w->moe) { /* mixture of experts, replicated over TP (model/moe.h) */
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
             moe_stats st;
             moe_forward(A->moe[l], &mp, a->ln2, a->res3, N, &st);
@@ -238,7 +238,7 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
             if (st.tokens_max > ms->tokens_max) ms->tokens_max = st.tokens_max;
             if (st.tokens_cv > ms->tokens_cv) ms->tokens_cv = st.tokens_cv;
             ms->layers++;
-            if (m->moe_load) { /* per-layer expert load (train/model.h) */
+            if (m->moe_load) { /* per-layer expert load (model/model.h) */
                 int E = m->cfg.n_experts;
                 double *row = m->moe_load + (size_t)l * (E + 1);
                 for (int e = 0; e < E; e++) row[e] += st.tokens_per_expert[e];

@@ -1,5 +1,5 @@
 /*
- * train/optim.h — AdamW over the model's flat parameter buffer, the learning-rate schedule and
+ * model/optim.h — AdamW over the model's flat parameter buffer, the learning-rate schedule and
  * global-norm gradient clipping.
  *
  * AdamW: Loshchilov & Hutter 2019 (decoupled weight decay), applied to 2-D weights only (biases
@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "train/model.h"
+#include "model/model.h"
 
 typedef struct {
     float beta1, beta2, eps, weight_decay;

@@ -1,5 +1,5 @@
 /*
- * train/flops.c — FLOPs per token, the sgemm peak probe, the theoretical CPU peak, the GPU peak
+ * model/flops.c — FLOPs per token, the sgemm peak probe, the theoretical CPU peak, the GPU peak
  * table, and `minitrain bench gemm`.
  *
  * Why two CPU peaks: a theoretical peak (cores × clock × FLOP/cycle) depends on assumptions a
@@ -9,7 +9,7 @@
  * neighbour on a shared machine lowers the count of good calls, not the figure.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
-#include "train/flops.h"
+#include "model/flops.h"
 
 #include <ctype.h>
 #include <math.h>

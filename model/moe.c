@@ -1,5 +1,5 @@
 /*
- * train/moe.c — the mixture-of-experts layer of train/moe.h: router, top-k gates, capacity,
+ * model/moe.c — the mixture-of-experts layer of model/moe.h: router, top-k gates, capacity,
  * experts (GPT-2 MLPs through ops/), combine, the Switch load-balancing loss and the ST-MoE
  * z-loss, forward and backward, with or without expert parallelism.
  *
@@ -24,7 +24,7 @@
  * the chosen expert ids are copied out (N·k ints), counted, turned into send rows by the EP plan
  * and copied back in; the aux/z statistics come back as E + 1 doubles.
  */
-#include "train/moe.h"
+#include "model/moe.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * train/interop.h — GPT-2 weights from and to the other ecosystems: llm.c's model file and
+ * model/interop.h — GPT-2 weights from and to the other ecosystems: llm.c's model file and
  * Hugging Face's GPT-2 safetensors + config.json, and the commands built on them.
  *
  * All three layouts hold the same numbers; only names, order and orientation differ:
@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "train/model.h"
+#include "model/model.h"
 #include "train/tokenizer.h"
 
 #define INTEROP_LLMC_MAGIC 20240326
@@ -58,7 +58,7 @@ int interop_hf_read(gpt_model *m, const char *path, char *err, size_t errlen);
 int interop_hf_write(gpt_model *m, const char *path, int step, char *err, size_t errlen);
 
 /* Weights from any source, recognised by content: a minitrain run directory or model file
- * (train/model_io.h), an llm.c model file, a Hugging Face directory or safetensors file.
+ * (model/model_io.h), an llm.c model file, a Hugging Face directory or safetensors file.
  * what (may be NULL) gets a short description of the source for logs. Returns 0 or -1. */
 int interop_load_weights(gpt_model *m, const char *path, char *what, size_t whatlen, char *err,
                          size_t errlen);

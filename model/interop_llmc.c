@@ -1,5 +1,5 @@
 /*
- * train/interop_llmc.c — llm.c's GPT-2 model file (train_gpt2.py write_model, train_gpt2.c
+ * model/interop_llmc.c — llm.c's GPT-2 model file (train_gpt2.py write_model, train_gpt2.c
  * gpt2_build_from_checkpoint), read and written as a stream in llm.c's own order.
  *
  * Layout: 256 x int32 header [0] 20240326, [1] version (3: fp32, 5: bf16), [2] maxT, [3] V,
@@ -24,7 +24,7 @@
 
 #include "core/check.h"
 #include "core/fs.h"
-#include "train/interop.h"
+#include "model/interop.h"
 
 #define LLMC_HEADER_INTS 256
 #define CHUNK_FLOATS (1 << 16)

@@ -1,12 +1,12 @@
 /*
- * train/model.c — GPT-2 forward, backward and KV-cache decode on top of ops/ops.h.
+ * model/model.c — GPT-2 forward, backward and KV-cache decode on top of ops/ops.h.
  *
  * The forward keeps every activation the backward needs (nothing is recomputed). The backward
  * walks the blocks in reverse with ONE running residual-gradient buffer `dres`: because every
  * op accumulates into its input gradient, a block's LayerNorm backward adds its contribution to
  * dres in place and the skip connection costs nothing.
  */
-#include "train/model.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stddef.h>

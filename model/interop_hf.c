@@ -1,5 +1,5 @@
 /*
- * train/interop_hf.c — Hugging Face GPT-2 weights (GPT2LMHeadModel / GPT2Model saved as
+ * model/interop_hf.c — Hugging Face GPT-2 weights (GPT2LMHeadModel / GPT2Model saved as
  * safetensors, with its config.json) into a minitrain model, and a minitrain model out in that
  * layout (`minitrain ckpt export`).
  *
@@ -25,7 +25,7 @@
 #include "ckpt/safetensors.h"
 #include "core/check.h"
 #include "core/fs.h"
-#include "train/interop.h"
+#include "model/interop.h"
 
 static int is_conv1d(const char *name) {
     return strstr(name, ".attn.c_attn.weight") || strstr(name, ".attn.c_proj.weight") ||

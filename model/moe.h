@@ -1,5 +1,5 @@
 /*
- * train/moe.h — a mixture-of-experts MLP layer (top-k routing, capacity, load-balancing loss)
+ * model/moe.h — a mixture-of-experts MLP layer (top-k routing, capacity, load-balancing loss)
  * with optional expert parallelism. It replaces the dense MLP of a transformer block; the
  * caller adds the residual.
  *

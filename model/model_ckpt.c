@@ -1,15 +1,15 @@
 /*
- * train/model_ckpt.c — the contents of a model checkpoint: shard file names, the tensors of a
+ * model/model_ckpt.c — the contents of a model checkpoint: shard file names, the tensors of a
  * shard file, reading trainer_state.json, loading a model from a step directory (see
- * train/model_ckpt.h).
+ * model/model_ckpt.h).
  *
  * Why this shape: what a checkpoint of a model contains is needed by the trainer's checkpointer
  * (train/checkpoint.c) and by everything that loads a trained model without training it
- * (train/model_io.c for serve and sample, `ckpt export`). Keeping it free of the trainer lets
+ * (model/model_io.c for serve and sample, `ckpt export`). Keeping it free of the trainer lets
  * model_io use it without a cycle (trainer -> model_io -> checkpoint -> trainer), and having one
  * function name the shard files keeps the file list in trainer_state.json equal to the files.
  */
-#include "train/model_ckpt.h"
+#include "model/model_ckpt.h"
 
 #include <limits.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /*
- * train/optim.c — AdamW, LR schedule and clipping (see train/optim.h).
+ * model/optim.c — AdamW, LR schedule and clipping (see model/optim.h).
  */
-#include "train/optim.h"
+#include "model/optim.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * train/model_ckpt.h — what a checkpoint of a GPT model contains: the shard files and their
+ * model/model_ckpt.h — what a checkpoint of a GPT model contains: the shard files and their
  * names, the tensors of each, the trainer_state.json format; and loading a model from a
  * checkpoint directory without a trainer (serve, sample, export). Prefix model_ckpt_.
  *
@@ -16,7 +16,7 @@
  * TP-replicated tensors are stored by TP rank 0 only, the last pipeline stage's tied copy of wte
  * not at all. Loading assembles every local tensor's box from whichever files hold pieces of it
  * (ckpt/reshard.h), so the saving layout does not matter. This module knows models, not
- * trainers: train/checkpoint.c (the trainer's checkpointer) and train/model_io.c use it.
+ * trainers: train/checkpoint.c (the trainer's checkpointer) and model/model_io.c use it.
  */
 #ifndef MT_MODEL_CKPT_H
 #define MT_MODEL_CKPT_H
@@ -27,7 +27,7 @@
 
 #include "ckpt/reshard.h"
 #include "ckpt/safetensors.h"
-#include "train/model.h"
+#include "model/model.h"
 
 #define MODEL_CKPT_STATE_FILE "trainer_state.json"
 #define MODEL_CKPT_STATE_FORMAT "minitrain-trainer-state"

@@ -1,5 +1,5 @@
 /*
- * train/flops.h — FLOPs per token, peak FLOP/s (measured and theoretical) and MFU: the one place
+ * model/flops.h — FLOPs per token, peak FLOP/s (measured and theoretical) and MFU: the one place
  * both sides of the MFU fraction are defined (the trainer and bench/ only call these).
  *
  * MFU = flops_per_token × tokens/s ÷ peak FLOP/s (DESIGN.md "Numbers that define good").
@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "train/model.h"
+#include "model/model.h"
 
 /* Training FLOPs per token of the WHOLE model cfg describes (forward + backward; its tp/pp/ep
  * split changes who does the work, not how much), following PaLM (Chowdhery et al. 2022,
@@ -26,7 +26,7 @@
  *         dense layer: 12·d² (qkv 3d², attention out-proj d², fc 4d², fc-proj 4d²);
  *         MoE layer (cfg->moe_every > 0 and (l + 1) % moe_every == 0): 4·d² of attention, the
  *         router E·d, and only the top_k ACTIVE experts' fc and fc-proj, top_k·2·H·d with
- *         H = 4·d (train/moe.h moe_active_matmul_params; a dropped assignment is still counted);
+ *         H = 4·d (model/moe.h moe_active_matmul_params; a dropped assignment is still counted);
  *         plus the LM head V·d. The head is counted although it is tied to the token embedding:
  *         tying shares the storage, but the head is still a (T,d)×(d,V) matmul.
  *         Excluded: embedding lookups (token, position: a gather, no FLOPs), biases, LayerNorm,

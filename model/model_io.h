@@ -1,5 +1,5 @@
 /*
- * train/model_io.h — a trained model as one safetensors file (RUN_DIR/model.safetensors).
+ * model/model_io.h — a trained model as one safetensors file (RUN_DIR/model.safetensors).
  *
  * Tensors keep the model's own names and (out, in) layout; the resolved config JSON and the step
  * travel in the safetensors __metadata__ ("minitrain.config", "minitrain.step"), so `sample`,
@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "train/model.h"
+#include "model/model.h"
 
 /* Write every parameter tensor of m to path (written to path.tmp, fsynced, renamed). Returns 0
  * or -1 with err (disk full, read-only, ...); an existing file at path is untouched on error. */

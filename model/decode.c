@@ -1,5 +1,5 @@
 /*
- * train/decode.c — one token at a time through a whole (unsharded) model with a KV cache, for
+ * model/decode.c — one token at a time through a whole (unsharded) model with a KV cache, for
  * sampling and serving. Each gpt_decode_state is one generation (a serving slot) with its own
  * cache; the model is only read, so states may decode concurrently from different threads.
  * The cache and scratch are device memory; per token the host copies in the token id and its
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "train/model.h"
+#include "model/model.h"
 #include "ops/ops.h"
 
 void gpt_decode_init(gpt_decode_state *s, const gpt_model *m) {

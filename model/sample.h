@@ -1,5 +1,5 @@
 /*
- * train/sample.h — choosing the next token from logits: temperature, top-k, top-p (nucleus,
+ * model/sample.h — choosing the next token from logits: temperature, top-k, top-p (nucleus,
  * Holtzman et al. 2020), greedy at temperature 0. Numerically stable (max-subtracted) softmax.
  * Used by `minitrain sample`, the trainer's periodic samples and the HTTP server; sample_generate
  * is the whole loop of `minitrain sample` (prompt in, tokens out).
@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "core/rng.h"
-#include "train/model.h"
+#include "model/model.h"
 
 typedef struct {
     float temperature; /* 0 = greedy (argmax); > 0 divides the logits */
@@ -24,7 +24,7 @@ typedef struct {
 int sample_token(const float *logits, int V, const sample_params *p, rng_state *rng, float *work);
 
 /* Continue prompt (n token ids, 1 <= n < m->cfg.seq_len) by max_tokens tokens drawn with p, on a
- * KV cache (train/model.h's decode state): each prompt token costs one cached step, and emit(token,
+ * KV cache (model/model.h's decode state): each prompt token costs one cached step, and emit(token,
  * user) receives every generated token as soon as it is chosen. Only ids < vocab_limit are drawn
  * (a tokenizer may have fewer ids than the model's vocab). Past the context, the last seq_len/2
  * tokens are fed again as a fresh context: one recompute per seq_len/2 generated tokens. */
