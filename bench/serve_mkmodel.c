@@ -18,7 +18,7 @@
 #include "core/check.h"
 #include "model/model.h"
 #include "model/model_io.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 int main(int argc, char **argv) {
     if (argc < 7 || argc > 8) {

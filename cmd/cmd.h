@@ -18,7 +18,7 @@
 /* `minitrain prepare --input FILE --out DIR [--tokenizer byte|bpe|FILE] [--vocab-size N]
  * [--val-fraction F] [--doc-separator TEXT]`: tokenize FILE into DIR/tokenizer.bin,
  * DIR/train_000.bin (the first 1-F of the tokens) and DIR/val_000.bin (the last F); a tokenizer
- * FILE is any format tok_load reads (train/tokenizer.h, docs/interop.md). */
+ * FILE is any format tok_load reads (text/tokenizer.h, docs/interop.md). */
 int cmd_prepare(int argc, char **argv);
 
 /* `minitrain train [--config FILE] [--KEY VALUE ...]`: train from an INI config with any config

@@ -2,9 +2,9 @@
  * cmd/prepare.c — `minitrain prepare`: text file -> tokenizer.bin + train/val token shards.
  *
  * This file parses the options, reads the input, scrubs it (safety/pii.h, --scrub-pii), builds
- * the tokenizer (train/tokenizer.h: byte, BPE trained on the text with the PII placeholders as
+ * the tokenizer (text/tokenizer.h: byte, BPE trained on the text with the PII placeholders as
  * atoms, or a tokenizer file), encodes, and prints. The token-level train/val split and the
- * durable, atomic writes of the three files are train/prepare.h. User errors (missing/empty
+ * durable, atomic writes of the three files are text/prepare.h. User errors (missing/empty
  * input, bad flag values, unknown flags) are one line + exit 2.
  */
 #include <errno.h>
@@ -20,8 +20,8 @@
 #include "core/fs.h"
 #include "core/timer.h"
 #include "safety/pii.h"
-#include "train/prepare.h"
-#include "train/tokenizer.h"
+#include "text/prepare.h"
+#include "text/tokenizer.h"
 
 #define PREP_DEFAULT_BPE_VOCAB 1024
 #define PREP_MAX_VOCAB 65536

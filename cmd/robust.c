@@ -28,7 +28,7 @@
 #include "safety/robust.h"
 #include "model/model_io.h"
 #include "ops/ops.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 static int g_rank;
 

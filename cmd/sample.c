@@ -16,7 +16,7 @@
 #include "model/model_io.h"
 #include "ops/ops.h"
 #include "model/sample.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 /* Write a generated token's bytes as soon as it is chosen. */
 static void emit_token(int token, void *user) {

@@ -22,7 +22,7 @@
 #include "gateway/server.h"
 #include "model/model_io.h"
 #include "ops/ops.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 /* Keys from FILE: one per line, surrounding blanks ignored, empty lines and # comments skipped. */
 static char **read_keys(const char *path, int *n_out) {

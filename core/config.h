@@ -14,7 +14,7 @@
 
 typedef struct {
     /* data */
-    char data[512];    /* token shards: a directory or a glob pattern (train/data.h) */
+    char data[512];    /* token shards: a directory or a glob pattern (text/data.h) */
     char tokenizer[512]; /* tokenizer file ("" = DATA/tokenizer.bin, see trainer_init) */
     char init_from[512]; /* initial weights ("" = random init, see trainer_init) */
     char run_dir[512]; /* default runs/<config name> */

@@ -28,7 +28,7 @@
 #include "core/check.h"
 #include "model/model.h"
 #include "model/sample.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 /* ---- a growable byte buffer (api.c) ---------------------------------------------------------- */
 

@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 #include "model/model.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 #define INTEROP_LLMC_MAGIC 20240326
 #define INTEROP_LLMC_FP32 3 /* llm.c model file versions */

@@ -51,7 +51,7 @@
 #include "core/config.h"
 #include "core/rundb.h"
 #include "parallel/mesh.h"
-#include "train/data.h"
+#include "text/data.h"
 #include "model/model.h"
 #include "train/trainer.h"
 

@@ -29,7 +29,7 @@
 #include "core/rng.h"
 #include "model/model.h"
 #include "model/model_io.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 static uint8_t *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");

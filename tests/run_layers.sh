@@ -28,7 +28,7 @@ ALLOWED = {
     "ckpt": {"core"},
     "text": {"core"},
     "ops": {"core", "parallel"},
-    "model": {"core", "parallel", "ckpt", "ops", "text", "train"},
+    "model": {"core", "parallel", "ckpt", "ops", "text"},
     "train": {"core", "parallel", "ckpt", "ops", "model", "text"},
     "report": {"core", "parallel", "ckpt"},
     "safety": {"core", "parallel", "ckpt", "ops", "model", "text", "train", "report"},

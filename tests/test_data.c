@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "train/data.h"
+#include "text/data.h"
 
 #define TU_PREFIX "test_data"
 #include "tests/testutil.h"

@@ -2,7 +2,7 @@
  * tests/test_interop.c — the GPT-2 tokenizer kinds and llm.c's model file, without the network
  * (tests/run_tokenizer_gpt2.sh and tests/run_interop.sh hold them to js-tiktoken and PyTorch).
  *
- * References here are written in the test, independently of train/tok_ranked.c and
+ * References here are written in the test, independently of text/tok_ranked.c and
  * model/interop_llmc.c: tiktoken's merge loop as js-tiktoken writes it (rescan all pairs after
  * every merge, O(L^2)), GPT-2's bytes_to_unicode() for Hugging Face files, and bf16 rounding by
  * comparing the two neighbouring bf16 values in double precision.
@@ -25,7 +25,7 @@
 #include "core/rng.h"
 #include "model/interop.h"
 #include "model/model.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 static char tmpdir[64];
 

@@ -24,7 +24,7 @@
 
 #include "safety/pii.h"
 #include "safety/pii_impl.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include "tests/testutil.h"
 

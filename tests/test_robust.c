@@ -23,7 +23,7 @@
 #include "core/rng.h"
 #include "core/rundb.h"
 #include "safety/robust.h"
-#include "train/data.h"
+#include "text/data.h"
 #include "model/model.h"
 
 enum { B = 2, T = 8, V = 13, C = 16, N = B * T };

@@ -2,7 +2,7 @@
  * tests/test_tokenizer.c — byte and BPE tokenizers: round trips, agreement with textbook
  * reference implementations, compression, file save/load and rejection of damaged files.
  *
- * The references here are deliberately naive and independent of train/tokenizer.c's data
+ * The references here are deliberately naive and independent of text/tokenizer.c's data
  * structures: the trainer recounts every pair over every chunk OCCURRENCE each step (no unique
  * chunks, no incremental counts), and the encoder is GPT-2's loop "find the lowest-ranked pair,
  * merge all its occurrences left to right, repeat". Only the chunking rule (tok_next_chunk) is
@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 #define TU_PREFIX "test_tokenizer"
 #include "tests/testutil.h"

@@ -22,10 +22,10 @@
 #include "parallel/dp.h"
 #include "parallel/mesh.h"
 #include "parallel/pp.h"
-#include "train/data.h"
+#include "text/data.h"
 #include "model/model.h"
 #include "model/optim.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 typedef struct trainer trainer;
 

@@ -8,7 +8,7 @@
  */
 #include "fuzz_util.h"
 
-#include "train/data.h"
+#include "text/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_write("shards/train_000000.bin", data, size);

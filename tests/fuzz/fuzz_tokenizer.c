@@ -7,7 +7,7 @@
  */
 #include "fuzz_util.h"
 
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_write("tokenizer.bin", data, size);

@@ -8,7 +8,7 @@ np.frombuffer, as tests/reference/read_safetensors.py), each tensor placed into 
 from its "shard:<name>" metadata (global shape + offset), so a tensor-parallel checkpoint is
 assembled here independently of minitrain's reader. The qkv tensors are stored in the logical
 (3, C, C) / (3, C) view and reshaped to (3C, C) / (3C). The forward is gpt_reference.forward (the
-PyTorch model the C code is tested against). Validation windows follow train/data.h: the val
+PyTorch model the C code is tested against). Validation windows follow text/data.h: the val
 shards concatenated, window w = tokens[w*T : w*T + T + 1], batch i = windows i*B .. i*B+B-1.
 
 With --export FILE (from `minitrain ckpt export`) it also checks the Hugging Face export: every

@@ -1,5 +1,5 @@
 /*
- * train/tok_formats.c — tokenizer files of other ecosystems, recognised by content:
+ * text/tok_formats.c — tokenizer files of other ecosystems, recognised by content:
  *
  *   tiktoken rank file   "<base64 of the token's bytes> <rank>" per line (OpenAI's r50k_base /
  *                        gpt2 ranks, as js-tiktoken and tiktoken ship them). Rank = id. The file
@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
-#include "train/tokenizer_impl.h"
+#include "text/tokenizer_impl.h"
 
 #define LLMC_TOK_MAGIC 20240328u
 #define LLMC_MODEL_MAGIC 20240326u

@@ -1,9 +1,9 @@
 /*
- * train/prepare.c — the train/val split of a tokenized text and the dataset directory it is
- * written to (see train/prepare.h). Out of cmd/prepare.c so that the command only parses options,
+ * text/prepare.c — the train/val split of a tokenized text and the dataset directory it is
+ * written to (see text/prepare.h). Out of cmd/prepare.c so that the command only parses options,
  * reads and scrubs the input, calls the modules and prints.
  */
-#include "train/prepare.h"
+#include "text/prepare.h"
 
 #include <glob.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/check.h"
-#include "train/data.h"
+#include "text/data.h"
 
 static char *join(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;

@@ -1,6 +1,6 @@
 /*
- * train/prepare.h — a tokenized text into a dataset directory (`minitrain prepare`, cmd/prepare.c):
- * DIR/tokenizer.bin, DIR/train_000.bin and DIR/val_000.bin, the token shards of train/data.h.
+ * text/prepare.h — a tokenized text into a dataset directory (`minitrain prepare`, cmd/prepare.c):
+ * DIR/tokenizer.bin, DIR/train_000.bin and DIR/val_000.bin, the token shards of text/data.h.
  *
  * The split is made on TOKENS (first 1-F for train, last F for val), not on bytes, so the two
  * shards hold exactly the encoding of the whole text. Every output is written durably and
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 /* The train/val split of ntok tokens: nval = round(ntok · val_fraction), at least 2, the last
  * nval tokens; ntrain = ntok - nval. Returns 0, or -1 when ntok < nval + 2 (each split needs at

@@ -1,5 +1,5 @@
 /*
- * train/tokenizer.h — byte-level and byte-level BPE tokenizers behind one interface: minitrain's
+ * text/tokenizer.h — byte-level and byte-level BPE tokenizers behind one interface: minitrain's
  * own (trained by `prepare`, one file format, tokenizer.bin) and GPT-2's published ones.
  *
  * Token ids 0..255 are the raw bytes, so any byte string (invalid UTF-8 and NULs included)
@@ -10,11 +10,11 @@
  * learned merges and the encoder agree. docs/tokenizer.md gives the chunk rule and the file
  * format byte by byte.
  *
- * GPT-2's tokenizer (TOK_KIND_RANKED, train/tok_ranked.c) is a different shape: a table of
+ * GPT-2's tokenizer (TOK_KIND_RANKED, text/tok_ranked.c) is a different shape: a table of
  * token byte strings with ranks, GPT-2's pre-tokenizer regex (run by libpcre2 with Unicode
  * properties), and tiktoken's encoder (within each regex piece, repeatedly merge the adjacent
  * pair whose concatenation has the lowest rank). It is read, by content, from a tiktoken rank
- * file, Hugging Face tokenizer.json or vocab.json + merges.txt (train/tok_formats.c), and saved
+ * file, Hugging Face tokenizer.json or vocab.json + merges.txt (text/tok_formats.c), and saved
  * as version 2 of tokenizer.bin. llm.c's gpt2_tokenizer.bin holds the bytes of every id but no
  * merges or ranks: it loads as TOK_KIND_DECODE (decode only; tok_can_encode() is 0).
  * docs/interop.md says which file comes from where.
@@ -43,7 +43,7 @@ typedef struct tok_tokenizer {
     uint64_t *rank_key; /* open-addressing map (left<<32 | right) -> rank, for encoding */
     uint32_t *rank_val;
     size_t rank_cap; /* power of two, or 0 for the byte tokenizer */
-    /* TOK_KIND_RANKED / TOK_KIND_DECODE (train/tok_ranked.c); zero for the kinds above */
+    /* TOK_KIND_RANKED / TOK_KIND_DECODE (text/tok_ranked.c); zero for the kinds above */
     uint32_t *id_rank;   /* (vocab_size) merge rank of each id; TOK_NO_RANK = not a BPE token
                           * (special tokens, ids absent from the source file) */
     uint8_t *id_special; /* (vocab_size) 1 for special tokens such as <|endoftext|> */

@@ -1,5 +1,5 @@
 /*
- * train/data.c — llm.c token shards: writer, validating mmap loader, stateless window sampler.
+ * text/data.c — llm.c token shards: writer, validating mmap loader, stateless window sampler.
  *
  * Why stateless: data_loader_get(seq_index) is a pure function, so data-parallel ranks slice the
  * global batch by arithmetic on seq_index, and a resumed run continues from the step number
@@ -10,7 +10,7 @@
  * Shards are mapped with mmap over their whole size; sizes, offsets and token indices are
  * size_t/uint64_t/off_t throughout (the build is 64-bit), so files over 2 GiB are fine.
  */
-#include "train/data.h"
+#include "text/data.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@
 #include "core/rng.h" /* rng_mix64: the Feistel round function */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "train/data.c reads little-endian shards with native loads; port the token reads first"
+#error "text/data.c reads little-endian shards with native loads; port the token reads first"
 #endif
 
 #define FEISTEL_ROUNDS 6

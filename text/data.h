@@ -1,5 +1,5 @@
 /*
- * train/data.h — token shards (llm.c's format) and a stateless, deterministic data loader.
+ * text/data.h — token shards (llm.c's format) and a stateless, deterministic data loader.
  *
  * Shard file: 256 little-endian int32 header — [0] = 20240520 (magic), [1] = version
  * (1: uint16 tokens, 2: uint32 tokens), [2] = token count — then the tokens. The same files

@@ -1,12 +1,12 @@
 /*
- * train/tokenizer_impl.h — what the tokenizer's four files share; not a public header (other
- * modules use train/tokenizer.h).
+ * text/tokenizer_impl.h — what the tokenizer's four files share; not a public header (other
+ * modules use text/tokenizer.h).
  *
- *   train/tokenizer.c    minitrain's byte/bpe tokenizers, tokenizer.bin, the tok_ entry points
- *   train/tok_train.c    training byte-level BPE (tok_train_bpe, tok_train_bpe_atomic)
- *   train/tok_ranked.c   ranked (GPT-2 / tiktoken) BPE: tables, the pcre2 pre-tokenizer, encoding,
+ *   text/tokenizer.c    minitrain's byte/bpe tokenizers, tokenizer.bin, the tok_ entry points
+ *   text/tok_train.c    training byte-level BPE (tok_train_bpe, tok_train_bpe_atomic)
+ *   text/tok_ranked.c   ranked (GPT-2 / tiktoken) BPE: tables, the pcre2 pre-tokenizer, encoding,
  *                        and version 2 of tokenizer.bin
- *   train/tok_formats.c  readers of other ecosystems' files (tiktoken, Hugging Face, llm.c) and
+ *   text/tok_formats.c  readers of other ecosystems' files (tiktoken, Hugging Face, llm.c) and
  *                        the by-content format detection
  *
  * A reader collects one tok_entry per id (its bytes live in a shared pool) and hands them to
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 #define TOK_MAGIC 0x4B4F544Du /* bytes "MTOK" */
 #define TOK_HEADER_BYTES 32

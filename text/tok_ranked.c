@@ -1,5 +1,5 @@
 /*
- * train/tok_ranked.c — GPT-2's byte-level BPE as tiktoken runs it: a table of ranked token byte
+ * text/tok_ranked.c — GPT-2's byte-level BPE as tiktoken runs it: a table of ranked token byte
  * strings, the pre-tokenizer regex on libpcre2, and tiktoken's merge rule.
  *
  * Encoding (tiktoken's `byte_pair_merge`, also js-tiktoken's `bytePairMerge`):
@@ -28,7 +28,7 @@
 #include <pcre2.h>
 
 #include "core/check.h"
-#include "train/tokenizer_impl.h"
+#include "text/tokenizer_impl.h"
 
 #define NO_ID UINT32_MAX
 #define STACK_PIECE 256 /* pieces up to this length encode with stack scratch only */

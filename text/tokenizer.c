@@ -1,6 +1,6 @@
 /*
- * train/tokenizer.c — byte-level tokenizer, byte-level BPE encoding, tokenizer.bin I/O.
- * (Training BPE is train/tok_train.c.)
+ * text/tokenizer.c — byte-level tokenizer, byte-level BPE encoding, tokenizer.bin I/O.
+ * (Training BPE is text/tok_train.c.)
  *
  * Encoding keeps each chunk as a linked list of tokens plus a min-heap of (rank, position)
  * candidates with lazy invalidation, so a chunk of L bytes costs O(L log L) rather than the
@@ -8,7 +8,7 @@
  * (a merge only creates pairs of higher rank than itself, so rank order = GPT-2's order).
  * Chunks are at most TOK_MAX_CHUNK bytes, so encoding needs only stack scratch.
  */
-#include "train/tokenizer_impl.h" /* (includes train/tokenizer.h) */
+#include "text/tokenizer_impl.h" /* (includes text/tokenizer.h) */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +102,7 @@ size_t tok_next_chunk(const uint8_t *p, size_t n) {
 /* ---------------------------------------------------------------------------------------------
  * token tables (bytes of each id) and the rank map, built from the merge list */
 
-/* (train/tokenizer_impl.h) */
+/* (text/tokenizer_impl.h) */
 int tok_build_tables(tok_tokenizer *t, char *err, size_t errlen) {
     int V = t->vocab_size;
     t->tok_off = mallocCheck((size_t)(V + 1) * sizeof(uint32_t));
@@ -393,7 +393,7 @@ int tok_load(tok_tokenizer *t, const char *path, char *err, size_t errlen) {
     size_t got = fread(buf, 1, nbytes, f);
     fclose(f);
     if (got == nbytes && (nbytes < 4 || tok_get_u32(buf) != TOK_MAGIC)) {
-        /* not minitrain's own file: the other ecosystems' formats (train/tok_formats.c) */
+        /* not minitrain's own file: the other ecosystems' formats (text/tok_formats.c) */
         int rc = tok_formats_load(t, path, buf, nbytes, err, errlen);
         free(buf);
         return rc;

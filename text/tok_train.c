@@ -1,6 +1,6 @@
 /*
- * train/tok_train.c — training byte-level BPE: tok_train_bpe and tok_train_bpe_atomic (see
- * train/tokenizer.h).
+ * text/tok_train.c — training byte-level BPE: tok_train_bpe and tok_train_bpe_atomic (see
+ * text/tokenizer.h).
  *
  * Training works on unique chunks: the text is cut by tok_next_chunk(), identical chunks are
  * counted once in a hash map (Shakespeare's 1.1 MB become ~30k unique chunks), and each merge
@@ -10,7 +10,7 @@
  * text size for vocabularies of a few thousand. Out of tokenizer.c, which encodes, decodes and
  * stores what this file learns (tok_build_tables turns the merges into its tables).
  */
-#include "train/tokenizer_impl.h" /* (includes train/tokenizer.h) */
+#include "text/tokenizer_impl.h" /* (includes text/tokenizer.h) */
 
 #include <stdio.h>
 #include <stdlib.h>
