@@ -47,7 +47,7 @@ int cmd_simulate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 
 /* `minitrain serve --run DIR|FILE [options]`: the OpenAI-compatible HTTP server
- * (gateway/server.h), until SIGINT or SIGTERM. */
+ * (serve/server.h), until SIGINT or SIGTERM. */
 int cmd_serve(int argc, char **argv);
 
 /* `minitrain gateway --config FILE | --port P --upstream NAME=URL ... --route MODEL=A,B ...`: the

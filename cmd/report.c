@@ -1,6 +1,6 @@
 /*
  * cmd/report.c — `minitrain report --run DIR [--json] [--svg FILE] [--html FILE]`: the summary of a job from
- * its run database (sched/report.h), as text or JSON, and optionally its loss plot — with the
+ * its run database (report/report.h), as text or JSON, and optionally its loss plot — with the
  * newest robustness evaluation (safety/robust.h) added to each: a table, a "robustness" key, a
  * panel beside the plot. sched/ knows nothing of safety/; this file wires the two.
  */
@@ -16,7 +16,7 @@
 #include "cmd/cmd.h"
 #include "core/check.h"
 #include "safety/robust.h"
-#include "sched/report.h"
+#include "report/report.h"
 
 /* safety's adversarial-loss-vs-eps panel (user = the run database) */
 static void robust_panel(void *user, FILE *f, int x0, int h) { robust_svg_panel(user, f, x0, h); }

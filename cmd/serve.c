@@ -19,7 +19,7 @@
 #include "cmd/args.h"
 #include "cmd/cmd.h"
 #include "core/check.h"
-#include "gateway/server.h"
+#include "serve/server.h"
 #include "model/model_io.h"
 #include "ops/ops.h"
 #include "text/tokenizer.h"

@@ -3,7 +3,7 @@
  * way to build a detail (cJSON), so a detail is valid JSON whatever path or message it carries.
  *
  * Why one table: the writers (the supervisor, the trainer, the checkpointer, the fault hooks) and
- * the readers (sched/ettr.c, `minitrain report`, the tests) must agree on names that no compiler
+ * the readers (report/ettr.c, `minitrain report`, the tests) must agree on names that no compiler
  * checks when they are string literals scattered over ten files. Each kind below says who logs it
  * (run_id 0 = the supervisor, else the trainer's `runs` row; rank -1 = not a rank) and the keys of
  * its detail, a JSON object. A detail is never built with printf: a run directory holding a quote,
@@ -97,6 +97,12 @@
 /* fault injection, sched/hooks.c (the rank it fires on) */
 #define EV_FAULT "fault" /* (run, rank) kind (sched/fault.h names), step, spec; corrupt-ckpt adds
                             tier, file. Logged BEFORE the fault acts: the moment of failure */
+/* The fault kinds (detail "kind" of EV_FAULT) that end or stop the process, named here so that
+ * ETTR accounting (report/ettr.c) reads them without the fault injector (sched/fault.c, whose
+ * table spells them the same). */
+#define EV_FAULT_KIND_KILL "kill"
+#define EV_FAULT_KIND_HANG "hang"
+#define EV_FAULT_KIND_EXIT "exit"
 
 /* Values of the failure event's "kind" (what the supervisor saw). */
 #define EV_FAILURE_CRASH "crash"         /* the launch exited non-zero or was killed */

@@ -3,7 +3,7 @@
  * lifecycle.
  *
  * Why it is shaped so:
- *   - Like `serve` (gateway/server.c), MHD runs one thread per connection, and that thread runs
+ *   - Like `serve` (serve/server.c), MHD runs one thread per connection, and that thread runs
  *     the whole exchange, upstream transfers included (gw_route.c): blocking code, bounded by
  *     MHD's connection limit, with no hand-off between threads on the hot path.
  *   - Everything decidable from the headers is decided on MHD's first call, before the body is
@@ -20,7 +20,7 @@
  *     completion or a key (only the key's public id).
  */
 #include "gateway/gw_impl.h"
-#include "gateway/listen.h"
+#include "serve/listen.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "gateway/server.h"
+#include "serve/server.h"
 
 #define BAD "invalid_request_error"
 

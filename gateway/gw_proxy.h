@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/server.h" /* gw_buf, gw_error */
+#include "serve/server.h" /* gw_buf, gw_error */
 
 /* ---- the policy table (gw_config.c) -------------------------------------------------------------
  * Every threshold the policies use, in ONE table (like Envoy's outlier_detection / retry_policy

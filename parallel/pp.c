@@ -2,7 +2,7 @@
  * parallel/pp.c — 1F1B and GPipe schedules (see parallel/pp.h).
  *
  * Every forward and backward goes through fwd()/bwd(), which also stamp the microbatch's span
- * when the caller asked for a trace: the measured pipeline picture (sched/svg_pipeline.c).
+ * when the caller asked for a trace: the measured pipeline picture (report/svg_pipeline.c).
  */
 #include "parallel/pp.h"
 

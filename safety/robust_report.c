@@ -4,7 +4,7 @@
  * evaluation's table, and the adversarial-loss-vs-ε panel of `report --svg`).
  *
  * Everything here reads or writes results; nothing attacks. The SVG panel is plain text in the
- * style of sched/svg.c (fixed size, "nice" ticks), drawn into the caller's open file so the loss
+ * style of report/svg.c (fixed size, "nice" ticks), drawn into the caller's open file so the loss
  * plot and this panel are one picture.
  */
 #include <math.h>

@@ -18,9 +18,10 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/events.h"
 
-static const char *const KIND_NAMES[] = {"kill", "hang", "nan", "slow", "exit", "corrupt-ckpt",
-                                         "torn-ckpt"};
+static const char *const KIND_NAMES[] = {EV_FAULT_KIND_KILL, EV_FAULT_KIND_HANG, "nan", "slow",
+                                         EV_FAULT_KIND_EXIT, "corrupt-ckpt", "torn-ckpt"};
 #define NKINDS (int)(sizeof(KIND_NAMES) / sizeof(KIND_NAMES[0]))
 
 const char *fault_kind_name(fault_kind k) {

@@ -12,7 +12,7 @@
  *
  * The command also prints the closed-form first-order model and Young's interval beside the
  * Monte Carlo figures, and can take C and R measured by a real run (--from-run DIR, via
- * sched/ettr.h). Presets reproduce published figures with every assumption printed.
+ * report/ettr.h). Presets reproduce published figures with every assumption printed.
  */
 #include "sched/simulate.h"
 
@@ -23,7 +23,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
-#include "sched/ettr.h"
+#include "report/ettr.h"
 
 double sim_job_mtbf_s(double gpus, double mtbf_gpu_hours) {
     if (!(mtbf_gpu_hours > 0) || isinf(mtbf_gpu_hours) || !(gpus > 0)) return INFINITY;

@@ -35,7 +35,7 @@
 
 #include "core/fs.h"
 #include "core/timer.h"
-#include "sched/ettr.h"
+#include "report/ettr.h"
 #include "sched/slurm.h"
 
 /* ---- pure helpers (tested in tests/test_sched.c) --------------------------------------------- */

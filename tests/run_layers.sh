@@ -33,7 +33,7 @@ ALLOWED = {
     "report": {"core", "parallel", "ckpt"},
     "safety": {"core", "parallel", "ckpt", "ops", "model", "text", "train", "report"},
     "serve": {"core", "parallel", "ckpt", "ops", "model", "text"},
-    "gateway": {"core", "parallel", "ckpt", "ops", "model", "text", "serve", "safety", "train"},
+    "gateway": {"core", "parallel", "ckpt", "ops", "model", "text", "serve", "safety"},
     "sched": {"core", "parallel", "ckpt", "ops", "model", "text", "train", "report"},
     "cmd": {"core", "parallel", "ckpt", "ops", "model", "text", "train", "report", "safety",
             "serve", "gateway", "sched"},

@@ -23,7 +23,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "gateway/server.h"
+#include "serve/server.h"
 
 #define TU_PREFIX "test_gateway"
 #include "tests/testutil.h"

@@ -18,7 +18,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "gateway/server.h"
+#include "serve/server.h"
 
 static tok_tokenizer TOK;
 static gw_model_info MI;

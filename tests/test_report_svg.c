@@ -1,5 +1,5 @@
 /*
- * tests/test_report_svg.c — the report's pictures (sched/svg.h) drawn from a run.db whose events
+ * tests/test_report_svg.c — the report's pictures (report/svg.h) drawn from a run.db whose events
  * were written here with known values: what each picture says (titles, tooltips, element counts)
  * is checked against figures computed in this file by hand, not read back from the drawing code.
  *
@@ -25,8 +25,8 @@
 #include "tests/testutil.h"
 
 #include "core/rundb.h"
-#include "sched/report.h"
-#include "sched/svg.h"
+#include "report/report.h"
+#include "report/svg.h"
 
 /* Draw picture `draw` of db into a malloc'd string (caller frees); *drawn its return value. */
 static char *draw_text(int (*draw)(sqlite3 *, FILE *), rundb *db, int *drawn) {

@@ -25,7 +25,7 @@
 #include "ckpt/safetensors.h"
 #include "cmd/cmd.h"
 #include "core/rundb.h"
-#include "sched/ettr.h"
+#include "report/ettr.h"
 #include "sched/fault.h"
 #include "sched/heartbeat.h"
 #include "sched/hooks.h"

@@ -385,7 +385,7 @@ static void log_moe_stats(trainer *tr) {
     ev_num(d, EVK_TOKENS_MIN, -mx[1]);
     ev_num(d, EVK_TOKENS_MAX, mx[0]);
     ev_num(d, EVK_TOKENS_CV, mx[2]);
-    if (G) { /* per-layer expert load and drops, for the heat map (sched/svg_moe.c) */
+    if (G) { /* per-layer expert load and drops, for the heat map (report/svg_moe.c) */
         int E = tr->model.cfg.n_experts;
         double *load = mallocCheck((size_t)nmoe * E * sizeof(double));
         double *drop = mallocCheck((size_t)nmoe * sizeof(double)), *layer = drop;

@@ -7,7 +7,7 @@
  */
 #include "fuzz_util.h"
 
-#include "gateway/server.h"
+#include "serve/server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static tok_tokenizer tok;

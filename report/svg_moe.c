@@ -1,5 +1,5 @@
 /*
- * sched/svg_moe.c — mixture-of-experts routing over training (sched/svg.h: svg_moe): a heat map
+ * report/svg_moe.c — mixture-of-experts routing over training (report/svg.h: svg_moe): a heat map
  * of expert load per MoE layer over steps, and the drop rate per layer below it.
  *
  * Data: the trainer's per-step event "moe" (core/events.h), whose load is the (layer, expert)
@@ -19,8 +19,8 @@
 #include <sqlite3.h>
 
 #include "core/check.h"
-#include "sched/svg.h"
-#include "sched/svg_draw.h"
+#include "report/svg.h"
+#include "report/svg_draw.h"
 
 #define MOE_MAX_ROWS 256 /* (layers × experts) drawn at most */
 

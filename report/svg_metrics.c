@@ -1,11 +1,11 @@
 /*
- * sched/svg_metrics.c — training figures over steps (sched/svg.h: svg_metrics): three panels
+ * report/svg_metrics.c — training figures over steps (report/svg.h: svg_metrics): three panels
  * sharing the step axis, (1) train loss as a line and val loss as dots, (2) tokens/s, (3) MFU
  * as a percentage of the measured sgemm peak (solid) and of the theoretical peak (dashed).
  *
  * Shape: one query over the metrics of every run (a restarted job repeats the steps it
  * recomputes, so each run is its own polyline and the overlap is visible), then one panel at a
- * time through the shared helpers (sched/svg_draw.h). Series differ by dash and marker, not only
+ * time through the shared helpers (report/svg_draw.h). Series differ by dash and marker, not only
  * by colour.
  */
 #include <math.h>
@@ -16,8 +16,8 @@
 #include <sqlite3.h>
 
 #include "core/check.h"
-#include "sched/svg.h"
-#include "sched/svg_draw.h"
+#include "report/svg.h"
+#include "report/svg_draw.h"
 
 typedef struct {
     long long run;

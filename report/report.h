@@ -1,9 +1,9 @@
 /*
- * sched/report.h — the summary of a job from its run database: what `minitrain report` prints
+ * report/report.h — the summary of a job from its run database: what `minitrain report` prints
  * (cmd/report.c), as text or as one JSON object, and the loss plot.
  *
- * The figures and their sources are described in sched/report.c; ETTR and its breakdown come
- * from sched/ettr.h. The database stays open (read-only) while the summary lives, for the plot.
+ * The figures and their sources are described in report/report.c; ETTR and its breakdown come
+ * from report/ettr.h. The database stays open (read-only) while the summary lives, for the plot.
  */
 #ifndef MT_SCHED_REPORT_H
 #define MT_SCHED_REPORT_H
@@ -15,8 +15,8 @@
 #include <cjson/cJSON.h>
 #include <sqlite3.h>
 
-#include "sched/ettr.h"
-#include "sched/svg.h"
+#include "report/ettr.h"
+#include "report/svg.h"
 
 /* Everything the report prints. NAN = not available. Times are unix seconds, durations s. */
 typedef struct {
@@ -53,7 +53,7 @@ int report_load(const char *run_dir, report_summary *r, char *err, size_t errlen
 int report_print_text(const report_summary *r);
 int report_print_json(const report_summary *r);
 
-/* Draw loss vs wall time, failures and restarts marked, into the SVG file path (sched/svg.h),
+/* Draw loss vs wall time, failures and restarts marked, into the SVG file path (report/svg.h),
  * with `beside` (may be NULL) drawn to its right. Returns 0, 1 with err when there was nothing
  * to plot (path says so), or -1 with err. */
 int report_svg(const report_summary *r, const svg_panel *beside, const char *path, char *err,
@@ -69,7 +69,7 @@ typedef struct {
     void *user;
 } report_section;
 
-/* Write the self-contained HTML page of r (sched/report_html.c) to path, atomically: summary,
+/* Write the self-contained HTML page of r (report/report_html.c) to path, atomically: summary,
  * config and layout, the ETTR picture (with `beside`, may be NULL) and tables, the metrics and
  * MFU table, the pipeline and MoE pictures when they apply, the n_extra contributed sections,
  * the checkpoint catalog and the events. Returns 0 or -1 with err (cannot write path). */
@@ -77,7 +77,7 @@ int report_html(const report_summary *r, const svg_panel *beside, const report_s
                 int n_extra, const char *path, char *err, size_t errlen);
 
 /* Beside the ettr picture at path ("plot.svg"), write every other picture that applies
- * (sched/svg.h's table, then the contributed sections) as "plot-<name>.svg", printing each
+ * (report/svg.h's table, then the contributed sections) as "plot-<name>.svg", printing each
  * path when print. Returns how many were written, or -1 with err. */
 int report_svg_pictures(const report_summary *r, const report_section *extra, int n_extra,
                         const char *path, int print, char *err, size_t errlen);

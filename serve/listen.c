@@ -1,5 +1,5 @@
 /*
- * gateway/listen.c — resolve, bind and start libmicrohttpd for serve and gateway (listen.h).
+ * serve/listen.c — resolve, bind and start libmicrohttpd for serve and gateway (listen.h).
  *
  * MHD_USE_THREAD_PER_CONNECTION: a handler may block (waiting for a slot, or for an upstream)
  * without stalling other clients, and MHD still enforces the idle timeout. MHD's own log lines go
@@ -7,7 +7,7 @@
  * error" line is dropped, because our handlers return MHD_NO on purpose when the client left
  * mid-request (the access log already says 499).
  */
-#include "gateway/listen.h"
+#include "serve/listen.h"
 
 #include <netdb.h>
 #include <stdarg.h>

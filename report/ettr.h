@@ -1,5 +1,5 @@
 /*
- * sched/ettr.h — ETTR accounting: where the wall time of a job went, from its run database.
+ * report/ettr.h — ETTR accounting: where the wall time of a job went, from its run database.
  *
  * ETTR (effective training time ratio) = time spent in training steps whose results were kept /
  * wall time of the whole job. A job is one RUN_DIR: every (re)launch of the trainer adds a `runs`

@@ -1,5 +1,5 @@
 /*
- * gateway/listen.h — the one way both HTTP servers of the gateway module open their socket.
+ * serve/listen.h — the one way both HTTP servers of the gateway module open their socket.
  *
  * `minitrain serve` (server.c) and `minitrain gateway` (gw_http.c) both run libmicrohttpd with one
  * thread per connection, on an address resolved with getaddrinfo (so --host may be IPv4 or IPv6,

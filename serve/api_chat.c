@@ -1,5 +1,5 @@
 /*
- * gateway/api_chat.c — the OpenAI chat completions API as data: messages → one prompt by a
+ * serve/api_chat.c — the OpenAI chat completions API as data: messages → one prompt by a
  * plain-text chat template, and the chat.completion / chat.completion.chunk bodies.
  *
  * The chat template. Our models are base models trained on plain text: they know no special
@@ -21,7 +21,7 @@
  * Why separate from api.c: the completions file holds the JSON and UTF-8 machinery; this one only
  * what is chat-specific, reusing gw_json_body / gw_parse_sampling / gw_prompt_fits from there.
  */
-#include "gateway/server.h"
+#include "serve/server.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * gateway/server.c — the HTTP side of `minitrain serve`, on libmicrohttpd (MHD 0.9.7x).
+ * serve/server.c — the HTTP side of `minitrain serve`, on libmicrohttpd (MHD 0.9.7x).
  *
  * Why it is shaped so:
  *   - MHD runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION): a connection thread may
@@ -25,8 +25,8 @@
  *     a healthy server that fails requests — the case passive outlier detection exists for).
  */
 #define _GNU_SOURCE /* POLLRDHUP */
-#include "gateway/server.h"
-#include "gateway/listen.h"
+#include "serve/server.h"
+#include "serve/listen.h"
 
 #include <microhttpd.h>
 #include <poll.h>

@@ -1,5 +1,5 @@
 /*
- * gateway/slots.c — generation slots with continuous batching: one decoder thread runs every
+ * serve/slots.c — generation slots with continuous batching: one decoder thread runs every
  * active generation in one forward per step, fed by a bounded FIFO.
  *
  * Why this shape: decoding a token reads every weight of the model, so it is bound by memory
@@ -30,7 +30,7 @@
  * enough, else 1; an OpenMP ICV is per thread, and the OpenMP build of OpenBLAS follows
  * omp_get_max_threads() of the calling thread).
  */
-#include "gateway/server.h"
+#include "serve/server.h"
 
 #include <omp.h>
 #include <stdlib.h>

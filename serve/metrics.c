@@ -1,5 +1,5 @@
 /*
- * gateway/metrics.c — the server's counters, gauges and latency histogram as Prometheus text.
+ * serve/metrics.c — the server's counters, gauges and latency histogram as Prometheus text.
  *
  * Shape: one mutex-guarded struct of plain counters (requests by endpoint and status, tokens in
  * and out, cancelled generations, queue-full refusals) plus a fixed-bucket histogram of
@@ -10,7 +10,7 @@
  * (https://prometheus.io/docs/instrumenting/exposition_formats/); histogram buckets are
  * cumulative with an le="+Inf" bucket equal to _count.
  */
-#include "gateway/server.h"
+#include "serve/server.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /*
- * gateway/api.c — the OpenAI completions API as data: request parsing and validation, response,
+ * serve/api.c — the OpenAI completions API as data: request parsing and validation, response,
  * chunk and error bodies, and the UTF-8 and stop-sequence rules generation is held to.
  *
  * Why it is shaped so:
@@ -15,7 +15,7 @@
  *     the string there.
  */
 #define _GNU_SOURCE /* memmem */
-#include "gateway/server.h"
+#include "serve/server.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>

@@ -1,5 +1,5 @@
 /*
- * sched/ettr.c — ETTR accounting from run.db (see sched/ettr.h for the categories).
+ * report/ettr.c — ETTR accounting from run.db (see report/ettr.h for the categories).
  *
  * Shape: read everything once into small arrays (runs, metric rows, events), then walk the job as
  * a sequence of ATTEMPTS. With a supervisor, an attempt is [launch_k, launch_k+1): it may hold a
@@ -12,7 +12,7 @@
  * seconds since the run's `start` event (the trainer's loop start), so a step ends at
  * start_event.time + wall_s and began step_ms earlier.
  */
-#include "sched/ettr.h"
+#include "report/ettr.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +24,6 @@
 #include "core/check.h"
 #include "core/events.h"
 #include "core/rundb.h"
-#include "sched/fault.h"
 
 typedef struct {
     long long id;
@@ -400,9 +399,9 @@ static void attempt_verdict(const job_data *j, int k, double lo, double hi,
         detail_str(e->detail, EVK_KIND, fk, sizeof(fk));
         /* the faults that end or stop the process are the moment of failure */
         int is_fault = (!strcmp(e->kind, EV_FAULT) &&
-                        (!strcmp(fk, fault_kind_name(FAULT_KILL)) ||
-                         !strcmp(fk, fault_kind_name(FAULT_HANG)) ||
-                         !strcmp(fk, fault_kind_name(FAULT_EXIT)))) ||
+                        (!strcmp(fk, EV_FAULT_KIND_KILL) ||
+                         !strcmp(fk, EV_FAULT_KIND_HANG) ||
+                         !strcmp(fk, EV_FAULT_KIND_EXIT))) ||
                        !strcmp(e->kind, EV_NONFINITE) || !strcmp(e->kind, EV_MTBF_KILL);
         if (is_fault) t_fault = fmin(t_fault, e->time);
     }

@@ -1,5 +1,5 @@
 /*
- * gateway/server.h — `minitrain serve`: an OpenAI-compatible HTTP inference API for a trained run.
+ * serve/server.h — `minitrain serve`: an OpenAI-compatible HTTP inference API for a trained run.
  *
  * The module's one public header. Four parts, one file each:
  *   api.c      request parsing and validation (cJSON), the OpenAI response/error shapes, UTF-8 and
@@ -140,7 +140,7 @@ int gw_parse_completion(const char *body, size_t len, const gw_model_info *mi, g
                         gw_error *err);
 void gw_request_free(gw_request *req);
 
-/* The same for a /v1/chat/completions body (gateway/api_chat.c). Fields: messages (required: a
+/* The same for a /v1/chat/completions body (serve/api_chat.c). Fields: messages (required: a
  * non-empty array of {role: system|developer|user|assistant, content: string or array of text
  * parts, name?}), model, max_tokens or max_completion_tokens, temperature, top_p, top_k, seed,
  * stop, stream, stream_options, and at their neutral values n, presence_penalty,

@@ -1,5 +1,5 @@
 /*
- * sched/svg_pipeline.c — the measured pipeline timeline (sched/svg.h: svg_pipeline).
+ * report/svg_pipeline.c — the measured pipeline timeline (report/svg.h: svg_pipeline).
  *
  * The 1F1B / GPipe picture of the papers (Huang et al. 2019, fig. 2; Narayanan et al. 2021,
  * fig. 4), but drawn from what happened: one row per stage, each microbatch's forward and
@@ -23,8 +23,8 @@
 #include <sqlite3.h>
 
 #include "core/check.h"
-#include "sched/svg.h"
-#include "sched/svg_draw.h"
+#include "report/svg.h"
+#include "report/svg_draw.h"
 
 #define PP_MAX_STAGES 64
 

@@ -1,6 +1,6 @@
 /*
- * sched/report.c — the summary of a job from its run database (DIR/run.db, see core/rundb.h),
- * with its ETTR accounting (sched/ettr.h) and loss plot (sched/svg.h); `minitrain report`
+ * report/report.c — the summary of a job from its run database (DIR/run.db, see core/rundb.h),
+ * with its ETTR accounting (report/ettr.h) and loss plot (report/svg.h); `minitrain report`
  * (cmd/report.c) prints it. It lives in sched/ because ETTR needs the supervisor's events.
  *
  * A run directory is one job; each (re)start of the trainer adds a `runs` row. So the report is
@@ -15,12 +15,12 @@
  *
  * ETTR, its breakdown, failures by kind, MTBF/MTTR and recomputed steps come from ettr_compute;
  * --json adds them as keys ettr, restarts, failures, lost_steps, mttr_s (plus ettr_breakdown,
- * failures_by_kind, mtbf_s, max_recovery_s). --svg FILE draws loss vs wall time (sched/svg.h).
+ * failures_by_kind, mtbf_s, max_recovery_s). --svg FILE draws loss vs wall time (report/svg.h).
  *
  * The database is opened read-only; a missing or foreign file is a user error (exit 2), reported
  * with its path. The JSON object is built with cJSON.
  */
-#include "sched/report.h"
+#include "report/report.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -36,8 +36,8 @@
 #include "core/check.h"
 #include "core/rundb.h"
 #include "core/runlock.h"
-#include "sched/ettr.h"
-#include "sched/svg.h"
+#include "report/ettr.h"
+#include "report/svg.h"
 
 /* A growable array of doubles (the non-NULL, finite values of one metrics column). */
 typedef struct {

@@ -1,7 +1,7 @@
 /*
- * sched/svg_draw.h — the few drawing helpers every picture of `minitrain report` shares (axes with
+ * report/svg_draw.h — the few drawing helpers every picture of `minitrain report` shares (axes with
  * "nice" ticks, legend swatches, escaped text, the greyscale-safe palette and hatch patterns).
- * Internal to sched/svg*.c: the module's face is sched/svg.h.
+ * Internal to report/svg*.c: the module's face is report/svg.h.
  *
  * Why these and no more: each picture is a handful of rects, lines and texts printed with
  * fprintf; what they must agree on is how an axis looks, which colours mean what, and that the

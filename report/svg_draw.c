@@ -1,7 +1,7 @@
 /*
- * sched/svg_draw.c — shared drawing helpers of the report's pictures (sched/svg_draw.h).
+ * report/svg_draw.c — shared drawing helpers of the report's pictures (report/svg_draw.h).
  */
-#include "sched/svg_draw.h"
+#include "report/svg_draw.h"
 
 #include <math.h>
 #include <stdio.h>

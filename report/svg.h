@@ -1,15 +1,15 @@
 /*
- * sched/svg.h — the pictures of `minitrain report` (--svg FILE, --html FILE), from run.db alone.
+ * report/svg.h — the pictures of `minitrain report` (--svg FILE, --html FILE), from run.db alone.
  *
  * Each picture is hand-written SVG 1.1 (no plotting library), greyscale-safe (series differ in
  * lightness, dash or hatch as well as hue), with axis labels and units and a legend:
  *   ettr      loss against job wall time, failures and restarts marked (below; the title
- *             carries ETTR and MTTR) — sched/svg.c
- *   metrics   train/val loss, tokens/s and MFU over steps — sched/svg_metrics.c
- *   pipeline  the measured 1F1B / GPipe timeline of one step — sched/svg_pipeline.c
- *   moe       expert load per MoE layer over steps (heat map) and drop rate — sched/svg_moe.c
+ *             carries ETTR and MTTR) — report/svg.c
+ *   metrics   train/val loss, tokens/s and MFU over steps — report/svg_metrics.c
+ *   pipeline  the measured 1F1B / GPipe timeline of one step — report/svg_pipeline.c
+ *   moe       expert load per MoE layer over steps (heat map) and drop rate — report/svg_moe.c
  *   layout    the parallel mesh: which rank holds which tp/pp/dp/ep coordinate, the groups —
- *             sched/svg_layout.c
+ *             report/svg_layout.c
  * A drawing function writes one <svg> element (no XML prolog, ids prefixed "pic-<name>", so that
  * several sit inline in one HTML page) and returns 1, or writes nothing and returns 0 when the
  * run holds nothing it shows (no pipeline, no MoE, ...).
@@ -29,7 +29,7 @@
 
 #include <sqlite3.h>
 
-#include "sched/ettr.h"
+#include "report/ettr.h"
 
 /* A panel another module draws beside the loss plot (cmd/report.c wires safety's
  * adversarial-loss-vs-eps panel): width in pixels (0 = none), and draw(user, f, x0, h), which

@@ -1,7 +1,7 @@
 /*
- * sched/report_html.c — `minitrain report --html FILE` (sched/report.h: report_html): one
+ * report/report_html.c — `minitrain report --html FILE` (report/report.h: report_html): one
  * self-contained page of the job: summary, config and layout, every picture that applies
- * (sched/svg.h) inline, the checkpoint catalog, the events, ETTR and MFU tables.
+ * (report/svg.h) inline, the checkpoint catalog, the events, ETTR and MFU tables.
  *
  * Why so shaped: the page must open anywhere — a laptop without network, a file attached to
  * an issue — so everything is in the one file: inline <svg> (no <img> links), one <style>
@@ -21,9 +21,9 @@
 
 #include "core/check.h"
 #include "core/fs.h"
-#include "sched/report.h"
-#include "sched/svg.h"
-#include "sched/svg_draw.h"
+#include "report/report.h"
+#include "report/svg.h"
+#include "report/svg_draw.h"
 
 static const char CSS[] =
     "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1a1a1a;"

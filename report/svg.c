@@ -1,12 +1,12 @@
 /*
- * sched/svg.c — the loss-vs-wall-time picture (sched/svg.h), written as SVG text by hand.
+ * report/svg.c — the loss-vs-wall-time picture (report/svg.h), written as SVG text by hand.
  *
  * Shape (svg_loss_draw): read the points (metrics rows placed on the job's clock: run start event + wall_s) and
  * the supervisor's failure/launch events, compute the axes' ranges, then print the elements back
  * to front (shading, grid, curves, markers, labels) into memory, and write the file atomically
  * (core/fs.h). Nothing here is clever: a fixed 960x540 view, "nice" tick steps of 1/2/5 x 10^k.
  */
-#include "sched/svg.h"
+#include "report/svg.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,7 +17,7 @@
 
 #include "core/check.h"
 #include "core/fs.h"
-#include "sched/svg_draw.h"
+#include "report/svg_draw.h"
 
 #define W 960
 #define H 540

@@ -1,5 +1,5 @@
 /*
- * sched/svg_layout.c — the parallel layout of the run (sched/svg.h: svg_layout): which world
+ * report/svg_layout.c — the parallel layout of the run (report/svg.h: svg_layout): which world
  * rank holds which (tp, pp, dp, ep) coordinate, and the communication groups.
  *
  * Drawn from the latest run's config (tp, pp, dp, ep, n_layer, pp_layers, MoE keys) and world
@@ -21,8 +21,8 @@
 
 #include "parallel/mesh.h"
 #include "parallel/pp.h"
-#include "sched/svg.h"
-#include "sched/svg_draw.h"
+#include "report/svg.h"
+#include "report/svg_draw.h"
 
 static int cfg_int(const cJSON *c, const char *key, int dflt) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(c, key);
