@@ -25,6 +25,7 @@
 #include "core/check.h"
 #include "train/checkpoint.h"
 #include "model/interop.h"
+#include "train/import.h"
 #include "model/model.h"
 #include "model/model_ckpt.h"
 
@@ -295,7 +296,7 @@ static int do_import(int argc, char **argv) {
                 strcmp(from, "hf") ? "llm.c model file" : "Hugging Face directory");
     if (!out) mt_fail("`minitrain ckpt import` needs --out RUN_DIR");
     char summary[2600], err[2048];
-    if (interop_import(from, src, out, tok, summary, sizeof(summary), err, sizeof(err)) != 0)
+    if (import_run(from, src, out, tok, summary, sizeof(summary), err, sizeof(err)) != 0)
         mt_fail("%s", err);
     printf("%s\n", summary);
     return MT_EXIT_OK;

@@ -66,13 +66,4 @@ int interop_load_weights(gpt_model *m, const char *path, char *what, size_t what
 /* A copy of full (unsharded) with context seq_len <= full's: the first seq_len rows of wpe. */
 void interop_cut_context(gpt_model *dst, const gpt_model *full, int seq_len);
 
-/* `minitrain ckpt import` (cmd/ckpt.c): read src (kind "llmc": an llm.c model file; "hf": a
- * Hugging Face directory or safetensors file) and, when tokenizer is not NULL, a tokenizer (any
- * format tok_load reads, at most the model's vocabulary); write the run directory out with a
- * verified step-0 checkpoint (through the checkpointer training uses: trainer_init_weights +
- * checkpoint_save), run.db (an "import" event) and out/tokenizer.bin. out must not hold
- * checkpoints yet. Returns 0 with a one-line summary, or -1 with a one-line message in err. */
-int interop_import(const char *kind, const char *src, const char *out, const char *tokenizer,
-                   char *summary, size_t sumlen, char *err, size_t errlen);
-
 #endif /* MT_INTEROP_H */

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# tests/run_layers.sh — the house's floors, checked from the #include lines (DESIGN.md, "The house").
+# tests/run_layers.sh — the house's floors, checked from the #include lines (docs/design.md, "The house").
 #
-#   core ← parallel, ckpt ← train ← safety, gateway, sched ← cmd ← minitrain.c
+#   core ← parallel, ckpt, text ← ops ← model ← train ← safety, sched ← cmd ← minitrain.c
+#   report (run reports, SVG, ETTR accounting) rests on core, parallel, ckpt
+#   model ← serve ← gateway (serving needs the model, never the trainer)
 #
-# A file may include its own module and the floors below it, plus these sideways steps: gateway may
-# include safety (request guards); cmd/ and minitrain.c may include everything. Fails, printing
+# A file may include its own module and the floors below it (the table ALLOWED says exactly which),
+# plus these sideways steps: gateway may include safety (request guards); safety and sched may
+# include report; cmd/ and minitrain.c may include everything. Fails, printing
 # file:line for each, when
 #   1. an #include "x/y.h" points up a floor or sideways (e.g. train/ including sched/);
 #   2. a file includes another module's private header (x/*_impl.h from outside x/);
@@ -12,6 +15,8 @@
 #      first project include is its own header (llm.c style) adds that header's edges, so
 #      trainer.h → model_io.h → checkpoint.h → trainer.h is a cycle even though no header alone
 #      closes it;
+#   5. serve/ or gateway/ reaches the trainer: no header they include, directly or through other
+#      headers, lies in train/ or sched/ (serving needs the model, never the trainer or supervisor);
 #   4. a .c file declares a non-static function at file scope (a call that bypasses a header: the
 #      compiler never checks it against the definition — how train/ used to reach into sched/).
 # tests/ and bench/ sit outside the house (they may include anything) and are not checked.
@@ -130,6 +135,30 @@ for c in sorted(cycles):
         continue
     steps = [where[(path[i], path[(i + 1) % len(path)])] for i in range(len(path))]
     bad.append(f"include cycle: {' -> '.join(path + [path[0]])} (at {', '.join(steps)})")
+
+# 5: serving never reaches the trainer, through any chain of headers
+NO_TRAINER = {"serve", "gateway"}
+FORBIDDEN = ("train/", "sched/")
+def closure(f):
+    seen, todo, via = set(), [h for _, h in includes.get(f, [])], {}
+    for h in todo: via[h] = f
+    while todo:
+        h = todo.pop()
+        if h in seen or h not in includes: continue
+        seen.add(h)
+        for _, h2 in includes[h]:
+            if h2 not in via: via[h2] = h
+            todo.append(h2)
+    return seen, via
+for f in includes:
+    if module_of(f) not in NO_TRAINER: continue
+    reach, via = closure(f)
+    for h in sorted(reach):
+        if h.startswith(FORBIDDEN):
+            chain, x = [h], h
+            while via.get(x) and via[x] != f: x = via[x]; chain.append(x)
+            bad.append(f"{f}: reaches {h} (through {' <- '.join(chain)}): serve and the gateway "
+                       "must not depend on the trainer")
 
 for b in bad:
     print(f"  FAIL {b}")

@@ -1,13 +1,14 @@
 /*
- * train/interop_import.c — weights from anywhere (interop_load_weights, for `train --init-from`)
- * and the import behind `minitrain ckpt import` (cmd/ckpt.c), which turns llm.c or Hugging Face
- * weights into a minitrain run directory.
+ * train/import.c — `minitrain ckpt import` (cmd/ckpt.c): llm.c or Hugging Face weights into a
+ * minitrain run directory.
  *
  * The import writes its step-0 checkpoint through the same checkpointer that training uses
  * (trainer_init_weights + checkpoint_save), so the directory is an ordinary run: `sample`,
  * `serve`, `robust`, `ckpt verify|export` and `train --init-from` (or `train --resume auto` in the
  * same directory, which continues from step 0 with the zero optimizer state) take it unchanged.
  */
+#include "train/import.h"
+
 #include <cjson/cJSON.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -15,8 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckpt/ckpt.h"
-#include "ckpt/safetensors.h"
 #include "core/check.h"
 #include "core/config.h"
 #include "parallel/comm.h"
@@ -26,92 +25,6 @@
 #include "model/model_io.h"
 #include "ops/ops.h"
 #include "train/trainer.h"
-
-void interop_cut_context(gpt_model *dst, const gpt_model *full, int seq_len) {
-    gpt_config cfg = full->cfg;
-    cfg.seq_len = seq_len;
-    char err[256];
-    mtCheck(gpt_build(dst, &cfg, err, sizeof(err)) == 0, "a shorter context is a valid config");
-    for (int i = 0; i < dst->n_tensors; i++) {
-        const gpt_tensor *t = &dst->tensors[i];
-        /* wpe: the first seq_len rows; every other tensor is the same size */
-        ops_copy_d2d(dst->params + t->offset, full->params + full->tensors[i].offset,
-                     t->numel * sizeof(float));
-    }
-}
-
-static int exists(const char *dir, const char *name) {
-    char p[CKPT_PATH_MAX];
-    struct stat st;
-    snprintf(p, sizeof(p), "%.4000s/%s", dir, name);
-    return stat(p, &st) == 0;
-}
-
-/* 1 if the safetensors file at path carries minitrain's model metadata */
-static int is_minitrain_file(const char *path) {
-    st_file f;
-    char e[512];
-    if (st_open(&f, path, e, sizeof(e)) != 0) return 0;
-    int yes = st_metadata(&f, "minitrain.model") != NULL;
-    st_close(&f);
-    return yes;
-}
-
-int interop_load_weights(gpt_model *m, const char *path, char *what, size_t whatlen, char *err,
-                         size_t errlen) {
-    char dummy[8];
-    if (!what) what = dummy, whatlen = sizeof(dummy);
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        snprintf(err, errlen, "no weights at '%s'", path);
-        return -1;
-    }
-    int step = 0;
-    if (S_ISDIR(st.st_mode)) {
-        if (exists(path, "run.db") || exists(path, "ckpt") || exists(path, "model.safetensors")) {
-            char p[CKPT_PATH_MAX];
-            snprintf(p, sizeof(p), "%.4000s/model.safetensors", path);
-            if (exists(path, "run.db") || exists(path, "ckpt") || is_minitrain_file(p)) {
-                if (model_io_load(m, path, &step, err, errlen) != 0) return -1;
-                snprintf(what, whatlen, "minitrain run, step %d", step);
-                return 0;
-            }
-        }
-        if (exists(path, "config.json")) {
-            snprintf(what, whatlen, "Hugging Face GPT-2 weights");
-            return interop_hf_read(m, path, err, errlen);
-        }
-        snprintf(err, errlen, "'%s' is neither a minitrain run directory nor a Hugging Face model "
-                 "directory (config.json + model.safetensors)", path);
-        return -1;
-    }
-    FILE *f = fopen(path, "rb");
-    uint8_t h[16] = {0};
-    size_t n = f ? fread(h, 1, sizeof(h), f) : 0;
-    if (f) fclose(f);
-    int32_t magic;
-    memcpy(&magic, h, 4);
-    if (n >= 4 && (magic == INTEROP_LLMC_MAGIC || magic == 20240327 || magic == 20240328 ||
-                   magic == 20240520)) {
-        int version = 0;
-        if (interop_llmc_read(m, path, &version, err, errlen) != 0) return -1;
-        snprintf(what, whatlen, "llm.c model file, version %d (%s)", version,
-                 version == INTEROP_LLMC_BF16 ? "bf16" : "fp32");
-        return 0;
-    }
-    if (n >= 9 && h[8] == '{') { /* safetensors */
-        if (is_minitrain_file(path)) {
-            if (model_io_load(m, path, &step, err, errlen) != 0) return -1;
-            snprintf(what, whatlen, "minitrain model file, step %d", step);
-            return 0;
-        }
-        snprintf(what, whatlen, "Hugging Face GPT-2 weights");
-        return interop_hf_read(m, path, err, errlen);
-    }
-    snprintf(err, errlen, "'%s' is not a model minitrain reads (a run directory, model.safetensors, "
-             "an llm.c model file or Hugging Face GPT-2 safetensors)", path);
-    return -1;
-}
 
 /* ---- ckpt import ------------------------------------------------------------------------------ */
 
@@ -163,7 +76,7 @@ static int write_run(const gpt_model *w, const tok_tokenizer *tok, const char *o
     return rc;
 }
 
-int interop_import(const char *kind, const char *src, const char *out, const char *tokpath,
+int import_run(const char *kind, const char *src, const char *out, const char *tokpath,
                    char *summary, size_t sumlen, char *err, size_t errlen) {
     if (strcmp(kind, "llmc") && strcmp(kind, "hf")) {
         snprintf(err, errlen, "--from '%s': expected llmc or hf", kind);
