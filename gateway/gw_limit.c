@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "core/check.h"
+#include "core/hash.h"
 
 #define NKEYB 256  /* hash buckets of key states */
 #define NRESB 1024 /* hash buckets of open reservations */
@@ -144,16 +145,11 @@ void gw_limiter_set_clock(gw_limiter *l, double (*now)(void *ctx), void *ctx) {
     l->now_ctx = ctx;
 }
 
-static unsigned hash_str(const char *s) { /* FNV-1a */
-    unsigned h = 2166136261u;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
 
 /* ---- in-process buckets (call with l->mu held) ---------------------------------------------- */
 
 static kstate *key_state(gw_limiter *l, const gw_key_info *key, double now) {
-    unsigned b = hash_str(key->id) % NKEYB;
+    unsigned b = hash_fnv1a32_str(key->id) % NKEYB;
     for (kstate *k = l->keys[b]; k; k = k->next)
         if (!strcmp(k->id, key->id)) return k;
     kstate *k = callocCheck(1, sizeof(kstate));
@@ -167,7 +163,7 @@ static kstate *key_state(gw_limiter *l, const gw_key_info *key, double now) {
 }
 
 static kstate *find_state(gw_limiter *l, const char *id) {
-    for (kstate *k = l->keys[hash_str(id) % NKEYB]; k; k = k->next)
+    for (kstate *k = l->keys[hash_fnv1a32_str(id) % NKEYB]; k; k = k->next)
         if (!strcmp(k->id, id)) return k;
     return NULL;
 }

@@ -15,14 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint32_t fnv1a(const char *s, size_t n) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 16777619u;
-    }
-    return h;
-}
+#include "core/hash.h"
 
 unsigned hb_node_id(void) {
     static unsigned id;
@@ -30,7 +23,7 @@ unsigned hb_node_id(void) {
     if (!done) {
         char host[256] = "";
         gethostname(host, sizeof(host) - 1);
-        id = fnv1a(host, strlen(host));
+        id = hash_fnv1a32(host, strlen(host));
         done = 1;
     }
     return id;
@@ -98,7 +91,7 @@ void hb_format(char *buf, const hb_record *r) {
                      "MTHB1 rank=%d pid=%d node=%08x start=%d step=%d step_ms=%.3f busy_ms=%.3f "
                      "time=%.6f state=%.15s", r->rank, r->pid, r->node, r->start, r->step, r->step_ms, r->busy_ms, r->time, r->state);
     if (n < 0 || n > HB_RECORD_BYTES - 20) n = HB_RECORD_BYTES - 20; /* cannot happen: bounded */
-    int m = snprintf(buf, HB_RECORD_BYTES + 1, "%.*s sum=%08x", n, body, fnv1a(body, (size_t)n));
+    int m = snprintf(buf, HB_RECORD_BYTES + 1, "%.*s sum=%08x", n, body, hash_fnv1a32(body, (size_t)n));
     memset(buf + m, ' ', (size_t)(HB_RECORD_BYTES - 1 - m));
     buf[HB_RECORD_BYTES - 1] = '\n';
     buf[HB_RECORD_BYTES] = '\0';
@@ -113,7 +106,7 @@ int hb_parse(const char *buf, size_t len, hb_record *out) {
     if (!sum) return -1;
     unsigned int want = 0;
     if (sscanf(sum, " sum=%8x", &want) != 1) return -1;
-    if (fnv1a(tmp, (size_t)(sum - tmp)) != want) return -1;
+    if (hash_fnv1a32(tmp, (size_t)(sum - tmp)) != want) return -1;
     *sum = '\0';
     hb_record r;
     memset(&r, 0, sizeof(r));

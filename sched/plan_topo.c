@@ -26,6 +26,7 @@
 #endif
 
 #include "core/check.h"
+#include "core/hash.h"
 
 void plan_topo_init(plan_topo *t) {
     memset(t, 0, sizeof(*t));
@@ -118,12 +119,6 @@ typedef struct {
 /* the most hosts a topology file may describe (as `plan --nodes`) */
 #define PLAN_TOPO_MAX_NODES 1000000
 
-/* FNV-1a: the leaf-name hash */
-static size_t name_hash(const char *s) {
-    size_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 /* The index of leaf `name`, added when new. An open-addressing table of indices (-1 = empty),
  * kept at most half full: a [nodes] section with nodes_per_leaf = 1 makes a leaf per host. */
@@ -131,7 +126,8 @@ static int leaf_index(topo_reader *r, const char *name) {
     if (r->n_leaf_names > 0 && !strcmp(r->leaf_names[r->n_leaf_names - 1], name))
         return r->n_leaf_names - 1;
     size_t mask = (size_t)r->slot_cap - 1;
-    for (size_t h = name_hash(name) & mask; r->slot_cap && r->slots[h] >= 0; h = (h + 1) & mask)
+    for (size_t h = (size_t)hash_fnv1a64_str(name) & mask; r->slot_cap && r->slots[h] >= 0;
+         h = (h + 1) & mask)
         if (!strcmp(r->leaf_names[r->slots[h]], name)) return r->slots[h];
     if (r->n_leaf_names == r->leaf_cap) {
         r->leaf_cap = r->leaf_cap ? 2 * r->leaf_cap : 16;
@@ -148,12 +144,12 @@ static int leaf_index(topo_reader *r, const char *name) {
         memset(r->slots, 0xff, sizeof(*r->slots) * (size_t)r->slot_cap);
         mask = (size_t)r->slot_cap - 1;
         for (int i = 0; i < r->n_leaf_names; i++) {
-            size_t h = name_hash(r->leaf_names[i]) & mask;
+            size_t h = (size_t)hash_fnv1a64_str(r->leaf_names[i]) & mask;
             while (r->slots[h] >= 0) h = (h + 1) & mask;
             r->slots[h] = i;
         }
     } else {
-        size_t h = name_hash(name) & mask;
+        size_t h = (size_t)hash_fnv1a64_str(name) & mask;
         while (r->slots[h] >= 0) h = (h + 1) & mask;
         r->slots[h] = idx;
     }

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/hash.h"
 #include "text/tokenizer_impl.h"
 
 #define LLMC_TOK_MAGIC 20240328u
@@ -209,14 +210,9 @@ typedef struct {
     size_t cap;
 } str_map;
 
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 static long sm_find(const str_map *m, const uint8_t *p, size_t n) {
-    for (size_t i = hash_bytes(p, n) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    for (size_t i = hash_fnv1a64(p, n) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         uint32_t s = m->slot[i];
         if (s == 0) return -1;
         const tok_entry *e = &m->es->e[s - 1];
@@ -232,7 +228,7 @@ static void sm_build(str_map *m, const tok_entries *es) {
     for (size_t k = 0; k < es->n; k++) {
         const tok_entry *e = &es->e[k];
         if (sm_find(m, es->pool + e->off, e->len) >= 0) continue; /* first wins */
-        size_t i = hash_bytes(es->pool + e->off, e->len) & (m->cap - 1);
+        size_t i = hash_fnv1a64(es->pool + e->off, e->len) & (m->cap - 1);
         while (m->slot[i]) i = (i + 1) & (m->cap - 1);
         m->slot[i] = (uint32_t)k + 1;
     }

@@ -28,16 +28,12 @@
 #include <pcre2.h>
 
 #include "core/check.h"
+#include "core/hash.h"
 #include "text/tokenizer_impl.h"
 
 #define NO_ID UINT32_MAX
 #define STACK_PIECE 256 /* pieces up to this length encode with stack scratch only */
 
-static uint64_t fnv1a64(const uint8_t *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 /* ---- entries ------------------------------------------------------------------------------- */
 
@@ -67,7 +63,7 @@ void tok_entries_free(tok_entries *es) {
 /* ---- tables ------------------------------------------------------------------------------- */
 
 static inline size_t span_slot(const tok_tokenizer *t, const uint8_t *p, size_t len) {
-    return (size_t)fnv1a64(p, len) & (t->span_cap - 1);
+    return (size_t)hash_fnv1a64(p, len) & (t->span_cap - 1);
 }
 
 /* Id whose bytes are p[0..len), among ranked ids; NO_ID when none. */
@@ -346,7 +342,7 @@ uint8_t *tok_ranked_serialize(const tok_tokenizer *t, size_t *n) {
     tok_put_u32(buf + 12, (uint32_t)V);
     tok_put_u32(buf + 16, nspecial);
     tok_put_u32(buf + 20, t->eot < 0 ? UINT32_MAX : (uint32_t)t->eot);
-    tok_put_u32(buf + 24, tok_fnv1a32(buf + TOK_HEADER_BYTES, total - TOK_HEADER_BYTES));
+    tok_put_u32(buf + 24, hash_fnv1a32(buf + TOK_HEADER_BYTES, total - TOK_HEADER_BYTES));
     *n = total;
     return buf;
 }
@@ -368,7 +364,7 @@ int tok_ranked_parse_v2(tok_tokenizer *t, const uint8_t *buf, size_t n, char *er
         snprintf(err, errlen, "vocab_size %u out of range", V);
         return -1;
     }
-    if (tok_fnv1a32(buf + TOK_HEADER_BYTES, n - TOK_HEADER_BYTES) != tok_get_u32(buf + 24)) {
+    if (hash_fnv1a32(buf + TOK_HEADER_BYTES, n - TOK_HEADER_BYTES) != tok_get_u32(buf + 24)) {
         snprintf(err, errlen, "checksum mismatch (file corrupted or truncated)");
         return -1;
     }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/rng.h" /* rng_mix64 */
 #include "core/timer.h"
 
@@ -81,12 +82,6 @@ typedef struct {
     int64_t count; /* 0 = empty slot */
 } chunk_ent;
 
-static uint64_t fnv1a64(const uint8_t *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 /* Count unique chunks of text; returns the table (cap entries, *nunique used). */
 static chunk_ent *count_chunks(const uint8_t *text, size_t n, size_t *cap_out, size_t *nunique) {
@@ -94,7 +89,7 @@ static chunk_ent *count_chunks(const uint8_t *text, size_t n, size_t *cap_out, s
     chunk_ent *tab = callocCheck(cap, sizeof(chunk_ent));
     for (size_t pos = 0; pos < n;) {
         size_t L = tok_next_chunk(text + pos, n - pos);
-        uint64_t h = fnv1a64(text + pos, L);
+        uint64_t h = hash_fnv1a64(text + pos, L);
         size_t i = h & (cap - 1);
         while (tab[i].count != 0 && !(tab[i].hash == h && tab[i].len == L &&
                                       memcmp(text + tab[i].off, text + pos, L) == 0))

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/fs.h"
 #include "core/rng.h" /* rng_mix64 */
 
@@ -355,7 +356,7 @@ static uint8_t *serialize(const tok_tokenizer *t, size_t *n) {
     tok_put_u32(buf + 12, (uint32_t)t->vocab_size);
     tok_put_u32(buf + 16, (uint32_t)t->n_merges);
     tok_put_u32(buf + 20, TOK_MAX_CHUNK);
-    tok_put_u32(buf + 24, tok_fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES));
+    tok_put_u32(buf + 24, hash_fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES));
     tok_put_u32(buf + 28, 0);
     *n = nbytes;
     return buf;
@@ -436,7 +437,7 @@ int tok_load(tok_tokenizer *t, const char *path, char *err, size_t errlen) {
         snprintf(detail, sizeof(detail), "%s: header says %u merges (%zu bytes) but file has %zu",
                  nbytes < TOK_HEADER_BYTES + (size_t)8 * nm ? "truncated" : "trailing bytes", nm,
                  TOK_HEADER_BYTES + (size_t)8 * nm, nbytes);
-    } else if (tok_fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES) != tok_get_u32(buf + 24)) {
+    } else if (hash_fnv1a32(buf + TOK_HEADER_BYTES, nbytes - TOK_HEADER_BYTES) != tok_get_u32(buf + 24)) {
         what = "checksum mismatch (file corrupted)";
     } else {
         t->kind = (int)kind;

@@ -67,7 +67,7 @@ int tok_ranked_parse_v2(tok_tokenizer *t, const uint8_t *buf, size_t n, char *er
 int tok_formats_load(tok_tokenizer *t, const char *path, const uint8_t *buf, size_t n, char *err,
                      size_t errlen);
 
-/* little-endian helpers and FNV-1a 32, shared with tokenizer.c */
+/* little-endian helpers, shared with tokenizer.c (the body checksum is hash_fnv1a32, core/hash.h) */
 static inline void tok_put_u32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
@@ -76,11 +76,6 @@ static inline void tok_put_u32(uint8_t *p, uint32_t v) {
 }
 static inline uint32_t tok_get_u32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint32_t tok_fnv1a32(const uint8_t *p, size_t n) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
-    return h;
 }
 
 /* hashing helpers shared by the merge tables (tokenizer.c) and BPE training (tok_train.c); the
