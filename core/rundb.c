@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "core/fs.h"
+#include "core/timer.h"
 
 struct rundb {
     sqlite3 *db;
@@ -51,12 +52,6 @@ static const char *SCHEMA_SQL =
     "  clean_loss REAL, adv_loss REAL, clean_acc REAL, adv_acc REAL, success_rate REAL,"
     "  n_tokens INT, ms REAL, time REAL);"
     "CREATE INDEX IF NOT EXISTS evals_run_step ON evals(run_id, step);";
-
-double rundb_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 char *rundb_path(const char *run_dir, char *out, size_t outlen) {
     size_t n = strlen(run_dir);
@@ -231,7 +226,7 @@ int64_t rundb_run_begin(rundb *db, const char *name, const char *config_json,
     bind_text(db, db->ins_run, 1, name);
     bind_text(db, db->ins_run, 2, config_json);
     bind_text(db, db->ins_run, 3, git_commit);
-    bind_real(db, db->ins_run, 4, rundb_now());
+    bind_real(db, db->ins_run, 4, timer_unix());
     sqliteCheck(sqlite3_bind_int(db->ins_run, 5, world_size), db->db);
     step_reset(db, db->ins_run);
     return (int64_t)sqlite3_last_insert_rowid(db->db);
@@ -263,7 +258,7 @@ int rundb_end_running(rundb *db, const char *status, double at) {
 void rundb_run_end(rundb *db, int64_t run_id, const char *status) {
     mtCheck(db != NULL, "rundb_run_end needs an open run database");
     mtCheck(rundb_status_valid(status), "run status must be one of " RUNDB_STATUSES);
-    bind_real(db, db->end_run, 1, rundb_now());
+    bind_real(db, db->end_run, 1, timer_unix());
     bind_text(db, db->end_run, 2, status);
     sqliteCheck(sqlite3_bind_int64(db->end_run, 3, run_id), db->db);
     step_reset(db, db->end_run);
@@ -290,7 +285,7 @@ void rundb_log_event(rundb *db, int64_t run_id, const char *kind, int rank, cons
     mtCheck(db != NULL && kind != NULL, "rundb_log_event needs an open database and a kind");
     sqlite3_stmt *st = db->ins_event;
     sqliteCheck(sqlite3_bind_int64(st, 1, run_id), db->db);
-    bind_real(db, st, 2, rundb_now());
+    bind_real(db, st, 2, timer_unix());
     bind_text(db, st, 3, kind);
     sqliteCheck(sqlite3_bind_int(st, 4, rank), db->db);
     bind_text(db, st, 5, detail);
@@ -317,7 +312,7 @@ void rundb_log_checkpoint(rundb *db, int64_t run_id, const rundb_checkpoint *c) 
     bind_text(db, st, 7, c->state);
     bind_real(db, st, 8, c->snapshot_ms);
     bind_real(db, st, 9, c->write_ms);
-    bind_real(db, st, 10, rundb_now());
+    bind_real(db, st, 10, timer_unix());
     step_reset(db, st);
 }
 

@@ -161,9 +161,6 @@ sqlite3 *rundb_sqlite(rundb *db);
 /* Path of the database file for run_dir ("<run_dir>/run.db") into out; returns out. */
 char *rundb_path(const char *run_dir, char *out, size_t outlen);
 
-/* Wall-clock time now, unix seconds with sub-second resolution (CLOCK_REALTIME). */
-double rundb_now(void);
-
 /* Best effort `git rev-parse --short HEAD` in the current directory (popen), or "unknown".
  * Computed once; the returned string is static. */
 const char *rundb_git_commit(void);

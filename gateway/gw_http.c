@@ -21,6 +21,7 @@
  */
 #include "gateway/gw_impl.h"
 #include "serve/listen.h"
+#include "core/timer.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -482,7 +483,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cc = callocCheck(1, sizeof(conn));
         atomic_init(&cc->refs, 1);
         *con_cls = cc;
-        cc->t0 = gw_now();
+        cc->t0 = timer_now();
         snprintf(cc->method, sizeof(cc->method), "%s", method);
         snprintf(cc->path, sizeof(cc->path), "%s", url);
         request_id(g, c, cc->req_id, sizeof(cc->req_id));
@@ -510,7 +511,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn *cc = *con_cls;
     if (!cc) return;
     *con_cls = NULL;
-    double now = gw_now();
+    double now = timer_now();
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     int status = ok ? cc->status : 499; /* nginx's "client closed request" */
     gw_exchange *x = &cc->x;
@@ -575,7 +576,7 @@ static void health_round(gw_gateway *g) {
         int ok = code == 200;
         pthread_mutex_lock(&up->mu);
         int was_down = up->h.active_down;
-        gw_health_active(&up->h, &g->cfg.pol, ok, gw_now());
+        gw_health_active(&up->h, &g->cfg.pol, ok, timer_now());
         pthread_mutex_unlock(&up->mu);
         if (ok && was_down)
             gw_log(g, "upstream %s passes its health check again", up->cfg.name);
@@ -590,11 +591,7 @@ static void *health_main(void *arg) {
     gw_gateway *g = arg;
     pthread_mutex_lock(&g->stop_mu);
     while (!atomic_load(&g->stopping)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double t = ts.tv_sec + ts.tv_nsec * 1e-9 + g->cfg.pol.health_interval_s;
-        ts.tv_sec = (time_t)t;
-        ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+        struct timespec ts = timer_deadline(g->cfg.pol.health_interval_s);
         pthread_cond_timedwait(&g->stop_cv, &g->stop_mu, &ts);
         if (atomic_load(&g->stopping)) break;
         pthread_mutex_unlock(&g->stop_mu);
@@ -651,7 +648,7 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
     gw_mx_init(&g->mx);
     rng_seed(&g->rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)g);
     g->started = (long)time(NULL);
-    double now = gw_now();
+    double now = timer_now();
     for (int u = 0; u < cfg->n_up; u++) {
         gw_upstream *up = &g->up[u];
         up->cfg = cfg->up[u];

@@ -157,7 +157,7 @@ typedef struct {
     char req_id[48];
     char key_id[24];         /* "" = open gateway */
     int client_fd;
-    double t0;               /* arrival, gw_now() */
+    double t0;               /* arrival, timer_now() */
     /* the answer (non-streamed, or a stream that failed before its first event) */
     int status;
     gw_buf body;
@@ -179,7 +179,7 @@ typedef struct {
     int phase;               /* GW_PH_* */
     int finished;            /* a finish_reason went out */
     char finish[24];
-    double t_last;           /* last upstream event, gw_now() */
+    double t_last;           /* last upstream event, timer_now() */
     gw_buf ev_raw, ev_data;
 } gw_exchange;
 

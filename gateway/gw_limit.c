@@ -33,6 +33,7 @@
 
 #include "core/check.h"
 #include "core/hash.h"
+#include "core/timer.h"
 
 #define NKEYB 256  /* hash buckets of key states */
 #define NRESB 1024 /* hash buckets of open reservations */
@@ -132,13 +133,7 @@ static const char *LUA_SETTLE =
 
 /* ---- time, hashing ------------------------------------------------------------------------- */
 
-static double mono_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double lim_now(gw_limiter *l) { return l->now ? l->now(l->now_ctx) : mono_now(); }
+static double lim_now(gw_limiter *l) { return l->now ? l->now(l->now_ctx) : timer_now(); }
 
 void gw_limiter_set_clock(gw_limiter *l, double (*now)(void *ctx), void *ctx) {
     l->now = now;
@@ -254,7 +249,7 @@ static void redis_drop(gw_limiter *l, const char *why_in) {
     snprintf(why, sizeof(why), "%s", why_in && *why_in ? why_in : "no reply");
     if (l->rc) redisFree(l->rc);
     l->rc = NULL;
-    l->next_connect = mono_now() + RECONNECT_S;
+    l->next_connect = timer_now() + RECONNECT_S;
     if (l->up || !l->warned_down) {
         mt_warn("rate limiter: Redis at %s:%d is unreachable (%s): %s until it answers", l->host,
                 l->port, why, l->fail_open ? "failing OPEN (in-process buckets per replica)"
@@ -275,7 +270,7 @@ static int load_script(gw_limiter *l, const char *src, char *sha) {
 /* Connected (connecting if due)? Call with rmu held. */
 static int redis_ready(gw_limiter *l) {
     if (l->rc) return 1;
-    if (mono_now() < l->next_connect) return 0;
+    if (timer_now() < l->next_connect) return 0;
     struct timeval tv = {0, REDIS_TIMEOUT_MS * 1000};
     l->rc = redisConnectWithTimeout(l->host, l->port, tv);
     if (!l->rc || l->rc->err) {

@@ -10,6 +10,7 @@
  * minitrain_gateway_requests_overflow_total.
  */
 #include "gateway/gw_impl.h"
+#include "core/timer.h"
 
 #include <string.h>
 
@@ -84,7 +85,7 @@ static void per_name(gw_buf *b, const char *family, const char *type, const char
 
 static void upstream_metrics(gw_gateway *g, gw_buf *b) {
     const gw_config *c = &g->cfg;
-    double now = gw_now();
+    double now = timer_now();
     /* a snapshot per upstream, each under its own lock, then rendered without locks */
     const char *name[GW_MAX_UPSTREAMS];
     uint64_t state[GW_MAX_UPSTREAMS], in_flight[GW_MAX_UPSTREAMS], attempts[GW_MAX_UPSTREAMS],

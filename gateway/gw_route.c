@@ -23,6 +23,7 @@
  * The stream after its commit is gw_stream.c's.
  */
 #include "gateway/gw_impl.h"
+#include "core/timer.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -39,10 +40,9 @@ void gw_log(gw_gateway *g, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(stderr, "minitrain: gateway: [%ld.%03ld] %s\n", (long)ts.tv_sec, ts.tv_nsec / 1000000,
-            line);
+    double t = timer_unix();
+    long sec = (long)t, ms = (long)((t - (double)sec) * 1000);
+    fprintf(stderr, "minitrain: gateway: [%ld.%03ld] %s\n", sec, ms < 1000 ? ms : 999, line);
 }
 
 double gw_rand01(gw_gateway *g) {
@@ -62,7 +62,7 @@ static int up_acquire(gw_gateway *g, int u, int *probe, int *why) {
     pthread_mutex_lock(&up->mu);
     if (up->cfg.max_concurrent > 0 && up->in_flight >= up->cfg.max_concurrent) {
         *why = WHY_FULL;
-    } else if (!gw_health_acquire(&up->h, gw_now(), probe)) {
+    } else if (!gw_health_acquire(&up->h, timer_now(), probe)) {
         *why = WHY_EJECTED;
     } else {
         ok = 1;
@@ -90,9 +90,9 @@ void gw_up_report(gw_exchange *x, int u, gw_outcome o, int probe) {
     pthread_mutex_lock(&up->mu);
     int was_ejected = up->h.ejected;
     if (failure) up->failures[o]++;
-    int ejected = gw_health_result(&up->h, &g->cfg.pol, failure, probe && was_ejected, gw_now());
+    int ejected = gw_health_result(&up->h, &g->cfg.pol, failure, probe && was_ejected, timer_now());
     int times = up->h.times_ejected;
-    double rest = gw_health_wait(&up->h, gw_now());
+    double rest = gw_health_wait(&up->h, timer_now());
     pthread_mutex_unlock(&up->mu);
     if (ejected)
         gw_log(g, "upstream %s ejected for %.1f s (%s; ejection #%d) req=%s", up->cfg.name, rest,
@@ -113,7 +113,7 @@ void gw_up_done(gw_gateway *g, int u) {
 int gw_route_available(gw_gateway *g, int route) {
     const gw_route_cfg *r = &g->cfg.routes[route];
     int n = 0;
-    double now = gw_now();
+    double now = timer_now();
     for (int t = 0; t < r->n_targets; t++) {
         gw_upstream *up = &g->up[r->t[t].upstream];
         pthread_mutex_lock(&up->mu);
@@ -291,7 +291,7 @@ static void attempt_plain(gw_exchange *x, gw_call *c, int renamed, attempt_resul
 /* A stream until its first event with text or a finish reason (commit) or a failure. */
 static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
     gw_gateway *g = x->g;
-    double deadline = gw_now() + g->cfg.pol.first_token_timeout_s;
+    double deadline = timer_now() + g->cfg.pol.first_token_timeout_s;
     gw_buf stash = {0}, raw = {0}, data = {0};
     for (;;) {
         if (c->status == 200) {
@@ -346,7 +346,7 @@ static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
             }
             goto out;
         }
-        double left = deadline - gw_now();
+        double left = deadline - timer_now();
         if (c->status && c->status != 200) left = g->cfg.pol.timeout_s; /* reading an error body */
         if (left <= 0) {
             a->o = GW_OUT_FIRST_TOKEN;
@@ -377,7 +377,7 @@ static void attempt(gw_exchange *x, int ti, int probe, attempt_result *a) {
     int renamed = t->model[0] && strcmp(t->model, g->cfg.routes[x->route].name);
     char *body = target_body(x, t);
     gw_call *c = gw_call_get(g);
-    double t0 = gw_now();
+    double t0 = timer_now();
     gw_call_start(c, &g->cfg.pol, x->chat ? up->url_chat : up->url_completions, up->cfg.api_key,
                   x->req_id, body, strlen(body), x->stream);
     free(body);
@@ -392,7 +392,7 @@ static void attempt(gw_exchange *x, int ti, int probe, attempt_result *a) {
     if (gw_outcome_is_failure(a->o))
         gw_log(g, "req=%s attempt %d upstream=%s failed: %s (%s) after %.1f ms%s", x->req_id,
                x->attempts, up->cfg.name, gw_outcome_name(a->o), a->detail,
-               1e3 * (gw_now() - t0), probe ? " [probe]" : "");
+               1e3 * (timer_now() - t0), probe ? " [probe]" : "");
     if (x->stream && a->o == GW_OUT_OK) {
         x->committed = 1;
         x->call = c;
@@ -401,7 +401,7 @@ static void attempt(gw_exchange *x, int ti, int probe, attempt_result *a) {
         x->renamed = renamed;
         x->upstream = t->upstream;
         x->status = 200;
-        x->t_last = gw_now();
+        x->t_last = timer_now();
         return;
     }
     if (a->o == GW_OUT_OK || a->o == GW_OUT_CLIENT_ERROR) x->upstream = t->upstream;
@@ -467,10 +467,10 @@ static void final_failure(gw_exchange *x, const attempt_result *last) {
 
 /* Sleep s seconds unless the client goes or the gateway stops (-1). */
 static int nap(gw_exchange *x, double s) {
-    double end = gw_now() + s;
+    double end = timer_now() + s;
     for (;;) {
         if (atomic_load(&x->g->stopping) || gw_client_gone(x->client_fd)) return -1;
-        double left = end - gw_now();
+        double left = end - timer_now();
         if (left <= 0) return 0;
         usleep((useconds_t)(1e6 * (left < 0.05 ? left : 0.05)));
     }
@@ -486,7 +486,7 @@ static void count_retry(gw_gateway *g, int u) {
 static int all_out(gw_exchange *x, int any_full) {
     gw_gateway *g = x->g;
     const gw_route_cfg *r = &g->cfg.routes[x->route];
-    double now = gw_now(), wait = 1e30, oldest = 1e300;
+    double now = timer_now(), wait = 1e30, oldest = 1e300;
     int pick = -1;
     for (int t = 0; t < r->n_targets; t++) {
         gw_upstream *up = &g->up[r->t[t].upstream];

@@ -14,6 +14,7 @@
  *     then, so the generation stops).
  */
 #include "gateway/gw_impl.h"
+#include "core/timer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -107,7 +108,7 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
     gw_event_info ev;
     char *text = NULL;
     size_t tl = 0;
-    x->t_last = gw_now();
+    x->t_last = timer_now();
     if (n == 0) return;
     if (gw_event_parse(data, n, x->chat, &ev, &text, &tl) != 0) {
         stream_broken(x, "an event that is not JSON");
@@ -168,7 +169,7 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
             }
             gw_buf_free(&rel);
         }
-        if (x->ttft < 0 && x->out.len) x->ttft = gw_now() - x->t0;
+        if (x->ttft < 0 && x->out.len) x->ttft = timer_now() - x->t0;
     }
     free(text);
 }
@@ -194,7 +195,7 @@ long gw_stream_read(gw_exchange *x, char *buf, size_t max) {
             else stream_broken(x, c->result == CURLE_OK ? "closed" : curl_easy_strerror(c->result));
             continue;
         }
-        double left = g->cfg.pol.stream_idle_timeout_s - (gw_now() - x->t_last);
+        double left = g->cfg.pol.stream_idle_timeout_s - (timer_now() - x->t_last);
         if (left <= 0) {
             stream_broken(x, "idle timeout");
             continue;

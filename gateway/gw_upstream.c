@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "gateway/gw_impl.h"
+#include "core/timer.h"
 
 #include <poll.h>
 #include <stdlib.h>
@@ -154,7 +155,7 @@ static void collect(gw_call *c) {
 }
 
 int gw_call_pump(gw_gateway *g, gw_call *c, double timeout_s, int client_fd) {
-    double t_end = gw_now() + (timeout_s > 0 ? timeout_s : 0);
+    double t_end = timer_now() + (timeout_s > 0 ? timeout_s : 0);
     uint64_t before = c->received;
     int hdr_before = c->headers_done;
     for (;;) {
@@ -163,7 +164,7 @@ int gw_call_pump(gw_gateway *g, gw_call *c, double timeout_s, int client_fd) {
         collect(c);
         if (c->done || c->received != before || c->headers_done != hdr_before) return 1;
         if (atomic_load(&g->stopping) || gw_client_gone(client_fd)) return -1;
-        double left = t_end - gw_now();
+        double left = t_end - timer_now();
         if (left <= 0) return 0;
         int ms = (int)(left * 1000) + 1;
         if (ms > 50) ms = 50; /* look at the client's socket at least 20 times a second */

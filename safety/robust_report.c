@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/check.h"
+#include "core/timer.h"
 #include "safety/robust.h"
 
 /* ---- one evaluation, printed ------------------------------------------------------------------ */
@@ -111,7 +112,7 @@ void robust_print(const robust_result *r, const robust_opts *o, const char *run_
 
 void robust_log(rundb *db, int64_t run_id, int step, const char *kind, const robust_opts *o,
                 const robust_result *r) {
-    double now = rundb_now();
+    double now = timer_unix();
     rundb_begin_batch(db);
     for (int i = 0; i < r->n_rows; i++) {
         const robust_row *w = &r->rows[i];

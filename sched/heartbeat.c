@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/hash.h"
+#include "core/timer.h"
 
 unsigned hb_node_id(void) {
     static unsigned id;
@@ -54,10 +55,8 @@ int hb_proc_alive(int pid) { return pid > 0 && hb_proc_start(pid) != 0; }
 
 int hb_sup_write(const char *path, int pid, unsigned long long start) {
     char tmp[4300], line[160];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     int n = snprintf(line, sizeof(line), "MTSUP1 pid=%d node=%08x start=%llu time=%.6f\n", pid,
-                     hb_node_id(), start, (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+                     hb_node_id(), start, timer_unix());
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
@@ -137,13 +136,11 @@ int hb_open(hb_writer *w, const char *dir, int rank, char *err, size_t errlen) {
 
 void hb_write(hb_writer *w, int step, double step_ms, double busy_ms, const char *state) {
     if (w->fd < 0) return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     if (w->start < 0) w->start = step; /* the first record: the step this process starts at */
     hb_record r = {.rank = w->rank, .pid = (int)getpid(), .node = hb_node_id(),
                    .start = w->start, .step = step,
                    .step_ms = step_ms,
-                   .busy_ms = busy_ms, .time = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec};
+                   .busy_ms = busy_ms, .time = timer_unix()};
     snprintf(r.state, sizeof(r.state), "%s", state);
     char buf[HB_RECORD_BYTES + 1];
     hb_format(buf, &r);

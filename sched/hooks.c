@@ -235,9 +235,7 @@ static void *sup_watch_main(void *arg) {
     double unreadable_since = NAN;
     for (;;) {
         sleep_s(0.25);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        double now = timer_unix();
         int alive = hb_sup_alive(g_sup_path, HB_SUP_STALE_S, now);
         if (alive == 1) {
             unreadable_since = NAN;
@@ -357,7 +355,7 @@ static void read_history(trainer *tr) {
  * the first failure corrects). */
 static double auto_mtbf(const trainer *tr) {
     if (tr->cfg.mtbf_s > 0) return tr->cfg.mtbf_s;
-    double wall = isfinite(A.job_start) ? rundb_now() - A.job_start : 0;
+    double wall = isfinite(A.job_start) ? timer_unix() - A.job_start : 0;
     if (wall < 0) wall = 0;
     return A.failures > 0 ? fmax(wall / A.failures, 1.0) : wall + 3600.0;
 }

@@ -22,7 +22,7 @@
  * supervisor killed by SIGKILL. The run directory's lock (core/runlock.h) is inherited by the
  * launch.
  *
- * Time: decisions use the monotonic clock; run.db events carry unix time (rundb_now).
+ * Time: decisions use the monotonic clock; run.db events carry unix time (timer_unix, core/timer.h).
  */
 #define _GNU_SOURCE
 #include "sched/supervisor_impl.h"
@@ -264,7 +264,7 @@ static int launch_exited(const watch_state *w, int st, sup_failure *f) {
     f->kind = failure_kind(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     f->sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
-    f->failed_at = isfinite(w->killed_at) ? w->killed_at : rundb_now();
+    f->failed_at = isfinite(w->killed_at) ? w->killed_at : timer_unix();
     f->rank = w->killed_rank >= 0 ? w->killed_rank : sup_blame(w->hb, w->n);
     if (f->sig)
         snprintf(f->why, sizeof(f->why), "launch process killed by signal %d (%s)", f->sig,
@@ -283,7 +283,7 @@ static int rank_died(const watch_state *w, const hb_record *r, sup_failure *f) {
     f->kind = failure_kind(code);
     f->code = code;
     f->rank = w->killed_rank >= 0 ? w->killed_rank : r->rank;
-    f->failed_at = isfinite(w->killed_at) ? w->killed_at : rundb_now();
+    f->failed_at = isfinite(w->killed_at) ? w->killed_at : timer_unix();
     if (code >= 0)
         snprintf(f->why, sizeof(f->why), "rank %d (pid %d) exited with status %d%s after "
                  "step %d", r->rank, r->pid, code, exit_meaning(code), r->step);
@@ -337,7 +337,7 @@ static int on_progress(sup *s, watch_state *w, int i, int attempt, double last_f
     f->kind = EV_FAILURE_STRAGGLER;
     f->rank = r;
     f->step = hb[i].step;
-    f->failed_at = rundb_now();
+    f->failed_at = timer_unix();
     snprintf(f->why, sizeof(f->why), "rank %d at %.1fx the median step time for %d steps", r,
              hb[i].busy_ms / med, w->slow_count[r]);
     return 1;
@@ -357,7 +357,7 @@ static void mtbf_kill(sup *s, watch_state *w, int attempt) {
     }
     int i = live[rng_u64(&s->rng) % (uint64_t)nl];
     w->killed_rank = hb[i].rank;
-    w->killed_at = rundb_now();
+    w->killed_at = timer_unix();
     cJSON *d = sup_attempt_detail(attempt);
     ev_num(d, EVK_PID, hb[i].pid);
     ev_num(d, EVK_STEP, hb[i].step);
@@ -373,7 +373,7 @@ int sup_watch(sup *s, pid_t child, int attempt, double last_fail_unix, sup_failu
     f->rank = -1;
     f->step = -1;
     static watch_state w; /* static: HB_MAX_RANKS heartbeat records are too big for the stack */
-    w.last_progress = timer_now(), w.last_progress_unix = rundb_now();
+    w.last_progress = timer_now(), w.last_progress_unix = timer_unix();
     w.next_kill = s->fault_mtbf_s > 0 ? timer_now() + exp_sample(&s->rng, s->fault_mtbf_s)
                                       : INFINITY;
     for (int i = 0; i < HB_MAX_RANKS; i++) w.seen_step[i] = -1, w.slow_count[i] = w.reported[i] = 0;
@@ -412,7 +412,7 @@ int sup_watch(sup *s, pid_t child, int attempt, double last_fail_unix, sup_failu
         if (timer_now() - w.last_progress > s->hb_timeout_s) {
             f->kind = EV_FAILURE_HANG;
             f->rank = sup_blame(w.hb, w.n);
-            f->failed_at = w.n > 0 ? w.last_progress_unix : rundb_now() - s->hb_timeout_s;
+            f->failed_at = w.n > 0 ? w.last_progress_unix : timer_unix() - s->hb_timeout_s;
             snprintf(f->why, sizeof(f->why), "no heartbeat progress for %.1f s%s", s->hb_timeout_s,
                      w.n == 0 ? " (no heartbeat file was ever written: is LAUNCH a minitrain "
                                 "train?)"

@@ -16,7 +16,7 @@
  * (sched/replan.h) before the relaunch. SIGUSR1 asks the ranks to checkpoint now and stop
  * (sched/preempt.h); the job is then requeued in Slurm.
  *
- * Time: decisions use the monotonic clock; run.db events carry unix time (rundb_now) so the ETTR
+ * Time: decisions use the monotonic clock; run.db events carry unix time (timer_unix, core/timer.h) so the ETTR
  * accounting can line them up with the trainer's events.
  */
 #define _GNU_SOURCE
@@ -301,7 +301,7 @@ static void start(sup *s, const sup_opts *o, char **launch_argv, int nlaunch) {
  * teardown (and its event), then the outcome of the run rows the attempt left "running". Returns
  * the blamed rank's host, -1 when unknown (no hostfile or rankfile, or no rank blamed). */
 static int record_failure(sup *s, pid_t child, int attempt, const sup_failure *f) {
-    double t_det = rundb_now();
+    double t_det = timer_unix();
     int host = s->have_rf    ? replan_host_of_rank(&s->rf, &s->hosts, f->rank)
                : s->hostfile ? sup_host_of_rank(&s->hosts, f->rank)
                              : -1;
@@ -427,7 +427,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         if (w < 0) {
             sup_say("interrupted (signal %d): stopping the job", (int)sup_stop_sig);
             sup_teardown(&s, child, 0);
-            rundb_end_running(s.db, "killed", rundb_now());
+            rundb_end_running(s.db, "killed", timer_unix());
             rc = 128 + (int)sup_stop_sig;
             status = EV_SUP_KILLED;
             snprintf(reason, sizeof(reason), "the supervisor got signal %d (%s)", (int)sup_stop_sig,
@@ -442,7 +442,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
         }
         if (w == 2) {
             sup_teardown(&s, child, 0);
-            rundb_end_running(s.db, "failed", rundb_now());
+            rundb_end_running(s.db, "failed", timer_unix());
             snprintf(reason, sizeof(reason), "the launch failed with a usage error (exit 2) on "
                      "attempt %d; restarting cannot fix that", attempt);
             fprintf(stderr, "minitrain: error: run: %s (see its message above)\n", reason);

@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "core/rng.h"
+#include "core/timer.h"
 
 #define WAIT_STEP_S 0.1 /* how often a waiting connection re-checks its client */
 
@@ -352,8 +353,8 @@ static int fault_draw(gw_server *s, int *variant) {
 
 /* Sleep --fault-latency, watching the client. Returns 0, or -1 if the client left. */
 static int fault_sleep(gw_server *s, int fd) {
-    double until = gw_now() + s->o.fault_latency_ms / 1000.0;
-    for (double now = gw_now(); now < until; now = gw_now()) {
+    double until = timer_now() + s->o.fault_latency_ms / 1000.0;
+    for (double now = timer_now(); now < until; now = timer_now()) {
         if (client_gone(fd)) return -1;
         double left = until - now;
         struct timespec ts = {0, (long)(1e9 * (left < 0.01 ? left : 0.01))};
@@ -510,7 +511,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (cc == NULL) { /* first call: headers only */
         cc = callocCheck(1, sizeof(conn_ctx));
         *con_cls = cc;
-        cc->t0 = gw_now();
+        cc->t0 = timer_now();
         snprintf(cc->method, sizeof(cc->method), "%s", method);
         snprintf(cc->path, sizeof(cc->path), "%s", url);
         const char *model_id;
@@ -565,7 +566,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_ctx *cc = *con_cls;
     if (cc == NULL) return;
     *con_cls = NULL;
-    double now = gw_now();
+    double now = timer_now();
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     /* 499 (nginx's "client closed request"): the connection ended before the answer did */
     int status = ok ? cc->status : 499;

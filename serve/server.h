@@ -313,9 +313,6 @@ void gw_job_wait(gw_pool *p, gw_job *j, int have_tokens, double timeout_s, int *
 /* Current queue depth and busy slots. */
 void gw_pool_stats(gw_pool *p, int *queued, int *busy);
 
-/* Seconds on a monotonic clock. */
-double gw_now(void);
-
 /* ---- the HTTP server (server.c) -------------------------------------------------------------- */
 
 typedef struct {

@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "core/rng.h"
+#include "core/timer.h"
 
 /* Prompt tokens fed per step, shared by all prefilling slots: large enough that prefill runs
  * as GEMMs, small enough that a step with a long prompt in it stays a few decode steps long. */
@@ -71,11 +72,6 @@ struct gw_pool {
     int n_vocab; /* ids the sampler may pick: min(model, tokenizer) vocab */
     gw_metrics *metrics;
 };
-double gw_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- jobs ------------------------------------------------------------------------------------- */
 
@@ -113,11 +109,7 @@ void gw_job_wait(gw_pool *p, gw_job *j, int have_tokens, double timeout_s, int *
                  size_t *len, int *done, int *finish) {
     pthread_mutex_lock(&p->mu);
     if (!(j->n_gen > have_tokens || j->done) && timeout_s > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double t = (double)ts.tv_nsec * 1e-9 + timeout_s;
-        ts.tv_sec += (time_t)t;
-        ts.tv_nsec = (long)((t - (double)(time_t)t) * 1e9);
+        struct timespec ts = timer_deadline(timeout_s);
         while (!(j->n_gen > have_tokens || j->done))
             if (pthread_cond_timedwait(&j->cv, &p->mu, &ts) != 0) break; /* timeout */
     }
@@ -140,7 +132,7 @@ static void finish_slot(gw_pool *p, gw_slot *sl, int finish) {
     pthread_mutex_lock(&p->mu);
     j->done = 1;
     j->finish = finish;
-    j->t_done = gw_now();
+    j->t_done = timer_now();
     int n_gen = j->n_gen;
     p->busy--;
     pthread_cond_broadcast(&j->cv);
@@ -167,7 +159,7 @@ static int admit(gw_pool *p) {
             j->next = NULL;
             p->queued--;
             p->busy++;
-            j->t_start = gw_now();
+            j->t_start = timer_now();
             sl->job = j;
             sl->fed = 0;
             sl->max_stop = 0;
@@ -323,7 +315,7 @@ int gw_pool_submit(gw_pool *p, gw_job *j) {
         return -1;
     }
     gw_job_retain(j); /* the pool's reference, dropped by the slot thread */
-    j->t_submit = gw_now();
+    j->t_submit = timer_now();
     if (p->tail) p->tail->next = j;
     else p->head = j;
     p->tail = j;

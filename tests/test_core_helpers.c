@@ -1,6 +1,7 @@
 /*
  * tests/test_core_helpers.c — cmocka tests of the small shared helpers of core/: the FNV-1a hash
- * (core/hash.h), median and percentile (core/stats.h), strict UTF-8 (core/utf8.h).
+ * (core/hash.h), the clocks' deadline (core/timer.h), median and percentile (core/stats.h),
+ * strict UTF-8 (core/utf8.h).
  *
  * Independent references: the FNV-1a values are the published test vectors (draft-eastlake-fnv:
  * FNV-1a of "", "a", "foobar") plus all 256 byte values computed with Python's integers (the
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/timer.h"
 
 /* python3 -c "h=2166136261
  * for c in range(256): h=((h^c)*16777619)&0xffffffff
@@ -47,9 +49,26 @@ static void test_fnv1a_vectors(void **state) {
     assert_true(hash_fnv1a64(all, sizeof all) == 0x4242dc5249c33625ull);
 }
 
+/* timer_deadline: a normalised timespec (0 <= tv_nsec < 1e9) lying after_s ahead of timer_now on
+ * the same clock, including an after_s whose fraction carries into the seconds. */
+static void test_timer_deadline(void **state) {
+    (void)state;
+    const double after[] = {0, 0.25, 0.999999999, 1.5, 7.75};
+    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++) {
+        double t0 = timer_now();
+        struct timespec d = timer_deadline(after[i]);
+        double t1 = timer_now();
+        assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+        double at = (double)d.tv_sec + 1e-9 * (double)d.tv_nsec;
+        assert_true(at >= t0 + after[i] - 1e-6 && at <= t1 + after[i] + 1e-6);
+    }
+    assert_true(timer_unix() > 1.6e9); /* after 2020: the real-time clock, not the monotonic one */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fnv1a_vectors),
+        cmocka_unit_test(test_timer_deadline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
