@@ -36,6 +36,7 @@
 #include "ckpt/ckpt.h"
 #include "core/config.h"
 #include "core/rng.h"
+#include "core/stats.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
@@ -46,6 +47,9 @@
 #include "ops/ops.h"
 #include "model/optim.h"
 #include "train/trainer.h"
+
+/* the median of a sample, leaving it unsorted (core/stats.h) */
+#define median(v, n) stats_median_copy((v), (size_t)(n))
 
 static int B = 4, T = 64;
 static int *g_inp, *g_tgt;
@@ -93,20 +97,6 @@ static void set_ckpt(trainer *tr, int async, int tier0) {
     tr->cfg.ckpt_async = async;
     tr->cfg.ckpt_tier0 = tier0;
     tr->cfg.ckpt_keep = 1;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of v[0..n) (sorts a copy). */
-static double median(const double *v, int n) {
-    double c[64];
-    if (n > 64) n = 64;
-    memcpy(c, v, sizeof(double) * (size_t)n);
-    qsort(c, (size_t)n, sizeof(double), cmp_d);
-    return n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
 }
 
 static double loadavg1(void) {

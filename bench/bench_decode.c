@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
 #include "core/timer.h"
 #include "model/flops.h"
 #include "model/model.h"
@@ -23,16 +24,6 @@
 
 #define NS 4
 static const int SIZES[NS] = {1, 2, 4, 8};
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* STREAM triad bandwidth in bytes/s (best of 3), counting 3 arrays moved per pass. */
 static double triad_bandwidth(void) {
@@ -116,7 +107,7 @@ int main(int argc, char **argv) {
            threads, bw / 1e9, bytes / 1e6, bw / bytes);
     printf("%-6s %14s %12s %18s\n", "slots", "tok/s (median)", "vs S=1", "of S x bound");
     for (int k = 0; k < NS; k++) {
-        double t = median(tps[k], rounds), q = median(ratio[k], rounds);
+        double t = stats_median(tps[k], (size_t)rounds), q = stats_median(ratio[k], (size_t)rounds);
         printf("%-6d %14.1f %11.2fx %17.0f%%\n", SIZES[k], t, q, 100.0 * t / (SIZES[k] * bw / bytes));
     }
     gpt_batch_free(b);

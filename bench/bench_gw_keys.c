@@ -14,14 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/stats.h"
 #include "core/timer.h"
 #include "gateway/gw_keys.h"
 #include "gateway/gw_limit.h"
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* median over 5 rounds of the per-call time of fn, in µs */
 typedef void (*op)(void *ctx);
@@ -32,8 +28,7 @@ static double time_us(op fn, void *ctx, int n) {
         for (int i = 0; i < n; i++) fn(ctx);
         r[k] = 1e6 * (timer_now() - t0) / n;
     }
-    qsort(r, 5, sizeof(double), cmp);
-    return r[2];
+    return stats_median(r, 5);
 }
 
 typedef struct {

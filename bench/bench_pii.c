@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/stats.h"
 #include "core/timer.h"
 #include "safety/pii.h"
 
@@ -36,11 +37,6 @@ static const char *INJECT[] = {
     "build 1.2.3.%d.5 at 1748503543012\n",
 };
 #define NINJ (int)(sizeof(INJECT) / sizeof(INJECT[0]))
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static int sink_discard(void *ctx, const char *p, size_t n) {
     (void)p;
@@ -168,8 +164,8 @@ int main(int argc, char **argv) {
         run_once(b, text, n, dst, &w[0]); /* warm-up */
         for (int r = 0; r < repeats; r++)
             t[r] = run_once(b, text, n, dst, &w[r]);
-        qsort(t, (size_t)repeats, sizeof(double), cmp_d);
-        qsort(w, (size_t)repeats, sizeof(double), cmp_d);
+        stats_sort(t, (size_t)repeats);
+        stats_sort(w, (size_t)repeats);
         med[b] = t[repeats / 2];
         double mbs = (double)n / 1e6 / med[b];
         printf("  %-34s %8.0f MB/s (wall %6.0f)", LABEL[b], mbs, (double)n / 1e6 / w[repeats / 2]);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/stats.h"
 #include "core/timer.h"
 #include "model/model.h"
 #include "ops/ops.h"
@@ -59,11 +60,6 @@ static void freelb(void) {
     }
 }
 
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double timed(void (*f)(void)) {
     double t0 = timer_now();
     f();
@@ -95,7 +91,7 @@ int main(int argc, char **argv) {
             double tp = timed(plain), ta = timed(modes[mo].f);
             r[i] = ta / tp;
         }
-        qsort(r, (size_t)reps, sizeof(double), cmp);
+        stats_sort(r, (size_t)reps);
         printf("%-11s / plain microbatch: median %.2fx (min %.2f, max %.2f); model FLOPs %.2fx\n",
                modes[mo].name, r[reps / 2], r[0], r[reps - 1], modes[mo].flops);
     }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/rng.h"
+#include "core/stats.h"
 #include "core/timer.h"
 #include "model/flops.h"
 #include "model/model.h"
@@ -33,20 +34,8 @@
 #include "model/optim.h"
 #include "ops/prof.h"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of v (n), n >= 1; sorts a copy. */
-static double median(const double *v, int n) {
-    double *c = malloc(sizeof(double) * (size_t)n);
-    memcpy(c, v, sizeof(double) * (size_t)n);
-    qsort(c, (size_t)n, sizeof(double), cmp_double);
-    double r = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
-    free(c);
-    return r;
-}
+/* the median of a sample, leaving it unsorted (core/stats.h) */
+#define median(v, n) stats_median_copy((v), (size_t)(n))
 
 static long minor_faults(void) {
     struct rusage ru;

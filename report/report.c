@@ -36,6 +36,7 @@
 #include "core/check.h"
 #include "core/rundb.h"
 #include "core/runlock.h"
+#include "core/stats.h"
 #include "report/ettr.h"
 #include "report/svg.h"
 
@@ -56,18 +57,6 @@ static void dvec_push(dvec *a, double x) {
     a->v[a->n++] = x;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median (mean of the two middle values for an even count); NAN when empty. Sorts in place. */
-static double dvec_median(dvec *a) {
-    if (a->n == 0) return NAN;
-    qsort(a->v, a->n, sizeof(double), cmp_double);
-    size_t h = a->n / 2;
-    return (a->n % 2) ? a->v[h] : 0.5 * (a->v[h - 1] + a->v[h]);
-}
 
 static char *col_strdup(sqlite3_stmt *st, int i) {
     const unsigned char *s = sqlite3_column_text(st, i);
@@ -161,9 +150,9 @@ static int load_metrics(sqlite3 *db, report_summary *r) {
         if (isfinite(x = col_real(st, 5))) dvec_push(&mfut, x);
     }
     sqlite3_finalize(st);
-    r->tokens_per_s = dvec_median(&tps);
-    r->mfu = dvec_median(&mfu);
-    r->mfu_theoretical = dvec_median(&mfut);
+    r->tokens_per_s = stats_median(tps.v, tps.n);
+    r->mfu = stats_median(mfu.v, mfu.n);
+    r->mfu_theoretical = stats_median(mfut.v, mfut.n);
     free(tps.v);
     free(mfu.v);
     free(mfut.v);

@@ -23,6 +23,7 @@
 
 #include "core/check.h"
 #include "core/rng.h"
+#include "core/stats.h"
 #include "report/ettr.h"
 
 double sim_job_mtbf_s(double gpus, double mtbf_gpu_hours) {
@@ -118,19 +119,6 @@ void sim_run(const sim_params *p, uint64_t seed, sim_result *out) {
     out->ettr = out->useful_s / D;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of a sorted array (q in [0, 1]). */
-static double percentile(const double *s, int n, double q) {
-    int k = (int)ceil(q * n) - 1;
-    if (k < 0) k = 0;
-    if (k >= n) k = n - 1;
-    return s[k];
-}
-
 void sim_many(const sim_params *p, int n, uint64_t seed, sim_summary *out) {
     mtCheck(n >= 1, "sim_many needs at least one trial");
     double *e = mallocCheck((size_t)n * sizeof(double));
@@ -144,13 +132,13 @@ void sim_many(const sim_params *p, int n, uint64_t seed, sim_summary *out) {
     }
     double mean = sum / n, ss = 0;
     for (int i = 0; i < n; i++) ss += (e[i] - mean) * (e[i] - mean);
-    qsort(e, (size_t)n, sizeof(double), cmp_double);
+    stats_sort(e, (size_t)n);
     out->trials = n;
     out->mean = mean;
     out->std = n > 1 ? sqrt(ss / (n - 1)) : 0;
-    out->p5 = percentile(e, n, 0.05);
-    out->p50 = percentile(e, n, 0.50);
-    out->p95 = percentile(e, n, 0.95);
+    out->p5 = stats_percentile_sorted(e, (size_t)n, 0.05);
+    out->p50 = stats_percentile_sorted(e, (size_t)n, 0.50);
+    out->p95 = stats_percentile_sorted(e, (size_t)n, 0.95);
     out->mean_failures = fails / n;
     free(e);
 }

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "core/fs.h"
+#include "core/stats.h"
 #include "core/timer.h"
 #include "sched/proctree.h"
 
@@ -54,19 +55,14 @@ int sup_blame(const hb_record *r, int n) {
     return best < 0 ? -1 : r[best].rank;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double sup_median_busy(const hb_record *r, int n) {
     double v[HB_MAX_RANKS];
     int k = 0;
     for (int i = 0; i < n && k < HB_MAX_RANKS; i++)
         if (!strcmp(r[i].state, "run")) v[k++] = r[i].busy_ms;
     if (k == 0) return NAN;
-    qsort(v, (size_t)k, sizeof(double), cmp_double);
-    return v[(k - 1) / 2];
+    stats_sort(v, (size_t)k);
+    return stats_percentile_sorted(v, (size_t)k, 0.5); /* the lower median, v[(k - 1) / 2] */
 }
 
 /* ---- one attempt ---------------------------------------------------------------------------- */

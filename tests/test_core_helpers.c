@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "core/hash.h"
+#include "core/rng.h"
+#include "core/stats.h"
 #include "core/timer.h"
 
 /* python3 -c "h=2166136261
@@ -65,10 +67,59 @@ static void test_timer_deadline(void **state) {
     assert_true(timer_unix() > 1.6e9); /* after 2020: the real-time clock, not the monotonic one */
 }
 
+/* The nearest-rank percentile by its definition, without sorting: the smallest sample value x with
+ * count(v <= x) >= q·n (q·n rounded up, at least 1). */
+static double rank_reference(const double *v, size_t n, double q) {
+    double need = ceil(q * (double)n), best = INFINITY;
+    if (need < 1) need = 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t le = 0;
+        for (size_t j = 0; j < n; j++) le += v[j] <= v[i];
+        if ((double)le >= need && v[i] < best) best = v[i];
+    }
+    return best;
+}
+
+/* stats_median / stats_percentile_sorted against their definitions on random samples with ties,
+ * odd and even sizes; the median of an even sample is the mean of the two middle order statistics
+ * (each found by rank_reference); the empty sample is NAN; stats_median_copy leaves its input. */
+static void test_stats_order(void **state) {
+    (void)state;
+    rng_state r;
+    rng_seed(&r, 23);
+    for (size_t n = 1; n <= 40; n++) {
+        double v[40], s[40], c[40];
+        for (size_t i = 0; i < n; i++) v[i] = (double)(rng_u64(&r) % 17) - 8.5; /* ties */
+        memcpy(s, v, sizeof v);
+        memcpy(c, v, sizeof v);
+        stats_sort(s, n);
+        for (size_t i = 1; i < n; i++) assert_true(s[i - 1] <= s[i]);
+        const double qs[] = {0, 0.05, 0.25, 0.5, 0.95, 1};
+        for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++)
+            assert_true(stats_percentile_sorted(s, n, qs[k]) == rank_reference(v, n, qs[k]));
+        double lo = rank_reference(v, n, 0.5), want = lo;
+        if (n % 2 == 0) { /* the order statistic after the lower median */
+            double hi = INFINITY;
+            for (size_t i = 0; i < n; i++) {
+                size_t le = 0;
+                for (size_t j = 0; j < n; j++) le += v[j] <= v[i];
+                if (le >= n / 2 + 1 && v[i] < hi) hi = v[i];
+            }
+            want = 0.5 * (lo + hi);
+        }
+        assert_true(stats_median_copy(v, n) == want);
+        assert_memory_equal(v, c, n * sizeof(double));
+        assert_true(stats_median(c, n) == want);
+    }
+    double none[1] = {0};
+    assert_true(isnan(stats_median(none, 0)) && isnan(stats_percentile_sorted(none, 0, 0.5)));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fnv1a_vectors),
         cmocka_unit_test(test_timer_deadline),
+        cmocka_unit_test(test_stats_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
