@@ -20,6 +20,7 @@
 
 #include "core/check.h"
 #include "core/fs.h"
+#include "core/utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -94,33 +95,6 @@ static const char *shape_str(char *buf, size_t len, int ndim, const int64_t *sha
     return buf;
 }
 
-/* Strict UTF-8 check (no overlongs, no surrogates, <= U+10FFFF). Returns -1 or the bad offset. */
-static long utf8_invalid_at(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t len;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c < 0x80) { i++; continue; }
-        else if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else return (long)i;
-        if (i + len > n) return (long)i;
-        if (s[i + 1] < lo || s[i + 1] > hi) return (long)i;
-        for (size_t k = 2; k < len; k++)
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return (long)i;
-        i += len;
-    }
-    return -1;
-}
-
 static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -140,9 +114,9 @@ static int writer_metadata(const char *path, const char *text, const st_tensor *
         return -1;
     }
     for (cJSON *kv = m->child; kv != NULL; kv = kv->next) {
-        if (!cJSON_IsString(kv) || utf8_invalid_at((const unsigned char *)kv->string,
+        if (!cJSON_IsString(kv) || utf8_invalid_at((const uint8_t *)kv->string,
                                                    strlen(kv->string)) >= 0 ||
-            utf8_invalid_at((const unsigned char *)kv->valuestring,
+            utf8_invalid_at((const uint8_t *)kv->valuestring,
                             strlen(kv->valuestring)) >= 0) {
             mt_errf(err, errlen, "%s: metadata key '%s' must map to a UTF-8 string", path,
                     kv->string);
@@ -221,7 +195,7 @@ static char *writer_header(const char *path, const st_tensor *t, int n, const ch
         uint64_t bytes;
         char sh[160];
         if (x->name == NULL || x->name[0] == '\0' || strcmp(x->name, "__metadata__") == 0 ||
-            utf8_invalid_at((const unsigned char *)x->name, strlen(x->name)) >= 0) {
+            utf8_invalid_at((const uint8_t *)x->name, strlen(x->name)) >= 0) {
             mt_errf(err, errlen, "%s: tensor #%d has an invalid name (empty, not UTF-8 or "
                     "\"__metadata__\")", path, i);
             goto done;
@@ -585,7 +559,7 @@ int st_open(st_file *f, const char *path, char *err, size_t errlen) {
         goto fail;
     }
     hdr[hlen] = '\0';
-    long bad = utf8_invalid_at((const unsigned char *)hdr, (size_t)hlen);
+    long bad = utf8_invalid_at((const uint8_t *)hdr, (size_t)hlen);
     if (hdr[0] != '{' || bad >= 0) {
         mt_errf(err, errlen, "%s: header %s (byte %ld of the header)", path,
                 hdr[0] != '{' ? "does not start with '{'" : "is not valid UTF-8",

@@ -28,6 +28,7 @@
 
 #ifdef MT_HAVE_PII
 #include "safety/pii.h"
+#include "core/utf8.h"
 #endif
 
 #define PII_WINDOW 128 /* bytes: emails, cards, IBANs, phones and IPv6 fit; PEM blocks do not */
@@ -302,7 +303,7 @@ int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, gw_buf *
         return 1;
     }
     if (!final) /* never cut a UTF-8 character in two: the event JSON needs whole ones */
-        limit -= gw_utf8_incomplete_tail((const uint8_t *)s.p + from, limit - from);
+        limit -= utf8_incomplete_tail((const uint8_t *)s.p + from, limit - from);
     spans sp = {0};
     collect_redactions(f->r, GW_ON_COMPLETIONS, s.p, len, from, &sp);
     limit = emit_redacted(&sp, s.p, from, limit, out);

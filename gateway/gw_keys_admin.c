@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/utf8.h"
 #include "serve/server.h"
 
 #define BAD "invalid_request_error"
@@ -206,7 +207,7 @@ static int apply_fields(const cJSON *body, gw_key_row *r, int create, long long 
 static cJSON *parse_object(const char *body, size_t len, char **out_json, int *status) {
     cJSON *o = NULL;
     if (len == 0) o = cJSON_CreateObject();
-    else if (gw_utf8_valid((const uint8_t *)body, len)) o = cJSON_ParseWithLength(body, len);
+    else if (utf8_valid((const uint8_t *)body, len)) o = cJSON_ParseWithLength(body, len);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         *status = error_body(out_json, 400, BAD, NULL, "invalid_json",

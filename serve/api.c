@@ -1,6 +1,7 @@
 /*
  * serve/api.c — the OpenAI completions API as data: request parsing and validation, response,
- * chunk and error bodies, and the UTF-8 and stop-sequence rules generation is held to.
+ * chunk and error bodies, and the stop-sequence rules generation is held to (the UTF-8 rules are
+ * core/utf8.h's).
  *
  * Why it is shaped so:
  *   - Everything here is a pure function of its arguments (no sockets, no threads), so every
@@ -16,6 +17,7 @@
  */
 #define _GNU_SOURCE /* memmem */
 #include "serve/server.h"
+#include "core/utf8.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -23,8 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static size_t utf8_maximal_subpart(const uint8_t *s, size_t n);
 
 /* ---- gw_buf ----------------------------------------------------------------------------------- */
 
@@ -68,7 +68,7 @@ void gw_buf_json_string(gw_buf *b, const uint8_t *s, size_t n) {
     while (i < n) {
         uint8_t c = s[i];
         if (c >= 0x80) {
-            int L = gw_utf8_seq_len(s + i, n - i);
+            int L = utf8_seq_len(s + i, n - i);
             if (L > 0) {
                 gw_buf_put(b, s + i, (size_t)L);
                 i += (size_t)L;
@@ -128,78 +128,6 @@ long gw_buf_drain(gw_buf *b, size_t *off, char *dst, size_t max) {
     b->len = 0;
     *off = 0;
     return -1;
-}
-
-/* ---- UTF-8 (Unicode 15, Table 3-7 "Well-Formed UTF-8 Byte Sequences") ----------------------- */
-
-/* Sequence length announced by lead byte c (0 if c cannot start a sequence) and the allowed
- * range of the second byte. */
-static int utf8_lead(uint8_t c, uint8_t *lo, uint8_t *hi) {
-    *lo = 0x80;
-    *hi = 0xBF;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return 2;
-    if (c == 0xE0) { *lo = 0xA0; return 3; }          /* no overlong 3-byte forms */
-    if (c >= 0xE1 && c <= 0xEC) return 3;
-    if (c == 0xED) { *hi = 0x9F; return 3; }          /* no surrogates U+D800..DFFF */
-    if (c == 0xEE || c == 0xEF) return 3;
-    if (c == 0xF0) { *lo = 0x90; return 4; }          /* no overlong 4-byte forms */
-    if (c >= 0xF1 && c <= 0xF3) return 4;
-    if (c == 0xF4) { *hi = 0x8F; return 4; }          /* nothing above U+10FFFF */
-    return 0;                                         /* 80..C1, F5..FF */
-}
-
-/* 1 if s[0..k) (1 <= k < announced length) is a valid beginning of a sequence. */
-static int utf8_prefix_ok(const uint8_t *s, size_t k, int L, uint8_t lo, uint8_t hi) {
-    if (k >= 2 && (s[1] < lo || s[1] > hi)) return 0;
-    for (size_t i = 2; i < k && i < (size_t)L; i++)
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    return 1;
-}
-
-int gw_utf8_seq_len(const uint8_t *s, size_t n) {
-    if (n == 0) return 0;
-    uint8_t lo, hi;
-    int L = utf8_lead(s[0], &lo, &hi);
-    if (L == 0 || (size_t)L > n) return 0;
-    if (L == 1) return 1;
-    return utf8_prefix_ok(s, (size_t)L, L, lo, hi) ? L : 0;
-}
-
-/* Length (>= 1) of the maximal subpart at an invalid position: the longest start of a
- * well-formed sequence there (Unicode 15 §3.9, "U+FFFD Substitution of Maximal Subparts"). */
-static size_t utf8_maximal_subpart(const uint8_t *s, size_t n) {
-    uint8_t lo, hi;
-    int L = utf8_lead(s[0], &lo, &hi);
-    size_t k = 1;
-    while (L > 1 && k < (size_t)L && k < n &&
-           (k == 1 ? s[1] >= lo && s[1] <= hi : (s[k] & 0xC0) == 0x80))
-        k++;
-    return k;
-}
-
-int gw_utf8_valid(const uint8_t *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        if (s[i] < 0x80) { i++; continue; }
-        int L = gw_utf8_seq_len(s + i, n - i);
-        if (L == 0) return 0;
-        i += (size_t)L;
-    }
-    return 1;
-}
-
-size_t gw_utf8_incomplete_tail(const uint8_t *s, size_t n) {
-    /* the last byte that is not a continuation byte, within the last 3 */
-    for (size_t k = 1; k <= 3 && k <= n; k++) {
-        const uint8_t *p = s + n - k;
-        if ((p[0] & 0xC0) == 0x80) continue;
-        uint8_t lo, hi;
-        int L = utf8_lead(p[0], &lo, &hi);
-        if (L > (int)k && utf8_prefix_ok(p, k, L, lo, hi)) return k;
-        return 0;
-    }
-    return 0;
 }
 
 /* ---- errors ----------------------------------------------------------------------------------- */
@@ -515,7 +443,7 @@ static int json_controls_ok(const char *body, size_t len) {
 #define FAIL_NULL(...) (gw_fail(__VA_ARGS__), (cJSON *)NULL)
 
 cJSON *gw_json_body(const char *body, size_t len, gw_error *err) {
-    if (!gw_utf8_valid((const uint8_t *)body, len))
+    if (!utf8_valid((const uint8_t *)body, len))
         return FAIL_NULL(err, 400, BAD, NULL, "invalid_utf8",
                          "the request body is not valid UTF-8 (JSON text must be UTF-8, RFC "
                          "8259); send arbitrary bytes as a prompt of token ids");

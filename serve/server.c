@@ -39,6 +39,7 @@
 
 #include "core/rng.h"
 #include "core/timer.h"
+#include "core/utf8.h"
 
 #define WAIT_STEP_S 0.1 /* how often a waiting connection re-checks its client */
 
@@ -288,7 +289,7 @@ static void stream_produce(stream_state *ss) {
         if (target > len) target = len;
         size_t safe = target - gw_stop_holdback(&j->req, j->text, target);
         if (safe < ss->emitted) safe = ss->emitted;
-        safe -= gw_utf8_incomplete_tail(j->text + ss->emitted, safe - ss->emitted);
+        safe -= utf8_incomplete_tail(j->text + ss->emitted, safe - ss->emitted);
         if (safe > ss->emitted) {
             if (ss->chat)
                 gw_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, j->text + ss->emitted,

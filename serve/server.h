@@ -60,19 +60,6 @@ long gw_buf_drain(gw_buf *b, size_t *off, char *dst, size_t max);
 int gw_body_take(gw_buf *body, int *too_large, size_t *discarded, const char *data, size_t n,
                  size_t max);
 
-/* ---- UTF-8 (api.c) ----------------------------------------------------------------------------
- * Strict UTF-8 as RFC 3629 §4 defines it: no overlong forms, no surrogates (U+D800..DFFF), nothing
- * above U+10FFFF. */
-
-/* Length (1..4) of the valid, complete UTF-8 sequence starting at s[0..n), or 0 if the bytes there
- * are invalid or incomplete (n == 0 gives 0). */
-int gw_utf8_seq_len(const uint8_t *s, size_t n);
-/* 1 if s[0..n) is entirely valid UTF-8, else 0. */
-int gw_utf8_valid(const uint8_t *s, size_t n);
-/* Number of bytes (0..3) at the end of s[0..n) that form the valid beginning of a UTF-8 sequence
- * still missing its last byte(s) — what a streamer holds back until the next token completes it. */
-size_t gw_utf8_incomplete_tail(const uint8_t *s, size_t n);
-
 /* ---- OpenAI errors (api.c) ------------------------------------------------------------------- */
 
 typedef struct {

@@ -24,6 +24,7 @@
 #include "core/rng.h"
 #include "core/stats.h"
 #include "core/timer.h"
+#include "core/utf8.h"
 
 /* python3 -c "h=2166136261
  * for c in range(256): h=((h^c)*16777619)&0xffffffff
@@ -115,11 +116,61 @@ static void test_stats_order(void **state) {
     assert_true(isnan(stats_median(none, 0)) && isnan(stats_percentile_sorted(none, 0, 0.5)));
 }
 
+/* utf8_invalid_at / utf8_valid on the ill-formed classes of RFC 3629 §3-4 and Unicode Table 3-7
+ * (overlong, surrogate, above U+10FFFF, stray continuation, truncated), each after a valid prefix
+ * so the offset is checked; utf8_maximal_subpart on Unicode 15 §3.9's Table 3-8 example, whose
+ * decoding is a, FFFD, FFFD, FFFD, b, FFFD, c, FFFD, FFFD, d (subparts 3, 2, 1, 1, 1, 1). */
+static void test_utf8_strict(void **state) {
+    (void)state;
+    static const struct {
+        const char *s;
+        long bad;
+    } v[] = {
+        {"plain", -1}, {"\xE2\x82\xAC 20", -1}, {"\xF0\x9F\x98\x80", -1}, {"\xF4\x8F\xBF\xBF", -1},
+        {"ab\xC0\x80", 2},          /* overlong NUL */
+        {"a\xE0\x9F\xBF", 1},       /* overlong 3-byte */
+        {"abc\xED\xA0\x80", 3},     /* surrogate U+D800 */
+        {"\xF4\x90\x80\x80", 0},    /* U+110000 */
+        {"x\xF5\x80\x80\x80", 1},   /* F5 never starts a sequence */
+        {"xy\x80", 2},              /* stray continuation */
+        {"\xE2\x82", 0},            /* truncated */
+        {"ok\xE2\x82\xACok\xE2", 7},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        const uint8_t *s = (const uint8_t *)v[i].s;
+        assert_int_equal(utf8_invalid_at(s, strlen(v[i].s)), v[i].bad);
+        assert_int_equal(utf8_valid(s, strlen(v[i].s)), v[i].bad < 0);
+    }
+    static const uint8_t t38[] = {0x61, 0xF1, 0x80, 0x80, 0xE1, 0x80, 0xC2, 0x62, 0x80,
+                                  0x63, 0x80, 0xBF, 0x64};
+    const size_t want[] = {3, 2, 1, 1, 1, 1};
+    size_t i = 0, k = 0, n_ascii = 0;
+    while (i < sizeof t38) {
+        int L = utf8_seq_len(t38 + i, sizeof t38 - i);
+        if (L > 0) {
+            i += (size_t)L;
+            n_ascii++;
+            continue;
+        }
+        assert_true(k < 6);
+        size_t m = utf8_maximal_subpart(t38 + i, sizeof t38 - i);
+        assert_int_equal(m, want[k++]);
+        i += m;
+    }
+    assert_int_equal(k, 6);
+    assert_int_equal(n_ascii, 4);
+    /* an incomplete tail is held back; a complete or invalid one is not */
+    assert_int_equal(utf8_incomplete_tail((const uint8_t *)"ab\xF0\x9F\x98", 5), 3);
+    assert_int_equal(utf8_incomplete_tail((const uint8_t *)"ab\xF0\x9F\x98\x80", 6), 0);
+    assert_int_equal(utf8_incomplete_tail((const uint8_t *)"ab\xED\xA0", 4), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fnv1a_vectors),
         cmocka_unit_test(test_timer_deadline),
         cmocka_unit_test(test_stats_order),
+        cmocka_unit_test(test_utf8_strict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,7 @@
 
 #define TU_PREFIX "test_gateway"
 #include "tests/testutil.h"
+#include "core/utf8.h"
 
 /* iconv's verdict: 1 valid, 0 invalid, -1 valid except for an incomplete sequence at the end. */
 static int iconv_utf8(const uint8_t *s, size_t n) {
@@ -75,7 +76,7 @@ static void test_utf8_against_iconv(void **state) {
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const uint8_t *s = (const uint8_t *)cases[i].s;
-        assert_int_equal(gw_utf8_valid(s, strlen(cases[i].s)), cases[i].valid);
+        assert_int_equal(utf8_valid(s, strlen(cases[i].s)), cases[i].valid);
         assert_int_equal(iconv_utf8(s, strlen(cases[i].s)) == 1, cases[i].valid);
     }
     uint8_t buf[16];
@@ -84,7 +85,7 @@ static void test_utf8_against_iconv(void **state) {
         size_t n = 1 + tu_rand() % 8;
         utf8ish(buf, n);
         int ref = iconv_utf8(buf, n);
-        assert_int_equal(gw_utf8_valid(buf, n), ref == 1);
+        assert_int_equal(utf8_valid(buf, n), ref == 1);
         n_valid += ref == 1;
         /* the incomplete tail: the last lead byte within the last 3 starts bytes that are not
          * yet a character but become a valid one when continuation bytes are appended (iconv
@@ -96,7 +97,7 @@ static void test_utf8_against_iconv(void **state) {
                 want = k;
             break;
         }
-        assert_int_equal(gw_utf8_incomplete_tail(buf, n), want);
+        assert_int_equal(utf8_incomplete_tail(buf, n), want);
     }
     assert_true(n_valid > 500); /* the generator does produce valid strings */
 }
