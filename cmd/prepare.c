@@ -26,13 +26,6 @@
 #define PREP_DEFAULT_BPE_VOCAB 1024
 #define PREP_MAX_VOCAB 65536
 
-static char *join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *s = mallocCheck(n);
-    snprintf(s, n, "%s/%s", dir, name);
-    return s;
-}
-
 /* "\\n" "\\t" "\\\\" escapes of --doc-separator, in place; returns the length */
 static size_t unescape(char *s) {
     size_t w = 0;
@@ -93,7 +86,7 @@ static uint8_t *scrub_text(uint8_t *text, size_t *n, const char *mode_s, const c
     for (int t = 0; t < PII_NTYPES; t++)
         total += c.found[t];
     char *js = pii_report_json(&c, *mode, *types, dt);
-    char *rp = join(out, "pii_report.json");
+    char *rp = fs_join_alloc(out, "pii_report.json");
     mtCheck(js != NULL, "out of memory");
     if (fs_write_atomic(rp, js, strlen(js), err, sizeof(err)) != 0)
         mt_fail("prepare: %s", err);

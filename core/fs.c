@@ -41,6 +41,13 @@ int fs_join(char *buf, size_t len, const char *dir, const char *name, char *err,
     return 0;
 }
 
+char *fs_join_alloc(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *s = mallocCheck(n);
+    snprintf(s, n, "%s/%s", dir, name);
+    return s;
+}
+
 /* Parent directory of path into buf ("." when path has no slash, "/" for "/x"). */
 static int parent_dir(char *buf, size_t len, const char *path) {
     const char *slash = strrchr(path, '/');
@@ -291,7 +298,13 @@ int fs_read_file(const char *path, size_t max_bytes, char **out, size_t *len, ch
 /* ---- directories ------------------------------------------------------------------------------- */
 
 int fs_mkdir_p(const char *dir, char *err, size_t errlen) {
+    int created;
+    return fs_mkdir_p_created(dir, &created, err, errlen);
+}
+
+int fs_mkdir_p_created(const char *dir, int *created, char *err, size_t errlen) {
     char buf[FS_PATH_MAX];
+    *created = 0;
     if (dir == NULL || dir[0] == '\0') {
         errno = ENOENT;
         fail_errf(err, errlen, "empty directory path");
@@ -306,7 +319,9 @@ int fs_mkdir_p(const char *dir, char *err, size_t errlen) {
         if (*p == '/' || *p == '\0') {
             char saved = *p;
             *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            if (mkdir(buf, 0755) == 0) {
+                if (saved == '\0') *created = 1;
+            } else if (errno != EEXIST) {
                 fail_errf(err, errlen, "cannot create directory '%s': %s", buf, strerror(errno));
                 return -1;
             }

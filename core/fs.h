@@ -67,11 +67,19 @@ int fs_fsync_dir(const char *dir, char *err, size_t errlen);
  * (errno ENOTDIR). */
 int fs_mkdir_p(const char *dir, char *err, size_t errlen);
 
+/* fs_mkdir_p that also says whether this call made dir itself: *created = 1 when its last
+ * component did not exist (what a caller that removes the directory again on failure needs),
+ * 0 when it was there already. */
+int fs_mkdir_p_created(const char *dir, int *created, char *err, size_t errlen);
+
 /* rm -rf through nftw(3), depth first, never following symbolic links (a link is removed, not its
  * target); a missing path is success. Returns 0 or -1 (the first entry that cannot be removed). */
 int fs_remove_tree(const char *path, char *err, size_t errlen);
 
 /* dir + "/" + name into buf[len]. Returns 0, or -1 ("path too long" in err) when it does not fit. */
 int fs_join(char *buf, size_t len, const char *dir, const char *name, char *err, size_t errlen);
+
+/* dir + "/" + name in a new string the caller frees (any length; exits on out of memory). */
+char *fs_join_alloc(const char *dir, const char *name);
 
 #endif /* MT_FS_H */

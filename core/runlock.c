@@ -8,6 +8,7 @@
  * held is read from /proc/locks (dev:inode of the file), which never takes the lock itself.
  */
 #define _GNU_SOURCE
+#include "core/fs.h"
 #include "core/runlock.h"
 
 #include <dirent.h>
@@ -26,34 +27,6 @@
 void runlock_init(runlock *l) {
     memset(l, 0, sizeof(*l));
     l->fd = -1;
-}
-
-/* mkdir -p; sets *created when the last component did not exist. */
-static int mkdir_p(const char *path, int *created) {
-    char buf[4096];
-    *created = 0;
-    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) == 0) {
-        *created = 1;
-        return 0;
-    }
-    if (errno != EEXIST) return -1;
-    struct stat sb;
-    if (stat(buf, &sb) != 0) return -1;
-    if (!S_ISDIR(sb.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
 }
 
 static void read_holder(int fd, char *buf, size_t len) {
@@ -89,7 +62,7 @@ int runlock_acquire(runlock *l, const char *run_dir, const char *what, char *err
         snprintf(err, errlen, "run directory path too long: %.200s...", run_dir);
         return -1;
     }
-    if (mkdir_p(run_dir, &l->created_dir) != 0) {
+    if (fs_mkdir_p_created(run_dir, &l->created_dir, NULL, 0) != 0) {
         snprintf(err, errlen, "cannot create run directory '%s': %s", run_dir, strerror(errno));
         return -1;
     }

@@ -1,6 +1,6 @@
 /*
  * tests/test_fs.c — cmocka tests of core/fs: atomic writes (plain and as a stdio stream), copy,
- * read, mkdir -p, remove tree.
+ * read, mkdir -p (and whether it made the leaf), join, remove tree.
  *
  * Independent checks: contents are read back here with stdio and compared byte for byte with
  * what was written; "no partial file left" is checked by listing the directory here; the tree
@@ -184,6 +184,32 @@ static void test_mkdir_p(void **state) {
     assert_int_equal(fs_mkdir_p("", err, sizeof err), -1);
 }
 
+/* fs_mkdir_p_created: 1 only for the call that made the last component (a parent made on the
+ * way does not count once the leaf exists); fs_join_alloc: dir + "/" + name of any length. */
+static void test_mkdir_created_and_join(void **state) {
+    (void)state;
+    char dir[512], err[1024];
+    tu_path(dir, sizeof dir, "made/leaf");
+    int created = -1;
+    assert_int_equal(fs_mkdir_p_created(dir, &created, err, sizeof err), 0);
+    assert_int_equal(created, 1);
+    assert_int_equal(fs_mkdir_p_created(dir, &created, err, sizeof err), 0);
+    assert_int_equal(created, 0);
+    char parent[512];
+    tu_path(parent, sizeof parent, "made");
+    assert_int_equal(fs_mkdir_p_created(parent, &created, err, sizeof err), 0);
+    assert_int_equal(created, 0);
+    char longname[6000];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    char *j = fs_join_alloc(dir, longname);
+    assert_int_equal(strlen(j), strlen(dir) + 1 + strlen(longname));
+    assert_int_equal(strncmp(j, dir, strlen(dir)), 0);
+    assert_int_equal(j[strlen(dir)], '/');
+    assert_string_equal(j + strlen(dir) + 1, longname);
+    free(j);
+}
+
 static void test_remove_tree(void **state) {
     (void)state;
     char root[512], outside[512], keep[600], p[700], err[1024];
@@ -221,6 +247,7 @@ int main(void) {
         cmocka_unit_test(test_stream),
         cmocka_unit_test(test_copy_and_read),
         cmocka_unit_test(test_mkdir_p),
+        cmocka_unit_test(test_mkdir_created_and_join),
         cmocka_unit_test(test_remove_tree),
     };
     return cmocka_run_group_tests(tests, tu_setup, tu_teardown);

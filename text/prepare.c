@@ -11,14 +11,8 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/fs.h"
 #include "text/data.h"
-
-static char *join(const char *dir, const char *name) {
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *s = mallocCheck(n);
-    snprintf(s, n, "%s/%s", dir, name);
-    return s;
-}
 
 /* Warn about shards from an earlier run that the loader would also pick up. */
 static void warn_stale(const char *dir, const char *split) {
@@ -52,9 +46,9 @@ int prepare_split(size_t ntok, double val_fraction, size_t *ntrain, size_t *nval
 int prepare_write(const char *out, const tok_tokenizer *tok, const uint32_t *ids, size_t ntrain,
                   size_t nval, prepare_paths *p, char *err, size_t errlen) {
     int V = tok_vocab_size(tok);
-    p->tok_path = join(out, "tokenizer.bin");
-    p->train_path = join(out, "train_000.bin");
-    p->val_path = join(out, "val_000.bin");
+    p->tok_path = fs_join_alloc(out, "tokenizer.bin");
+    p->train_path = fs_join_alloc(out, "train_000.bin");
+    p->val_path = fs_join_alloc(out, "val_000.bin");
     if (tok_save(tok, p->tok_path, err, errlen) != 0)
         return -1;
     if (data_write_shard(p->train_path, ids, ntrain, V, err, errlen) != 0)
