@@ -178,6 +178,12 @@ void ops_copy_d2d(void *dst, const void *src, size_t bytes) {
 }
 void ops_sync(void) { g_backend->sync(); }
 int ops_is_device(const void *p) { return p && g_backend->is_device(p); }
+float *ops_host_copy(const float *p, size_t n) {
+    if (!ops_is_device(p)) return NULL;
+    float *h = mallocCheck((n ? n : 1) * sizeof(float));
+    ops_copy_d2h(h, p, n * sizeof(float));
+    return h;
+}
 float ops_get_f32(const float *dev) {
     float v;
     ops_copy_d2h(&v, dev, sizeof v);

@@ -52,6 +52,10 @@ void ops_sync(void);
 /* 1 if p points into device memory of the selected backend (cpu: never), for the comm split
  * (parallel/comm.h stages device buffers through host memory where MPI must read them). */
 int ops_is_device(const void *p);
+/* A host copy of n floats of device memory p, which the caller frees; NULL when p is host memory
+ * already (device = cpu or NULL p), so the caller reads p itself — e.g. the gradient w.r.t. the
+ * input embeddings, which comes from the device (safety/robust*.c). Exits on out of memory. */
+float *ops_host_copy(const float *p, size_t n);
 /* Convenience: one float device→host / host→device. */
 float ops_get_f32(const float *dev);
 void ops_set_f32(float *dev, float v);

@@ -23,16 +23,6 @@
 #include "parallel/comm.h"
 #include "ops/ops.h"
 
-/* A host copy of n floats of device memory p (the caller frees it), or NULL when p is host
- * memory already (device = cpu): gradients w.r.t. the input embeddings come from the device. */
-static float *host_copy(const float *p, size_t n) {
-    if (!ops_is_device(p)) return NULL;
-    float *h = mallocCheck((n ? n : 1) * sizeof(float));
-    ops_copy_d2h(h, p, n * sizeof(float));
-    return h;
-}
-
-
 #define TAG_FWD 40
 #define TAG_BWD 41
 
@@ -115,7 +105,7 @@ double robust_embed_norm(const gpt_model *m, const mesh *ms, int vocab_limit) {
         int V = m->cfg.vocab_size, C = m->cfg.d_model;
         int rows = vocab_limit > 0 && vocab_limit < V ? vocab_limit : V;
         double sum = 0;
-        float *wh = host_copy(m->wte, (size_t)rows * C); /* NULL: wte is host memory */
+        float *wh = ops_host_copy(m->wte, (size_t)rows * C); /* NULL: wte is host memory */
         const float *w = wh ? wh : m->wte;
         for (int v = 0; v < rows; v++) {
             const float *r = w + (size_t)v * C; // (C)

@@ -32,16 +32,6 @@
 #include "safety/robust.h"
 #include "ops/ops.h"
 
-/* A host copy of n floats of device memory p (the caller frees it), or NULL when p is host
- * memory already (device = cpu): gradients w.r.t. the input embeddings come from the device. */
-static float *host_copy(const float *p, size_t n) {
-    if (!ops_is_device(p)) return NULL;
-    float *h = mallocCheck((n ? n : 1) * sizeof(float));
-    ops_copy_d2h(h, p, n * sizeof(float));
-    return h;
-}
-
-
 struct robust_wiring {
     robust_opts eval;       /* the evaluation hook's attack */
     int adv;                /* 0 none, 1 fgsm, 2 pgd, 3 freelb */
@@ -108,7 +98,7 @@ static float adv_micro(trainer *tr, const int *inp, const int *tgt, int B, int T
         for (int k = 0; k < K; k++) { /* ascent on δ alone */
             gpt_stage_forward_ex(m, 0, inp, tgt, B, T, 1.0f / (float)N, &probe, NULL);
             const float *g = gpt_stage_backward_input(m, 0, NULL);
-            float *gh = host_copy(g, (size_t)N * C);
+            float *gh = ops_host_copy(g, (size_t)N * C);
             robust_ascent_step(w->delta, gh ? gh : g, B, L, w->adv_norm, alpha, eps);
             free(gh);
         }
@@ -130,7 +120,7 @@ static float adv_micro(trainer *tr, const int *inp, const int *tgt, int B, int T
         gpt_backward(m);
         loss += sum / counted;
         if (!final) {
-            float *gh = host_copy(gpt_embed_grad(m), (size_t)N * C);
+            float *gh = ops_host_copy(gpt_embed_grad(m), (size_t)N * C);
             robust_ascent_step(w->delta, gh ? gh : gpt_embed_grad(m), B, L, w->adv_norm, alpha,
                                eps);
             free(gh);

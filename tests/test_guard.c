@@ -136,6 +136,11 @@ static void test_guard_memory_api(void **state) {
     ops_copy_d2h(back, b, sizeof(back));
     assert_true(back[99] == h[99] && back[100] == 0.0f && back[199] == 0.0f && back[200] == h[200]);
     assert_true(ops_get_f32(a + 7) == h[7]);
+    float *hc = ops_host_copy(a + 5, 200); /* device memory: a host copy of exactly those floats */
+    assert_non_null(hc);
+    assert_memory_equal(hc, h + 5, 200 * sizeof(float));
+    free(hc);
+    assert_null(ops_host_copy(h, 300)); /* host memory: nothing to copy */
     ops_free(a);
     ops_free(b);
 }
