@@ -14,6 +14,7 @@
 #include "gateway/gw_proxy.h"
 
 #include <ctype.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
@@ -287,12 +288,31 @@ static gw_upstream_cfg *upstream_named(gw_config *c, const char *name, int creat
     return u;
 }
 
-static int set_url(gw_upstream_cfg *u, const char *url, char *err, size_t errlen) {
-    if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) {
+/* An upstream URL as libcurl (which will send to it) parses it: scheme http or https and a
+ * host — "http://" and "http://:80/" have none — and an authority that is not empty
+ * ("http:///x", which libcurl would read as host x). */
+static int check_url(const char *name, const char *url, char *err, size_t errlen) {
+    CURLU *h = curl_url();
+    mtCheck(h != NULL, "out of memory");
+    char *scheme = NULL;
+    CURLUcode rc = curl_url_set(h, CURLUPART_URL, url, 0);
+    if (rc == CURLUE_OK) rc = curl_url_get(h, CURLUPART_SCHEME, &scheme, 0);
+    int http = rc == CURLUE_OK ? !strcmp(scheme, "http") || !strcmp(scheme, "https")
+                               : !strncasecmp(url, "http://", 7) || !strncasecmp(url, "https://", 8);
+    const char *why = rc != CURLUE_OK ? curl_url_strerror(rc) : strstr(url, ":///") ? "no host" : NULL;
+    curl_free(scheme);
+    curl_url_cleanup(h);
+    if (!http)
         snprintf(err, errlen, "upstream %s: url must start with http:// or https://, got '%s'",
-                 u->name, url);
-        return -1;
-    }
+                 name, url);
+    else if (why)
+        snprintf(err, errlen, "upstream %s: url '%s' is not a URL libcurl can send to: %s", name,
+                 url, why);
+    return http && !why ? 0 : -1;
+}
+
+static int set_url(gw_upstream_cfg *u, const char *url, char *err, size_t errlen) {
+    if (check_url(u->name, url, err, errlen)) return -1;
     if (copy(u->url, sizeof(u->url), url, "url", err, errlen)) return -1;
     size_t n = strlen(u->url);
     while (n > 8 && u->url[n - 1] == '/') u->url[--n] = 0;

@@ -99,6 +99,10 @@ static void test_config_errors(void **state) {
         {"[policy]\nconsecutive_failures = 0\n", ":2: consecutive_failures = 0 is out of range"},
         {"[policy]\nejection_base_s = soon\n", ":2: ejection_base_s needs a number"},
         {"[upstream a]\nurl = ftp://x\n", ":2: upstream a: url must start with http://"},
+        {"[upstream a]\nurl = http://\n", ":2: upstream a: url 'http://' is not a URL"},
+        {"[upstream a]\nurl = http://:80/\n", ":2: upstream a: url 'http://:80/' is not a URL"},
+        {"[upstream a]\nurl = http:///v1\n", ":2: upstream a: url 'http:///v1' is not a URL"},
+        {"[upstream a]\nurl = http://a b\n", ":2: upstream a: url 'http://a b' is not a URL"},
         {"[upstream a]\nurl = http://x\nurl = http://y\n", ":3: 'url' is set twice"},
         {"[upstreams a]\nurl = http://x\n", ":2: unknown section [upstreams a]"},
         {"[model]\ntargets = a\n", ":2: [model] needs a name"},
@@ -121,6 +125,8 @@ static void test_config_errors(void **state) {
     gw_config_init(c);
     assert_int_equal(gw_config_validate(c, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "no upstreams"));
+    assert_int_equal(gw_config_add_upstream(c, "a=http://:1", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "No host part"));
     assert_int_equal(gw_config_add_upstream(c, "a=http://127.0.0.1:1", err, sizeof(err)), 0);
     assert_int_equal(gw_config_validate(c, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "no models"));
