@@ -12,8 +12,8 @@
 #   make GPU=1      build-gpu/minitrain with the CUDA backend (cuBLAS, NCCL; MPICC= for one GPU
 #                   without MPI) — see docs/gpu.md
 #
-# Sources are found by wildcard: one file per concern under core/ parallel/ ckpt/ train/ safety/
-# gateway/ sched/ cmd/ (one file per subcommand); minitrain.c holds main() and the subcommand table. Every test is tests/test_*.c (cmocka) or
+# Sources are found by wildcard: one file per concern under the MODULES folders (cmd/: one file per
+# subcommand); minitrain.c holds main() and the subcommand table. Every test is tests/test_*.c (cmocka) or
 # tests/run_*.sh (end to end).
 
 CC ?= gcc
@@ -101,13 +101,6 @@ ifeq ($(call have_header,pcre2.h,-DPCRE2_CODE_UNIT_WIDTH=8),1)
 else
   $(info ✗ PCRE2 (libpcre2-dev) — run: make deps)
 endif
-# the gateway's PII guard uses safety/pii.c when the tree has it (branch pii)
-ifneq ($(wildcard safety/pii.c),)
-  CFLAGS_BASE += -DMT_HAVE_PII
-  $(info ✓ safety/pii (gateway PII guard))
-else
-  $(info ✗ safety/pii.c not in this tree: the gateway's pii = mask is refused)
-endif
 # API keys are stored as SHA-256 hashes and compared with CRYPTO_memcmp, PII hash tokens are
 # HMAC-SHA256 (safety/pii.c): OpenSSL's libcrypto
 ifeq ($(call have_header,openssl/sha.h),1)
@@ -180,17 +173,14 @@ CUDA_ARCHS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=
 NVCCFLAGS = -std=c++17 -O3 -I. $(CUDA_ARCHS) -Werror all-warnings \
             -Xcompiler -Wall,-Wextra,-Werror,-fopenmp -Xptxas -warn-spills,-warn-lmem-usage,-Werror \
             -MMD -MP
-# ops/ops_cuda_table.c puts the kernels in the backend table (ops/ops_backend.h, branch
-# gpu-backend): compiled only in GPU=1 builds of a tree that has that header.
-CUDA_TABLE = ops/ops_cuda_table.c
+# ops/ops_cuda_table.c puts the kernels in the backend table (ops/ops_backend.h): compiled in
+# GPU=1 builds only, like the kernels themselves.
 ifeq ($(GPU),1)
   CU_SRCS = $(wildcard ops/ops_cuda*.cu)
-  ifneq ($(wildcard ops/ops_backend.h),)
-    CFLAGS_BASE += -DMT_HAVE_CUDA_KERNELS
-    CUDA_TABLE =
-  endif
+  CUDA_TABLE =
 else
   CU_SRCS =
+  CUDA_TABLE = ops/ops_cuda_table.c
 endif
 
 LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhiredis -lpthread -lm

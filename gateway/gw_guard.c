@@ -15,8 +15,7 @@
  *     pattern such as \d+ may still grow).
  *   - Patterns that can match the empty string are refused when compiled: as block rules they
  *     would block everything.
- *   - PII masking uses safety/pii.c when the build has it (MT_HAVE_PII, set by the Makefile when
- *     safety/pii.c exists); without it, pii = mask is a configuration error that says so.
+ *   - PII masking (pii = mask) is safety/pii.c's pii_find over the same held-back window.
  *   - Nothing here logs or stores text: callers get the rule's name, never the matched bytes.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -26,10 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef MT_HAVE_PII
-#include "safety/pii.h"
 #include "core/utf8.h"
-#endif
+#include "safety/pii.h"
 
 #define PII_WINDOW 128 /* bytes: emails, cards, IBANs, phones and IPv6 fit; PEM blocks do not */
 
@@ -51,14 +48,7 @@ struct gw_rules {
 gw_rules *gw_rules_new(const gw_config *c, char *err, size_t errlen) {
     gw_rules *rs = callocCheck(1, sizeof(gw_rules));
     if (c->pii == GW_PII_MASK) {
-#ifdef MT_HAVE_PII
         rs->pii_on = c->pii_on;
-#else
-        snprintf(err, errlen, "pii = mask: the PII guard needs safety/pii (safety/pii.c is not in "
-                              "this build); set pii = off");
-        free(rs);
-        return NULL;
-#endif
     }
     for (int i = 0; i < c->n_rules; i++) {
         const gw_rule_cfg *rc = &c->rules[i];
@@ -201,7 +191,6 @@ static void collect_redactions(const gw_rules *rs, int on, const char *s, size_t
             pos = me;
         }
     }
-#ifdef MT_HAVE_PII
     if (rs->pii_on & on) {
         pii_span ps[64];
         size_t total = pii_find(s, n, PII_ALL, ps, 64);
@@ -222,7 +211,6 @@ static void collect_redactions(const gw_rules *rs, int on, const char *s, size_t
                 }
         }
     }
-#endif
     if (sp->n > 1) qsort(sp->v, sp->n, sizeof(span), span_cmp);
     size_t k = 0;
     for (size_t i = 0; i < sp->n; i++)

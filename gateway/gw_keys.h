@@ -18,9 +18,8 @@
  * A revoked key keeps its row (for ls and the audit trail) but loses its hash, so it can never
  * match again: it reads GW_AUTH_INVALID, exactly like a key that never existed.
  *
- * The first part of this header is the seam with the gateway proxy (notes/GATEWAY_CONTRACT.md):
- * its names and meanings must not change without a note there. The store operations below it
- * serve the admin API, the CLI and the tests.
+ * The first part of this header is what the gateway proxy calls on every request (authenticate,
+ * account); the store operations below it serve the admin API, the CLI and the tests.
  */
 #ifndef MT_GATEWAY_GW_KEYS_H
 #define MT_GATEWAY_GW_KEYS_H

@@ -20,7 +20,7 @@
  * gateway do): hiredis writes to a socket that a dead Redis may have closed. Details and the
  * reasoning: docs/gateway-keys.md.
  *
- * The first part of this header is the seam with the gateway proxy (notes/GATEWAY_CONTRACT.md).
+ * The first part of this header is what the gateway proxy calls on every request.
  */
 #ifndef MT_GATEWAY_GW_LIMIT_H
 #define MT_GATEWAY_GW_LIMIT_H

@@ -109,16 +109,10 @@ int ops_select(const char *device, int local_rank, char *err, size_t errlen) {
     } else if (strcmp(device, "guard") == 0) {
         b = &ops_backend_guard;
     } else if (strcmp(device, "cuda") == 0) {
-#ifdef MT_HAVE_CUDA_KERNELS
+#ifdef MT_HAVE_CUDA
         b = &ops_backend_cuda;
 #else
-        snprintf(err, errlen,
-#ifdef MT_HAVE_CUDA
-                 "device = cuda: this GPU=1 build has no CUDA kernels (ops/ops_cuda*.cu)"
-#else
-                 "device = cuda: this build has no CUDA (rebuild with make GPU=1)"
-#endif
-        );
+        snprintf(err, errlen, "device = cuda: this build has no CUDA (rebuild with make GPU=1)");
         return -1;
 #endif
     } else {

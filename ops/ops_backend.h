@@ -82,11 +82,11 @@ typedef struct {
 /* The selected backend (cpu until ops_select chose another). */
 const ops_backend *ops_current(void);
 
-/* The backends this build has; ops_backend_cuda exists only in GPU=1 builds that have the CUDA
- * kernels (ops/ops_cuda_table.c). */
+/* The backends this build has; ops_backend_cuda (ops/ops_cuda_table.c) exists only in GPU=1
+ * builds. */
 extern const ops_backend ops_backend_cpu;
 extern const ops_backend ops_backend_guard;
-#ifdef MT_HAVE_CUDA_KERNELS
+#ifdef MT_HAVE_CUDA
 extern const ops_backend ops_backend_cuda;
 #endif
 

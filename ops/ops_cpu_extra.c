@@ -6,8 +6,7 @@
  * Each kernel is the loop that used to sit in model/model_pass.c, model/moe.c, model/model.c or
  * model/decode*.c, moved here unchanged, so the cpu (and guard) results stay bit-identical to
  * what those files computed before: same accumulation types, same order, same OpenMP
- * thresholds. They live in their own file (not ops/ops_cpu.c) to keep that file's kernels,
- * which another branch tunes, untouched.
+ * thresholds.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
  * ops/ops_cuda.h — the CUDA backend of ops/ops.h: the same ops on device pointers, plus the
- * device memory API and lifecycle (contract: /work/wt/notes/GPU_CONTRACT.md, issue 16).
+ * device memory API and lifecycle (docs/gpu.md).
  *
  * Plain C, compilable without CUDA headers: the backend table (ops/ops_cuda_table.c, GPU=1
  * only) and the tests include it. Every ops_cuda_<op> has EXACTLY the signature and the
@@ -93,7 +93,7 @@ void ops_cuda_scale(float *x, size_t n, float s);
 void ops_cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
                     float b2, float eps, float wd, int t, float grad_scale);
 
-/* --- the ops gpu-backend added to ops/ops.h (notes/GPU_NEW_OPS.md); same semantics --------- */
+/* --- row kernels, numerics checks and the MoE pieces of ops/ops.h; same semantics --------- */
 /* Implemented in ops/ops_cuda_gemm.cu (bias_add) and ops/ops_cuda_extra.cu (the rest).  */
 
 void ops_cuda_bias_add(float *out, const float *bias, int N, int OC);

@@ -1,6 +1,5 @@
 /*
- * ops/ops_cuda_extra.cu — the CUDA versions of the ops gpu-backend added to ops/ops.h
- * (/work/wt/notes/GPU_NEW_OPS.md): embedding rows with their own positions, argmax rows, the
+ * ops/ops_cuda_extra.cu — the CUDA versions of these ops of ops/ops.h: embedding rows with their own positions, argmax rows, the
  * first non-finite element, multi-tensor sum of squares, and the mixture-of-experts pieces
  * (router softmax + top-k + gates, probability sums, pack, combine and its backward, scatter-add,
  * router backward).

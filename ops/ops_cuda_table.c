@@ -1,11 +1,9 @@
 /*
- * ops/ops_cuda_table.c — the cuda entry of the backend table (ops/ops_backend.h, gpu-backend's
- * branch): ops/ops_cuda.h's free functions in ops_backend's slots. GPU=1 builds only, and only
- * once the tree has ops/ops_backend.h (the Makefile checks; the two branches land separately).
+ * ops/ops_cuda_table.c — the cuda entry of the backend table (ops/ops_backend.h):
+ * ops/ops_cuda.h's free functions in ops_backend's slots. GPU=1 builds only.
  *
- * Why a separate file: ops_cuda*.cu stay free of the table's type (they implement the contract of
- * notes/GPU_CONTRACT.md, plain C names), and the table's shape can change without touching a
- * kernel. The one adapter is alloc, whose table slot also takes a label for error messages.
+ * Why a separate file: ops_cuda*.cu stay free of the table's type (they implement ops/ops_cuda.h,
+ * plain C names), and the table's shape can change without touching a kernel. The one adapter is alloc, whose table slot also takes a label for error messages.
  */
 #include "ops/ops_backend.h"
 

@@ -213,7 +213,7 @@ static void test_select_refusals(void **state) {
     char err[256];
     assert_int_equal(ops_select("tpu", 0, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "cpu, guard or cuda"));
-#ifndef MT_HAVE_CUDA_KERNELS
+#ifndef MT_HAVE_CUDA
     assert_int_equal(ops_select("cuda", 0, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "device = cuda"));
 #endif

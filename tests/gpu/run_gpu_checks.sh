@@ -5,7 +5,7 @@
 #   1. the machine: nvidia-smi (read only), nvcc, the binaries (carried or built here)
 #   2. op parity CUDA vs CPU: fp32 (test_ops.c tolerances, reruns bit-identical), tf32, bf16
 #      (<= 1e-2 relative, gradient cosine >= 0.99)                       — gpu_parity parity
-#   3. training (needs the backend table: `device` key of gpu-backend's branch): 20 steps on the
+#   3. training (the backend table's `device = cuda`): 20 steps on the
 #      GPU vs the CPU golden run (fp32 losses 1e-5 relative), a bit-identical GPU rerun, a GPU
 #      checkpoint resumed on the CPU and a CPU checkpoint resumed on the GPU
 #   4. MFU: the measured bf16 GEMM peak, then the GPT-2 124M step at T = 1024, B = 16 and 32,
