@@ -12,7 +12,6 @@ static int g_rank = 0;
 static int g_live = 0; /* a progress line is on screen without its newline */
 
 void log_set_rank(int rank) { g_rank = rank; }
-int log_is_printer(void) { return g_rank == 0; }
 /* Under mpirun every rank's stdout is a pseudo-terminal even when the job's output goes to a
  * file, so redrawing in place would litter logs with escape codes: plain lines there. */
 int log_is_tty(void) { return isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE"); }

@@ -12,8 +12,6 @@
 
 /* Set this process's rank; only rank 0 prints log_info / progress. */
 void log_set_rank(int rank);
-/* 1 if this process prints (rank 0). */
-int log_is_printer(void);
 /* 1 if stdout is a terminal (progress is redrawn in place). */
 int log_is_tty(void);
 

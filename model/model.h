@@ -185,9 +185,6 @@ void gpt_init_weights(gpt_model *m, uint64_t seed);
 void gpt_alloc_training(gpt_model *m, int B, int T);
 void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots);
 
-/* Floats of activation memory of one slot and of the shared backward scratch, for (B, T) on
- * this model's stage: for memory reports. */
-size_t gpt_activation_floats(const gpt_model *m, int B, int T);
 
 /* Forward pass. inputs, targets (B,T) int token ids; targets may be NULL (no loss).
  * dloss: gradient scale of the mean loss for the backward that follows, normally

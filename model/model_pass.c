@@ -38,12 +38,6 @@ static void activation_sizes(const gpt_model *m, int B, int T, size_t *slot, siz
     *scratch = N * C * 2 /*dres, dln*/ + N * Cl /*datty*/ + N * 3 * Cl + att + N * 4 * Cl * 2;
 }
 
-size_t gpt_activation_floats(const gpt_model *m, int B, int T) {
-    size_t slot, scratch;
-    activation_sizes(m, B, T, &slot, &scratch);
-    return slot * (size_t)(m->n_slots > 0 ? m->n_slots : 1) + scratch;
-}
-
 void gpt_free_activations(gpt_model *m) {
     for (int i = 0; i < m->n_slots; i++) {
         for (int l = 0; m->slots[i].moe && l < m->n_local; l++)

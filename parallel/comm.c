@@ -161,7 +161,6 @@ void comm_finalize(void) {
 #endif
 }
 
-int comm_is_mpi(void) { return g_mpi; }
 int comm_world_rank(void) { return g_world_rank; }
 
 comm *comm_split(comm *parent, int color, int key, const char *name) {

@@ -28,8 +28,6 @@ typedef struct comm comm;
 comm *comm_init_world(int *argc, char ***argv);
 /* Finalize MPI if it was initialised (call once at exit). */
 void comm_finalize(void);
-/* 1 if the world runs on MPI. */
-int comm_is_mpi(void);
 
 /* Split `parent` into groups by color; ranks are ordered by key inside a group (MPI_Comm_split).
  * name labels the group in error messages ("tp", "dp", ...). Collective over parent. */
@@ -108,8 +106,6 @@ void comm_copy(void *dst, const void *src, size_t bytes);
 /* Give group c a NCCL communicator (collective over c; GPU=1 builds with a device selected).
  * Returns 0, or -1 with err (no CUDA in this build). Groups of one rank need none. */
 int comm_enable_nccl(comm *c, char *err, size_t errlen);
-/* 1 if c has a NCCL communicator. */
-int comm_has_nccl(const comm *c);
 /* Abort every NCCL communicator (ncclCommAbort): the watchdog's path out of a hung collective. */
 void comm_nccl_abort_all(void);
 

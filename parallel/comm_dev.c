@@ -85,7 +85,6 @@ int comm_enable_nccl(comm *c, char *err, size_t errlen) {
 #endif
 }
 
-int comm_has_nccl(const comm *c) { return comm_get_nccl(c) != NULL; }
 
 void comm_nccl_abort_all(void) {
 #ifdef MT_HAVE_CUDA

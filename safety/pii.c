@@ -420,60 +420,6 @@ char *pii_scrub_text(const char *in, size_t n, pii_mode mode, unsigned types,
     return mb.p;
 }
 
-static int file_write(void *ctx, const char *p, size_t n) {
-    return fwrite(p, 1, n, (FILE *)ctx) == n ? 0 : -1;
-}
-
-int pii_scrub_stream(FILE *in, FILE *out_fp, pii_mode mode, unsigned types,
-                     const uint8_t *hash_key, size_t keylen, pii_counts *counts, char *err,
-                     size_t errlen) {
-    pii_scrubber *s = pii_scrubber_new(mode, types, hash_key, keylen, file_write, out_fp);
-    if (s == NULL) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s",
-                     errno == ENOMEM ? "out of memory"
-                                     : "bad arguments (hash mode needs a key; types must be set)");
-        return -1;
-    }
-    int rc = 0;
-    char *chunk = malloc(1u << 20);
-    if (chunk == NULL) {
-        pii_scrubber_free(s);
-        if (err && errlen)
-            snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    for (;;) {
-        size_t got = fread(chunk, 1, 1u << 20, in);
-        if (got > 0 && pii_scrubber_push(s, chunk, got) != 0) {
-            rc = -1;
-            break;
-        }
-        if (got < (1u << 20)) {
-            if (ferror(in)) {
-                if (err && errlen)
-                    snprintf(err, errlen, "read error: %s", strerror(errno));
-                free(chunk);
-                pii_scrubber_free(s);
-                return -1;
-            }
-            if (feof(in))
-                break;
-        }
-    }
-    free(chunk);
-    if (rc == 0)
-        rc = pii_scrubber_finish(s);
-    if (rc == 0 && fflush(out_fp) != 0)
-        rc = -1;
-    if (rc != 0 && err && errlen)
-        snprintf(err, errlen, "write error: %s", strerror(errno));
-    if (counts)
-        *counts = s->c;
-    pii_scrubber_free(s);
-    return rc;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * report */
 

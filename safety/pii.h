@@ -16,10 +16,10 @@
  * Boundaries are byte classes, not \b: any byte >= 0x80 (CJK, invalid UTF-8) and NUL count as a
  * boundary, so "手机13812345678号" and "卡号4111111111111111谢谢" are found.
  *
- * Three entry points share one engine and give the same output for the same bytes:
+ * Two entry points share one engine and give the same output for the same bytes:
  *   pii_scrub_text    a buffer in, a malloc'd buffer out (the gateway's prompts/completions)
  *   pii_scrubber_*    push bytes in any pieces, get output through a callback, bounded memory
- *   pii_scrub_stream  FILE* to FILE*, bounded memory (training corpora of any size)
+ *                     (`minitrain scrub` on training corpora of any size, cmd/scrub.c)
  * No function prints; none keeps a global state; all are safe to call from several threads on
  * different objects.
  */
@@ -130,12 +130,6 @@ int pii_scrubber_finish(pii_scrubber *s);
 const pii_counts *pii_scrubber_counts(const pii_scrubber *s);
 
 void pii_scrubber_free(pii_scrubber *s);
-
-/* Scrub a whole stream, in to out, in bounded memory (see pii_scrubber_new); reads to EOF.
- * counts (may be NULL) receives this call's counts. Returns 0, or -1 with a one-line reason in
- * err[0..errlen) (err may be NULL) on a read or write error or bad arguments. */
-int pii_scrub_stream(FILE *in, FILE *out, pii_mode mode, unsigned types, const uint8_t *hash_key,
-                     size_t keylen, pii_counts *counts, char *err, size_t errlen);
 
 /* The report of a scrub as a JSON object (malloc'd, NUL-terminated; the caller frees it):
  * {"mode":..., "types":[...], "bytes_in":..., "bytes_out":..., "lines_dropped":...,

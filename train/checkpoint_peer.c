@@ -173,7 +173,6 @@ void ckpt_peer_tr_free(ckpt_peer_tr *p) {
     free(p);
 }
 
-void ckpt_peer_tr_get_stats(const ckpt_peer_tr *p, ckpt_peer_stats *out) { *out = p->stats; }
 
 /* ---- save -------------------------------------------------------------------------------------- */
 

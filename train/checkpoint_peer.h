@@ -67,7 +67,6 @@ void ckpt_peer_tr_copies(const ckpt_peer_tr *p, int rank, int64_t step, char *ow
 /* Remove this rank's own tier 0 and the copies it holds (end of a completed run). */
 void ckpt_peer_tr_drop(ckpt_peer_tr *p);
 
-void ckpt_peer_tr_get_stats(const ckpt_peer_tr *p, ckpt_peer_stats *out);
 
 /* 1 when step dir holds a local.safetensors (a peer tier-0 step), else 0. */
 int ckpt_peer_tr_is_local(const char *dir);
