@@ -1,7 +1,7 @@
 /*
- * ops/ops_cpu.h — the CPU kernels (ops/ops_cpu.c, ops/ops_cpu_extra.c): ops_cpu_<name>
- * has exactly the signature and semantics of ops_<name> in ops/ops.h, on host memory. The cpu
- * backend calls them directly; the guard backend (ops/ops_guard.c) calls them between opening
+ * ops/ops_cpu.h — the CPU kernels (ops/ops_cpu.c, ops/ops_cpu_rows.c, ops/ops_cpu_moe.c):
+ * ops_cpu_<name> has exactly the signature and semantics of ops_<name> in ops/ops.h, on host
+ * memory. The cpu backend calls them directly; the guard backend (ops/ops_guard.c) calls them between opening
  * and closing its PROT_NONE memory. Nothing else includes this header: the model goes through
  * ops/ops.h.
  */
