@@ -2,14 +2,14 @@
  * minitrain.c — main(): the subcommand table and nothing else.
  *
  * Each subcommand is one file under cmd/ (cmd/train.c, ...; declared in cmd/cmd.h); this file only
- * dispatches. flops_blas_reexec runs first because OpenBLAS picks its kernels when it loads.
+ * dispatches. peak_blas_reexec runs first because OpenBLAS picks its kernels when it loads.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd/cmd.h"
 #include "core/check.h"
-#include "model/flops.h"
+#include "ops/peak.h"
 
 #define MINITRAIN_VERSION "0.1.0"
 
@@ -47,7 +47,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
-    flops_blas_reexec(argv);
+    peak_blas_reexec(argv);
     if (argc < 2) {
         usage(stderr);
         return MT_EXIT_USAGE;

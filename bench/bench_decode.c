@@ -18,9 +18,9 @@
 
 #include "core/stats.h"
 #include "core/timer.h"
-#include "model/flops.h"
 #include "model/model.h"
 #include "ops/ops.h"
+#include "ops/peak.h"
 
 #define NS 4
 static const int SIZES[NS] = {1, 2, 4, 8};
@@ -46,7 +46,7 @@ static double triad_bandwidth(void) {
 }
 
 int main(int argc, char **argv) {
-    flops_blas_reexec(argv);
+    peak_blas_reexec(argv);
     int threads = 2, rounds = 5, steps = 8, L = 12;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);

@@ -32,6 +32,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include "model/optim.h"
+#include "ops/peak.h"
 #include "ops/prof.h"
 
 /* the median of a sample, leaving it unsorted (core/stats.h) */
@@ -99,7 +100,7 @@ static double matmul_alone(int N, int C, int OC, int dir, int reps) {
 }
 
 int main(int argc, char **argv) {
-    flops_blas_reexec(argv);
+    peak_blas_reexec(argv);
     int threads = 2, steps = 8, B = 4, T = 64, L = 12, C = 768, NH = 12, V = 50257;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
@@ -118,7 +119,7 @@ int main(int argc, char **argv) {
     }
     double la0 = loadavg1();
     ops_set_threads(threads);
-    double peak = flops_sgemm_probe(threads, 1.0);
+    double peak = peak_sgemm_probe(threads, 1.0);
     double t_init = timer_now();
     gpt_config cfg = {.n_layer = L, .n_head = NH, .d_model = C, .seq_len = 1024, .vocab_size = V};
     gpt_model m;
@@ -227,7 +228,7 @@ int main(int argc, char **argv) {
     printf("achieved            %.1f GFLOP/s (median), %.1f GFLOP/s (best)\n", achieved / 1e9,
            achieved_best / 1e9);
     printf("sgemm peak          %.1f GFLOP/s (n=%d, best call, measured in this run)\n", peak / 1e9,
-           FLOPS_PROBE_N);
+           PEAK_PROBE_N);
     printf("ratio               %.1f%% of the sgemm peak (median step), %.1f%% (best step); "
            "target >= 65%%\n", 100 * achieved / peak, 100 * achieved_best / peak);
     printf("peak memory (RSS)   %.2f GB (target <= 2.5 GB)\n", ru.ru_maxrss / 1048576.0);

@@ -13,10 +13,10 @@
 #include "core/check.h"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
-#include "model/flops.h"
+#include "ops/peak.h"
 
 static int bench_gemm(int argc, char **argv) {
-    int threads = 0, size = FLOPS_PROBE_N;
+    int threads = 0, size = PEAK_PROBE_N;
     double seconds = 1.0;
     const args_opt opts[] = {
         {"threads", ARG_INT, &threads, 1, 4096, "N", "OpenBLAS threads (default: all available)",
@@ -35,7 +35,7 @@ static int bench_gemm(int argc, char **argv) {
     };
     int prc = args_parse(&spec, argc, argv, NULL);
     if (prc != ARGS_CONTINUE) return prc;
-    return flops_bench_gemm(threads, seconds, size);
+    return peak_bench_gemm(threads, seconds, size);
 }
 
 static int bench_nccl(int argc, char **argv) {

@@ -30,6 +30,7 @@
 #include "cmd/cmd.h"
 #include "model/flops.h"
 #include "model/model.h"
+#include "ops/peak.h"
 
 static gpt_config dense(int L, int d, int T, int V) {
     gpt_config c = {.n_layer = L, .n_head = 1, .d_model = d, .seq_len = T, .vocab_size = V};
@@ -167,21 +168,21 @@ static void test_mfu(void **state) {
 static void test_rank_cores(void **state) {
     (void)state;
     /* 8 ranks x 1 thread on 2 unbound cores: the job has 2 cores, 0.25 per rank */
-    assert_true(flops_rank_cores(1, 2, 2, 8) == 0.25);
+    assert_true(peak_rank_cores(1, 2, 2, 8) == 0.25);
     /* 2 ranks bound to one core each (mpirun's default for np <= 2) */
-    assert_true(flops_rank_cores(1, 1, 2, 2) == 1.0);
+    assert_true(peak_rank_cores(1, 1, 2, 2) == 1.0);
     /* one process, 2 threads, 2 cores; and one thread on 2 cores */
-    assert_true(flops_rank_cores(2, 2, 2, 1) == 2.0);
-    assert_true(flops_rank_cores(1, 2, 2, 1) == 1.0);
+    assert_true(peak_rank_cores(2, 2, 2, 1) == 2.0);
+    assert_true(peak_rank_cores(1, 2, 2, 1) == 1.0);
     /* 4 ranks x 8 threads on a 64-core node bound to its 32-core sockets: 8 each */
-    assert_true(flops_rank_cores(8, 32, 64, 4) == 8.0);
-    assert_true(flops_rank_cores(0, 32, 64, 4) == 16.0); /* no thread limit: the fair share */
-    assert_true(flops_rank_cores(1, 2, 2, 0) == 1.0);    /* local_ranks < 1 counts as 1 */
-    assert_true(flops_rank_cores(1, 0, 2, 1) == 0);
+    assert_true(peak_rank_cores(8, 32, 64, 4) == 8.0);
+    assert_true(peak_rank_cores(0, 32, 64, 4) == 16.0); /* no thread limit: the fair share */
+    assert_true(peak_rank_cores(1, 2, 2, 0) == 1.0);    /* local_ranks < 1 counts as 1 */
+    assert_true(peak_rank_cores(1, 0, 2, 1) == 0);
     /* the theoretical peak scales with that share: 8 ranks count 1/8 of one process's peak */
     char d1[256], d8[256];
-    double p1 = flops_theoretical_peak_rank(0, 1, d1, sizeof(d1));
-    double p8 = flops_theoretical_peak_rank(0, 8, d8, sizeof(d8));
+    double p1 = peak_theoretical_rank(0, 1, d1, sizeof(d1));
+    double p8 = peak_theoretical_rank(0, 8, d8, sizeof(d8));
     if (p1 > 0) {
         assert_non_null(strstr(d8, "8 ranks share"));
         assert_true(p8 <= p1 * (1 + 1e-12)); /* never more than one process alone gets */
@@ -194,18 +195,18 @@ static void test_rank_cores(void **state) {
 
 static void test_sgemm_probe_sane(void **state) {
     (void)state;
-    double r = flops_sgemm_probe_n(1, 0.2, 512);
+    double r = peak_sgemm_probe_n(1, 0.2, 512);
     assert_true(isfinite(r) && r > 0);
-    r = flops_sgemm_probe(0, 0.2);
+    r = peak_sgemm_probe(0, 0.2);
     assert_true(isfinite(r) && r > 0);
-    assert_true(flops_sgemm_probe(1, 0) == -1);
-    assert_true(flops_sgemm_probe_n(1, 0.1, 8) == -1);
+    assert_true(peak_sgemm_probe(1, 0) == -1);
+    assert_true(peak_sgemm_probe_n(1, 0.1, 8) == -1);
 }
 
 static void test_theoretical_peak(void **state) {
     (void)state;
     char desc[256] = "";
-    double p = flops_theoretical_peak(1, desc, sizeof(desc));
+    double p = peak_theoretical(1, desc, sizeof(desc));
     assert_true(strlen(desc) > 0);
     if (p == -1) {
         assert_non_null(strstr(desc, "unknown"));
@@ -223,28 +224,28 @@ static void test_theoretical_peak(void **state) {
     assert_true(fabs(p - cores * ghz * 1e9 * fpc) <= 0.005 * p); /* ghz printed to 0.01 */
     /* More threads never lower the peak. */
     char desc2[256];
-    assert_true(flops_theoretical_peak(2, desc2, sizeof(desc2)) >= p);
+    assert_true(peak_theoretical(2, desc2, sizeof(desc2)) >= p);
 }
 
 static void test_gpu_table(void **state) {
     (void)state;
-    assert_true(flops_gpu_peak_by_name("NVIDIA H100 80GB HBM3") == 989e12); /* SXM5 */
-    assert_true(flops_gpu_peak_by_name("NVIDIA H100 SXM5 80GB") == 989e12);
-    assert_true(flops_gpu_peak_by_name("NVIDIA H200") == 989e12);
-    assert_true(flops_gpu_peak_by_name("NVIDIA H100 PCIe") == 756e12);
-    assert_true(flops_gpu_peak_by_name("nvidia h100 pcie") == 756e12);
-    assert_true(flops_gpu_peak_by_name("NVIDIA A100-SXM4-80GB") == 312e12);
-    assert_true(flops_gpu_peak_by_name("NVIDIA A100-PCIE-40GB") == 312e12);
-    assert_true(flops_gpu_peak_by_name("NVIDIA H100 NVL") == -1);
-    assert_true(flops_gpu_peak_by_name("NVIDIA GeForce RTX 4090") == -1);
-    assert_true(flops_gpu_peak_by_name(NULL) == -1);
-    assert_true(flops_gpu_peak_by_name("NVIDIA L40S") == 362e12); /* not L4's 121 */
-    assert_true(flops_gpu_peak_by_name("NVIDIA L4") == 121e12);
-    assert_true(flops_gpu_peak_by_name("NVIDIA B200") == 2250e12);
+    assert_true(peak_gpu_by_name("NVIDIA H100 80GB HBM3") == 989e12); /* SXM5 */
+    assert_true(peak_gpu_by_name("NVIDIA H100 SXM5 80GB") == 989e12);
+    assert_true(peak_gpu_by_name("NVIDIA H200") == 989e12);
+    assert_true(peak_gpu_by_name("NVIDIA H100 PCIe") == 756e12);
+    assert_true(peak_gpu_by_name("nvidia h100 pcie") == 756e12);
+    assert_true(peak_gpu_by_name("NVIDIA A100-SXM4-80GB") == 312e12);
+    assert_true(peak_gpu_by_name("NVIDIA A100-PCIE-40GB") == 312e12);
+    assert_true(peak_gpu_by_name("NVIDIA H100 NVL") == -1);
+    assert_true(peak_gpu_by_name("NVIDIA GeForce RTX 4090") == -1);
+    assert_true(peak_gpu_by_name(NULL) == -1);
+    assert_true(peak_gpu_by_name("NVIDIA L40S") == 362e12); /* not L4's 121 */
+    assert_true(peak_gpu_by_name("NVIDIA L4") == 121e12);
+    assert_true(peak_gpu_by_name("NVIDIA B200") == 2250e12);
     char d[128];
-    assert_true(flops_gpu_peak_describe("NVIDIA H200", d, sizeof(d)) == 989e12);
+    assert_true(peak_gpu_describe("NVIDIA H200", d, sizeof(d)) == 989e12);
     assert_string_equal(d, "NVIDIA H200: 989 TFLOP/s bf16 dense (datasheet)");
-    assert_true(flops_gpu_peak_describe("Tesla K80", d, sizeof(d)) == -1);
+    assert_true(peak_gpu_describe("Tesla K80", d, sizeof(d)) == -1);
     assert_string_equal(d, "unknown (Tesla K80)");
 }
 
@@ -259,7 +260,7 @@ static void test_bench_flags(void **state) {
     char *tiny[] = {"bench", "gemm", "--size", "8", NULL};
     assert_int_equal(cmd_bench(4, tiny), 2);
     char msg[320];
-    int mismatch = flops_blas_kernel_check(msg, sizeof(msg));
+    int mismatch = peak_blas_kernel_check(msg, sizeof(msg));
     assert_true(mismatch == 0 || strstr(msg, "OPENBLAS_CORETYPE=") != NULL);
 }
 

@@ -27,6 +27,7 @@
 #include "model/flops.h"
 #include "model/interop.h"
 #include "ops/ops.h"
+#include "ops/peak.h"
 
 /* The sgemm peak MFU is measured against (per rank, averaged over the ranks, which probe at
  * once: the peak each gets while sharing), 0.5 s of every start. A relaunch by the supervisor
@@ -53,7 +54,7 @@ static double measured_peak(trainer *tr, int threads, int local_ranks) {
         return pk;
     }
     comm_barrier(ms->world);
-    pk = flops_sgemm_probe(threads, 0.5);
+    pk = peak_sgemm_probe(threads, 0.5);
     comm_all_reduce_f64(ms->world, &pk, 1, COMM_AVG);
     if (ms->rank == 0) {
         char line[200];
@@ -342,11 +343,11 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     /* accounting */
     tr->flops_per_token = flops_per_token(&tr->model.cfg); /* whole model; MoE: active experts */
     tr->peak_measured = measured_peak(tr, threads, local_ranks);
-    /* per rank: the ranks on this node share its cores (model/flops.h flops_rank_cores) */
-    tr->peak_theoretical = flops_theoretical_peak_rank(threads, local_ranks, tr->peak_desc,
+    /* per rank: the ranks on this node share its cores (model/flops.h peak_rank_cores) */
+    tr->peak_theoretical = peak_theoretical_rank(threads, local_ranks, tr->peak_desc,
                                                        sizeof(tr->peak_desc));
     if (strcmp(ops_device(), "cuda") == 0) /* a GPU: the datasheet's peak, by device name */
-        tr->peak_theoretical = flops_gpu_peak_describe(ops_device_name(), tr->peak_desc,
+        tr->peak_theoretical = peak_gpu_describe(ops_device_name(), tr->peak_desc,
                                                        sizeof(tr->peak_desc));
     tr->threads = threads;
     tr->last_val_loss = NAN;
