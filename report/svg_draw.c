@@ -11,6 +11,12 @@
 const char *const SVGD_COLORS[6] = {"#004488", "#BB5566", "#DDAA33", "#222222", "#66CCEE",
                                     "#888888"};
 
+void svgd_shade(int i, int n, char *buf, size_t len) {
+    double t = n > 1 ? (double)i / (n - 1) : 1.0;
+    int r = (int)(158 - t * (158 - 8)), g = (int)(202 - t * (202 - 48)), b = (int)(225 - t * (225 - 107));
+    snprintf(buf, len, "#%02x%02x%02x", r, g, b);
+}
+
 double svgd_x(const svgd_frame *fr, double v) {
     return fr->x0 + (v - fr->xlo) / (fr->xhi - fr->xlo) * fr->w;
 }

@@ -17,6 +17,11 @@
  * colour-blind readers and, in this order, distinct in greyscale. */
 extern const char *const SVGD_COLORS[6];
 
+/* Colour i of a sequential ramp of n (light blue #9ecae1 → dark blue #08306b, linear in RGB, as
+ * ColorBrewer's "Blues" ends): for ordered series such as evaluations at increasing steps.
+ * Writes "#rrggbb" into buf[len]; n <= 1 gives the dark end. */
+void svgd_shade(int i, int n, char *buf, size_t len);
+
 /* A plot region in pixels and the data ranges it maps. */
 typedef struct {
     double x0, y0, w, h;     /* pixels: left, top, width, height */

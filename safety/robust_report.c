@@ -3,9 +3,9 @@
  * in run.db (table evals, core/rundb.h), and what `minitrain report` shows of them (the newest
  * evaluation's table, and the adversarial-loss-vs-ε panel of `report --svg`).
  *
- * Everything here reads or writes results; nothing attacks. The SVG panel is plain text in the
- * style of report/svg.c (fixed size, "nice" ticks), drawn into the caller's open file so the loss
- * plot and this panel are one picture.
+ * Everything here reads or writes results; nothing attacks. The SVG panel is plain text drawn
+ * with report/svg_draw.h's tick rule (svgd_nice_step) and sequential ramp (svgd_shade), into the
+ * caller's open file so the loss plot and this panel are one picture.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/timer.h"
 #include "safety/robust.h"
+#include "report/svg_draw.h"
 
 /* ---- one evaluation, printed ------------------------------------------------------------------ */
 
@@ -226,18 +227,6 @@ typedef struct {
     double eps, adv, clean;
 } evpt;
 
-static double nice(double range, int target) {
-    double raw = range / target, p = pow(10, floor(log10(raw))), f = raw / p;
-    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
-}
-
-/* Colour of line i of n: from light blue (early steps) to dark blue (late). */
-static void shade(int i, int n, char *buf, size_t len) {
-    double t = n > 1 ? (double)i / (n - 1) : 1.0;
-    int r = (int)(158 - t * (158 - 8)), g = (int)(202 - t * (202 - 48)), b = (int)(225 - t * (225 - 107));
-    snprintf(buf, len, "#%02x%02x%02x", r, g, b);
-}
-
 void robust_svg_panel(sqlite3 *db, FILE *f, int x0, int h) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, GROUP_SQL, -1, &st, NULL) != SQLITE_OK) return;
@@ -292,7 +281,7 @@ void robust_svg_panel(sqlite3 *db, FILE *f, int x0, int h) {
 #define X(v) (x0 + PL + ((v) - e0) / (e1 - e0) * pw)
 #define Y(v) (PT + (hi - (v)) / (hi - lo) * ph)
     fprintf(f, "<g>\n");
-    double es = nice(e1 - e0, 5), ls = nice(hi - lo, 6);
+    double es = svgd_nice_step(e1 - e0, 5), ls = svgd_nice_step(hi - lo, 6);
     for (double v = ceil(lo / ls) * ls; v <= hi; v += ls)
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
                 "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
@@ -318,7 +307,7 @@ void robust_svg_panel(sqlite3 *db, FILE *f, int x0, int h) {
         size_t j = i;
         while (j < n && p[j].step == p[i].step) j++;
         char c[16];
-        shade(li, lines, c, sizeof(c));
+        svgd_shade(li, lines, c, sizeof(c)); /* early steps light, late dark */
         if (isfinite(p[i].clean))
             fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                     "stroke-dasharray=\"4,3\"/>\n", X(e0), Y(p[i].clean), X(e1), Y(p[i].clean), c);
