@@ -26,7 +26,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     fprintf(stderr, "minitrain: %s: libmicrohttpd: %s\n", who, msg);
 }
 
-struct MHD_Daemon *gw_listen(const gw_listen_opts *o, int *bound_port, char *err, size_t errlen) {
+struct MHD_Daemon *api_listen(const api_listen_opts *o, int *bound_port, char *err, size_t errlen) {
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;

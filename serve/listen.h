@@ -6,8 +6,8 @@
  * and --port 0 lets the kernel choose), with MHD's log lines prefixed by the subcommand's name.
  * Only the handlers, the idle timeout and the connection limit differ.
  */
-#ifndef MT_GW_LISTEN_H
-#define MT_GW_LISTEN_H
+#ifndef MT_SERVE_LISTEN_H
+#define MT_SERVE_LISTEN_H
 
 #include <microhttpd.h>
 #include <stddef.h>
@@ -22,10 +22,10 @@ typedef struct {
     MHD_AccessHandlerCallback on_request;
     MHD_RequestCompletedCallback on_completed;
     void *cls;              /* passed to both callbacks */
-} gw_listen_opts;
+} api_listen_opts;
 
 /* Start the daemon. Returns it, with the port actually bound in *bound_port, or NULL with one line
  * in err ("cannot resolve host ...", "cannot listen on H:P (port in use, or no permission?)"). */
-struct MHD_Daemon *gw_listen(const gw_listen_opts *o, int *bound_port, char *err, size_t errlen);
+struct MHD_Daemon *api_listen(const api_listen_opts *o, int *bound_port, char *err, size_t errlen);
 
-#endif /* MT_GW_LISTEN_H */
+#endif /* MT_SERVE_LISTEN_H */
