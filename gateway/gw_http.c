@@ -199,7 +199,7 @@ static enum MHD_Result handle_get(gw_gateway *g, conn *cc, struct MHD_Connection
         return reply_json(cc, c, n ? 200 : 503, &b, n ? NULL : "1");
     }
     if (cc->ep == EP_METRICS) {
-        gw_mx_render(g, &b);
+        gw_metrics_render(g, &b);
         return reply(cc, c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL);
     }
     /* /v1/models: the public names this key may call */
@@ -354,7 +354,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
                         "the rate limiter is unavailable (Redis down, redis_fail = closed); "
                         "retry later");
         if (!cc->adm.admitted) {
-            gw_mx_rate_limited(&g->mx, cc->key.id);
+            gw_metrics_rate_limited(&g->mx, cc->key.id);
             char ra[32];
             snprintf(ra, sizeof(ra), "%d", (int)ceil(cc->adm.retry_after_s > 0
                                                         ? cc->adm.retry_after_s : 1));
@@ -538,11 +538,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         pthread_mutex_unlock(&g->mx.mu);
     }
     if (status >= 100 && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN))
-        gw_mx_request(&g->mx, cc->have_key ? cc->key.id : "", route, upstream, status);
+        gw_metrics_request(&g->mx, cc->have_key ? cc->key.id : "", route, upstream, status);
     if (route >= 0 && complete) {
         pthread_mutex_lock(&g->mx.mu);
-        gw_mx_observe(&g->mx.latency[route], now - cc->t0);
-        if (x->ttft >= 0) gw_mx_observe(&g->mx.ttft[route], x->ttft);
+        gw_metrics_observe(&g->mx.latency[route], now - cc->t0);
+        if (x->ttft >= 0) gw_metrics_observe(&g->mx.ttft[route], x->ttft);
         if (x->prompt_tokens > 0) g->mx.tokens_in[route] += (uint64_t)x->prompt_tokens;
         if (x->completion_tokens > 0) g->mx.tokens_out[route] += (uint64_t)x->completion_tokens;
         pthread_mutex_unlock(&g->mx.mu);
@@ -621,7 +621,7 @@ static void free_parts(gw_gateway *g) {
     gw_rules_free(g->rules);
     if (g->lim) gw_limiter_free(g->lim);
     if (g->keys) gw_keys_close(g->keys);
-    gw_mx_destroy(&g->mx);
+    gw_metrics_destroy(&g->mx);
     pthread_mutex_destroy(&g->budget_mu);
     pthread_mutex_destroy(&g->pool_mu);
     pthread_mutex_destroy(&g->rng_mu);
@@ -648,7 +648,7 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g->stop_cv, &ca);
     pthread_condattr_destroy(&ca);
-    gw_mx_init(&g->mx);
+    gw_metrics_init(&g->mx);
     rng_seed(&g->rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)g);
     g->started = (long)time(NULL);
     double now = api_now();

@@ -88,7 +88,7 @@ typedef struct {
     short route, upstream; /* -1 = none */
     short status;
     uint64_t n;
-} gw_mx_series;
+} gw_metrics_series;
 
 typedef struct {
     uint64_t b[API_LAT_NBUCKETS + 1];
@@ -98,7 +98,7 @@ typedef struct {
 
 typedef struct {
     pthread_mutex_t mu;
-    gw_mx_series req[GW_MX_SLOTS];
+    gw_metrics_series req[GW_MX_SLOTS];
     int n_req;
     uint64_t req_overflow;
     struct { char key[24]; uint64_t n; } limited[GW_MX_KEYS];
@@ -109,16 +109,16 @@ typedef struct {
     uint64_t budget_exhausted, all_ejected, stream_cancelled, stream_broken;
     uint64_t settled, released;
     uint64_t blocked_prompts, blocked_completions;
-} gw_mx;
+} gw_metrics;
 
-void gw_mx_init(gw_mx *m);
-void gw_mx_destroy(gw_mx *m);
+void gw_metrics_init(gw_metrics *m);
+void gw_metrics_destroy(gw_metrics *m);
 /* one answered request; key "" = no key (open gateway or failed auth) */
-void gw_mx_request(gw_mx *m, const char *key, int route, int upstream, int status);
-void gw_mx_rate_limited(gw_mx *m, const char *key);
-void gw_mx_observe(gw_hist *h, double seconds);
+void gw_metrics_request(gw_metrics *m, const char *key, int route, int upstream, int status);
+void gw_metrics_rate_limited(gw_metrics *m, const char *key);
+void gw_metrics_observe(gw_hist *h, double seconds);
 /* Prometheus text of everything into b. */
-void gw_mx_render(gw_gateway *g, api_buf *b);
+void gw_metrics_render(gw_gateway *g, api_buf *b);
 
 /* ---- the gateway --------------------------------------------------------------------------------- */
 
@@ -137,7 +137,7 @@ struct gw_gateway {
     pthread_cond_t stop_cv;
     pthread_mutex_t budget_mu; /* guards budget */
     gw_budget budget;
-    gw_mx mx;
+    gw_metrics mx;
     pthread_mutex_t pool_mu;   /* guards pool */
     gw_call *pool;
     pthread_mutex_t rng_mu;    /* guards rng */

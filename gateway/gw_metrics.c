@@ -13,18 +13,18 @@
 
 #include <string.h>
 
-void gw_mx_init(gw_mx *m) {
+void gw_metrics_init(gw_metrics *m) {
     memset(m, 0, sizeof(*m));
     pthread_mutex_init(&m->mu, NULL);
 }
 
-void gw_mx_destroy(gw_mx *m) { pthread_mutex_destroy(&m->mu); }
+void gw_metrics_destroy(gw_metrics *m) { pthread_mutex_destroy(&m->mu); }
 
-void gw_mx_request(gw_mx *m, const char *key, int route, int upstream, int status) {
+void gw_metrics_request(gw_metrics *m, const char *key, int route, int upstream, int status) {
     pthread_mutex_lock(&m->mu);
     int i = 0;
     for (; i < m->n_req; i++) {
-        gw_mx_series *s = &m->req[i];
+        gw_metrics_series *s = &m->req[i];
         if (s->route == route && s->upstream == upstream && s->status == status &&
             !strcmp(s->key, key))
             break;
@@ -35,7 +35,7 @@ void gw_mx_request(gw_mx *m, const char *key, int route, int upstream, int statu
             pthread_mutex_unlock(&m->mu);
             return;
         }
-        gw_mx_series *s = &m->req[m->n_req++];
+        gw_metrics_series *s = &m->req[m->n_req++];
         snprintf(s->key, sizeof(s->key), "%s", key);
         s->route = (short)route;
         s->upstream = (short)upstream;
@@ -46,7 +46,7 @@ void gw_mx_request(gw_mx *m, const char *key, int route, int upstream, int statu
     pthread_mutex_unlock(&m->mu);
 }
 
-void gw_mx_rate_limited(gw_mx *m, const char *key) {
+void gw_metrics_rate_limited(gw_metrics *m, const char *key) {
     pthread_mutex_lock(&m->mu);
     int i = 0;
     for (; i < m->n_limited; i++)
@@ -60,7 +60,7 @@ void gw_mx_rate_limited(gw_mx *m, const char *key) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void gw_mx_observe(gw_hist *h, double seconds) {
+void gw_metrics_observe(gw_hist *h, double seconds) {
     int b = 0;
     while (b < API_LAT_NBUCKETS && seconds > api_latency_bounds[b]) b++;
     h->b[b]++;
@@ -127,9 +127,9 @@ static void upstream_metrics(gw_gateway *g, api_buf *b) {
              c->n_up, retries);
 }
 
-void gw_mx_render(gw_gateway *g, api_buf *b) {
+void gw_metrics_render(gw_gateway *g, api_buf *b) {
     const gw_config *c = &g->cfg;
-    gw_mx *m = &g->mx;
+    gw_metrics *m = &g->mx;
     upstream_metrics(g, b);
     pthread_mutex_lock(&g->budget_mu);
     gw_budget bud = g->budget;
@@ -144,7 +144,7 @@ void gw_mx_render(gw_gateway *g, api_buf *b) {
     api_prom_family(b, "minitrain_gateway_requests_total", "counter",
            "Requests answered, by key id, model, upstream that answered and status code.");
     for (int i = 0; i < m->n_req; i++) {
-        const gw_mx_series *s = &m->req[i];
+        const gw_metrics_series *s = &m->req[i];
         api_buf_printf(b, "minitrain_gateway_requests_total{key=\"%s\",model=\"%s\",upstream=\"%s\","
                          "code=\"%d\"} %llu\n",
                       s->key[0] ? s->key : "none", s->route >= 0 ? c->routes[s->route].name : "none",
