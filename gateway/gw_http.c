@@ -20,7 +20,7 @@
  *     completion or a key (only the key's public id).
  */
 #include "gateway/gw_impl.h"
-#include "serve/listen.h"
+#include "serve/api.h"
 
 #include <ctype.h>
 #include <math.h>

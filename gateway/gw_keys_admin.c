@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "serve/server.h"
+#include "serve/api.h"
 
 #define BAD "invalid_request_error"
 

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve/server.h" /* api_buf, api_error */
+#include "serve/api.h" /* api_buf, api_error */
 
 /* ---- the policy table (gw_config.c) -------------------------------------------------------------
  * Every threshold the policies use, in ONE table (like Envoy's outlier_detection / retry_policy

@@ -15,7 +15,7 @@
  *     the string there.
  */
 #define _GNU_SOURCE /* memmem */
-#include "serve/server.h"
+#include "serve/api.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>

@@ -21,7 +21,7 @@
  * Why separate from api.c: the completions file holds the JSON and UTF-8 machinery; this one only
  * what is chat-specific, reusing api_json_body / api_parse_sampling / api_prompt_fits from there.
  */
-#include "serve/server.h"
+#include "serve/api.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

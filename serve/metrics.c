@@ -14,9 +14,6 @@
 
 #include <string.h>
 
-const double api_latency_bounds[API_LAT_NBUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                   0.5,   1.0,  2.5,   5.0,  10.0, 30.0};
-
 static const char *const EP_NAMES[SRV_EP_COUNT] = {"completions", "chat_completions", "models",
                                                   "health", "metrics", "other"};
 
@@ -72,41 +69,6 @@ void srv_metrics_fault(srv_metrics *m) {
     pthread_mutex_lock(&m->mu);
     m->faults++;
     pthread_mutex_unlock(&m->mu);
-}
-
-void api_prom_family(api_buf *b, const char *name, const char *type, const char *help) {
-    api_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-void api_prom_counter(api_buf *b, const char *name, const char *help, uint64_t v) {
-    api_prom_family(b, name, "counter", help);
-    api_buf_printf(b, "%s %llu\n", name, (unsigned long long)v);
-}
-
-void api_prom_gauge(api_buf *b, const char *name, const char *help, long long v) {
-    api_prom_family(b, name, "gauge", help);
-    api_buf_printf(b, "%s %lld\n", name, v);
-}
-
-void api_prom_histogram(api_buf *b, const char *name, const char *labels, const uint64_t *bucket,
-                       double sum, uint64_t count) {
-    const char *sep = labels[0] ? "," : "";
-    uint64_t cum = 0;
-    for (int i = 0; i < API_LAT_NBUCKETS; i++) {
-        cum += bucket[i];
-        api_buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
-                      api_latency_bounds[i], (unsigned long long)cum);
-    }
-    cum += bucket[API_LAT_NBUCKETS];
-    api_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
-                  (unsigned long long)cum);
-    if (labels[0]) {
-        api_buf_printf(b, "%s_sum{%s} %.9g\n", name, labels, sum);
-        api_buf_printf(b, "%s_count{%s} %llu\n", name, labels, (unsigned long long)count);
-    } else {
-        api_buf_printf(b, "%s_sum %.9g\n", name, sum);
-        api_buf_printf(b, "%s_count %llu\n", name, (unsigned long long)count);
-    }
 }
 
 void srv_metrics_render(srv_metrics *m, const srv_gauges *g, api_buf *b) {

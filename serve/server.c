@@ -26,7 +26,6 @@
  */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "serve/server.h"
-#include "serve/listen.h"
 
 #include <microhttpd.h>
 #include <poll.h>

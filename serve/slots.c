@@ -71,11 +71,6 @@ struct srv_pool {
     int n_vocab; /* ids the sampler may pick: min(model, tokenizer) vocab */
     srv_metrics *metrics;
 };
-double api_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- jobs ------------------------------------------------------------------------------------- */
 
@@ -272,7 +267,8 @@ static void *decoder_main(void *arg) {
                 sl->fed += sl->n_rows;
                 if (sl->fed < r->n_prompt) continue;
             }
-            sl->sampled = sample_token(sl->st.logits, p->n_vocab, &r->sp, &sl->rng, sl->work);
+            sample_params sp = {r->sp.temperature, r->sp.top_k, r->sp.top_p};
+            sl->sampled = sample_token(sl->st.logits, p->n_vocab, &sp, &sl->rng, sl->work);
         }
         for (int i = 0; i < p->n_slots; i++) {
             srv_slot *sl = &p->slots[i];

@@ -18,7 +18,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "serve/server.h"
+#include "serve/api.h"
 
 static tok_tokenizer TOK;
 static api_model_info MI;

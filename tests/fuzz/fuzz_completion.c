@@ -7,7 +7,7 @@
  */
 #include "fuzz_util.h"
 
-#include "serve/server.h"
+#include "serve/api.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static tok_tokenizer tok;
