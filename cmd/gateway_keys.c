@@ -259,7 +259,7 @@ static const char *take_word(const args_opt *opts, int *argc, char **argv) {
         if (!strncmp(a, "--", 2)) {
             if (strchr(a, '=')) continue;
             for (const args_opt *o = opts; o->name; o++)
-                if (!strcmp(a + 2, o->name) && o->kind != ARG_FLAG) i++;
+                if (!strcmp(a + 2, o->name) && o->type != KEYTAB_FLAG) i++;
             continue;
         }
         for (int j = i; j + 1 < *argc; j++) argv[j] = argv[j + 1];
@@ -285,33 +285,33 @@ int cmd_gateway_keys(int argc, char **argv) {
         return mt_error("unknown keys command '%s' (add, ls, revoke, disable, enable, audit; see "
                         "`minitrain gateway keys --help`)", cmd);
     cli_opts o = {.limit = 50};
-    const args_opt db = {"keys-db", ARG_STRING, &o.db, 0, 0, "FILE", "the gateway's key database "
+    const args_opt db = {"keys-db", KEYTAB_STRING, &o.db, 0, 0, "FILE", "the gateway's key database "
                          "(SQLite; add creates it)", ""};
     const args_opt add_opts[] = {
         db,
-        {"name", ARG_STRING, &o.name, 0, 0, "NAME", "a label for humans", ""},
-        {"role", ARG_STRING, &o.role, 0, 0, "R", "admin | user | viewer", "user"},
-        {"models", ARG_STRING, &o.models, 0, 0, "M,...", "public model names it may call", "all"},
-        {"rpm", ARG_I64, &o.rpm, 0, 1e9, "N", "requests per minute (0 = unlimited)", NULL},
-        {"tpm", ARG_I64, &o.tpm, 0, 1e12, "N", "tokens per minute (0 = unlimited)", NULL},
-        {"max-concurrent", ARG_INT, &o.maxc, 0, 1e6, "N", "requests in flight at once (0 = "
+        {"name", KEYTAB_STRING, &o.name, 0, 0, "NAME", "a label for humans", ""},
+        {"role", KEYTAB_STRING, &o.role, 0, 0, "R", "admin | user | viewer", "user"},
+        {"models", KEYTAB_STRING, &o.models, 0, 0, "M,...", "public model names it may call", "all"},
+        {"rpm", KEYTAB_I64, &o.rpm, 0, 1e9, "N", "requests per minute (0 = unlimited)", NULL},
+        {"tpm", KEYTAB_I64, &o.tpm, 0, 1e12, "N", "tokens per minute (0 = unlimited)", NULL},
+        {"max-concurrent", KEYTAB_INT, &o.maxc, 0, 1e6, "N", "requests in flight at once (0 = "
          "unlimited)", NULL},
-        {"max-tokens", ARG_INT, &o.maxtok, 0, 1e9, "N", "cap on a request's max_tokens (0 = none)",
+        {"max-tokens", KEYTAB_INT, &o.maxtok, 0, 1e9, "N", "cap on a request's max_tokens (0 = none)",
          NULL},
-        {"expires", ARG_STRING, &o.expires, 0, 0, "WHEN", "30d, 12h, 90m, 3600s, 2w, 2026-01-31,\n"
+        {"expires", KEYTAB_STRING, &o.expires, 0, 0, "WHEN", "30d, 12h, 90m, 3600s, 2w, 2026-01-31,\n"
          "2026-01-31T12:00:00Z, @UNIXSECONDS or never", "never"},
         {0},
     };
     const args_opt ls_opts[] = {
         db,
-        {"all", ARG_FLAG, &o.all, 0, 0, NULL, "revoked keys too", NULL},
-        {"json", ARG_FLAG, &o.json, 0, 0, NULL, "one JSON array", NULL},
+        {"all", KEYTAB_FLAG, &o.all, 0, 0, NULL, "revoked keys too", NULL},
+        {"json", KEYTAB_FLAG, &o.json, 0, 0, NULL, "one JSON array", NULL},
         {0},
     };
     const args_opt id_opts[] = {db, {0}};
     const args_opt audit_opts[] = {
         db,
-        {"limit", ARG_INT, &o.limit, 1, 100000, "N", "rows to show", NULL},
+        {"limit", KEYTAB_INT, &o.limit, 1, 100000, "N", "rows to show", NULL},
         {0},
     };
     static const char *const synopsis[] = {

@@ -466,7 +466,7 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > (unsigned long long)g->cfg.pol.max_body)
         return fail(cc, c, 413, "invalid_request_error", NULL, "request_too_large", NULL,
-                    "the request body is %s bytes; the limit is %ld (max_body)", cl,
+                    "the request body is %s bytes; the limit is %zu (max_body)", cl,
                     g->cfg.pol.max_body);
     return MHD_YES; /* MHD reads the body now */
 }
@@ -497,7 +497,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (cc->status) return MHD_YES;
     if (cc->too_large)
         return fail(cc, c, 413, "invalid_request_error", NULL, "request_too_large", NULL,
-                    "the request body is over the limit of %ld bytes (max_body)",
+                    "the request body is over the limit of %zu bytes (max_body)",
                     g->cfg.pol.max_body);
     if (cc->ep == EP_ADMIN) return handle_admin(g, cc, c);
     return handle_inference(g, cc, c);

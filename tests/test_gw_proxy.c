@@ -94,10 +94,14 @@ static void test_config_errors(void **state) {
     static const struct {
         const char *ini, *want;
     } cases[] = {
-        {"[gateway]\nport = 80000\n", ":2: port = 80000 is out of range"},
+        {"[gateway]\nport = 80000\n", ":2: 'port' = 80000 is out of range [0, 65535]"},
         {"[gateway]\n\nbogus = 1\n", ":3: unknown key 'bogus' in [gateway]"},
-        {"[policy]\nconsecutive_failures = 0\n", ":2: consecutive_failures = 0 is out of range"},
-        {"[policy]\nejection_base_s = soon\n", ":2: ejection_base_s needs a number"},
+        {"[policy]\nconsecutive_failures = 0\n", ":2: 'consecutive_failures' = 0 is out of range [1, 1000]"},
+        {"[policy]\nejection_base_s = soon\n", ":2: 'ejection_base_s' needs a number, got 'soon'"},
+        {"[policy]\nmax_body = 1.5\n", ":2: 'max_body' needs a byte count like 1048576 or 1M"},
+        {"[upstream a]\nweight = 0\n", ":2: 'weight' = 0 is out of range [1, 1000]"},
+        {"[rule r]\npattern = x\nwindow = many\n", ":3: 'window' needs a whole number, got 'many'"},
+        {"[rule r]\npattern = x\ncaseless = maybe\n", ":3: 'caseless' needs true or false"},
         {"[upstream a]\nurl = ftp://x\n", ":2: upstream a: url must start with http://"},
         {"[upstream a]\nurl = http://x\nurl = http://y\n", ":3: 'url' is set twice"},
         {"[upstreams a]\nurl = http://x\n", ":2: unknown section [upstreams a]"},
