@@ -213,11 +213,12 @@ static enum MHD_Result handle_get(srv_server *s, conn_ctx *cc, struct MHD_Connec
     api_error e;
     int ready = atomic_load(&s->ready);
     switch (cc->endpoint) {
-    case SRV_EP_HEALTH:
+    case SRV_EP_HEALTH: {
         cJSON *h = cJSON_CreateObject();
         cJSON_AddStringToObject(h, "status", ready ? "ok" : "loading");
         api_buf_put_json(&b, h);
         return reply_json(cc, c, ready ? 200 : 503, &b);
+    }
     case SRV_EP_METRICS: {
         srv_gauges g = {.ready = ready, .slots_total = s->o.slots, .queue_capacity = s->o.queue};
         if (ready) srv_pool_stats(s->pool, &g.queue_depth, &g.slots_busy);
