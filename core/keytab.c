@@ -141,6 +141,33 @@ static int parse_bool(const keytab_key *k, void *addr, const char *text, keytab_
     return need(k, v, "true or false", text, err, errlen);
 }
 
+/* The i-th word of k->metavar ("a|b|c") into buf; 0, or -1 past the last. */
+static int word_at(const keytab_key *k, int i, char *buf, size_t n) {
+    const char *w = k->metavar ? k->metavar : "";
+    for (; i > 0 && w; i--) w = strchr(w, '|') ? strchr(w, '|') + 1 : NULL;
+    if (w == NULL) return -1;
+    size_t len = strcspn(w, "|");
+    snprintf(buf, n, "%.*s", (int)len, w);
+    return 0;
+}
+
+static int parse_word(const keytab_key *k, void *addr, const char *text, keytab_voice v,
+                      char *err, size_t errlen) {
+    char w[64], list[256] = "", shown[MT_ESCAPE_LINE + 8];
+    int n = 0;
+    for (; word_at(k, n, w, sizeof(w)) == 0; n++)
+        if (!strcmp(w, text)) return *(int *)addr = (int)k->lo + n, 0;
+    for (int i = 0; i < n; i++) { /* "a, b or c" */
+        word_at(k, i, w, sizeof(w));
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof(list) - l, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", w);
+    }
+    mt_escape(text, MT_ESCAPE_LINE, shown, sizeof(shown));
+    if (v == KEYTAB_OPTION) snprintf(err, errlen, "--%s must be %s, got '%s'", k->name, list, shown);
+    else snprintf(err, errlen, "'%s' must be %s, got '%s'", k->name, list, shown);
+    return -1;
+}
+
 int keytab_parse(const keytab_key *k, void *base, const char *text, keytab_voice v, char *err,
                  size_t errlen) {
     void *addr = keytab_addr(k, base);
@@ -162,6 +189,7 @@ int keytab_parse(const keytab_key *k, void *base, const char *text, keytab_voice
         memcpy(addr, text, strlen(text) + 1);
         return 0;
     case KEYTAB_BOOL: return parse_bool(k, addr, text, v, err, errlen);
+    case KEYTAB_WORD: return parse_word(k, addr, text, v, err, errlen);
     case KEYTAB_INT:
     case KEYTAB_I64:
         if (whole(k, text, 0, &x, &ll, &ull))
@@ -193,6 +221,7 @@ int keytab_defaults(const keytab_key *t, void *base, char *err, size_t errlen) {
             case KEYTAB_FLAG:
             case KEYTAB_BOOL:
             case KEYTAB_INT: *(int *)addr = 0; break;
+            case KEYTAB_WORD: *(int *)addr = (int)k->lo; break;
             case KEYTAB_I64: *(long long *)addr = 0; break;
             case KEYTAB_U64: *(unsigned long long *)addr = 0; break;
             case KEYTAB_FLOAT: *(float *)addr = 0; break;
@@ -210,9 +239,9 @@ int keytab_defaults(const keytab_key *t, void *base, char *err, size_t errlen) {
 
 /* ---- help ----------------------------------------------------------------------------------- */
 
-void keytab_value_text(keytab_type type, const void *addr, char *buf, size_t n) {
+void keytab_value_text(const keytab_key *k, const void *addr, char *buf, size_t n) {
     buf[0] = 0;
-    switch (type) {
+    switch (k->type) {
     case KEYTAB_FLAG: break;
     case KEYTAB_BOOL: snprintf(buf, n, "%s", *(const int *)addr ? "true" : "false"); break;
     case KEYTAB_INT: snprintf(buf, n, "%d", *(const int *)addr); break;
@@ -233,6 +262,7 @@ void keytab_value_text(keytab_type type, const void *addr, char *buf, size_t n) 
         if (*(const char *const *)addr) snprintf(buf, n, "%s", *(const char *const *)addr);
         break;
     case KEYTAB_CHARS: snprintf(buf, n, "%s", (const char *)addr); break;
+    case KEYTAB_WORD: word_at(k, *(const int *)addr - (int)k->lo, buf, n); break;
     }
 }
 
@@ -267,7 +297,7 @@ void keytab_print_options(FILE *out, const keytab_key *t, void *base, int col) {
             if (*h == '\n') fprintf(out, "%*s", col, "");
         }
         if (k->def) snprintf(def, sizeof(def), "%s", k->def);
-        else keytab_value_text(k->type, keytab_addr(k, base), def, sizeof(def));
+        else keytab_value_text(k, keytab_addr(k, base), def, sizeof(def));
         if (def[0]) fprintf(out, " (default %s)", def);
         fputc('\n', out);
     }
@@ -276,7 +306,7 @@ void keytab_print_options(FILE *out, const keytab_key *t, void *base, int col) {
 void keytab_print_keys(FILE *out, const keytab_key *t, void *base) {
     for (const keytab_key *k = t; k->name; k++) {
         char val[64], def[72];
-        keytab_value_text(k->type, keytab_addr(k, base), val, sizeof(val));
+        keytab_value_text(k, keytab_addr(k, base), val, sizeof(val));
         if (k->type == KEYTAB_CHARS || k->type == KEYTAB_STRING) snprintf(def, sizeof(def), "\"%s\"", val);
         else snprintf(def, sizeof(def), "%s", val);
         fprintf(out, "  %-14s %-10s %s\n", k->name, def, k->help);

@@ -33,6 +33,7 @@ typedef enum {
     KEYTAB_STRING, /* const char *: the text itself (not copied: it points into argv) */
     KEYTAB_CHARS,  /* char[size]: the text copied, refused when it does not fit */
     KEYTAB_BOOL,   /* int: 1 for 1/true/yes/on, 0 for 0/false/no/off (any case) */
+    KEYTAB_WORD,   /* int: one of the words of metavar ("off|mask"), stored as lo + its index */
 } keytab_type;
 
 typedef struct {
@@ -73,8 +74,8 @@ int keytab_parse(const keytab_key *k, void *base, const char *text, keytab_voice
  * zeroed). Returns 0, or -1 with err when a def does not parse (a bug in the table). */
 int keytab_defaults(const keytab_key *t, void *base, char *err, size_t errlen);
 
-/* The value at addr (of type type) as help shows it: %d, %g, 1M/64K byte counts, the text. */
-void keytab_value_text(keytab_type type, const void *addr, char *buf, size_t n);
+/* k's value at addr as help shows it: %d, %g, 1M/64K byte counts, the text, the word. */
+void keytab_value_text(const keytab_key *k, const void *addr, char *buf, size_t n);
 
 /* Option help, one row each: "  --name METAVAR" (underscores shown as dashes), the help text from
  * column col (on the next line when the name is longer), then " (default X)" (def, or the

@@ -120,14 +120,6 @@ static int valid_model(const char *s, char *err, size_t errlen) {
     return ok ? 0 : -1;
 }
 
-static int parse_on(const char *what, const char *v, int *out, char *err, size_t errlen) {
-    if (!strcmp(v, "prompts")) return *out = GW_ON_PROMPTS, 0;
-    if (!strcmp(v, "completions")) return *out = GW_ON_COMPLETIONS, 0;
-    if (!strcmp(v, "both")) return *out = GW_ON_BOTH, 0;
-    snprintf(err, errlen, "%s must be prompts, completions or both, got '%s'", what, v);
-    return -1;
-}
-
 static char *trim(char *s) {
     while (isspace((unsigned char)*s)) s++;
     size_t n = strlen(s);
@@ -137,8 +129,8 @@ static char *trim(char *s) {
 
 /* ---- gateway-level keys --------------------------------------------------------------------------- */
 
-/* The [gateway] keys of one value type; the four with words of their own (redis, redis_fail,
- * all_ejected, pii, pii_on) are read in gw_config_set. */
+/* The [gateway] keys (redis, which must read HOST:PORT, is checked in gw_config_set). A word key's
+ * words are its metavar, stored as lo + the word's index, so their order follows the GW_* enums. */
 static const keytab_key GATEWAY_KEYS[] = {
     {"host", KEYTAB_CHARS, KEYTAB_OFF(gw_config, host), 0, sizeof(((gw_config *)0)->host), NULL,
      "bind address", "127.0.0.1"},
@@ -146,28 +138,30 @@ static const keytab_key GATEWAY_KEYS[] = {
     {"keys_db", KEYTAB_CHARS, KEYTAB_OFF(gw_config, keys_db), 0,
      sizeof(((gw_config *)0)->keys_db), NULL, "API keys (SQLite)", ""},
     {"quiet", KEYTAB_BOOL, KEYTAB_OFF(gw_config, quiet), 0, 0, NULL, "no access log", "0"},
+    /* docs/gateway.md: open = local buckets while Redis is away */
+    {"redis_fail", KEYTAB_WORD, KEYTAB_OFF(gw_config, redis_fail_open), 0, 0, "closed|open",
+     "while Redis is down", "open"},
+    {"all_ejected", KEYTAB_WORD, KEYTAB_OFF(gw_config, all_ejected), GW_EJECTED_LONGEST, 0,
+     "longest|refuse", "when every target is ejected", "longest"},
+    {"pii", KEYTAB_WORD, KEYTAB_OFF(gw_config, pii), GW_PII_OFF, 0, "off|mask", "PII guard",
+     "off"},
+    {"pii_on", KEYTAB_WORD, KEYTAB_OFF(gw_config, pii_on), GW_ON_PROMPTS, 0,
+     "prompts|completions|both", "what the PII guard reads", "both"},
     {NULL, 0, NULL, 0, 0, NULL, NULL, NULL},
 };
-static const char *const WORD_KEYS[] = {"redis", "redis_fail", "all_ejected", "pii", "pii_on",
-                                        NULL};
 
 void gw_config_init(gw_config *c) {
     char err[256];
     memset(c, 0, sizeof(*c));
     int rc = keytab_defaults(GATEWAY_KEYS, c, err, sizeof(err));
     mtCheck(rc == 0, err);
-    c->all_ejected = GW_EJECTED_LONGEST;
-    c->redis_fail_open = 1; /* docs/gateway.md: local buckets while Redis is away */
-    c->pii = GW_PII_OFF;
-    c->pii_on = GW_ON_BOTH;
     gw_policy_defaults(&c->pol);
 }
 
 int gw_config_has_key(const char *key) {
     char k[64];
     norm_key(key, k, sizeof(k));
-    for (int i = 0; WORD_KEYS[i]; i++)
-        if (!strcmp(WORD_KEYS[i], k)) return 1;
+    if (!strcmp(k, "redis")) return 1;
     return keytab_find(GATEWAY_KEYS, k, strlen(k)) || keytab_find(gw_policy_keys, k, strlen(k));
 }
 
@@ -184,31 +178,16 @@ int gw_config_set(gw_config *c, const char *key, const char *value, char *err, s
         }
         return copy(c->redis, sizeof(c->redis), value, "redis", err, errlen);
     }
-    if (!strcmp(k, "redis_fail")) {
-        if (!strcmp(value, "open")) return c->redis_fail_open = 1, 0;
-        if (!strcmp(value, "closed")) return c->redis_fail_open = 0, 0;
-        snprintf(err, errlen, "redis_fail must be open or closed, got '%s'", value);
-        return -1;
-    }
-    if (!strcmp(k, "all_ejected")) {
-        if (!strcmp(value, "longest")) return c->all_ejected = GW_EJECTED_LONGEST, 0;
-        if (!strcmp(value, "refuse")) return c->all_ejected = GW_EJECTED_REFUSE, 0;
-        snprintf(err, errlen, "all_ejected must be longest or refuse, got '%s'", value);
-        return -1;
-    }
-    if (!strcmp(k, "pii")) {
-        if (!strcmp(value, "off")) return c->pii = GW_PII_OFF, 0;
-        if (!strcmp(value, "mask")) return c->pii = GW_PII_MASK, 0;
-        snprintf(err, errlen, "pii must be off or mask, got '%s'", value);
-        return -1;
-    }
-    if (!strcmp(k, "pii_on")) return parse_on("pii_on", value, &c->pii_on, err, errlen);
     return gw_policy_set(&c->pol, k, value, err, errlen);
 }
 
 /* The [rule NAME] and [upstream NAME] keys of one value type (the rest have words or checks of
  * their own, read in rule_set and on_key). */
 static const keytab_key RULE_KEYS[] = {
+    {"action", KEYTAB_WORD, KEYTAB_OFF(gw_rule_cfg, action), GW_ACT_BLOCK, 0, "block|redact", NULL,
+     "block"},
+    {"on", KEYTAB_WORD, KEYTAB_OFF(gw_rule_cfg, on), GW_ON_PROMPTS, 0, "prompts|completions|both",
+     NULL, "both"},
     {"window", KEYTAB_INT, KEYTAB_OFF(gw_rule_cfg, window), 1, 65536, NULL, NULL, "64"},
     {"caseless", KEYTAB_BOOL, KEYTAB_OFF(gw_rule_cfg, caseless), 0, 0, NULL, NULL, "0"},
     {"replacement", KEYTAB_CHARS, KEYTAB_OFF(gw_rule_cfg, replacement), 0,
@@ -378,8 +357,6 @@ static gw_rule_cfg *rule_named(gw_config *c, const char *name, char *err, size_t
     gw_rule_cfg *r = &c->rules[c->n_rules++];
     memset(r, 0, sizeof(*r));
     snprintf(r->name, sizeof(r->name), "%s", name);
-    r->action = GW_ACT_BLOCK;
-    r->on = GW_ON_BOTH;
     int rc = keytab_defaults(RULE_KEYS, r, err, errlen);
     mtCheck(rc == 0, err);
     return r;
@@ -387,7 +364,12 @@ static gw_rule_cfg *rule_named(gw_config *c, const char *name, char *err, size_t
 
 static int rule_set(gw_rule_cfg *r, const char *k, const char *v, char *err, size_t errlen) {
     const keytab_key *row = keytab_find(RULE_KEYS, k, strlen(k));
-    if (row) return keytab_parse(row, r, v, KEYTAB_KEY, err, errlen);
+    if (row) {
+        char msg[512];
+        if (keytab_parse(row, r, v, KEYTAB_KEY, msg, sizeof(msg)) == 0) return 0;
+        snprintf(err, errlen, "rule %s: %s", r->name, msg);
+        return -1;
+    }
     if (!strcmp(k, "pattern")) {
         if (!*v) {
             snprintf(err, errlen, "rule %s: empty pattern", r->name);
@@ -395,13 +377,6 @@ static int rule_set(gw_rule_cfg *r, const char *k, const char *v, char *err, siz
         }
         return copy(r->pattern, sizeof(r->pattern), v, "pattern", err, errlen);
     }
-    if (!strcmp(k, "action")) {
-        if (!strcmp(v, "block")) return r->action = GW_ACT_BLOCK, 0;
-        if (!strcmp(v, "redact")) return r->action = GW_ACT_REDACT, 0;
-        snprintf(err, errlen, "rule %s: action must be block or redact, got '%s'", r->name, v);
-        return -1;
-    }
-    if (!strcmp(k, "on")) return parse_on("on", v, &r->on, err, errlen);
     snprintf(err, errlen, "unknown key '%s' in [rule %s] (pattern, action, on, window, caseless, "
                           "replacement)", k, r->name);
     return -1;

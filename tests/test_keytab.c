@@ -25,6 +25,7 @@ typedef struct {
     double d;
     size_t bytes;
     char name[8];
+    int mode;
 } opts;
 
 static const keytab_key T[] = {
@@ -36,6 +37,7 @@ static const keytab_key T[] = {
     {"timeout_s", KEYTAB_DOUBLE, KEYTAB_OFF(opts, d), 0, INFINITY, NULL, "wait", "2.5"},
     {"max_body", KEYTAB_BYTES, KEYTAB_OFF(opts, bytes), 64, 1 << 30, NULL, "bytes", "1M"},
     {"name", KEYTAB_CHARS, KEYTAB_OFF(opts, name), 0, 8, NULL, "a name", "abc"},
+    {"mode", KEYTAB_WORD, KEYTAB_OFF(opts, mode), 1, 0, "fast|exact|both", "a word", "exact"},
     {NULL, 0, NULL, 0, 0, NULL, NULL, NULL},
 };
 
@@ -60,6 +62,7 @@ static void test_defaults_and_types(void **state) {
     assert_true(o.d == 2.5);
     assert_int_equal(o.bytes, 1 << 20);
     assert_string_equal(o.name, "abc");
+    assert_int_equal(o.mode, 2); /* lo + the index of "exact" */
     /* whole numbers in any spelling; dashes for underscores; trailing blanks */
     assert_int_equal(set(&o, "n-layer", "1e2", KEYTAB_KEY, err), 0);
     assert_int_equal(o.n, 100);
@@ -80,6 +83,10 @@ static void test_defaults_and_types(void **state) {
     assert_int_equal(o.on, 0);
     assert_int_equal(set(&o, "name", "1234567", KEYTAB_KEY, err), 0);
     assert_string_equal(o.name, "1234567");
+    assert_int_equal(set(&o, "mode", "both", KEYTAB_KEY, err), 0);
+    assert_int_equal(o.mode, 3);
+    assert_int_equal(set(&o, "mode", "fast", KEYTAB_KEY, err), 0);
+    assert_int_equal(o.mode, 1);
     assert_null(keytab_find(T, "n_layerx", 8));
     assert_non_null(keytab_find(T, "n_layerx", 7)); /* a prefix of the text, by length */
 }
@@ -114,6 +121,10 @@ static void test_refusals_both_voices(void **state) {
          "--on needs true or false, got 'maybe'"},
         {"name", "12345678", "value of 'name' is too long (max 7 chars)",
          "--name is too long (max 7 chars)"},
+        {"mode", "slow", "'mode' must be fast, exact or both, got 'slow'",
+         "--mode must be fast, exact or both, got 'slow'"},
+        {"mode", "fas", "'mode' must be fast, exact or both, got 'fas'",
+         "--mode must be fast, exact or both, got 'fas'"},
         /* the user's bytes are shown escaped */
         {"n_layer", "\x1b[2J", "'n_layer' needs a whole number, got '\\x1b[2J'",
          "--n_layer needs an integer, got '\\x1b[2J'"},
@@ -142,6 +153,7 @@ static void test_help_rows(void **state) {
     assert_non_null(strstr(text, "  lr             0.001      rate\n"));
     assert_non_null(strstr(text, "  max_body       1M         bytes\n"));
     assert_non_null(strstr(text, "  name           \"abc\"      a name\n"));
+    assert_non_null(strstr(text, "  mode           exact      a word\n"));
     free(text);
     f = open_memstream(&text, &len);
     keytab_print_options(f, T, &o, 24);
