@@ -356,7 +356,7 @@ static gw_rule_cfg *rule_named(gw_config *c, const char *name, char *err, size_t
     }
     gw_rule_cfg *r = &c->rules[c->n_rules++];
     memset(r, 0, sizeof(*r));
-    snprintf(r->name, sizeof(r->name), "%s", name);
+    memcpy(r->name, name, strlen(name) + 1); /* valid_name: shorter than GW_NAME_MAX */
     int rc = keytab_defaults(RULE_KEYS, r, err, errlen);
     mtCheck(rc == 0, err);
     return r;
