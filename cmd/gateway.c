@@ -89,7 +89,10 @@ int cmd_gateway(int argc, char **argv) {
         .help_tail = policy_help,
     };
     int prc = args_parse(&spec, argc, argv, NULL);
-    if (prc != ARGS_CONTINUE) return prc;
+    if (prc != ARGS_CONTINUE) {
+        args_overrides_free(&ov); /* those taken before the refused word */
+        return prc;
+    }
     if (ov.overflow)
         mt_fail("more than %d gateway options on the command line", ARGS_MAX_OVERRIDES);
     gw_config *cfg = callocCheck(1, sizeof(gw_config));

@@ -321,7 +321,10 @@ int cmd_train(int argc, char **argv) {
         .help_tail = config_help,
     };
     int prc = args_parse(&spec, argc, argv, NULL);
-    if (prc != ARGS_CONTINUE) return prc;
+    if (prc != ARGS_CONTINUE) {
+        args_overrides_free(&ov); /* those taken before the refused word */
+        return prc;
+    }
     if (ov.overflow)
         mt_fail("more than %d config overrides on the command line", ARGS_MAX_OVERRIDES);
     mt_config cfg;
