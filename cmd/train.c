@@ -201,11 +201,11 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
     char err[1024];
     log_set_rank(comm_rank(j->world));
     int dp = cfg.dp;
-    if (mesh_check(comm_size(j->world), cfg.tp, cfg.pp, &dp, cfg.ep, err, sizeof(err)) != 0)
+    if (mesh_check(comm_size(j->world), cfg.tp, cfg.cp, cfg.pp, &dp, cfg.ep, err, sizeof(err)) != 0)
         return fail_run(j, MT_EXIT_USAGE, "", err);
     cfg.dp = dp;
     if (take_run_lock(j, &cfg, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
-    mesh_init(&j->ms, j->world, cfg.tp, cfg.pp, cfg.dp, cfg.ep);
+    mesh_init(&j->ms, j->world, cfg.tp, cfg.cp, cfg.pp, cfg.dp, cfg.ep);
     j->have_mesh = 1;
     mesh *ms = &j->ms;
     if (ms->world_size > 1) {

@@ -37,6 +37,11 @@ typedef struct {
     int moe_every, n_experts, top_k;
     float capacity_factor, aux_coef, z_coef;
     int ep, ep_rank;
+    /* context parallelism (parallel/cp.h): this rank holds T/cp positions of every sequence,
+     * CP rank cp_rank's head-tail chunks; attention is ring attention over cp_comm
+     * (model/ring_attention.h). B and T given to the passes are then the LOCAL T = seq_len/cp.
+     * 0 or 1 = no context parallelism. */
+    int cp, cp_rank;
 } gpt_config;
 
 /* One named parameter tensor inside the flat buffer. */
@@ -79,7 +84,7 @@ typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd; // (N, C), (N), (N)
     float *qkv;                       // (N, 3C)
     float *atty;                      // (N, C)
-    float *att;                       // (B, NH, T, T)
+    float *att;                       // (B, NH, T, T); context parallel: (B, NH, T, T·cp)
     float *res2;                      // (N, C) residual after attention
     float *ln2, *ln2_mean, *ln2_rstd; // (N, C), (N), (N)
     float *fch, *fch_gelu;            // (N, 4C)
@@ -117,6 +122,7 @@ typedef struct {
     gpt_config cfg;
     struct comm *tp_comm; /* tensor-parallel group (NULL or size 1 = none) */
     struct comm *ep_comm; /* expert-parallel group (NULL or size 1 = none), set before alloc */
+    struct comm *cp_comm; /* context-parallel ring (cfg.cp > 1), set before the first forward */
     float aux_grad;       /* d(objective)/d(aux + z) of each MoE layer per microbatch */
     gpt_moe_stats moe_stats; /* accumulated over forwards since the caller last cleared it */
     /* (n_local, E + 1) per local block: assignments per expert (over the EP group, before

@@ -21,6 +21,7 @@
 #include "parallel/tp.h"
 #include "model/model.h"
 #include "model/moe.h"
+#include "model/ring_attention.h"
 #include "ops/ops.h"
 #include "ops/prof.h"
 
@@ -31,7 +32,7 @@ static void activation_sizes(const gpt_model *m, int B, int T, size_t *slot, siz
     const gpt_config *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->d_model, V = c->vocab_size;
     size_t Cl = C / c->tp, NHl = c->n_head / c->tp; /* this rank's width and heads */
-    size_t att = (size_t)B * NHl * T * T;
+    size_t att = (size_t)B * NHl * T * T * (c->cp > 1 ? c->cp : 1); /* keys: all T·cp */
     size_t per_block = N * C /*ln1*/ + 2 * N + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + att +
                        N * C /*res2*/ + N * C /*ln2*/ + 2 * N + N * 4 * Cl * 2 /*fch*/ + N * C;
     *slot = N * C + (size_t)m->n_local * per_block + (m->last ? N * C + 2 * N + N * V + N : 0);
@@ -94,7 +95,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
             TAKE(a->ln1_rstd, N);
             TAKE(a->qkv, N * 3 * Cl);
             TAKE(a->atty, N * Cl);
-            TAKE(a->att, (size_t)B * NH * T * T);
+            TAKE(a->att, (size_t)B * NH * T * T * (c->cp > 1 ? c->cp : 1));
             TAKE(a->res2, N * C);
             TAKE(a->ln2, N * C);
             TAKE(a->ln2_mean, N);
@@ -127,7 +128,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     TAKE(m->dln, N * C);
     TAKE(m->datty, N * Cl);
     TAKE(m->dqkv, N * 3 * Cl);
-    TAKE(m->datt, (size_t)B * NH * T * T);
+    TAKE(m->datt, (size_t)B * NH * T * T * (c->cp > 1 ? c->cp : 1));
     TAKE(m->dfch, N * 4 * Cl);
     TAKE(m->dfch_gelu, N * 4 * Cl);
 #undef TAKE
@@ -192,6 +193,7 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
     gpt_acts *A = slot_of(m, slot);
     mtCheck(B <= m->B && T <= m->T, "microbatch larger than the activations were sized for");
     mtCheck(c->tp == 1 || m->tp_comm != NULL, "tensor-parallel model without a TP communicator");
+    mtCheck(c->cp <= 1 || m->cp_comm != NULL, "context-parallel model without a CP communicator");
     /* A smaller (B, T) uses a prefix of each buffer with its own strides, which is consistent
      * because every op takes B and T. */
     int C = c->d_model, V = c->vocab_size, N = B * T;
@@ -203,7 +205,12 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
         for (int i = 0; i < N; i++)
             mtCheck(inputs[i] >= 0 && inputs[i] < V, "token id out of vocabulary range");
         ops_copy_h2d(A->inputs, inputs, (size_t)N * sizeof(int)); /* the loader's ids, in */
-        PROF(PROF_RESIDUAL, ops_encoder_forward(A->encoded, A->inputs, m->wte, m->wpe, B, T, C));
+        if (c->cp > 1) /* this shard's positions (parallel/cp.h) */
+            PROF(PROF_RESIDUAL, ring_attention_embed_forward(A->encoded, A->inputs, m->wte,
+                                                             m->wpe, B, T, C, c->cp, c->cp_rank));
+        else
+            PROF(PROF_RESIDUAL, ops_encoder_forward(A->encoded, A->inputs, m->wte, m->wpe, B, T,
+                                                    C));
         /* a perturbation of the token-embedding rows: (wte[tok] + wpe[t]) + delta; the host's
          * delta goes through dln, backward scratch that is free during a forward */
         if (probe && probe->delta) {
@@ -220,7 +227,11 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
         /* f (identity forward), then column-parallel qkv: this rank's heads only */
         PROF(PROF_MM_QKV_FWD, ops_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C,
                                                  3 * Cl)); // (N, 3, NHl, HS)
-        PROF(PROF_ATTN_FWD, ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS)); // (N, Cl)
+        if (c->cp > 1) /* the sequence is split over the ring */
+            PROF(PROF_ATTN_FWD, ring_attention_forward(m->cp_comm, a->atty, a->att, a->qkv, B, T,
+                                                       NHl, HS));
+        else
+            PROF(PROF_ATTN_FWD, ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS)); // (N, Cl)
         row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, N, Cl, C,
                              PROF_MM_ATTPROJ_FWD); // g
         PROF(PROF_RESIDUAL, ops_add_inplace(a->res2, x, (size_t)N * C)); // residual
@@ -351,8 +362,12 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         PROF(PROF_MM_ATTPROJ_BWD, ops_matmul_backward(m->datty, g->attprojw, g->attprojb,
                                                       m->dres, a->atty, w->attprojw, N, Cl, C));
         PROF(PROF_RESIDUAL, ops_zero(m->dqkv, (size_t)N * 3 * Cl * sizeof(float)));
-        PROF(PROF_ATTN_BWD, ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B,
-                                                   T, NHl, HS));
+        if (c->cp > 1)
+            PROF(PROF_ATTN_BWD, ring_attention_backward(m->cp_comm, m->dqkv, m->datt, m->datty,
+                                                        a->qkv, a->atty, a->att, B, T, NHl, HS));
+        else
+            PROF(PROF_ATTN_BWD, ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att,
+                                                       B, T, NHl, HS));
         PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
         PROF(PROF_MM_QKV_BWD, ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv, a->ln1,
                                                   w->qkvw, N, C, 3 * Cl));
@@ -362,7 +377,11 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         if (params) grads_ready(m, m->tensors[m->block_t0[l]].offset); /* block l is final */
     }
     if (!m->first || !params) return; /* dres: gradient of the stage input */
-    PROF(PROF_RESIDUAL, ops_encoder_backward(m->dwte, m->dwpe, m->dres, A->inputs, B, T, C));
+    if (c->cp > 1)
+        PROF(PROF_RESIDUAL, ring_attention_embed_backward(m->dwte, m->dwpe, m->dres, A->inputs, B,
+                                                          T, C, c->cp, c->cp_rank));
+    else
+        PROF(PROF_RESIDUAL, ops_encoder_backward(m->dwte, m->dwpe, m->dres, A->inputs, B, T, C));
     grads_ready(m, 0);
 }
 

@@ -18,6 +18,7 @@
 #include <cblas.h>
 
 #include "core/check.h"
+#include "ops/ops.h"
 #include "parallel/cp.h"
 
 /* kv (rows, 2C) ← the k and v columns of qkv (rows, 3C): the block that travels. */
@@ -216,4 +217,26 @@ void ring_attention_backward(comm *cpc, float *dqkv, float *datt, const float *d
     free(dkv);
     free(dkv_next);
     free(D);
+}
+
+void ring_attention_embed_forward(float *out, const int *inp, const float *wte, const float *wpe,
+                                  int B, int Tl, int C, int cp, int r) {
+    const int half = Tl / 2;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < 2; h++) {
+            size_t at = (size_t)b * Tl + (size_t)h * half;
+            ops_encoder_forward(out + at * C, inp + at, wte,
+                                wpe + (size_t)cp_half_start(Tl * cp, cp, r, h) * C, 1, half, C);
+        }
+}
+
+void ring_attention_embed_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
+                                   int B, int Tl, int C, int cp, int r) {
+    const int half = Tl / 2;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < 2; h++) {
+            size_t at = (size_t)b * Tl + (size_t)h * half;
+            ops_encoder_backward(dwte, dwpe + (size_t)cp_half_start(Tl * cp, cp, r, h) * C,
+                                 dout + at * C, inp + at, 1, half, C);
+        }
 }

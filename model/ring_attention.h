@@ -40,4 +40,16 @@ void ring_attention_backward(comm *cp, float *dqkv, float *datt, const float *do
                              const float *qkv, const float *out, const float *att, int B, int Tl,
                              int NH, int HS);
 
+/* The embedding of a context-parallel shard: out (B, Tl, C) = wte[inp] + wpe[position], with
+ * the global positions of CP rank r's two chunks (parallel/cp.h; T = Tl·cp), as
+ * ops_encoder_forward per chunk. inp (B, Tl) this rank's token ids. */
+void ring_attention_embed_forward(float *out, const int *inp, const float *wte, const float *wpe,
+                                  int B, int Tl, int C, int cp, int r);
+
+/* Its backward: dwte[inp] += dout, dwpe[position] += dout (accumulates, as
+ * ops_encoder_backward). The position gradients of the other chunks come from the other ranks:
+ * summing gradients over the CP group completes dwpe and dwte. */
+void ring_attention_embed_backward(float *dwte, float *dwpe, const float *dout, const int *inp,
+                                   int B, int Tl, int C, int cp, int r);
+
 #endif /* MT_RING_ATTENTION_H */

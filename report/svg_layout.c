@@ -37,7 +37,7 @@ static void group_line(FILE *f, double x, double y, const char *name, int world,
     int *color = malloc(world * sizeof(int)), *key = malloc(world * sizeof(int));
     int *done = calloc(world, sizeof(int)), *members = malloc(world * sizeof(int));
     if (!color || !key || !done || !members) goto out;
-    for (int r = 0; r < world; r++) mesh_split_key(r, tp, pp, dp, ep, g, &color[r], &key[r]);
+    for (int r = 0; r < world; r++) mesh_split_key(r, tp, 1, pp, dp, ep, g, &color[r], &key[r]);
     for (int r = 0; r < world && L < 150; r++) {
         if (done[r]) continue;
         L += (size_t)snprintf(line + L, sizeof(line) - L, " {");
@@ -150,7 +150,7 @@ int svg_layout(sqlite3 *db, FILE *f) {
         ep = cfg_int(c, "ep", 1), n_layer = cfg_int(c, "n_layer", 0),
         moe_every = cfg_int(c, "moe_every", 0), E = cfg_int(c, "n_experts", 0);
     char err[200];
-    if (tp < 1 || pp < 1 || world > 4096 || mesh_check(world, tp, pp, &dp, ep, err, sizeof(err)) != 0) {
+    if (tp < 1 || pp < 1 || world > 4096 || mesh_check(world, tp, 1, pp, &dp, ep, err, sizeof(err)) != 0) {
         cJSON_Delete(c);
         return 0;
     }
@@ -190,8 +190,8 @@ int svg_layout(sqlite3 *db, FILE *f) {
         fputs("</text>\n", f);
         for (int d = 0; d < dp; d++)
             for (int t = 0; t < tp; t++) {
-                int r = t + tp * (d + dp * s), tr_, dr_, pr_, er_;
-                mesh_coords(r, tp, pp, dp, ep, &tr_, &dr_, &pr_, &er_);
+                int r = t + tp * (d + dp * s), tr_, cr_, dr_, pr_, er_;
+                mesh_coords(r, tp, 1, pp, dp, ep, &tr_, &cr_, &dr_, &pr_, &er_);
                 double x = px + t * cw, y = MT + d * ch;
                 draw_rank(f, r, tr_, dr_, pr_, er_, ep, x, y, cw, ch, in, moe_every, E);
             }

@@ -4,6 +4,12 @@
 # 1. tests/cp_ring_driver.c under mpirun with cp = 1, 2, 4: each rank's rows of the output,
 #    probabilities and dq/dk/dv against ops_cpu_attention_forward/backward on the whole
 #    sequence, and central finite differences through the ring (tolerances in the driver).
+# 2. Training parity: 8 steps of a tiny GPT (seq_len 32) under cp 2 and cp 4, alone and with
+#    tp 2, pp 2 and dp 2, against one process: per-step losses within 1e-5 relative and final
+#    parameters within 1e-4 · max|p| per tensor (tests/reference/compare_runs.py). Not bit for
+#    bit: the online softmax merges key blocks in another order than the one-pass softmax, and
+#    gradients are partial sums per rank added over the dp x cp group. The mesh line names the
+#    ring; bad input (2·cp not dividing seq_len, cp with MoE) exits 2 with one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -20,4 +26,37 @@ for np in 1 2 4; do
   if out=$(OMP_NUM_THREADS=1 timeout 120 $MPI -np $np "$BIN" 2>&1); then ok "ring attention: $out"
   else bad "ring attention cp $np: $(echo "$out" | tail -3)"; fi
 done
+
+layout_setup mt_cp
+cat >> "$CONFIG" <<INI
+n_layer = 2
+n_head = 4
+d_model = 32
+batch_size = 2
+global_batch = 8
+eval_batches = 2
+seed = 11
+INI
+run base 1
+for layout in "cp2:2:--cp 2" "cp4:4:--cp 4" "cp2_tp2:4:--cp 2 --tp 2" "cp2_pp2:4:--cp 2 --pp 2" \
+              "cp2_dp2:4:--cp 2 --dp 2"; do
+  IFS=: read -r name np flags <<< "$layout"
+  run "$name" "$np" $flags || bad "$name: $(tail -2 "$TMP/$name.log" | cut -c1-200)"
+  check "$name" base
+done
+grep -q "cp ring \[0,2\]" "$TMP/cp2_tp2.log" && ok "mesh: tp fastest, then the cp ring (rank 0's ring is [0,2] at tp 2)" \
+  || bad "mesh line: $(grep -m2 "rank 0:" "$TMP/cp2_tp2.log")"
+
+# bad input: one clear line, exit 2, before any work
+set +e
+$MPI -np 4 $MT train --config "$CONFIG" --run-dir "$TMP/bad1" --cp 4 --seq-len 20 > "$TMP/bad1.out" 2>&1; rc1=$?
+$MPI -np 2 $MT train --config "$CONFIG" --run-dir "$TMP/bad2" --cp 2 --moe-every 2 > "$TMP/bad2.out" 2>&1; rc2=$?
+$MPI -np 3 $MT train --config "$CONFIG" --run-dir "$TMP/bad3" --cp 2 > "$TMP/bad3.out" 2>&1; rc3=$?
+set -e
+[ $rc1 = 2 ] && grep -q "cp 4 must divide seq_len/2 (seq_len 20)" "$TMP/bad1.out" \
+  && ok "cp 4 with seq_len 20 refused" || bad "cp 4 seq_len 20: rc $rc1 $(head -3 "$TMP/bad1.out")"
+[ $rc2 = 2 ] && grep -q "cp 2 needs a dense model" "$TMP/bad2.out" \
+  && ok "cp with a MoE model refused" || bad "cp moe: rc $rc2 $(head -3 "$TMP/bad2.out")"
+[ $rc3 = 2 ] && grep -q "world size 3 is not divisible by tp 1 x cp 2 x pp 1" "$TMP/bad3.out" \
+  && ok "world 3 for cp 2 refused" || bad "cp world 3: rc $rc3 $(head -3 "$TMP/bad3.out")"
 finish "cp"
