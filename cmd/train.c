@@ -177,6 +177,15 @@ static void log_setup(const trainer *t, const mesh *ms) {
                  t->schedule == PP_GPIPE ? "GPipe" : "1F1B",
                  100 * pp_bubble_fraction(ms->pp, t->grad_accum));
     }
+    if (ms->cp > 1) {
+        int T = c->seq_len, Tl = T / ms->cp;
+        double mine = gpt_activation_floats(&t->model, c->batch_size, Tl) * 4.0 / 1048576.0;
+        double one = gpt_activation_floats_without_cp(&t->model, c->batch_size, T) * 4.0 /
+                     1048576.0;
+        log_info("context parallel: cp %d ring, head-tail chunks of %d positions (rank r holds "
+                 "chunks r and %d-r) | activation memory per rank %.2f MiB, without cp %.2f MiB "
+                 "(%.3fx)", ms->cp, T / (2 * ms->cp), 2 * ms->cp - 1, mine, one, mine / one);
+    }
     if (ms->world_size > 1) {
         double opt_mb = 2.0 * t->opt.n * sizeof(float) / 1048576.0;
         double full_mb = 2.0 * t->model.num_params * sizeof(float) / 1048576.0;

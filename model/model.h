@@ -194,6 +194,9 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots);
 /* Floats of activation memory of one slot and of the shared backward scratch, for (B, T) on
  * this model's stage: for memory reports. */
 size_t gpt_activation_floats(const gpt_model *m, int B, int T);
+/* The same for this stage without context parallelism: B sequences of the WHOLE length T on one
+ * rank (what a context-parallel rank's share is measured against). */
+size_t gpt_activation_floats_without_cp(const gpt_model *m, int B, int T);
 
 /* Forward pass. inputs, targets (B,T) int token ids; targets may be NULL (no loss).
  * dloss: gradient scale of the mean loss for the backward that follows, normally

@@ -45,6 +45,12 @@ size_t gpt_activation_floats(const gpt_model *m, int B, int T) {
     return slot * (size_t)(m->n_slots > 0 ? m->n_slots : 1) + scratch;
 }
 
+size_t gpt_activation_floats_without_cp(const gpt_model *m, int B, int T) {
+    gpt_model one = *m; /* activation_sizes reads the config and the stage's shape only */
+    one.cfg.cp = 1, one.cfg.cp_rank = 0;
+    return gpt_activation_floats(&one, B, T);
+}
+
 void gpt_free_activations(gpt_model *m) {
     for (int i = 0; i < m->n_slots; i++) {
         for (int l = 0; m->slots[i].moe && l < m->n_local; l++)

@@ -44,6 +44,20 @@ for layout in "cp2:2:--cp 2" "cp4:4:--cp 4" "cp2_tp2:4:--cp 2 --tp 2" "cp2_pp2:4
   run "$name" "$np" $flags || bad "$name: $(tail -2 "$TMP/$name.log" | cut -c1-200)"
   check "$name" base
 done
+# activation memory per rank: every activation is (rows of this rank) x width, attention's
+# (rows x all keys), so cp ranks hold exactly 1/cp of one process's
+grep -q "activation memory per rank .*(0.500x)" "$TMP/cp2.log" && grep -q "(0.250x)" "$TMP/cp4.log" \
+  && ok "activation memory per rank: 1/2 at cp 2, 1/4 at cp 4" \
+  || bad "activation memory: $(grep -h "activation memory" "$TMP/cp2.log" "$TMP/cp4.log")"
+# the ring volume each step equals the formula (floats counted by cp_ring_shift)
+for name in cp2 cp4 cp2_tp2; do
+  line=$(grep -m1 "cp ring: step 1 sent" "$TMP/$name.log" || true)
+  sent=$(sed -n 's/.*MiB per rank (\([0-9]*\) floats).*/\1/p' <<< "$line")
+  want=$(sed -n 's/.*MiB (\([0-9]*\) floats)$/\1/p' <<< "$line")
+  [ -n "$sent" ] && [ "$sent" = "$want" ] && [ "$sent" -gt 0 ] \
+    && ok "$name: ring volume $sent floats per rank per step = formula" \
+    || bad "$name: ring volume '$line'"
+done
 grep -q "cp ring \[0,2\]" "$TMP/cp2_tp2.log" && ok "mesh: tp fastest, then the cp ring (rank 0's ring is [0,2] at tp 2)" \
   || bad "mesh line: $(grep -m2 "rank 0:" "$TMP/cp2_tp2.log")"
 

@@ -524,6 +524,19 @@ static void log_nonfinite(trainer *tr, int s, float loss, double norm) {
              MT_EXIT_NONFINITE);
 }
 
+/* The ring volume of the last step on this rank against parallel/cp.h's formula,
+ * (6·cp − 4)·B·(T/cp)·(d_model/tp) floats per layer and microbatch. */
+static void log_cp_ring(const trainer *tr) {
+    const mt_config *c = &tr->cfg;
+    const gpt_model *m = &tr->model;
+    double want = cp_ring_formula_floats(tr->mesh->cp, c->batch_size, c->seq_len,
+                                         c->d_model / c->tp) * m->n_local * tr->grad_accum;
+    log_info("cp ring: step %d sent %.3f MiB per rank (%.0f floats) | formula "
+             "(6·cp-4)·B·(T/cp)·(d/tp) x %d layers x %d microbatches = %.3f MiB (%.0f floats)",
+             tr->step, tr->last_cp_floats * sizeof(float) / 1048576.0, tr->last_cp_floats,
+             m->n_local, tr->grad_accum, want * sizeof(float) / 1048576.0, want);
+}
+
 /* After the update of step tr->step (it ran from t0 to t1, c0 = comm_seconds() at t0): the
  * tr->last_* figures, the metrics row, the MoE statistics, the pipeline idle share, and the
  * progress line when it is due. t_loop and steps_here give the ETA. */
@@ -572,6 +585,7 @@ static void log_step(trainer *tr, float loss, float lr, double norm, double t0, 
                      "MFU %.1f%%%s%s | ETA %s",
                      tr->step, c->steps, loss, lr, norm, step_s * 1e3, tps, 100 * mfu, th, cm,
                      log_duration(eta, buf, sizeof(buf)));
+        if (ms->cp > 1 && ms->rank == 0) log_cp_ring(tr);
     }
 }
 
@@ -595,7 +609,7 @@ int trainer_run(trainer *tr) {
     int pp_check = getenv("MINITRAIN_PP_CHECK") != NULL;
     int rc = MT_EXIT_OK;
     for (int s = tr->step; s < end; s++) {
-        double t0 = timer_now(), c0 = comm_seconds();
+        double t0 = timer_now(), c0 = comm_seconds(), ring0 = cp_ring_floats();
         gpt_zero_grad(m);
         memset(&m->moe_stats, 0, sizeof(m->moe_stats));
         if (m->moe_load)
@@ -604,6 +618,7 @@ int trainer_run(trainer *tr) {
         m->aux_grad = (float)ms->ep / ((float)tr->grad_accum * dp);
         double loss_sum = ms->pp > 1 ? pipeline_step(tr, s, end, inp, tgt)
                                      : microbatch_step(tr, s, inp, tgt, dloss);
+        tr->last_cp_floats = cp_ring_floats() - ring0; /* the step's passes, not eval's */
         if (ms->ep > 1) reduce_grads_ep(tr);
         else dp_finish(&tr->dp, m->grads);
         if (tp_check) tp_replica_check(tr);
