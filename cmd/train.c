@@ -43,13 +43,13 @@ static void config_help(FILE *out) {
  * that does not load is left to the run's own check of it, which names the file. */
 static void take_rankfile_layout(mt_config *cfg, const char *path) {
     char err[512];
-    int tp, pp, dp, ep, world;
-    if (plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, err, sizeof(err)) != 0)
+    int tp, pp, dp, ep, world, cp;
+    if (plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, &cp, err, sizeof(err)) != 0)
         mt_fail("%s", err);
     const struct { const char *name; int *cur, want, def; } d[] = {
         {"tp", &cfg->tp, tp, 1}, {"pp", &cfg->pp, pp, 1}, {"dp", &cfg->dp, dp, 0},
-        {"ep", &cfg->ep, ep, 1}};
-    for (int i = 0; i < 4; i++) {
+        {"ep", &cfg->ep, ep, 1}, {"cp", &cfg->cp, cp, 1}};
+    for (int i = 0; i < 5; i++) {
         if (*d[i].cur != d[i].def && *d[i].cur != d[i].want)
             mt_fail("--rankfile %s was planned for %s %d, the config says %s %d", path,
                     d[i].name, d[i].want, d[i].name, *d[i].cur);
