@@ -180,11 +180,19 @@ static void log_setup(const trainer *t, const mesh *ms) {
     if (ms->cp > 1) {
         int T = c->seq_len, Tl = T / ms->cp;
         double mine = gpt_activation_floats(&t->model, c->batch_size, Tl) * 4.0 / 1048576.0;
-        double one = gpt_activation_floats_without_cp(&t->model, c->batch_size, T) * 4.0 /
+        double one = gpt_activation_floats_whole_sequence(&t->model, c->batch_size, T) * 4.0 /
                      1048576.0;
         log_info("context parallel: cp %d ring, head-tail chunks of %d positions (rank r holds "
                  "chunks r and %d-r) | activation memory per rank %.2f MiB, without cp %.2f MiB "
                  "(%.3fx)", ms->cp, T / (2 * ms->cp), 2 * ms->cp - 1, mine, one, mine / one);
+    }
+    if (c->sp) {
+        double mine = gpt_activation_floats(&t->model, c->batch_size, c->seq_len) * 4.0 / 1048576.0;
+        double one = gpt_activation_floats_whole_sequence(&t->model, c->batch_size, c->seq_len) *
+                     4.0 / 1048576.0;
+        log_info("sequence parallel: LayerNorm/residual rows sharded %d ways inside the TP group "
+                 "(all-reduce -> reduce-scatter + all-gather) | activation memory per rank %.2f "
+                 "MiB, without sp %.2f MiB (%.3fx)", c->tp, mine, one, mine / one);
     }
     if (ms->world_size > 1) {
         double opt_mb = 2.0 * t->opt.n * sizeof(float) / 1048576.0;

@@ -70,6 +70,7 @@ static const key_desc KEYS[] = {
     KI(tp, 1, 1, 1024, "tensor-parallel degree"),
     KI(pp, 1, 1, 256, "pipeline-parallel degree"),
     KI(cp, 1, 1, 1024, "context-parallel degree (ring attention; 2*cp divides seq_len)"),
+    KI(sp, 0, 0, 1, "sequence parallelism inside the TP group (1 = on; needs tp > 1)"),
     KI(dp, 0, 0, 1 << 20, "data-parallel degree (0 = world / (tp*cp*pp))"),
     KI(ep, 1, 1, 1024, "expert-parallel degree (carved out of dp)"),
     KI(zero, 0, 0, 1, "ZeRO stage (0 or 1)"),

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/run_cp.sh — context parallelism (cp): ring attention equals the unsharded attention.
+# tests/run_cp.sh — the sequence dimension: context parallelism (cp, ring attention) and
+# sequence parallelism (sp, inside the TP group) train the same model as one process.
 #
 # 1. tests/cp_ring_driver.c under mpirun with cp = 1, 2, 4: each rank's rows of the output,
 #    probabilities and dq/dk/dv against ops_cpu_attention_forward/backward on the whole
@@ -9,7 +10,13 @@
 #    parameters within 1e-4 · max|p| per tensor (tests/reference/compare_runs.py). Not bit for
 #    bit: the online softmax merges key blocks in another order than the one-pass softmax, and
 #    gradients are partial sums per rank added over the dp x cp group. The mesh line names the
-#    ring; bad input (2·cp not dividing seq_len, cp with MoE) exits 2 with one line.
+#    ring; activation memory per rank is exactly 1/cp; the ring volume counted per step equals
+#    the formula; bad input (2·cp not dividing seq_len, cp with MoE) exits 2 with one line.
+# 3. sp = 1 with tp 2, alone and with pp 2 and dp 2, against the same one process (same
+#    tolerances: the LayerNorm and embedding gradients are summed from per-rank halves); the
+#    LayerNorm/embedding gradients are identical across the TP group after their reduction
+#    (MINITRAIN_TP_CHECK spread 0); activation memory per rank below tp 2 without sp; sp without
+#    tp > 1 refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -73,4 +80,23 @@ set -e
   && ok "cp with a MoE model refused" || bad "cp moe: rc $rc2 $(head -3 "$TMP/bad2.out")"
 [ $rc3 = 2 ] && grep -q "world size 3 is not divisible by tp 1 x cp 2 x pp 1" "$TMP/bad3.out" \
   && ok "world 3 for cp 2 refused" || bad "cp world 3: rc $rc3 $(head -3 "$TMP/bad3.out")"
+
+# sequence parallelism inside the TP group
+for layout in "tp2_sp:2:--tp 2 --sp 1" "tp2_sp_pp2:4:--tp 2 --sp 1 --pp 2" "tp2_sp_dp2:4:--tp 2 --sp 1 --dp 2"; do
+  IFS=: read -r name np flags <<< "$layout"
+  run "$name" "$np" $flags || bad "$name: $(tail -2 "$TMP/$name.log" | cut -c1-200)"
+  check "$name" base
+done
+ratio=$(sed -n 's/.*sequence parallel: .*(\([0-9.]*\)x)/\1/p' "$TMP/tp2_sp.log" | head -1)
+/usr/bin/python3 -c "import sys; r = float(sys.argv[1]); assert 0.3 < r < 0.95, r" "${ratio:-0}" \
+  && ok "sp: activation memory per rank ${ratio}x of tp 2 without sp" || bad "sp memory ratio '$ratio'"
+MINITRAIN_TP_CHECK=1 run spcheck 2 --tp 2 --sp 1 --steps 3
+spread=$(grep -o "by at most [0-9.e+-]*" "$TMP/spcheck.log" | awk '{print $4}' | sort -g | tail -1)
+[ -n "$spread" ] && [ "$spread" = 0 ] && ok "sp: replicated gradients identical across TP ranks after the sp reduction" \
+  || bad "sp TP replica spread '$spread'"
+set +e
+$MPI -np 2 $MT train --config "$CONFIG" --run-dir "$TMP/bad4" --dp 2 --sp 1 > "$TMP/bad4.out" 2>&1; rc4=$?
+set -e
+[ $rc4 = 2 ] && grep -q "sp = 1 needs tp > 1" "$TMP/bad4.out" && ok "sp without tp > 1 refused" \
+  || bad "sp tp 1: rc $rc4 $(head -3 "$TMP/bad4.out")"
 finish "cp"

@@ -69,7 +69,7 @@ float trainer_eval(trainer *tr) {
     if ((uint64_t)batches * bsz > nwin) batches = (int)(nwin / bsz);
     double acc[2] = {0, 0}; /* loss sum, batches */
     gpt_model *m = &tr->model;
-    size_t act = (size_t)bsz * Tl * m->cfg.d_model;
+    size_t act = (size_t)bsz * (Tl / (c->sp ? c->tp : 1)) * m->cfg.d_model; /* sp: 1/tp */
     /* every rank runs the same number of forwards (MoE expert parallelism makes them
      * collective across data-parallel ranks); rounds past the end are computed, not counted */
     int rounds = (batches + ms->dp - 1) / ms->dp;
@@ -88,6 +88,7 @@ float trainer_eval(trainer *tr) {
     comm_all_reduce_f64(ms->pp_group, acc, 2, COMM_SUM); /* only the last stage has losses */
     /* over dp and cp: a CP rank's mean is over its equal share of each sequence's positions */
     comm_all_reduce_f64(ms->dpcp_group, acc, 2, COMM_SUM);
+    if (c->sp) comm_all_reduce_f64(ms->tp_group, acc, 2, COMM_SUM); /* sp: TP ranks' shares */
     free(inp);
     free(tgt);
     return (float)(acc[0] / acc[1]);
@@ -461,7 +462,8 @@ static double pipeline_step(trainer *tr, int s, int end, int *inp, int *tgt) {
     gpt_model *m = &tr->model;
     int B = c->batch_size, T = c->seq_len;
     pipe_ctx pc = {tr, s, inp, tgt, 0};
-    size_t act = (size_t)B * (T / ms->cp) * c->d_model; /* this CP rank's positions */
+    /* this rank's positions: 1/cp of each sequence, and with sp 1/tp of that */
+    size_t act = (size_t)B * (T / ms->cp / (c->sp ? c->tp : 1)) * c->d_model;
     float *grad_buf = ops_alloc(act * sizeof(float), "pp grad in");
     pp_stage_fns fns = {&pc, act, pipe_input, pipe_forward,
                         pipe_backward, grad_buf, NULL};
@@ -621,10 +623,12 @@ int trainer_run(trainer *tr) {
         tr->last_cp_floats = cp_ring_floats() - ring0; /* the step's passes, not eval's */
         if (ms->ep > 1) reduce_grads_ep(tr);
         else dp_finish(&tr->dp, m->grads);
+        gpt_sp_reduce_grads(m); /* sp: LayerNorm/embedding gradients are per-position partials */
         if (tp_check) tp_replica_check(tr);
         double lsum = loss_sum; /* CP ranks: means over equal shares of the same sequences */
         comm_all_reduce_f64(ms->dpcp_group, &lsum, 1, COMM_SUM);
-        float loss = (float)(lsum / (tr->grad_accum * dp * ms->cp));
+        if (c->sp) comm_all_reduce_f64(ms->tp_group, &lsum, 1, COMM_SUM); /* sp: TP ranks' means */
+        float loss = (float)(lsum / (tr->grad_accum * dp * ms->cp * (c->sp ? c->tp : 1)));
         double norm = global_grad_norm(tr);
         if (!isfinite(loss) || !isfinite(norm)) {
             log_nonfinite(tr, s, loss, norm);

@@ -85,7 +85,7 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
                      .moe_every = c->moe_every, .n_experts = c->n_experts, .top_k = c->top_k,
                      .capacity_factor = c->capacity_factor, .aux_coef = c->aux_loss_coef,
                      .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank,
-                     .cp = ms->cp, .cp_rank = ms->cp_rank};
+                     .cp = ms->cp, .cp_rank = ms->cp_rank, .sp = c->sp};
     if (ms->ep > 1 && c->moe_every == 0) {
         snprintf(err, errlen, "ep %d needs a mixture-of-experts model (set moe_every)", ms->ep);
         return -1;
@@ -281,6 +281,30 @@ static int check_cp(const mt_config *c, char *err, size_t errlen) {
     return -1;
 }
 
+/* Sequence parallelism (sp = 1) shards inside the TP group, so it needs tp > 1 dividing
+ * seq_len; the MoE layer, ZeRO-1, adversarial training (probes) and context parallelism are not
+ * implemented with it. 0, or -1 with one line in err. */
+static int check_sp(const mt_config *c, char *err, size_t errlen) {
+    if (!c->sp) return 0;
+    if (c->tp < 2) {
+        snprintf(err, errlen, "sp = 1 needs tp > 1: sequence parallelism shards the sequence "
+                 "inside the tensor-parallel group (tp %d)", c->tp);
+        return -1;
+    }
+    if (c->seq_len % c->tp != 0) {
+        snprintf(err, errlen, "sp = 1 needs tp (%d) to divide seq_len (%d): each TP rank holds "
+                 "seq_len/tp positions", c->tp, c->seq_len);
+        return -1;
+    }
+    const char *why = c->cp > 1 ? "cp = 1" : c->moe_every > 0 ? "a dense model (moe_every = 0)"
+                    : c->zero ? "zero = 0" : strcmp(c->adv_train, "none") != 0 ? "adv_train = none"
+                    : NULL;
+    if (!why) return 0;
+    snprintf(err, errlen, "sp = 1 needs %s: not implemented together with sequence parallelism",
+             why);
+    return -1;
+}
+
 /* trainer_init's body; *init receives the --init-from weights (freed by the caller). */
 static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init, char *err,
                     size_t errlen) {
@@ -314,7 +338,7 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
                  "parallelism splits attention by heads", c->tp, c->n_head, c->d_model);
         return -1;
     }
-    if (check_cp(c, err, errlen) != 0) return -1;
+    if (check_cp(c, err, errlen) != 0 || check_sp(c, err, errlen) != 0) return -1;
 
     /* initial weights (--init-from): they fix the model's shape */
     char msg[512];
@@ -403,7 +427,7 @@ int trainer_init_weights(trainer *tr, const mt_config *cfg, mesh *ms, const gpt_
     }
     c->batch_size = c->global_batch = 1;
     c->tp = c->pp = c->dp = c->ep = c->cp = 1;
-    c->zero = 0;
+    c->zero = c->sp = 0;
     if (ms->world_size != 1) {
         snprintf(err, errlen, "trainer_init_weights runs in one process");
         return -1;
