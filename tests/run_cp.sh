@@ -24,11 +24,7 @@ make -s "$BUILD/libminitrain.a" >/dev/null
 . tests/layout_lib.sh
 blas_env
 BIN="$BUILD/tests/cp_ring_driver"
-mkdir -p "$BUILD/tests"
-${CC:-gcc} -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. \
-  -I"$BLAS_INC" -DMT_HAVE_MPI $(mpicc --showme:compile) tests/cp_ring_driver.c "$BUILD/libminitrain.a" \
-  -o "$BIN" -L"$BLAS_LIB" -Wl,-rpath,"$BLAS_LIB" -lopenblas $(mpicc --showme:link) \
-  -lsqlite3 -linih -lcjson -lmicrohttpd -lpcre2-8 -lpthread -lm
+mpi_driver tests/cp_ring_driver.c "$BIN"
 for np in 1 2 4; do
   if out=$(OMP_NUM_THREADS=1 timeout 120 $MPI -np $np "$BIN" 2>&1); then ok "ring attention: $out"
   else bad "ring attention cp $np: $(echo "$out" | tail -3)"; fi
