@@ -6,7 +6,7 @@
 #    probabilities and dq/dk/dv against ops_cpu_attention_forward/backward on the whole
 #    sequence, and central finite differences through the ring (tolerances in the driver).
 # 2. Training parity: 8 steps of a tiny GPT (seq_len 32) under cp 2 and cp 4, alone and with
-#    tp 2, pp 2 and dp 2, against one process: per-step losses within 1e-5 relative and final
+#    tp 2, pp 2 and dp 2 (8 ranks for cp 4 with one of them), against one process: per-step losses within 1e-5 relative and final
 #    parameters within 1e-4 · max|p| per tensor (tests/reference/compare_runs.py). Not bit for
 #    bit: the online softmax merges key blocks in another order than the one-pass softmax, and
 #    gradients are partial sums per rank added over the dp x cp group. The mesh line names the
@@ -42,7 +42,8 @@ seed = 11
 INI
 run base 1
 for layout in "cp2:2:--cp 2" "cp4:4:--cp 4" "cp2_tp2:4:--cp 2 --tp 2" "cp2_pp2:4:--cp 2 --pp 2" \
-              "cp2_dp2:4:--cp 2 --dp 2"; do
+              "cp2_dp2:4:--cp 2 --dp 2" "cp4_tp2:8:--cp 4 --tp 2" "cp4_pp2:8:--cp 4 --pp 2" \
+              "cp4_dp2:8:--cp 4 --dp 2"; do
   IFS=: read -r name np flags <<< "$layout"
   run "$name" "$np" $flags || bad "$name: $(tail -2 "$TMP/$name.log" | cut -c1-200)"
   check "$name" base
