@@ -15,8 +15,9 @@
 # 3. sp = 1 with tp 2, alone and with pp 2 and dp 2, against the same one process (same
 #    tolerances: the LayerNorm and embedding gradients are summed from per-rank halves); the
 #    LayerNorm/embedding gradients are identical across the TP group after their reduction
-#    (MINITRAIN_TP_CHECK spread 0); activation memory per rank below tp 2 without sp; sp without
-#    tp > 1 refused.
+#    (MINITRAIN_TP_CHECK spread 0); activation memory per rank below tp 2 without sp; on the
+#    guard device sp trains bit for bit like cpu; sp without tp > 1, and cp on a device other
+#    than cpu, refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -91,9 +92,16 @@ MINITRAIN_TP_CHECK=1 run spcheck 2 --tp 2 --sp 1 --steps 3
 spread=$(grep -o "by at most [0-9.e+-]*" "$TMP/spcheck.log" | awk '{print $4}' | sort -g | tail -1)
 [ -n "$spread" ] && [ "$spread" = 0 ] && ok "sp: replicated gradients identical across TP ranks after the sp reduction" \
   || bad "sp TP replica spread '$spread'"
+# the guard device (every model buffer PROT_NONE outside the ops, docs/gpu.md): sp's collectives
+# and permutes touch device memory only through comm/ops, so it trains bit for bit like cpu
+MINITRAIN_DEVICE=guard run tp2_sp_guard 2 --tp 2 --sp 1 || bad "sp on guard: $(tail -2 "$TMP/tp2_sp_guard.log")"
+check tp2_sp_guard tp2_sp --exact
 set +e
+MINITRAIN_DEVICE=guard $MPI -np 2 $MT train --config "$CONFIG" --run-dir "$TMP/bad5" --cp 2 > "$TMP/bad5.out" 2>&1; rc5=$?
 $MPI -np 2 $MT train --config "$CONFIG" --run-dir "$TMP/bad4" --dp 2 --sp 1 > "$TMP/bad4.out" 2>&1; rc4=$?
 set -e
 [ $rc4 = 2 ] && grep -q "sp = 1 needs tp > 1" "$TMP/bad4.out" && ok "sp without tp > 1 refused" \
   || bad "sp tp 1: rc $rc4 $(head -3 "$TMP/bad4.out")"
+[ $rc5 = 2 ] && grep -q "cp 2 needs device = cpu" "$TMP/bad5.out" && ok "cp on a device other than cpu refused" \
+  || bad "cp guard: rc $rc5 $(head -3 "$TMP/bad5.out")"
 finish "cp"
