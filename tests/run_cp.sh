@@ -11,7 +11,9 @@
 #    bit: the online softmax merges key blocks in another order than the one-pass softmax, and
 #    gradients are partial sums per rank added over the dp x cp group. The mesh line names the
 #    ring; activation memory per rank is exactly 1/cp; the ring volume counted per step equals
-#    the formula; bad input (2·cp not dividing seq_len, cp with MoE) exits 2 with one line.
+#    the formula; a cp 2 run stopped at step 4 resumes bit for bit, and resumes in one process
+#    within the tolerance; bad input (2·cp not dividing seq_len, cp with MoE) exits 2 with one
+#    line.
 # 3. sp = 1 with tp 2, alone and with pp 2 and dp 2, against the same one process (same
 #    tolerances: the LayerNorm and embedding gradients are summed from per-rank halves); the
 #    LayerNorm/embedding gradients are identical across the TP group after their reduction
@@ -63,6 +65,14 @@ for name in cp2 cp4 cp2_tp2; do
     && ok "$name: ring volume $sent floats per rank per step = formula" \
     || bad "$name: ring volume '$line'"
 done
+# checkpoints: CP ranks hold copies, one writes; resume is bit for bit, and a cp 2 checkpoint
+# resumes in one process within the parity tolerance
+CK="--ckpt-every 2 --ckpt-keep 10 --ckpt-tier0 0"
+run cp2_full 2 --cp 2 $CK
+run cp2_stop 2 --cp 2 $CK --stop-after 4 && run cp2_stop 2 --cp 2 $CK
+grep -q "resumed from step 4" "$TMP/cp2_stop.log" && check cp2_stop cp2_full --exact || bad "cp 2 resume: $(tail -2 "$TMP/cp2_stop.log")"
+run cp2_to1 2 --cp 2 $CK --stop-after 4 && run cp2_to1 1 $CK
+grep -q "resumed from step 4" "$TMP/cp2_to1.log" && check cp2_to1 base || bad "cp 2 -> 1 process resume"
 grep -q "cp ring \[0,2\]" "$TMP/cp2_tp2.log" && ok "mesh: tp fastest, then the cp ring (rank 0's ring is [0,2] at tp 2)" \
   || bad "mesh line: $(grep -m2 "rank 0:" "$TMP/cp2_tp2.log")"
 
