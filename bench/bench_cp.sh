@@ -7,7 +7,8 @@
 # holding the whole sequence), the peak resident memory of each rank (/usr/bin/time), the
 # ring volume sent per rank in one step against the formula (6·cp − 4)·B·(T/cp)·d per layer
 # (parallel/cp.h), and the step time. On the 2-core machine cp 4 oversubscribes the cores, so
-# its step time is not a speed-up figure.
+# its step time is not a speed-up figure. Then tp 2 with and without sequence parallelism
+# (sp = 1): activation memory per rank, peak RSS and the step time.
 #
 #   bash bench/bench_cp.sh            (after `make`, from the repository root)
 set -euo pipefail
@@ -28,4 +29,12 @@ for cp in 1 2 4; do
   grep -h "cp ring: step 2" "$TMP/cp$cp.log" | sed 's/.*cp ring:/  ring:/' || true
   grep -h "^.*step 2/2" "$TMP/cp$cp.log" | grep -o "loss [0-9.]* .*ms" | sed 's/^/  /' | head -1
   grep -h "maxrss" "$TMP/cp$cp.log" | sed 's/^/  rank peak RSS: /'
+done
+for flags in "--tp 2" "--tp 2 --sp 1"; do
+  name=$(tr -d ' -' <<< "$flags")
+  $MPI -np 2 /usr/bin/time -f "maxrss %M KiB" ./minitrain train $BASE $flags --run-dir "$TMP/$name" > "$TMP/$name.log" 2>&1
+  echo "== $flags"
+  grep -h "sequence parallel:" "$TMP/$name.log" | sed 's/.*| activation/  activation/' || true
+  grep -h "^.*step 2/2" "$TMP/$name.log" | grep -o "loss [0-9.]* .*ms" | sed 's/^/  /' | head -1
+  grep -h "maxrss" "$TMP/$name.log" | sed 's/^/  rank peak RSS: /'
 done
