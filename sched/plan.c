@@ -318,7 +318,7 @@ void plan_bytes(const plan_model *m, double bytes[PLAN_NDIM]) {
     double params = 12.0 * L * d * d + V * d + T * d;
     int moe_layers = m->moe_every > 0 ? m->n_layer / m->moe_every : 0;
     bytes[PLAN_DIM_TP] = m->tp > 1 ? 4.0 * layers * mb * act : 0;
-    bytes[PLAN_DIM_DP] = m->dp > 1 ? params / ((double)m->tp * m->pp) * e : 0;
+    bytes[PLAN_DIM_DP] = m->dp * cp > 1 ? params / ((double)m->tp * m->pp) * e : 0; /* dp x cp */
     bytes[PLAN_DIM_PP] = m->pp > 1 ? 2.0 * mb * act : 0;
     bytes[PLAN_DIM_EP] = m->ep > 1 && moe_layers > 0
                              ? 4.0 * ((double)moe_layers / m->pp) * mb * m->top_k * act

@@ -159,7 +159,8 @@ const char *plan_link_name(plan_link l);
 /* Bytes per step per rank of each dimension (see docs/placement.md):
  *   TP: 4 all-reduces (2 forward, 2 backward) per layer per microbatch of (micro_batch, seq_len,
  *       d_model) activations, for the n_layer/pp layers of one stage;
- *   DP: one all-reduce of the rank's gradient shard, params/(tp·pp) elements;
+ *   DP: one all-reduce of the rank's gradient shard, params/(tp·pp) elements, over the dp·cp
+ *       ranks holding the same parameters;
  *   PP: per microbatch one activation sent forward and one gradient back, (micro_batch, seq_len,
  *       d_model) each;
  *   EP: 4 all-to-alls (dispatch + combine, forward and backward) per MoE layer of a stage per

@@ -233,6 +233,10 @@ static void test_cp_rings_placed(void **state) {
     assert_true(b[PLAN_DIM_CP] == 1024);
     assert_true(b[PLAN_DIM_TP] == 1024);
     assert_true(plan_bus_factor(PLAN_DIM_CP, 2) == 1);
+    m.dp = 1; /* the ring's ranks still sum their gradients: DP bytes over dp x cp = 2 ranks */
+    plan_bytes(&m, b);
+    assert_true(b[PLAN_DIM_DP] == (12.0 * 2 * 16 + 16 * 4 + 8 * 4) / (2 * 1) * 4);
+    m.dp = 2;
     plan_topo t;
     plan_topo_init(&t);
     plan_topo_add(&t, "n0", 8, 4, 8, 0);
