@@ -121,7 +121,7 @@ static gpt_model *full_model(trainer *tr) {
     gpt_model *full = callocCheck(1, sizeof(gpt_model));
     gpt_config fc = m->cfg;
     fc.tp = 1, fc.tp_rank = 0, fc.pp = 1, fc.pp_rank = 0, fc.layer_begin = 0, fc.layer_end = 0;
-    fc.ep = 1, fc.ep_rank = 0, fc.cp = 1, fc.cp_rank = 0;
+    fc.ep = 1, fc.ep_rank = 0, fc.cp = 1, fc.cp_rank = 0, fc.sp = 0;
     char err[256];
     mtCheck(gpt_build(full, &fc, err, sizeof(err)) == 0, "cannot build the unsharded model");
     gpt_place_into_full(m, gpt_params_host(m), full);
