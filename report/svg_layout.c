@@ -102,6 +102,18 @@ static void draw_rank(FILE *f, int r, int tr_, int cr_, int cp, int dr_, int pr_
     fputs("</g>\n", f);
 }
 
+/* Outlines (class cls, dashed) of every run of `span` consecutive rows of each of the tp columns,
+ * over `rows` rows: EP groups, CP rings. */
+static void column_groups(FILE *f, const char *cls, const char *color, const char *dash, double px,
+                          double cw, double ch, double in, int tp, int rows, int span, int MT) {
+    for (int t = 0; t < tp; t++)
+        for (int d = 0; d < rows; d += span)
+            fprintf(f, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                    "rx=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+                    "stroke-dasharray=\"%s\"/>\n", cls, px + t * cw + in / 2, MT + d * ch + in / 2,
+                    cw - in, span * ch - in, color, dash);
+}
+
 /* Stage s's group outlines (at px, pw wide; cells cw x ch, inset in; rows = cp·dp): TP groups as
  * rows, CP rings as cp consecutive rows of a column, EP groups as ep consecutive rows of a column,
  * and the PP arrows to the next stage (gap GAPX) per row. */
@@ -115,21 +127,10 @@ static void draw_groups(FILE *f, int s, double px, double pw, double cw, double 
                     "height=\"%.1f\" rx=\"5\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
                     px + 0.5, MT + d * ch + 0.5, pw - 1, ch - 1, SVGD_COLORS[0]);
     /* EP groups: ep consecutive dp rows of one column */
-    if (ep > 1)
-        for (int t = 0; t < tp; t++)
-            for (int d = 0; d < dp; d += ep)
-                fprintf(f, "<rect class=\"layout-ep\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                        "height=\"%.1f\" rx=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-                        "stroke-dasharray=\"6,3\"/>\n", px + t * cw + in / 2, MT + d * ch + in / 2,
-                        cw - in, ep * ch - in, SVGD_COLORS[1]);
+    if (ep > 1) column_groups(f, "layout-ep", SVGD_COLORS[1], "6,3", px, cw, ch, in, tp, dp, ep, MT);
     /* CP rings: cp consecutive rows (cp_rank varies after tp_rank) of one column */
     if (cp > 1)
-        for (int t = 0; t < tp; t++)
-            for (int d = 0; d < rows; d += cp)
-                fprintf(f, "<rect class=\"layout-cp\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                        "height=\"%.1f\" rx=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-                        "stroke-dasharray=\"2,2\"/>\n", px + t * cw + in / 2, MT + d * ch + in / 2,
-                        cw - in, cp * ch - in, SVGD_COLORS[2]);
+        column_groups(f, "layout-cp", SVGD_COLORS[2], "2,2", px, cw, ch, in, tp, rows, cp, MT);
     /* PP: arrows to the next stage, one per row */
     if (s + 1 < pp)
         for (int d = 0; d < rows; d++) {
