@@ -315,6 +315,8 @@ void comm_host_all_to_all_v(comm *c, const float *send, const size_t *send_count
 struct comm_request {
     comm *c;
     int nreq;
+    const char *what; /* the call a watchdog report names */
+    void *owned;      /* freed by comm_wait (comm_host_isend_owned's copy) */
 #ifdef MT_HAVE_MPI
     MPI_Request req[8];
 #endif
@@ -323,6 +325,7 @@ struct comm_request {
 comm_request *comm_host_iall_reduce(comm *c, float *buf, size_t count) {
     comm_request *r = callocCheck(1, sizeof(comm_request));
     r->c = c;
+    r->what = "all_reduce (bucket wait)";
     if (c->size == 1 || count == 0) return r;
 #ifdef MT_HAVE_MPI
     const size_t chunk = (size_t)1 << 28; /* int counts; 8 chunks = 2^31 floats max */
@@ -353,12 +356,29 @@ void comm_wait(comm_request *r) {
     if (!r) return;
 #ifdef MT_HAVE_MPI
     if (r->nreq) {
-        ENTER(r->c, "all_reduce (bucket wait)");
+        ENTER(r->c, r->what);
         mpiCheck(MPI_Waitall(r->nreq, r->req, MPI_STATUSES_IGNORE), r->c, "MPI_Waitall");
         LEAVE();
     }
 #endif
+    free(r->owned);
     free(r);
+}
+
+comm_request *comm_host_isend_owned(comm *c, float *host_buf, size_t count, int peer, int tag) {
+    if (c->size == 1) comm_abort(MT_EXIT_ERROR, "isend on a single-rank group '%s'", c->name);
+    comm_request *r = callocCheck(1, sizeof(comm_request));
+    r->c = c;
+    r->what = "isend (wait)";
+    r->owned = host_buf;
+#ifdef MT_HAVE_MPI
+    mtCheck(count <= (size_t)2147483647, "isend message too large");
+    mpiCheck(MPI_Isend(host_buf, (int)count, MPI_FLOAT, peer, tag, c->mpi, &r->req[r->nreq++]),
+             c, "MPI_Isend");
+#else
+    (void)count, (void)peer, (void)tag;
+#endif
+    return r;
 }
 
 void comm_host_send(comm *c, const float *buf, size_t count, int peer, int tag) {
