@@ -127,12 +127,17 @@ static comm *new_comm(comm_backend b, int rank, int size, const char *name) {
     return c;
 }
 
+static int g_thread_multiple; /* MPI_Init_thread provided MPI_THREAD_MULTIPLE */
+
 comm *comm_init_world(int *argc, char ***argv) {
     int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 #ifdef MT_HAVE_MPI
     if (launched) {
         int provided = 0;
-        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        /* MULTIPLE where the library has it: the pipeline executor's progress thread tests its
+         * sends while the main thread computes (parallel/pp_exec.c); FUNNELED is enough else */
+        MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+        g_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         g_mpi = 1;
         int rank, size;
@@ -162,6 +167,7 @@ void comm_finalize(void) {
 }
 
 int comm_is_mpi(void) { return g_mpi; }
+int comm_thread_multiple(void) { return g_thread_multiple; }
 int comm_world_rank(void) { return g_world_rank; }
 
 comm *comm_split(comm *parent, int color, int key, const char *name) {

@@ -79,6 +79,9 @@ void comm_barrier(comm *c);
  * schedules whose per-stage order is not a chain of paired exchanges (parallel/pp_exec.c):
  * with every send non-blocking, any order consistent with the passes' dependencies completes. */
 comm_request *comm_isend(comm *c, const float *buf, size_t count, int peer, int tag);
+/* 1 when MPI runs with MPI_THREAD_MULTIPLE, so a second thread may call comm_test while the main
+ * thread computes or blocks in another call (0 without MPI or with a lesser thread level). */
+int comm_thread_multiple(void);
 /* Blocking receive over MPI whatever buf is (device memory staged through a host copy): the
  * receiving side of comm_isend. */
 void comm_recv_mpi(comm *c, float *buf, size_t count, int peer, int tag);
