@@ -13,7 +13,7 @@
  * pp_run's own count (pp_stats) and are compared with pp_slots_needed.
  *
  *   mpirun -np 4 build/bench/bench_pp_sched --schedule zb-h1 --microbatches 8 \
- *       [--chunks 2] [--f-ms 40 --b-ms 40 --w-ms 40] [--steps 6] [--floats 4096]
+ *       [--chunks 2] [--f-ms 100 --b-ms 100 --w-ms 100] [--steps 4] [--floats 4096]
  *
  * Pass costs per microbatch and stage: forward f, backward b + w; with zb-h1 the backward is B
  * (b) then W (w); with v chunks each chunk's passes cost 1/v of that. Rank 0 prints one line per
@@ -75,8 +75,8 @@ static int cmp_d(const void *a, const void *b) {
 int main(int argc, char **argv) {
     comm *world = comm_init_world(&argc, &argv);
     const char *sname = "1f1b";
-    int M = 8, v = 1, steps = 6;
-    double f_ms = 40, b_ms = 40, w_ms = 40, tol = 3;
+    int M = 8, v = 1, steps = 4;
+    double f_ms = 100, b_ms = 100, w_ms = 100, tol = 3;
     size_t count = 4096;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--schedule")) sname = argv[i + 1];

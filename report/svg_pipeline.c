@@ -60,8 +60,9 @@ static int pick_step(sqlite3 *db) {
     sqlite3_stmt *st = NULL;
     const char *sql = "SELECT json_extract(detail, '$.step'), json_extract(detail, '$.stages'),"
                       " 1e3 * json_extract(detail, '$.t0') + json_extract(detail, '$.forward_ms[0]'),"
-                      " 1e3 * json_extract(detail, '$.t0') + json_extract(detail, '$.backward_ms['"
-                      " || (json_array_length(detail, '$.backward_ms') - 1) || ']') FROM events"
+                      " 1e3 * json_extract(detail, '$.t0') + MAX((SELECT MAX(value) FROM"
+                      " json_each(detail, '$.backward_ms')), COALESCE((SELECT MAX(value) FROM"
+                      " json_each(detail, '$.weight_ms')), 0)) FROM events"
                       " WHERE kind = 'pp_timeline' AND run_id = (SELECT MAX(run_id) FROM events"
                       " WHERE kind = 'pp_timeline') ORDER BY 1, rowid";
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
@@ -223,12 +224,15 @@ int svg_pipeline(sqlite3 *db, FILE *f) {
     double ideal = pp_idle_formula(sch, P, M, V, sum[0], sum[1], sum[2]); /* sums: ratios count */
     static const char *const label[] = {"1F1B", "GPipe", "interleaved 1F1B", "ZB-H1"};
     static const char *const form[] = {"(p−1)/(m+p−1)", "(p−1)/(m+p−1)", "(p−1)/(v·m+p−1)",
-                                       "(p−1)(F+B−W)/(m(F+B+W)+(p−1)(F+B−W))"};
+                                       "bubble (p−1)(F+B−W)"};
     char shape[80];
     if (V > 1) snprintf(shape, sizeof(shape), "%d stages × %d chunks × %d microbatches", P, V, M);
     else snprintf(shape, sizeof(shape), "%d stages × %d microbatches", P, M);
+    /* ZB-H1's formula holds while W costs no more than B (parallel/pp.h) */
+    const char *regime = sch == PP_ZBH1 && sum[2] > sum[1] ? " (assumes W ≤ B; here W > B)" : "";
     snprintf(title, sizeof(title), "pipeline timeline, step %d: %s, %s — measured idle %.0f%%, "
-             "ideal %s %.0f%%", step, label[sch], shape, 100 * idle_sum / P, form[sch], 100 * ideal);
+             "ideal %s %.0f%%%s", step, label[sch], shape, 100 * idle_sum / P, form[sch],
+             100 * ideal, regime);
     svgd_begin(f, "pic-pipeline", W, H, title);
     svgd_patterns(f, "pic-pipeline");
     svgd_title(f, 20, 24, title);
@@ -259,7 +263,7 @@ int svg_pipeline(sqlite3 *db, FILE *f) {
             for (int k = 0; k < (rows[s].split ? 3 : 2); k++) {
                 double a = span[k][2 * i], b = span[k][2 * i + 1];
                 snprintf(tip, sizeof(tip), "stage %d %s%s of microbatch %d%s: %.2f–%.2f ms", s,
-                         k == 1 && rows[s].split ? "B (input gradient) " : "",
+                         k == 1 && rows[s].split ? "B (input gradient)" : "",
                          k == 1 && rows[s].split ? "" : what[k], micro, ch, a, b);
                 box(f, "pic-pipeline", svgd_x(&fr, a), y + 2,
                     fmax(svgd_x(&fr, b) - svgd_x(&fr, a), 0.8), rowh - 4, k, lab, tip);
