@@ -15,6 +15,8 @@
 #   * the peak activations in flight per stage (run.db, pp_idle events) equal each schedule's
 #     bound (pp_slots_needed); the measured timeline has W spans for zb-h1 and 2·v·M forward
 #     pairs for interleaved;
+#   * the guard device gives the same bits; an interleaved checkpoint resumes straight and in one
+#     process;
 #   * bad input is one clear line: layers that v·p does not divide, M not a multiple of p,
 #     virtual_stages without interleaved, zb-h1 or interleaved with MoE blocks.
 set -euo pipefail
@@ -66,6 +68,23 @@ check 3d_zb 3d_1f1b --exact
 run 3d_il 8 --tp 2 --pp 2 --dp 2 --microbatches 2 --pp-schedule interleaved --virtual-stages 2
 check 3d_il base4
 check 3d_il 3d_1f1b --exact
+
+# the guard device (PROT_NONE device memory: every host touch faults) runs the executor's staged
+# sends and the split backward unchanged, bit for bit
+run pp2_il2_guard 2 --pp 2 --microbatches 4 --pp-schedule interleaved --virtual-stages 2 --device guard
+check pp2_il2_guard pp2_il2 --exact
+run pp2_zb_guard 2 --pp 2 --microbatches 4 --pp-schedule zb-h1 --device guard
+check pp2_zb_guard pp2_zb --exact
+
+# checkpoints under interleaved chunks (a stage's file holds non-adjacent layers, by global name):
+# stop at 4 + resume = straight, and the checkpoint resumes in one process
+run il_ckpt 2 --pp 2 --microbatches 4 --pp-schedule interleaved --virtual-stages 2 --ckpt-every 4 --ckpt-tier0 0 --stop-after 4
+run il_ckpt 2 --pp 2 --microbatches 4 --pp-schedule interleaved --virtual-stages 2 --ckpt-every 4 --ckpt-tier0 0
+grep -q "resumed from step 4" "$TMP/il_ckpt.log" && check il_ckpt pp2_il2 --exact || bad "interleaved resume: $(tail -2 "$TMP/il_ckpt.log")"
+cp -r "$TMP/il_ckpt" "$TMP/pp1_from_il"
+run pp1_from_il 1 --batch-size 4 --steps 12 --ckpt-every 4 --ckpt-tier0 0
+grep -q "resumed from step 8" "$TMP/pp1_from_il.log" && grep -q "done: 12 steps" "$TMP/pp1_from_il.log" \
+  && ok "an interleaved checkpoint resumes in one process (resharded)" || bad "il -> pp1: $(tail -2 "$TMP/pp1_from_il.log")"
 
 # peak activations in flight = the schedule's bound, per stage (pp_slots_needed, parallel/pp.c)
 inflight() { # RUN EXPECTED(comma list per stage)
