@@ -172,10 +172,22 @@ static void log_setup(const trainer *t, const mesh *ms) {
         for (int st = 0, n = 0; st < ms->pp && n < (int)sizeof(split) - 16; st++)
             n += snprintf(split + n, sizeof(split) - n, "%s%d", st ? "," : "",
                           t->stage_begin[st + 1] - t->stage_begin[st]);
-        log_info("pipeline: %d stages (layers %s), %d microbatches of %d, schedule %s | bubble "
-                 "(P-1)/(M+P-1) = %.1f%%", ms->pp, split, t->grad_accum, c->batch_size,
-                 t->schedule == PP_GPIPE ? "GPipe" : "1F1B",
-                 100 * pp_bubble_fraction(ms->pp, t->grad_accum));
+        if (t->schedule == PP_INTERLEAVED)
+            log_info("pipeline: %d stages x %d chunks (%d layers each; stage s holds chunks s, "
+                     "s+%d, ...), %d microbatches of %d, schedule interleaved | bubble "
+                     "(P-1)/(v·M+P-1) = %.1f%%", ms->pp, t->chunks, t->stage_begin[1], ms->pp,
+                     t->grad_accum, c->batch_size,
+                     100 * pp_idle_formula(t->schedule, ms->pp, t->grad_accum, t->chunks, 1, 2, 0));
+        else if (t->schedule == PP_ZBH1)
+            log_info("pipeline: %d stages (layers %s), %d microbatches of %d, schedule zb-h1 | "
+                     "bubble (P-1)(F+B-W)/(M(F+B+W)+(P-1)(F+B-W)) = %.1f%% with equal pass times",
+                     ms->pp, split, t->grad_accum, c->batch_size,
+                     100 * pp_idle_formula(t->schedule, ms->pp, t->grad_accum, 1, 1, 1, 1));
+        else
+            log_info("pipeline: %d stages (layers %s), %d microbatches of %d, schedule %s | "
+                     "bubble (P-1)/(M+P-1) = %.1f%%", ms->pp, split, t->grad_accum,
+                     c->batch_size, t->schedule == PP_GPIPE ? "GPipe" : "1F1B",
+                     100 * pp_bubble_fraction(ms->pp, t->grad_accum));
     }
     if (ms->cp > 1) {
         int T = c->seq_len, Tl = T / ms->cp;

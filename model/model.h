@@ -32,6 +32,10 @@ typedef struct {
      * [layer_begin, layer_end); stage 0 also holds the embeddings, the last stage the final
      * LayerNorm and the LM head (with its own copy of the tied wte). pp 0 or 1 = all layers. */
     int pp, pp_rank, layer_begin, layer_end;
+    /* interleaved pipeline (parallel/pp.h): this rank holds n_chunks model chunks; chunk j is
+     * layers [layer_begin + j·chunk_stride, layer_end + j·chunk_stride). The embeddings belong
+     * to chunk 0 of stage 0, the head to the last chunk of the last stage. 0 or 1 = one range. */
+    int n_chunks, chunk_stride;
     /* mixture of experts (model/moe.h): block l's MLP is a MoE layer when moe_every > 0 and
      * (l + 1) % moe_every == 0; experts are sharded over ep ranks (this rank: ep_rank). */
     int moe_every, n_experts, top_k;
@@ -98,6 +102,17 @@ typedef struct {
     float *res3;                      // (N, C) block output
 } gpt_block_acts;
 
+/* What B, the input half of a split backward (ZB-H1, parallel/pp.h), keeps for W, the weight
+ * half: the gradient w.r.t. the output of each op that has weights, for one layer of one slot. */
+typedef struct {
+    float *dln1;     // (N, C)   w.r.t. ln_1's output
+    float *dqkv;     // (N, 3Cl) w.r.t. c_attn's output
+    float *dattproj; // (N, C)   w.r.t. attn.c_proj's output
+    float *dln2;     // (N, C)   w.r.t. ln_2's output
+    float *dfch;     // (N, 4Cl) w.r.t. mlp.c_fc's output
+    float *dfcproj;  // (N, C)   w.r.t. mlp.c_proj's output
+} gpt_block_kept;
+
 struct comm;
 
 /* The activations of one microbatch in flight (pipeline schedules keep several). */
@@ -113,6 +128,11 @@ typedef struct {
     int *inputs;                      // (N) token ids (first stage), device
     int *targets, *pred;              // (N) each: targets copied in, argmax out (probes), device
     moe_layer **moe;                  // (local layers) MoE layer state, NULL for dense blocks
+    /* split backward only (gpt_alloc_split): what B keeps for W */
+    float *kept_mem;
+    gpt_block_kept *kept;             // (chunk layers)
+    float *dlnf;                      // (N, C) w.r.t. ln_f's output (last stage)
+    float *dembed;                    // (N, C) w.r.t. the embedding output (first stage)
 } gpt_acts;
 
 /* MoE statistics of one forward, summed over this stage's MoE blocks. */
@@ -153,7 +173,8 @@ typedef struct {
      * parameters only through the host mirror (gpt_params_host / gpt_params_upload) */
     float *params_host; // (capacity) host mirror, allocated on first use; == params on cpu
     int first, last; /* this stage holds the embeddings / the head */
-    int n_local;     /* layers on this stage: global layer cfg.layer_begin + i */
+    int n_local;     /* layers on this stage (gpt_global_layer maps them to the model's) */
+    int chunk_layers; /* layers per model chunk (n_local / cfg.n_chunks); a slot holds one chunk */
     int i_wte, i_wpe, i_lnf; /* tensor indices, -1 when not on this stage */
     float *wte, *wpe, *lnfw, *lnfb;     // views into params (NULL when not on this stage)
     float *dwte, *dwpe, *dlnfw, *dlnfb; // views into grads
@@ -266,6 +287,31 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
                             int T, float dloss, const gpt_probe *probe, int *n_counted);
 /* This stage's output (N, C) for the slot (non-last stages), to send to the next stage. */
 const float *gpt_stage_output(const gpt_model *m, int slot);
+/* --- model chunks and the split backward (interleaved and ZB-H1 pipelines, parallel/pp.h) ------
+ * Chunk c of this rank's n_chunks (0 with one chunk). A slot holds one chunk's activations. */
+/* The model's index of local layer l. */
+int gpt_global_layer(const gpt_model *m, int l);
+/* gpt_stage_forward for chunk c: embeds on chunk 0 of the first stage, runs the head and loss on
+ * the last chunk of the last stage (returning the loss sum there, 0 elsewhere). */
+double gpt_chunk_forward(gpt_model *m, int slot, int chunk, const int *inputs, const int *targets,
+                         int B, int T, float dloss, int *n_counted);
+/* The output (N, C) of chunk c's forward in the slot, to send on. */
+const float *gpt_chunk_output(const gpt_model *m, int slot);
+/* gpt_stage_backward for chunk c (NULL returned for the model's first chunk). */
+const float *gpt_chunk_backward(gpt_model *m, int slot, int chunk, const float *dout);
+/* B: the input half of chunk c's backward — the same ops as gpt_chunk_backward for the input
+ * gradient, no parameter gradient, and it keeps in the slot what W needs (gpt_alloc_split must
+ * have run). Returns the gradient w.r.t. the chunk input (NULL for the model's first chunk). */
+const float *gpt_chunk_backward_b(gpt_model *m, int slot, int chunk, const float *dout);
+/* W: the weight half (model/model_wgrad.c) — accumulates into m->grads exactly what
+ * gpt_chunk_backward would have, from what B kept and the slot's activations (bit-identical:
+ * the same ops on the same operands). The slot must not be reused between B and W. */
+void gpt_chunk_backward_w(gpt_model *m, int slot, int chunk);
+/* Allocate, per slot, what B keeps for W: (4C + 7C/tp)·N floats per chunk layer, plus (N, C)
+ * for ln_f and for the embedding output where the stage has them. After gpt_alloc_slots;
+ * gpt_free_activations frees it. Refuses MoE blocks (their backward is not split). */
+void gpt_alloc_split(gpt_model *m);
+
 /* Backward of this stage for the slot. dout (N, C): gradient w.r.t. this stage's output
  * (ignored on the last stage, which starts from its dlogits). Accumulates parameter gradients;
  * returns the gradient w.r.t. the stage input (N, C) to send back (non-first stages; valid

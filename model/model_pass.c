@@ -38,7 +38,7 @@ static void activation_sizes(const gpt_model *m, int B, int T, size_t *slot, siz
     size_t per_block = Nl * C /*ln1*/ + 2 * Nl + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + att +
                        Nl * C /*res2*/ + Nl * C /*ln2*/ + 2 * Nl + N * 4 * Cl * 2 /*fch*/ +
                        Nl * C;
-    *slot = Nl * C + (size_t)m->n_local * per_block +
+    *slot = Nl * C + (size_t)m->chunk_layers * per_block +
             (m->last ? Nl * C + 2 * Nl + Nl * V + Nl : 0);
     *scratch = N * C * 2 /*dres, dln*/ + N * Cl /*datty*/ + N * 3 * Cl + att + N * 4 * Cl * 2 +
                (c->sp ? 2 * N * C : 0) /*sp_full, sp_work*/;
@@ -58,9 +58,11 @@ size_t gpt_activation_floats_whole_sequence(const gpt_model *m, int B, int T) {
 
 void gpt_free_activations(gpt_model *m) {
     for (int i = 0; i < m->n_slots; i++) {
-        for (int l = 0; m->slots[i].moe && l < m->n_local; l++)
+        for (int l = 0; m->slots[i].moe && l < m->chunk_layers; l++)
             if (m->slots[i].moe[l]) moe_free(m->slots[i].moe[l]);
         free(m->slots[i].moe);
+        ops_free(m->slots[i].kept_mem); /* gpt_alloc_split's, when the backward is split */
+        free(m->slots[i].kept);
         ops_free(m->slots[i].mem);
         free(m->slots[i].acts);
         ops_free(m->slots[i].inputs);
@@ -95,13 +97,13 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     for (int s = 0; s < n_slots; s++) {
         gpt_acts *A = &m->slots[s];
         A->mem = ops_alloc(slot_floats * sizeof(float), "activations");
-        A->acts = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(gpt_block_acts));
+        A->acts = callocCheck((size_t)(m->chunk_layers ? m->chunk_layers : 1), sizeof(gpt_block_acts));
         A->inputs = ops_alloc(3 * N * sizeof(int), "token ids"); /* inputs, targets, pred */
         A->targets = A->inputs + N;
         A->pred = A->inputs + 2 * N;
         p = A->mem;
         TAKE(A->encoded, Nl * C);
-        for (int l = 0; l < m->n_local; l++) {
+        for (int l = 0; l < m->chunk_layers; l++) { /* one chunk's layers (all, with one) */
             gpt_block_acts *a = &A->acts[l];
             TAKE(a->ln1, Nl * C);
             TAKE(a->ln1_mean, Nl);
@@ -125,8 +127,8 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
             TAKE(A->losses, Nl);
         }
         mtCheck((size_t)(p - A->mem) == slot_floats, "activation layout mismatch");
-        A->moe = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(struct moe_layer *));
-        for (int l = 0; l < m->n_local; l++) {
+        A->moe = callocCheck((size_t)(m->chunk_layers ? m->chunk_layers : 1), sizeof(struct moe_layer *));
+        for (int l = 0; l < m->chunk_layers; l++) {
             if (!m->blocks[l].moe) continue;
             moe_config mc = gpt_moe_config(m);
             char err[256];
@@ -269,11 +271,17 @@ static gpt_acts *slot_of(gpt_model *m, int slot) {
     return &m->slots[slot];
 }
 
+static double chunk_forward(gpt_model *m, int slot, int chunk, const int *inputs,
+                            const int *targets, int B, int T, float dloss, const gpt_probe *probe,
+                            int *n_counted);
+
 float *gpt_stage_input(gpt_model *m, int slot) { return slot_of(m, slot)->encoded; }
 
-const float *gpt_stage_output(const gpt_model *m, int slot) {
+const float *gpt_stage_output(const gpt_model *m, int slot) { return gpt_chunk_output(m, slot); }
+
+const float *gpt_chunk_output(const gpt_model *m, int slot) {
     const gpt_acts *A = &m->slots[slot];
-    return m->n_local ? A->acts[m->n_local - 1].res3 : A->encoded;
+    return m->chunk_layers ? A->acts[m->chunk_layers - 1].res3 : A->encoded;
 }
 
 double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
@@ -283,7 +291,23 @@ double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *t
 
 double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
                             int T, float dloss, const gpt_probe *probe, int *n_counted) {
+    mtCheck(m->cfg.n_chunks <= 1, "a model of several chunks runs gpt_chunk_forward");
+    return chunk_forward(m, slot, 0, inputs, targets, B, T, dloss, probe, n_counted);
+}
+
+double gpt_chunk_forward(gpt_model *m, int slot, int chunk, const int *inputs, const int *targets,
+                         int B, int T, float dloss, int *n_counted) {
+    return chunk_forward(m, slot, chunk, inputs, targets, B, T, dloss, NULL, n_counted);
+}
+
+/* The forward of chunk `chunk` of this stage (the whole stage with one chunk) into the slot. */
+static double chunk_forward(gpt_model *m, int slot, int chunk, const int *inputs,
+                            const int *targets, int B, int T, float dloss, const gpt_probe *probe,
+                            int *n_counted) {
     const gpt_config *c = &m->cfg;
+    const int nch = c->n_chunks > 1 ? c->n_chunks : 1, l0 = chunk * m->chunk_layers;
+    const int first = m->first && chunk == 0, last = m->last && chunk == nch - 1;
+    mtCheck(chunk >= 0 && chunk < nch, "model chunk out of range");
     gpt_acts *A = slot_of(m, slot);
     mtCheck(B <= m->B && T <= m->T, "microbatch larger than the activations were sized for");
     mtCheck(c->tp == 1 || m->tp_comm != NULL, "tensor-parallel model without a TP communicator");
@@ -297,7 +321,7 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
     A->B = B;
     A->T = T;
     A->dloss = dloss;
-    if (m->first) {
+    if (first) {
         for (int i = 0; i < N; i++)
             mtCheck(inputs[i] >= 0 && inputs[i] < V, "token id out of vocabulary range");
         ops_copy_h2d(A->inputs, inputs, (size_t)N * sizeof(int)); /* the loader's ids, in */
@@ -310,8 +334,8 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
         }
     }
     const float *x = A->encoded;
-    for (int l = 0; l < m->n_local; l++) {
-        const gpt_block *w = &m->blocks[l];
+    for (int l = 0; l < m->chunk_layers; l++) {
+        const gpt_block *w = &m->blocks[l0 + l];
         gpt_block_acts *a = &A->acts[l];
         PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w,
                                                 w->ln1b, Nl, C));
@@ -342,7 +366,7 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
             ms->layers++;
             if (m->moe_load) { /* per-layer expert load (model/model.h) */
                 int E = m->cfg.n_experts;
-                double *row = m->moe_load + (size_t)l * (E + 1);
+                double *row = m->moe_load + (size_t)(l0 + l) * (E + 1);
                 for (int e = 0; e < E; e++) row[e] += st.tokens_per_expert[e];
                 row[E] += st.dropped;
             }
@@ -357,7 +381,7 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
         x = a->res3;
     }
     if (n_counted) *n_counted = 0;
-    if (!m->last) return 0.0;
+    if (!last) return 0.0;
     PROF(PROF_LN_FWD, ops_layernorm_forward(A->lnf, A->lnf_mean, A->lnf_rstd, x, m->lnfw, m->lnfb,
                                             Nl, C));
     PROF(PROF_MM_HEAD_FWD, ops_matmul_forward(A->logits, A->lnf, m->wte, NULL, Nl, C, V)); // (N, V)
@@ -399,12 +423,15 @@ static void grads_ready(gpt_model *m, size_t offset) {
     if (m->grads_ready) m->grads_ready(m->grads_ready_user, offset);
 }
 
-/* The backward of one stage and slot. params = 1: the training backward (parameter gradients
- * accumulated into m->grads, grads_ready called, MoE auxiliary losses included). params = 0: the
- * input gradient only — every parameter-gradient pointer is NULL, so m->grads is never read or
- * written, and the MoE auxiliary losses contribute nothing (aux_grad 0). Both leave the gradient
- * w.r.t. the stage input (first stage: the embedding output) in m->dres. */
-static void stage_backward(gpt_model *m, int slot, const float *dout, int params) {
+/* The backward of one chunk (the whole stage with one chunk) and slot. params = 1: the training
+ * backward (parameter gradients accumulated into m->grads, grads_ready called, MoE auxiliary
+ * losses included). params = 0: the input gradient only — every parameter-gradient pointer is
+ * NULL, so m->grads is never read or written, and the MoE auxiliary losses contribute nothing
+ * (aux_grad 0). keep != 0 (with params = 0): B of a split backward, which also copies into the
+ * slot's kept buffers the gradient each weight op's W will need (model/model_wgrad.c). All leave
+ * the gradient w.r.t. the chunk input (first stage: the embedding output) in m->dres. */
+static void stage_backward(gpt_model *m, int slot, int chunk, const float *dout, int params,
+                           int keep) {
     const gpt_config *c = &m->cfg;
     gpt_acts *A = slot_of(m, slot);
     int B = A->B, T = A->T;
@@ -412,13 +439,21 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
     int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head;
     int Nl = c->sp ? N / c->tp : N; /* residual-stream rows on this rank (parallel/sp.h) */
     size_t NC = (size_t)N * C, NCl = (size_t)Nl * C;
-    if (m->last) {
+    const int nch = c->n_chunks > 1 ? c->n_chunks : 1, l0 = chunk * m->chunk_layers;
+    const int first = m->first && chunk == 0, last = m->last && chunk == nch - 1;
+    mtCheck(chunk >= 0 && chunk < nch, "model chunk out of range");
+    mtCheck(!keep || A->kept, "a split backward needs gpt_alloc_split");
+    mtCheck(!keep || (!c->sp && c->cp <= 1), "the split backward (zb-h1) runs without sp and cp");
+#define KEEP(dst, src, n) \
+    do { if (keep) ops_copy_d2d(dst, src, (size_t)(n) * sizeof(float)); } while (0)
+    if (last) {
         mtCheck(A->dloss != 0.0f, "backward needs a forward with dloss != 0 and targets");
-        const float *x_last = m->n_local ? A->acts[m->n_local - 1].res3 : A->encoded;
-        /* head: logits = lnf @ wteᵀ; A->logits holds dlogits now */
+        const float *x_last = m->chunk_layers ? A->acts[m->chunk_layers - 1].res3 : A->encoded;
+        /* head: logits = lnf @ wteᵀ; A->logits holds dlogits now (and keeps them for W) */
         PROF(PROF_RESIDUAL, ops_zero(m->dln, NCl * sizeof(float)));
         PROF(PROF_MM_HEAD_BWD, ops_matmul_backward(m->dln, params ? m->dwte : NULL, NULL,
                                                    A->logits, A->lnf, m->wte, Nl, C, V));
+        KEEP(A->dlnf, m->dln, NCl);
         PROF(PROF_RESIDUAL, ops_zero(m->dres, NCl * sizeof(float)));
         PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, params ? m->dlnfw : NULL,
                                                  params ? m->dlnfb : NULL, m->dln, x_last,
@@ -430,20 +465,23 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
     }
     gpt_block none; /* input gradient only: no parameter gradient anywhere */
     memset(&none, 0, sizeof(none));
-    for (int l = m->n_local - 1; l >= 0; l--) {
-        const gpt_block *w = &m->blocks[l];
-        gpt_block *g = params ? &m->dblocks[l] : &none;
+    for (int l = m->chunk_layers - 1; l >= 0; l--) {
+        const gpt_block *w = &m->blocks[l0 + l];
+        gpt_block *g = params ? &m->dblocks[l0 + l] : &none;
         gpt_block_acts *a = &A->acts[l];
+        gpt_block_kept *k = keep ? &A->kept[l] : NULL;
         const float *x_in = l ? A->acts[l - 1].res3 : A->encoded;
         PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
         const float *dln = m->dln; /* the LayerNorm's output gradient, this rank's rows */
         if (w->moe) { /* replicated over TP: dln is already complete on every TP rank */
+            mtCheck(!keep, "the split backward has no MoE blocks");
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
             moe_params mg = {g->router_w, g->efc_w, g->efc_b, g->eproj_w, g->eproj_b};
             moe_backward(A->moe[l], &mp, params ? &mg : NULL, m->dres, m->dln,
                          params ? m->aux_grad : 0.0f);
         } else {
             /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 (g: identity) */
+            KEEP(k->dfcproj, m->dres, NC);
             /* g backward: identity (sp: all-gather of every rank's rows) */
             const float *dres_full = sp_gather(m, m->dres, B, T);
             PROF(PROF_RESIDUAL, ops_zero(m->dfch_gelu, (size_t)N * 4 * Cl * sizeof(float)));
@@ -453,16 +491,19 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
             PROF(PROF_RESIDUAL, ops_zero(m->dfch, (size_t)N * 4 * Cl * sizeof(float)));
             PROF(PROF_GELU_BWD, ops_gelu_backward(m->dfch, a->fch, m->dfch_gelu,
                                                   (size_t)N * 4 * Cl));
+            KEEP(k->dfch, m->dfch, (size_t)N * 4 * Cl);
             /* sp: the input was gathered in the forward and is gathered again (not kept) */
             PROF(PROF_MM_FC_BWD, ops_matmul_backward(m->dln, g->fcw, g->fcb, m->dfch,
                                                      sp_gather(m, a->ln2, B, T), w->fcw, N, C,
                                                      4 * Cl));
             dln = f_backward(m, m->dln, B, T); /* f: sum the partial input gradients */
         }
+        KEEP(k->dln2, dln, NC);
         PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln2w, g->ln2b, dln, a->res2,
                                                  w->ln2w, a->ln2_mean, a->ln2_rstd, Nl,
                                                  C)); // dres = d res2
         /* attention: res2 = x + proj(attn(qkv(ln1(x)))) */
+        KEEP(k->dattproj, m->dres, NC);
         PROF(PROF_RESIDUAL, ops_zero(m->datty, (size_t)N * Cl * sizeof(float)));
         PROF(PROF_MM_ATTPROJ_BWD, ops_matmul_backward(m->datty, g->attprojw, g->attprojb,
                                                       sp_gather(m, m->dres, B, T), a->atty,
@@ -474,27 +515,41 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         else
             PROF(PROF_ATTN_BWD, ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att,
                                                        B, T, NHl, HS));
+        KEEP(k->dqkv, m->dqkv, (size_t)N * 3 * Cl);
         PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
         PROF(PROF_MM_QKV_BWD, ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv,
                                                   sp_gather(m, a->ln1, B, T), w->qkvw, N, C,
                                                   3 * Cl));
         dln = f_backward(m, m->dln, B, T); /* f */
+        KEEP(k->dln1, dln, NC);
         PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, dln, x_in, w->ln1w,
                                                  a->ln1_mean, a->ln1_rstd, Nl, C)); // dres = d x
-        if (params) grads_ready(m, m->tensors[m->block_t0[l]].offset); /* block l is final */
+        if (params) grads_ready(m, m->tensors[m->block_t0[l0 + l]].offset); /* block is final */
     }
-    if (!m->first || !params) return; /* dres: gradient of the stage input */
+    if (first) KEEP(A->dembed, m->dres, NC);
+#undef KEEP
+    if (!first || !params) return; /* dres: gradient of the chunk input */
     PROF(PROF_RESIDUAL, embed_backward(m, m->dres, A->inputs, B, T));
     grads_ready(m, 0);
 }
 
 const float *gpt_stage_backward(gpt_model *m, int slot, const float *dout) {
-    stage_backward(m, slot, dout, 1);
-    return m->first ? NULL : m->dres; /* the first stage ran the embedding backward itself */
+    return gpt_chunk_backward(m, slot, 0, dout);
+}
+
+const float *gpt_chunk_backward(gpt_model *m, int slot, int chunk, const float *dout) {
+    stage_backward(m, slot, chunk, dout, 1, 0);
+    /* the model's first chunk ran the embedding backward itself */
+    return m->first && chunk == 0 ? NULL : m->dres;
+}
+
+const float *gpt_chunk_backward_b(gpt_model *m, int slot, int chunk, const float *dout) {
+    stage_backward(m, slot, chunk, dout, 0, 1);
+    return m->first && chunk == 0 ? NULL : m->dres;
 }
 
 const float *gpt_stage_backward_input(gpt_model *m, int slot, const float *dout) {
-    stage_backward(m, slot, dout, 0);
+    stage_backward(m, slot, 0, dout, 0, 0);
     return m->dres;
 }
 

@@ -206,6 +206,10 @@ check "pp: measured idle share, stage 0 $s0 in 0.10..0.55, stage 1 $s1 in 0..0.4
 mean=$($PY -c "print(($s0 + $s1) / 2)")
 check "pp: mean idle share $mean in 0.10..0.35 (predicted 0.20)" in_range "$mean" 0.10 0.35
 check "report --svg draws an SVG" grep -q "<svg" "$W/runs/pp2/report.svg"
+check "interleaved: bubble printed: 11.1%" grep -q "bubble (P-1)/(v·M+P-1) = 11.1%" "$O/pp-schedules.out"
+schedules_agree() { same_losses pp2 pp2_il 1 "$N_200" && same_losses pp2 pp2_zb 1 "$N_200"; }
+check "interleaved v 2 and zb-h1: the same train losses as 1F1B at every step 1..$N_200" schedules_agree
+check "zb-h1: the pipeline picture draws W boxes" grep -q 'class="pp-weight"' "$W/runs/pp2_zb/report-pipeline.svg"
 check "report --html: the pp page has the pipeline section and its SVG" \
   bash -c "grep -q 'id=\"pipeline\"' '$W/runs/pp2/report.html' && grep -q 'id=\"pic-pipeline\"' '$W/runs/pp2/report.html'"
 check "report --svg: the pipeline picture beside the plot" grep -q "<svg" "$W/runs/pp2/report-pipeline.svg"

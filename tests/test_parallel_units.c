@@ -243,7 +243,7 @@ static void test_split_layers(void **state) {
 
 /* Replay stage s's 1F1B order from its definition and count the peak in flight. */
 static int replay_in_flight(int P, int s, int M) {
-    int warm = pp_warmup_forwards(PP_1F1B, P, s, M), f = 0, b = 0, peak = 0;
+    int warm = pp_warmup_forwards(PP_1F1B, P, s, M, 1), f = 0, b = 0, peak = 0;
     for (int i = 0; i < warm; i++) f++, peak = f - b > peak ? f - b : peak;
     for (int i = 0; i < M - warm; i++) {
         f++; /* one forward ... */
@@ -263,18 +263,18 @@ static void test_1f1b_counts(void **state) {
     /* M = 2 < P: stages 0 and 1 run both forwards first; in flight 2, 2, 2, 1 */
     int warm2[] = {2, 2, 1, 0}, slots2[] = {2, 2, 2, 1};
     for (int s = 0; s < 4; s++) {
-        assert_int_equal(pp_warmup_forwards(PP_1F1B, 4, s, 8), warm8[s]);
-        assert_int_equal(pp_slots_needed(PP_1F1B, 4, s, 8), slots8[s]);
-        assert_int_equal(pp_warmup_forwards(PP_1F1B, 4, s, 2), warm2[s]);
-        assert_int_equal(pp_slots_needed(PP_1F1B, 4, s, 2), slots2[s]);
-        assert_int_equal(pp_warmup_forwards(PP_GPIPE, 4, s, 8), 8); /* GPipe: all forwards */
-        assert_int_equal(pp_slots_needed(PP_GPIPE, 4, s, 8), 8);
+        assert_int_equal(pp_warmup_forwards(PP_1F1B, 4, s, 8, 1), warm8[s]);
+        assert_int_equal(pp_slots_needed(PP_1F1B, 4, s, 8, 1), slots8[s]);
+        assert_int_equal(pp_warmup_forwards(PP_1F1B, 4, s, 2, 1), warm2[s]);
+        assert_int_equal(pp_slots_needed(PP_1F1B, 4, s, 2, 1), slots2[s]);
+        assert_int_equal(pp_warmup_forwards(PP_GPIPE, 4, s, 8, 1), 8); /* GPipe: all forwards */
+        assert_int_equal(pp_slots_needed(PP_GPIPE, 4, s, 8, 1), 8);
     }
     /* the slot count is exactly the schedule's peak in flight, for many shapes */
     for (int P = 1; P <= 6; P++)
         for (int M = 1; M <= 9; M++)
             for (int s = 0; s < P; s++)
-                assert_int_equal(pp_slots_needed(PP_1F1B, P, s, M), replay_in_flight(P, s, M));
+                assert_int_equal(pp_slots_needed(PP_1F1B, P, s, M, 1), replay_in_flight(P, s, M));
     /* bubble (P-1)/(M+P-1): P 4, M 2 → 3/5 */
     assert_true(pp_bubble_fraction(4, 2) == 0.6);
     assert_true(pp_bubble_fraction(1, 5) == 0.0);
@@ -287,17 +287,19 @@ typedef struct {
     float buf[4];
 } rec;
 
-static float *rec_input(void *u, int i) {
-    (void)i;
+static float *rec_input(void *u, int i, int c) {
+    (void)i, (void)c;
     return ((rec *)u)->buf;
 }
-static const float *rec_forward(void *u, int i) {
+static const float *rec_forward(void *u, int i, int c) {
     rec *r = u;
+    (void)c;
     r->order[r->n++] = (char)('A' + i); /* forward of microbatch i: upper case */
     return r->buf;
 }
-static const float *rec_backward(void *u, int i, const float *dout) {
+static const float *rec_backward(void *u, int i, int c, const float *dout) {
     rec *r = u;
+    (void)c;
     assert_null(dout); /* the last stage gets no gradient from a next stage */
     r->order[r->n++] = (char)('a' + i);
     return r->buf;
@@ -309,7 +311,7 @@ static void test_pp_run_one_stage_order(void **state) {
     char *args[] = {"test", NULL}, **argv = args;
     comm *world = comm_init_world(&argc, &argv);
     rec r = {{0}, 0, {0}};
-    pp_stage_fns f = {&r, 4, rec_input, rec_forward, rec_backward, NULL, NULL};
+    pp_stage_fns f = {&r, 4, 1, rec_input, rec_forward, rec_backward, NULL, NULL, NULL};
     pp_run(world, PP_1F1B, 3, &f, NULL);
     assert_string_equal(r.order, "AaBbCc"); /* one stage: no warm-up, 1F1B alternates */
     memset(&r, 0, sizeof(r));

@@ -77,11 +77,17 @@ float trainer_eval(trainer *tr) {
         int i = it * ms->dp + ms->dp_rank, counts = i < batches;
         if (!counts) i %= batches;
         load_batch(tr, &tr->val_dl, (uint64_t)i * bsz, bsz, inp, tgt);
-        /* forward only through the pipeline: receive, run this stage, pass it on */
-        if (!m->first) comm_recv(ms->pp_group, gpt_stage_input(m, 0), act, ms->pp_rank - 1, 0);
-        int counted = 0;
-        double sum = gpt_stage_forward(m, 0, inp, tgt, bsz, Tl, 0.0f, &counted);
-        if (!m->last) comm_send(ms->pp_group, gpt_stage_output(m, 0), act, ms->pp_rank + 1, 0);
+        /* forward only through the pipeline: receive, run this stage's chunk, pass it on (with
+         * interleaved chunks the last stage's chunk c feeds the first stage's chunk c + 1) */
+        int P = ms->pp, s = ms->pp_rank, counted = 0;
+        double sum = 0;
+        for (int ch = 0; ch < tr->chunks; ch++) {
+            if (!(m->first && ch == 0))
+                comm_recv(ms->pp_group, gpt_stage_input(m, 0), act, (s + P - 1) % P, 0);
+            sum = gpt_chunk_forward(m, 0, ch, inp, tgt, bsz, Tl, 0.0f, &counted);
+            if (!(m->last && ch == tr->chunks - 1))
+                comm_send(ms->pp_group, gpt_chunk_output(m, 0), act, (s + 1) % P, 0);
+        }
         if (m->last && counts) acc[0] += sum / counted, acc[1] += 1;
     }
     memset(&m->moe_stats, 0, sizeof(m->moe_stats)); /* eval routing is not a training statistic */
@@ -292,51 +298,73 @@ typedef struct {
     double loss_sum; /* sum over microbatches of the mean token loss (last stage) */
 } pipe_ctx;
 
-static float *pipe_input(void *user, int micro) {
-    pipe_ctx *p = user;
-    return gpt_stage_input(&p->tr->model, micro % p->tr->model.n_slots);
+/* The activation slot of (microbatch, chunk) on this stage (parallel/pp.h: pp_slot_table). */
+static int pipe_slot(const pipe_ctx *p, int micro, int chunk) {
+    return p->tr->pp_slot[(size_t)chunk * p->tr->grad_accum + micro];
 }
 
-static const float *pipe_forward(void *user, int micro) {
+static float *pipe_input(void *user, int micro, int chunk) {
+    pipe_ctx *p = user;
+    return gpt_stage_input(&p->tr->model, pipe_slot(p, micro, chunk));
+}
+
+static const float *pipe_forward(void *user, int micro, int chunk) {
     pipe_ctx *p = user;
     trainer *tr = p->tr;
     const mt_config *c = &tr->cfg;
     gpt_model *m = &tr->model;
-    int B = c->batch_size, T = c->seq_len, slot = micro % m->n_slots;
-    if (m->first || m->last) {
+    int B = c->batch_size, T = c->seq_len, slot = pipe_slot(p, micro, chunk);
+    int embeds = m->first && chunk == 0, heads = m->last && chunk == tr->chunks - 1;
+    if (embeds || heads) {
         uint64_t seq = (uint64_t)p->step * c->global_batch +
                        ((uint64_t)micro * tr->mesh->dp + tr->mesh->dp_rank) * B;
         load_batch(tr, &tr->train_dl, seq, B, p->inp, p->tgt);
     }
     int counted = 0;
-    double sum = gpt_stage_forward(m, slot, p->inp, p->tgt, B, T / tr->mesh->cp,
+    double sum = gpt_chunk_forward(m, slot, chunk, p->inp, p->tgt, B, T / tr->mesh->cp,
                                    1.0f / ((float)c->global_batch * T), &counted);
-    if (m->last && counted) p->loss_sum += sum / counted;
-    return gpt_stage_output(m, slot);
+    if (heads && counted) p->loss_sum += sum / counted;
+    return gpt_chunk_output(m, slot);
 }
 
-static const float *pipe_backward(void *user, int micro, const float *dout) {
+/* The whole backward, or with zb-h1 its input half B (pipe_weight runs W later). */
+static const float *pipe_backward(void *user, int micro, int chunk, const float *dout) {
     pipe_ctx *p = user;
-    return gpt_stage_backward(&p->tr->model, micro % p->tr->model.n_slots, dout);
+    int slot = pipe_slot(p, micro, chunk);
+    if (p->tr->schedule == PP_ZBH1) return gpt_chunk_backward_b(&p->tr->model, slot, chunk, dout);
+    return gpt_chunk_backward(&p->tr->model, slot, chunk, dout);
+}
+
+static void pipe_weight(void *user, int micro, int chunk) {
+    pipe_ctx *p = user;
+    gpt_chunk_backward_w(&p->tr->model, pipe_slot(p, micro, chunk), chunk);
 }
 
 /* The measured pipeline timeline of one step on this stage into run.db (event pp_timeline,
  * core/events.h): each microbatch's forward and backward as [start, end] ms after t0. */
+static double ms_after(double t, double t0) { return round((t - t0) * 1e6) / 1e3; }
+
+/* The measured pipeline timeline of one step on this stage into run.db (event pp_timeline,
+ * core/events.h): each (microbatch, chunk)'s forward, backward (zb-h1: B) and, with zb-h1, W
+ * as [start, end] ms after t0, pair c·M + i at index 2·(c·M + i). */
 static void log_pp_timeline(trainer *tr, int step, double t0, const pp_span *sp) {
-    int M = tr->grad_accum;
-    double *f = mallocCheck(4 * (size_t)M * sizeof(double)), *b = f + 2 * M;
-    for (int i = 0; i < M; i++) {
-        f[2 * i] = round((sp[i].f0 - t0) * 1e6) / 1e3, f[2 * i + 1] = round((sp[i].f1 - t0) * 1e6) / 1e3;
-        b[2 * i] = round((sp[i].b0 - t0) * 1e6) / 1e3, b[2 * i + 1] = round((sp[i].b1 - t0) * 1e6) / 1e3;
+    int n = tr->grad_accum * tr->chunks, zb = tr->schedule == PP_ZBH1;
+    double *f = mallocCheck(6 * (size_t)n * sizeof(double)), *b = f + 2 * n, *w = f + 4 * n;
+    for (int i = 0; i < n; i++) {
+        f[2 * i] = ms_after(sp[i].f0, t0), f[2 * i + 1] = ms_after(sp[i].f1, t0);
+        b[2 * i] = ms_after(sp[i].b0, t0), b[2 * i + 1] = ms_after(sp[i].b1, t0);
+        w[2 * i] = ms_after(sp[i].w0, t0), w[2 * i + 1] = ms_after(sp[i].w1, t0);
     }
     cJSON *d = ev_detail();
     ev_num(d, EVK_STEP, step);
     ev_num(d, EVK_STAGE, tr->mesh->pp_rank);
     ev_num(d, EVK_STAGES, tr->mesh->pp);
-    ev_str(d, EVK_SCHEDULE, tr->schedule == PP_GPIPE ? "gpipe" : "1f1b");
+    ev_str(d, EVK_SCHEDULE, pp_schedule_name(tr->schedule));
+    ev_num(d, EVK_CHUNKS, tr->chunks);
     ev_num(d, EVK_T0, t0);
-    ev_numv(d, EVK_FORWARD_MS, f, 2 * M);
-    ev_numv(d, EVK_BACKWARD_MS, b, 2 * M);
+    ev_numv(d, EVK_FORWARD_MS, f, 2 * n);
+    ev_numv(d, EVK_BACKWARD_MS, b, 2 * n);
+    if (zb) ev_numv(d, EVK_WEIGHT_MS, w, 2 * n);
     ev_log(tr->db, tr->run_id, EV_PP_TIMELINE, tr->mesh->rank, d);
     free(f);
 }
@@ -382,7 +410,7 @@ static void log_moe_stats(trainer *tr) {
         const gpt_model *m = &tr->model;
         G = callocCheck((size_t)nmoe * E1, sizeof(double));
         for (int l = 0; l < m->n_local; l++) {
-            int g = m->cfg.layer_begin + l;
+            int g = gpt_global_layer(m, l);
             if ((g + 1) % c->moe_every == 0)
                 memcpy(G + (size_t)((g + 1) / c->moe_every - 1) * E1,
                        m->moe_load + (size_t)l * E1, E1 * sizeof(double));
@@ -465,14 +493,18 @@ static double pipeline_step(trainer *tr, int s, int end, int *inp, int *tgt) {
     /* this rank's positions: 1/cp of each sequence, and with sp 1/tp of that */
     size_t act = (size_t)B * (T / ms->cp / (c->sp ? c->tp : 1)) * c->d_model;
     float *grad_buf = ops_alloc(act * sizeof(float), "pp grad in");
-    pp_stage_fns fns = {&pc, act, pipe_input, pipe_forward,
-                        pipe_backward, grad_buf, NULL};
+    pp_stage_fns fns = {&pc, act, tr->chunks, pipe_input, pipe_forward,
+                        pipe_backward, tr->schedule == PP_ZBH1 ? pipe_weight : NULL, grad_buf,
+                        NULL};
     /* the measured timeline of the steps that log (event pp_timeline, one per stage) */
     int traced = ms->tp_rank == 0 && ms->dp_rank == 0 &&
                  ((s + 1) % c->log_every == 0 || s + 1 == end);
-    if (traced) fns.trace = callocCheck((size_t)tr->grad_accum, sizeof(pp_span));
+    if (traced) fns.trace = callocCheck((size_t)tr->grad_accum * tr->chunks, sizeof(pp_span));
     double pp_t0 = timer_unix();
-    pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &tr->last_idle_s);
+    pp_stats st;
+    pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &st);
+    tr->last_idle_s = st.idle_s;
+    tr->last_in_flight = st.peak_in_flight;
     if (traced) log_pp_timeline(tr, s + 1, pp_t0, fns.trace);
     free(fns.trace);
     ops_free(grad_buf);
@@ -574,6 +606,7 @@ static void log_step(trainer *tr, float loss, float lr, double norm, double t0, 
         ev_num(d, EVK_STEP, tr->step);
         ev_num(d, EVK_STAGE, ms->pp_rank);
         ev_num(d, EVK_IDLE_SHARE, tr->last_idle_s / step_s);
+        ev_num(d, EVK_IN_FLIGHT, tr->last_in_flight);
         ev_log(tr->db, tr->run_id, EV_PP_IDLE, ms->rank, d);
     }
     double eta = (t1 - t_loop) / steps_here * (end - tr->step);

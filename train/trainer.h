@@ -59,9 +59,13 @@ struct trainer {
     dp_reducer dp; /* data-parallel gradient reduction (and ZeRO-1 shards) */
     int threads;   /* CPU threads of this rank */
     int grad_accum; /* microbatches per step on each data-parallel rank (pipeline: M) */
-    int stage_begin[257]; /* pipeline stage s holds layers [stage_begin[s], stage_begin[s+1]) */
+    int stage_begin[257]; /* pipeline stage s holds layers [stage_begin[s], stage_begin[s+1])
+                           * (interleaved: its chunk 0; chunk j is shifted by j·pp·chunk size) */
     pp_schedule schedule;
+    int chunks;   /* model chunks per pipeline stage (interleaved: virtual_stages, else 1) */
+    int *pp_slot; /* (chunks·grad_accum) activation slot of (microbatch i, chunk c) at c·M + i */
     double last_idle_s; /* pipeline: time this stage waited in point-to-point calls last step */
+    int last_in_flight; /* pipeline: most (microbatch, chunk) activations held last step */
     int step; /* optimizer steps completed */
     /* accounting */
     double flops_per_token;

@@ -72,16 +72,43 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     mt_config *c = &tr->cfg;
     mesh *ms = tr->mesh;
     char msg[512];
-    if (pp_split_layers(c->n_layer, ms->pp, c->pp_layers, tr->stage_begin, msg, sizeof(msg)) != 0) {
+    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
+    if (pp_schedule_parse(c->pp_schedule, &tr->schedule) != 0) {
+        snprintf(err, errlen, "unknown pp_schedule '%s'", c->pp_schedule);
+        return -1;
+    }
+    tr->chunks = ms->pp > 1 && tr->schedule == PP_INTERLEAVED ? c->virtual_stages : 1;
+    if (ms->pp > 1 && pp_schedule_check(tr->schedule, c->n_layer, ms->pp, c->virtual_stages,
+                                        tr->grad_accum, c->pp_layers, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
-    tr->schedule = strcmp(c->pp_schedule, "gpipe") == 0 ? PP_GPIPE : PP_1F1B;
+    if (ms->pp > 1 && c->moe_every > 0 &&
+        (tr->schedule == PP_INTERLEAVED || tr->schedule == PP_ZBH1)) {
+        snprintf(err, errlen, "pp_schedule = %s does not run mixture-of-experts blocks (%s); use "
+                 "1f1b or gpipe with moe_every", c->pp_schedule, tr->schedule == PP_ZBH1 ?
+                 "their backward is not split into B and W" : "a slot holds one dense chunk");
+        return -1;
+    }
+    if (tr->chunks > 1 && c->robust_every > 0) {
+        snprintf(err, errlen, "robust_every needs one model chunk per stage (the attacks run "
+                 "whole stages); use pp_schedule = 1f1b or zb-h1 with robust_every");
+        return -1;
+    }
+    if (tr->chunks > 1) { /* chunk j of stage s: global chunk j·P + s of equal size */
+        int per = c->n_layer / (ms->pp * tr->chunks);
+        for (int s = 0; s <= ms->pp; s++) tr->stage_begin[s] = s * per;
+    } else if (pp_split_layers(c->n_layer, ms->pp, c->pp_layers, tr->stage_begin, msg,
+                               sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
     gpt_config gc = {.n_layer = c->n_layer, .n_head = c->n_head, .d_model = c->d_model,
                      .seq_len = c->seq_len, .vocab_size = c->vocab_size, .tp = c->tp,
                      .tp_rank = ms->tp_rank, .pp = ms->pp, .pp_rank = ms->pp_rank,
                      .layer_begin = tr->stage_begin[ms->pp_rank],
-                     .layer_end = tr->stage_begin[ms->pp_rank + 1],
+                     .layer_end = tr->stage_begin[ms->pp_rank + 1], .n_chunks = tr->chunks,
+                     .chunk_stride = tr->chunks > 1 ? tr->stage_begin[ms->pp] : 0,
                      .moe_every = c->moe_every, .n_experts = c->n_experts, .top_k = c->top_k,
                      .capacity_factor = c->capacity_factor, .aux_coef = c->aux_loss_coef,
                      .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank,
@@ -104,11 +131,17 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     tr->model.cp_comm = ms->cp_group;
     if (init) gpt_take_from_full(&tr->model, init); /* --init-from / ckpt import: every tensor */
     else gpt_init_weights(&tr->model, (uint64_t)c->seed);
-    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
-    if (activations)
+    if (activations) {
         gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len / ms->cp, /* this CP shard */
                         ms->pp > 1 ? pp_slots_needed(tr->schedule, ms->pp, ms->pp_rank,
-                                                     tr->grad_accum) : 1);
+                                                     tr->grad_accum, tr->chunks) : 1);
+        if (ms->pp > 1) { /* which slot each (microbatch, chunk) takes */
+            tr->pp_slot = mallocCheck((size_t)tr->chunks * tr->grad_accum * sizeof(int));
+            pp_slot_table(tr->schedule, ms->pp, ms->pp_rank, tr->grad_accum, tr->chunks,
+                          tr->pp_slot);
+        }
+        if (ms->pp > 1 && tr->schedule == PP_ZBH1) gpt_alloc_split(&tr->model); /* B keeps, W reads */
+    }
     /* data parallel: bucketed all-reduce, or ZeRO-1 shards of a padded buffer */
     size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
     dp_init(&tr->dp, ms->dpcp_group, tr->model.num_params, bucket, c->zero); /* dp (x cp) */
@@ -266,6 +299,12 @@ static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen)
  * line each: 2·cp must divide seq_len (parallel/cp.h); ring attention runs on host memory (cpu
  * device); the MoE statistics, ZeRO-1 shards and adversarial training are reduced over the
  * data-parallel group alone, not yet over dp x cp. 0 or -1 with err. */
+/* 1 when the layout's pipeline runs 1F1B or GPipe (or there is no pipeline): the schedules that
+ * sp and cp are implemented with. */
+static int plain_pipeline(const mt_config *c) {
+    return c->pp <= 1 || !strcmp(c->pp_schedule, "1f1b") || !strcmp(c->pp_schedule, "gpipe");
+}
+
 static int check_cp(const mt_config *c, char *err, size_t errlen) {
     if (cp_check(c->seq_len, c->cp, err, errlen) != 0) return -1;
     if (c->cp == 1) return 0;
@@ -274,6 +313,8 @@ static int check_cp(const mt_config *c, char *err, size_t errlen) {
                     : c->moe_every > 0 ? "a dense model (moe_every = 0)"
                     : c->zero ? "zero = 0"
                     : strcmp(c->adv_train, "none") != 0 ? "adv_train = none"
+                    : !plain_pipeline(c) ? "pp_schedule = 1f1b or gpipe (the interleaved and "
+                                           "zb-h1 drivers do not carry the ring's shards)"
                     : NULL;
     if (!why) return 0;
     snprintf(err, errlen, "cp %d needs %s: not implemented together with context parallelism",
@@ -298,7 +339,7 @@ static int check_sp(const mt_config *c, char *err, size_t errlen) {
     }
     const char *why = c->cp > 1 ? "cp = 1" : c->moe_every > 0 ? "a dense model (moe_every = 0)"
                     : c->zero ? "zero = 0" : strcmp(c->adv_train, "none") != 0 ? "adv_train = none"
-                    : NULL;
+                    : !plain_pipeline(c) ? "pp_schedule = 1f1b or gpipe" : NULL;
     if (!why) return 0;
     snprintf(err, errlen, "sp = 1 needs %s: not implemented together with sequence parallelism",
              why);
@@ -441,6 +482,7 @@ void trainer_free(trainer *tr) {
     if (tr->db) rundb_close(tr->db);
     free(tr->model.moe_load);
     tr->model.moe_load = NULL;
+    free(tr->pp_slot);
     gpt_free(&tr->model);
     optim_free(&tr->opt);
     dp_free(&tr->dp);
