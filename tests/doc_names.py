@@ -14,6 +14,8 @@ makes the rot a test failure. Two pages use it:
       the map names is on a path: referenced somewhere in the product's own code (core/ .. cmd/,
       minitrain.c; comments removed) besides its own definition — a function only the tests call
       is off the path (issue 23: `ckpt_writer_start`, `ckpt_tiers_commit`).
+  doc_names.py links README.md docs/design.md ...  (tests/run_map.sh)
+      only the links, as above.
 
 "Defined" means a line starting in column 0 that names the function followed by "(" and is not a
 prototype (does not end in ");"), or a `#define NAME`, or a file-scope object `NAME = ` / `NAME[`
@@ -171,11 +173,23 @@ def map_page(doc):
     return errors
 
 
+def links(docs):
+    errors = []
+    n = sum(check_links(d, open(d).read(), errors) for d in docs)
+    print(f"{n} links in {len(docs)} pages checked")
+    return errors
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("tutorial", "map"):
-        sys.exit("usage: doc_names.py tutorial|map DOC.md")
+    modes = {"tutorial": tutorial, "map": map_page}
+    if len(sys.argv) == 3 and sys.argv[1] in modes:
+        run = lambda: modes[sys.argv[1]](sys.argv[2])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "links":
+        run = lambda: links(sys.argv[2:])
+    else:
+        sys.exit("usage: doc_names.py tutorial|map DOC.md | links DOC.md...")
     os.chdir(ROOT)
-    errors = (tutorial if sys.argv[1] == "tutorial" else map_page)(sys.argv[2])
+    errors = run()
     for e in errors:
         print("  " + e)
     sys.exit(1 if errors else 0)

@@ -6,7 +6,8 @@
 # call — off the path the map describes — fails. The checker is tests/doc_names.py, the one
 # tests/run_tutorial.sh uses for the tutorial's **Code:** lines.
 # Also holds the checker itself to a page with known mistakes, so a checker that accepts anything
-# fails here. A second or two; needs no build.
+# fails here. The README's, tests/README.md's, design.md's and benchmarks.md's links too.
+# A second or two; needs no build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -16,6 +17,9 @@ tmp_dir mt_map
 if $PY tests/doc_names.py map docs/architecture.md > "$TMP/map.log" 2>&1
 then ok "architecture map: $(head -1 "$TMP/map.log")"
 else bad "architecture map:"; sed 's/^/      /' "$TMP/map.log"; fi
+if $PY tests/doc_names.py links README.md tests/README.md docs/design.md docs/benchmarks.md > "$TMP/links.log" 2>&1
+then ok "README, tests/README, design, benchmarks: $(head -1 "$TMP/links.log")"
+else bad "links:"; sed 's/^/      /' "$TMP/links.log"; fi
 rows=$(head -1 "$TMP/map.log" | grep -o '^[0-9]*')
 check "the map has its rows (70 or more, got ${rows:-0})" test "${rows:-0}" -ge 70
 for s in "peer tier 0" "outlier ejection" "retry budget" "limits" "keys" "PII" "guard device" \
