@@ -4,7 +4,7 @@
  *
  * Why it is shaped so:
  *   - Everything here is a pure function of its arguments (no sockets, no threads), so every
- *     status code the server can answer for a bad body is unit-tested (tests/test_gateway.c).
+ *     status code the server can answer for a bad body is unit-tested (tests/test_serve.c).
  *   - cJSON parses; responses are written by hand through api_buf because model output is raw
  *     bytes: a byte-level model can emit half a UTF-8 character or a NUL, which cJSON strings
  *     cannot carry. api_buf_json_string escapes and turns invalid bytes into U+FFFD, so every body

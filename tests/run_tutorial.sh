@@ -10,7 +10,8 @@
 #   - localhost:8080 is the port of a server this script starts (serve --port 0) before the block
 #     named `serve`, and stops by pid after it.
 # Also checked: every relative link of the tutorial exists (and its #anchor is a heading there),
-# and every `function` named on a **Code:** line is defined in a file linked on that segment.
+# and every `function` named on a **Code:** line is defined in a file linked on that segment
+# (tests/doc_names.py, which tests/run_map.sh uses for docs/architecture.md).
 # The `html` blocks' pages are checked for their sections (tests/run_report_html.sh renders such
 # pages in Chromium).
 # About 1.5-3 minutes on 2 cores. Run from anywhere: bash tests/run_tutorial.sh
@@ -28,38 +29,7 @@ t_start=$(date +%s)
 [ -x "${MT:-./minitrain}" ] || { echo "build ./minitrain first (make)"; exit 1; }
 
 # ---- the links and the function names -------------------------------------------------------------
-if $PY - docs/tutorial.md > "$TMP/links.log" 2>&1 <<'PY'
-import os, re, sys
-doc = sys.argv[1]; base = os.path.dirname(doc); text = open(doc).read()
-errors = []
-def slug(h):
-    h = re.sub(r"[^\w\- ]", "", h.strip().lower())
-    return h.replace(" ", "-")
-def anchors(path):
-    return {slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", open(path).read(), re.M)}
-n_links = 0
-for m in re.finditer(r"\]\(([^)\s]+)\)", text):
-    target = m.group(1)
-    if re.match(r"[a-z]+:", target): continue
-    path, _, frag = target.partition("#")
-    full = os.path.normpath(os.path.join(base, path)) if path else doc
-    n_links += 1
-    if not os.path.exists(full): errors.append(f"link {target}: {full} does not exist"); continue
-    if frag and frag not in anchors(full): errors.append(f"link {target}: no heading #{frag} in {full}")
-n_names = 0
-for line in text.splitlines():
-    if not line.startswith("**Code:**"): continue
-    for seg in line[len("**Code:**"):].split(" · "):
-        files = [os.path.normpath(os.path.join(base, p)) for p in re.findall(r"\]\(([^)#\s]+)", seg)]
-        src = "".join(open(f).read() for f in files if os.path.isfile(f) and not f.endswith(".md"))
-        for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", seg):
-            n_names += 1
-            if not re.search(r"^[A-Za-z][^\n]*\b%s\s*\((?![^\n]*\);\s*$)|^#define %s\b" % (name, name), src, re.M):
-                errors.append(f"`{name}` is not defined in {', '.join(files) or '(no file)'}")
-print(f"{n_links} links, {n_names} function names checked")
-for e in errors: print("  " + e)
-sys.exit(1 if errors else 0)
-PY
+if $PY tests/doc_names.py tutorial docs/tutorial.md > "$TMP/links.log" 2>&1
 then ok "tutorial links and function names: $(head -1 "$TMP/links.log")"
 else bad "tutorial links and function names:"; sed 's/^/      /' "$TMP/links.log"; fi
 

@@ -21,8 +21,9 @@
  *
  * The commit path of one save, in order: checkpoint_hook (step % ckpt_every == 0) ->
  * checkpoint_save: ckpt_writer_begin (step_N.tmp) -> snapshot (params and gathered AdamW m/v
- * into the writer's buffer: the only stall when ckpt_async = 1, "snapshot_ms") ->
- * ckpt_writer_start (background thread: the files) -> later hooks: ckpt_writer_progress (one
+ * into the writer's buffer: the only stall when ckpt_async = 1, "snapshot_ms"; copied by the
+ * writer's job itself when it needs no collective) -> ckpt_writer_start_deferred (background
+ * thread: the snapshot copy if deferred, then the files) -> later hooks: ckpt_writer_progress (one
  * small all-reduce per step boundary; rank 0 writes manifest.json and renames step_N.tmp ->
  * step_N in the background) -> catalog rows and the "checkpoint" event in run.db. At most one save
  * is in flight; one that falls due while the previous is still running waits ("ckpt_wait"). A

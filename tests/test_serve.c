@@ -1,5 +1,5 @@
 /*
- * tests/test_gateway.c — the serving module without sockets: UTF-8 rules, request validation,
+ * tests/test_serve.c — the model server (serve/) without sockets: UTF-8 rules, request validation,
  * the OpenAI JSON shapes, stop sequences, Prometheus text, and the generation slots.
  *
  * Independent references: glibc iconv decides what is valid UTF-8 (strict: it refuses overlongs,
@@ -25,7 +25,7 @@
 
 #include "serve/server.h"
 
-#define TU_PREFIX "test_gateway"
+#define TU_PREFIX "test_serve"
 #include "tests/testutil.h"
 
 /* iconv's verdict: 1 valid, 0 invalid, -1 valid except for an incomplete sequence at the end. */
