@@ -23,6 +23,7 @@
 #include "cmd/cmd.h"
 #include "ckpt/ckpt.h"
 #include "core/check.h"
+#include "core/fs.h"
 #include "train/checkpoint.h"
 #include "model/interop.h"
 #include "train/import.h"
@@ -302,26 +303,20 @@ static int do_import(int argc, char **argv) {
     return MT_EXIT_OK;
 }
 
-/* 1 when paths a and b name the same file (the same inode, or the same string) */
-static int same_path(const char *a, const char *b) {
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    return strcmp(a, b) == 0;
-}
-
-/* An export never replaces the run's own files: `--out DIR/run.db` once turned the run database
- * into a safetensors file, and `--out DIR/model.safetensors` would swap the trained model for
- * the transposed HF layout. */
+/* An export goes through the one output rule (checkpoint_catalog_check_output): never the run's
+ * own files (`--out DIR/run.db` once turned the run database into a safetensors file), never into
+ * a checkpoint (then `ckpt verify` fails), never renamed over /dev/null, a FIFO or a symbolic
+ * link. For hf, config.json beside the output is held to the same rule. */
 static void export_check_out(const ckpt_args *a) {
-    static const char *const own[] = {"run.db", "run.db-wal", "run.db-shm", "model.safetensors",
-                                      "tokenizer.bin"};
-    for (size_t k = 0; a->out && k < sizeof(own) / sizeof(own[0]); k++) {
-        char p[CKPT_PATH_MAX];
-        snprintf(p, sizeof(p), "%.4000s/%s", a->run, own[k]);
-        if (same_path(a->out, p))
-            mt_fail("ckpt export: --out %s is the run's own %s; export elsewhere (default %s/hf/)",
-                    a->out, own[k], a->run);
-    }
+    if (!a->out) return;
+    char err[2 * CKPT_PATH_MAX], cfg[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX];
+    if (checkpoint_catalog_check_output(&a->cat, a->run, a->out, FS_OUT_MAKE_DIR, err, sizeof(err)) < 0)
+        mt_fail("ckpt export --out: %s", err);
+    if (a->format && !strcmp(a->format, "llmc")) return;
+    snprintf(tmp, sizeof(tmp), "%s", a->out);
+    snprintf(cfg, sizeof(cfg), "%.4000s/config.json", dirname(tmp));
+    if (checkpoint_catalog_check_output(&a->cat, a->run, cfg, FS_OUT_MAKE_DIR, err, sizeof(err)) < 0)
+        mt_fail("ckpt export --out: config.json goes beside it: %s", err);
 }
 
 static int do_export(ckpt_args *a) {

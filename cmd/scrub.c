@@ -40,12 +40,6 @@ static int file_write(void *ctx, const char *p, size_t n) {
     return fwrite(p, 1, n, (FILE *)ctx) == n ? 0 : -1;
 }
 
-static int same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
 /* The output: stdout ("-"), a non-regular file written in place (/dev/null, a FIFO), or a
  * regular file written durably and atomically (core/fs.h: a partial file, renamed when
  * complete). */
@@ -62,11 +56,11 @@ static void out_open(out_file *o, const char *outp) {
     memset(o, 0, sizeof(*o));
     o->path = outp;
     o->fp = stdout;
-    struct stat st;
     char err[1024];
-    if (strcmp(outp, "-") && stat(outp, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode))
-            mt_fail("scrub: --out '%s' is a directory", outp);
+    int kind = strcmp(outp, "-") ? fs_check_output(outp, NULL, FS_OUT_ALLOW_IN_PLACE, err,
+                                                   sizeof(err)) : FS_OUT_ATOMIC;
+    if (kind < 0) mt_fail("scrub: --out %s", err);
+    if (kind == FS_OUT_IN_PLACE) {
         o->in_place = 1; /* /dev/null, a FIFO: written as it is, never renamed over */
         o->fp = fopen(outp, "wb");
         if (o->fp == NULL)
@@ -197,7 +191,7 @@ int cmd_scrub(int argc, char **argv) {
     } else if (keyfile != NULL)
         mt_warn("scrub: --hash-key-file is only used with --mode hash");
     int from_stdin = !strcmp(input, "-");
-    if (strcmp(outp, "-") && !from_stdin && same_file(input, outp))
+    if (strcmp(outp, "-") && !from_stdin && fs_same_file(input, outp))
         mt_fail("scrub: --out is the same file as --input");
     FILE *in = from_stdin ? stdin : fopen(input, "rb");
     if (in == NULL)
@@ -210,10 +204,12 @@ int cmd_scrub(int argc, char **argv) {
      * after the whole input is scrubbed and --out already committed under its name */
     fs_afile rep;
     FILE *rep_fp = NULL;
-    if (report && ((!from_stdin && same_file(input, report)) ||
-                   (strcmp(outp, "-") && (same_file(outp, report) || !strcmp(outp, report)))))
-        mt_fail("scrub: --report is the same file as --%s", !from_stdin && same_file(input, report)
+    if (report && ((!from_stdin && fs_same_file(input, report)) ||
+                   (strcmp(outp, "-") && (fs_same_file(outp, report) || !strcmp(outp, report)))))
+        mt_fail("scrub: --report is the same file as --%s", !from_stdin && fs_same_file(input, report)
                                                                  ? "input" : "out");
+    if (report && fs_check_output(report, NULL, 0, err, sizeof(err)) < 0)
+        mt_fail("scrub: --report %s", err);
     if (report && (rep_fp = fs_stream_open(&rep, report, err, sizeof(err))) == NULL)
         mt_fail("scrub: --report: %s", err);
     out_file of;
@@ -249,8 +245,13 @@ int cmd_scrub(int argc, char **argv) {
         /* a text file ends in a newline (`cat` then keeps lines apart) */
         err[0] = 0;
         if (fwrite(js, 1, jn, rep_fp) != jn || fputc('\n', rep_fp) == EOF ||
-            fs_stream_commit(&rep, rep_fp, err, sizeof(err)) != 0)
-            mt_fail("scrub: --report: %s", err[0] ? err : strerror(errno));
+            fs_stream_commit(&rep, rep_fp, err, sizeof(err)) != 0) {
+            /* --out is complete and committed: a failed report is an I/O error, not a usage
+             * error (exit 4, as the trainer's disk-full exit) */
+            fprintf(stderr, "minitrain: error: scrub: --report: %s (--out %s is complete)\n",
+                    err[0] ? err : strerror(errno), outp);
+            exit(MT_EXIT_IO);
+        }
         free(js);
     }
     if (!quiet) {

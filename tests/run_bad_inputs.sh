@@ -184,5 +184,35 @@ if [ -n "$run_dir" ]; then
     && ok "README's minitrain run line trains (with --run-dir $run_dir)" || bad "README's run line: $(tail -2 "$TMP/out")"
 else bad "README's minitrain run line has no --run-dir: \`minitrain run\` refuses it"; fi
 
+echo "== one output rule (core/fs fs_check_output): never a FIFO, device, link, nor inside a checkpoint"
+mkfifo "$TMP/fifo"; ln -s "$TMP/linked.st" "$TMP/link.st"
+expect_usage "ckpt export --out FIFO" "$MT" ckpt export --run "$TMP/run" --out "$TMP/fifo"
+[ -p "$TMP/fifo" ] && [ ! -e "$TMP/config.json" ] && ok "... the FIFO is still a FIFO, no config.json beside it" || bad "FIFO replaced"
+expect_usage "ckpt export --out /dev/null" "$MT" ckpt export --run "$TMP/run" --out /dev/null
+[ -c /dev/null ] && ok "... /dev/null is still a device" || bad "/dev/null replaced by a regular file"
+expect_usage "ckpt export --out SYMLINK" "$MT" ckpt export --run "$TMP/run" --out "$TMP/link.st"
+[ -L "$TMP/link.st" ] && [ ! -e "$TMP/linked.st" ] && ok "... the link is still a link" || bad "symlink replaced"
+shard=$(ls "$TMP/run/ckpt/step_00000002/"model-*.safetensors | head -1)
+expect_usage "ckpt export --out RUN/ckpt/step_N/<shard>" "$MT" ckpt export --run "$TMP/run" --out "$shard"
+expect_usage "report --svg RUN/ckpt/step_N/manifest.json" "$MT" report --run "$TMP/run" --svg "$TMP/run/ckpt/step_00000002/manifest.json"
+expect_usage "report --html RUN/ckpt/x.html (a tier root)" "$MT" report --run "$TMP/run" --html "$TMP/run/./ckpt/x.html"
+grep -q "lies inside $TMP/run/ckpt" "$TMP/err" && ok "... names the tier root" || bad "tier root: $(cat "$TMP/err")"
+"$MT" ckpt verify --run "$TMP/run" >/dev/null 2>&1 && ok "ckpt verify still passes after the refused outputs" || bad "a committed checkpoint was overwritten"
+expect_usage "scrub --out SYMLINK" "$MT" scrub --input "$TMP/pii.txt" --out "$TMP/link.st"
+expect_usage "plan --out FIFO" "$MT" plan --nodes 1 --gpus-per-node 2 --tp 2 --pp 1 --dp 1 --out "$TMP/fifo"
+timeout 10 "$MT" scrub --input "$TMP/pii.txt" --out /dev/null --quiet && ok "scrub still streams into /dev/null in place" || bad "scrub --out /dev/null"
+
+echo "== ckpt export (hf) of an MoE run is refused as llmc's is; the hf pair is written both or neither"
+"$MT" train "${TRAIN[@]}" --n-layer 2 --moe-every 2 --n-experts 2 --top-k 1 --sample-tokens 0 --ckpt-every 2 --run-dir "$TMP/moe" >/dev/null 2>&1
+expect_usage "ckpt export (hf) of an MoE run" "$MT" ckpt export --run "$TMP/moe"
+grep -q "no mixture-of-experts layers" "$TMP/err" && [ ! -e "$TMP/moe/hf" ] && ok "... says why, writes nothing (no empty hf/)" || bad "MoE hf export: $(cat "$TMP/err"); $(ls "$TMP/moe")"
+cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$TMP/enospc.so" tests/enospc_shim.c -ldl
+MT_ENOSPC_MATCH=pair/model.safetensors LD_PRELOAD="$TMP/enospc.so" "$MT" ckpt export --run "$TMP/run" --out "$TMP/pair/model.safetensors" >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc != 0 ] && [ ! -e "$TMP/pair" ] && ok "a full disk during ckpt export leaves neither file nor an empty directory (rc $rc)" || bad "full-disk export: rc $rc, left $(ls "$TMP/pair" 2>&1)"
+"$MT" ckpt export --run "$TMP/run" --out "$TMP/pair2/model.safetensors" >/dev/null 2>&1
+cp "$TMP/pair2/config.json" "$TMP/pair2.cfg"
+MT_ENOSPC_MATCH=pair2/model.safetensors LD_PRELOAD="$TMP/enospc.so" "$MT" ckpt export --run "$TMP/run" --out "$TMP/pair2/model.safetensors" >/dev/null 2>&1
+[ "$(ls "$TMP/pair2")" = "$(printf 'config.json\nmodel.safetensors')" ] && cmp -s "$TMP/pair2/config.json" "$TMP/pair2.cfg" && ok "... and a previous pair stays whole, no partial files" || bad "previous pair: $(ls "$TMP/pair2")"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
