@@ -214,5 +214,48 @@ cp "$TMP/pair2/config.json" "$TMP/pair2.cfg"
 MT_ENOSPC_MATCH=pair2/model.safetensors LD_PRELOAD="$TMP/enospc.so" "$MT" ckpt export --run "$TMP/run" --out "$TMP/pair2/model.safetensors" >/dev/null 2>&1
 [ "$(ls "$TMP/pair2")" = "$(printf 'config.json\nmodel.safetensors')" ] && cmp -s "$TMP/pair2/config.json" "$TMP/pair2.cfg" && ok "... and a previous pair stays whole, no partial files" || bad "previous pair: $(ls "$TMP/pair2")"
 
+echo "== robust --eps / robust_eps: bounded to [0, 100] like adv_eps, one grammar (no empty item)"
+for e in 1e20 1e37 0.1, ,0.1 0.1,,0.2; do
+  expect_usage "robust --eps $e" "$MT" robust --run "$TMP/run" --eps "$e" --no-db
+done
+for a in pgd fgsm; do
+  timeout 60 "$MT" robust --run "$TMP/run" --attack $a --norm l2 --eps 100 --batches 1 --no-db --json >"$TMP/out" 2>"$TMP/err"; rc=$?
+  [ $rc = 0 ] && /usr/bin/python3 -c "import json,sys,math; r=json.load(open(sys.argv[1]))['rows'][0]; assert math.isfinite(r['adv_loss']) and r['adv_loss'] >= r['clean_loss'] - 1e-6, r" "$TMP/out" 2>>"$TMP/err" \
+    && ok "robust --attack $a --eps 100 (the bound): a finite row, adv >= clean" || bad "robust $a eps 100: rc $rc $(head -c 300 "$TMP/err")"
+done
+expect_usage "train robust_every with robust_eps 1e20: refused before training" "$MT" train "${TRAIN[@]}" --robust-every 1 --robust-eps 1e20 --run-dir "$TMP/reps"
+[ ! -e "$TMP/reps/run.db" ] && ok "... nothing trained" || bad "trained with robust_eps 1e20"
+expect_usage "train robust_attack hotflip, robust_flips 1000 > seq_len 16" "$MT" train "${TRAIN[@]}" --robust-every 1 --robust-attack hotflip --robust-flips 1000 --run-dir "$TMP/rflip"
+expect_usage "robust --attack hotflip --flips 1000 on 16-token sequences" "$MT" robust --run "$TMP/run" --attack hotflip --flips 1000 --no-db
+"$MT" train "${TRAIN[@]}" --ckpt-every 0 --robust-every 2 --robust-attack hotflip --robust-flips 2 --robust-batches 1 --run-dir "$TMP/rhot" >"$TMP/out" 2>&1
+grep -q "robust hotflip: flips 2 adv" "$TMP/out" && ! grep -q "robust hotflip.* eps " "$TMP/out" && ok "robust_every with hotflip logs its flips, not 'eps 0'" || bad "hotflip log: $(grep robust "$TMP/out")"
+
+echo "== train --data: a missing path says so; a pattern without a split warns and the shards are logged"
+expect_usage "train --data MISSING" "$MT" train "${TRAIN[@]}" --data "$TMP/no_such_data" --run-dir "$TMP/nd"
+grep -q "no such data: '$TMP/no_such_data'" "$TMP/err" && ! grep -q tokenizer "$TMP/err" && ok "... 'no such data', not 'no tokenizer'" || bad "missing data: $(cat "$TMP/err")"
+"$MT" train "${TRAIN[@]}" --data "$TMP/data/*_000.bin" --ckpt-every 0 --run-dir "$TMP/samesplit" >"$TMP/out" 2>&1
+grep -q "the train and val splits read the same files" "$TMP/out" && ok "a --data pattern without train/val/{split} warns that both splits read the same files" || bad "no same-split warning: $(head -c 300 "$TMP/out")"
+"$MT" train "${TRAIN[@]}" --ckpt-every 0 --run-dir "$TMP/splitlog" >"$TMP/out" 2>&1
+grep -q "data: train '$TMP/data/train_000.bin' | val '$TMP/data/val_000.bin'" "$TMP/out" && grep -q "tokenizer: $TMP/data/tokenizer.bin (byte" "$TMP/out" \
+  && ok "the log names the shards of each split and the tokenizer in use" || bad "split/tokenizer log: $(grep -E 'data:|tokenizer' "$TMP/out")"
+
+echo "== train --init-from: the experts and the tokenizer come from the source; a contradiction is refused"
+expect_usage "--init-from a dense run with --moe-every 2" "$MT" train "${TRAIN[@]}" --init-from "$TMP/run" --moe-every 2 --run-dir "$TMP/ft_moe"
+grep -q "dense model (no experts)" "$TMP/err" && ok "... says the source is dense" || bad "dense source: $(cat "$TMP/err")"
+expect_usage "--init-from an MoE run (2 experts) with --n-experts 8" "$MT" train "${TRAIN[@]}" --init-from "$TMP/moe" --n-experts 8 --run-dir "$TMP/ft_moe2"
+"$MT" train "${TRAIN[@]}" --init-from "$TMP/moe" --ckpt-every 0 --run-dir "$TMP/ft_moe3" >"$TMP/out" 2>&1
+grep -q "MoE every 2 blocks, 2 experts, top-1" "$TMP/out" && ok "--init-from an MoE run logs the experts it takes" || bad "MoE init log: $(grep init_from "$TMP/out")"
+"$MT" prepare --input "$TMP/small.txt" --out "$TMP/bpe" --tokenizer bpe --vocab-size 300 >/dev/null 2>&1
+expect_usage "--init-from a byte-tokenizer run on BPE data" "$MT" train "${TRAIN[@]}" --data "$TMP/bpe" --init-from "$TMP/run" --run-dir "$TMP/ft_tok"
+grep -q "is not the source run's .*differ at id 256" "$TMP/err" && [ ! -e "$TMP/ft_tok/run.db" ] && ok "... names both tokenizers and the first differing id" || bad "tokenizer mismatch: $(cat "$TMP/err")"
+
+echo "== robust of a run trained on token ids only (no tokenizer.bin): the attacks need none"
+mkdir -p "$TMP/ids"; cp "$TMP/data/train_000.bin" "$TMP/data/val_000.bin" "$TMP/ids/"
+"$MT" train "${TRAIN[@]}" --data "$TMP/ids" --vocab-size 256 --ckpt-every 0 --run-dir "$TMP/idrun" >/dev/null 2>&1
+timeout 60 "$MT" robust --run "$TMP/idrun" --eps 0,0.1 --batches 1 --no-db >"$TMP/out" 2>"$TMP/err"; rc=$?
+[ ! -e "$TMP/idrun/tokenizer.bin" ] && [ $rc = 0 ] && grep -q "attacking token ids" "$TMP/err" && ok "robust on ids: a table, and it says so" || bad "robust on ids: rc $rc $(head -c 300 "$TMP/err")"
+timeout 60 "$MT" robust --run "$TMP/idrun" --tokenizer "$TMP/data/tokenizer.bin" --attack hotflip --batches 1 --no-db >/dev/null 2>"$TMP/err" \
+  && ok "robust --tokenizer FILE" || bad "robust --tokenizer: $(head -c 300 "$TMP/err")"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
