@@ -14,6 +14,7 @@
  * .split(n_embd, dim=2)); transposed, its rows are q; k; v — exactly minitrain's qkv rows.
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -247,14 +248,20 @@ int interop_hf_read(gpt_model *m, const char *path, char *err, size_t errlen) {
                                            : "");
             return -1;
         }
+    } else if (stat(path, &st) != 0) { /* the source itself, before anything beside it */
+        snprintf(err, errlen, "Hugging Face weights '%s': %s (give a directory with config.json "
+                 "and model.safetensors, or the .safetensors file)", path, strerror(errno));
+        return -1;
     } else {
         snprintf(wpath, sizeof(wpath), "%s", path);
         snprintf(tmp, sizeof(tmp), "%s", path);
         snprintf(cpath, sizeof(cpath), "%.4000s/config.json", dirname(tmp));
     }
-    if (stat(cpath, &st) != 0) {
-        snprintf(err, errlen, "Hugging Face weights '%s' need config.json beside them ('%s' is "
-                 "missing)", wpath, cpath);
+    int missing = stat(cpath, &st) != 0;
+    if (missing || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "Hugging Face weights '%s' need config.json beside them ('%s' %s)",
+                 wpath, cpath, missing ? "is missing" : S_ISDIR(st.st_mode)
+                 ? "is a directory, not a file" : "is not a regular file");
         return -1;
     }
     gpt_config cfg;

@@ -257,5 +257,32 @@ timeout 60 "$MT" robust --run "$TMP/idrun" --eps 0,0.1 --batches 1 --no-db >"$TM
 timeout 60 "$MT" robust --run "$TMP/idrun" --tokenizer "$TMP/data/tokenizer.bin" --attack hotflip --batches 1 --no-db >/dev/null 2>"$TMP/err" \
   && ok "robust --tokenizer FILE" || bad "robust --tokenizer: $(head -c 300 "$TMP/err")"
 
+echo "== ckpt import / readers: the source itself is named first, and what it is when it is the wrong kind"
+expect_usage "ckpt import --from hf MISSING_DIR" "$MT" ckpt import --from hf "$TMP/no_hf" --out "$TMP/imp1"
+grep -q "'$TMP/no_hf': No such file or directory" "$TMP/err" && ! grep -q "$TMP/config.json" "$TMP/err" && ok "... names the missing source, not a config.json in its parent" || bad "hf missing: $(cat "$TMP/err")"
+expect_usage "ckpt import --from llmc DIR" "$MT" ckpt import --from llmc "$TMP/data" --out "$TMP/imp2"
+grep -q "is a directory, not a file" "$TMP/err" && ! grep -q truncated "$TMP/err" && ok "... 'is a directory', not 'truncated (4096 bytes)'" || bad "llmc dir: $(cat "$TMP/err")"
+expect_usage "ckpt import --from llmc FILE.safetensors" "$MT" ckpt import --from llmc "$TMP/run/model.safetensors" --out "$TMP/imp3"
+grep -q "it is a safetensors file: import it with --from hf" "$TMP/err" && ok "... names the format it found" || bad "llmc of safetensors: $(cat "$TMP/err")"
+mkdir -p "$TMP/hfcfgdir/config.json"; cp "$TMP/run/model.safetensors" "$TMP/hfcfgdir/"
+expect_usage "ckpt import --from hf DIR whose config.json is a directory" "$MT" ckpt import --from hf "$TMP/hfcfgdir" --out "$TMP/imp4"
+grep -q "config.json' is a directory, not a file" "$TMP/err" && ok "... says config.json is a directory" || bad "config.json dir: $(cat "$TMP/err")"
+mkdir -p "$TMP/dshards/train_x.bin"
+expect_usage "train --data PATTERN matching a directory" "$MT" train "${TRAIN[@]}" --data "$TMP/dshards/train_*.bin" --vocab-size 256 --run-dir "$TMP/dsh"
+grep -q "is a directory, not a token shard file" "$TMP/err" && ok "... a shard that is a directory is named as one" || bad "dir shard: $(cat "$TMP/err")"
+mkdir -p "$TMP/hfv"
+/usr/bin/python3 - "$TMP/hfv" <<'PY'
+import json, sys
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))  # GPT-2 bytes_to_unicode
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs: bs.append(b); cs.append(256 + n); n += 1
+vocab = {chr(c): i for i, c in enumerate(cs)}
+vocab["ab"] = 1000   # ids 256..999 missing
+json.dump(vocab, open(sys.argv[1] + "/vocab.json", "w")); open(sys.argv[1] + "/merges.txt", "w").write("#version: 0.2\n")
+PY
+expect_usage "prepare --tokenizer vocab.json with an id gap (256..999 missing)" "$MT" prepare --input "$TMP/small.txt" --out "$TMP/hfvout" --tokenizer "$TMP/hfv/vocab.json"
+grep -q "token ids are not contiguous: id 256 is missing" "$TMP/err" && [ ! -e "$TMP/hfvout/train_000.bin" ] && ok "... refused, naming the first missing id" || bad "id gap: $(cat "$TMP/err")"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

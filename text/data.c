@@ -155,6 +155,12 @@ static int open_shard(data_shard *s, const char *path, char *err, size_t errlen)
             close(fd);
         return -1;
     }
+    if (!S_ISREG(st.st_mode)) { /* a directory a pattern matched reads as 4096 bytes of nothing */
+        snprintf(err, errlen, "shard '%s' is %s, not a token shard file", path,
+                 S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+        close(fd);
+        return -1;
+    }
     off_t size = st.st_size;
     uint8_t header[DATA_HEADER_BYTES];
     if (size < DATA_HEADER_BYTES) {
