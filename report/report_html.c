@@ -236,9 +236,11 @@ static void checkpoints_section(FILE *f, const report_summary *r) {
     int n = 0;
     if (sqlite3_prepare_v2(r->db, "SELECT run_id, step, tier, state, bytes, snapshot_ms, write_ms,"
                            " path FROM checkpoints ORDER BY step, tier, time", -1, &st, NULL) == SQLITE_OK) {
-        fputs("<table class=\"checkpoints\"><tr><th>run</th><th>step</th><th>tier</th><th>state"
-              "</th><th>MiB</th><th>stall (ms)</th><th>write (ms)</th><th>path</th></tr>\n", f);
         while (sqlite3_step(st) == SQLITE_ROW) {
+            if (n == 0) /* the header only above rows: no empty table */
+                fputs("<table class=\"checkpoints\"><tr><th>run</th><th>step</th><th>tier</th>"
+                      "<th>state</th><th>MiB</th><th>stall (ms)</th><th>write (ms)</th><th>path"
+                      "</th></tr>\n", f);
             char b[3][32];
             double x[3];
             for (int i = 0; i < 3; i++)
@@ -254,9 +256,21 @@ static void checkpoints_section(FILE *f, const report_summary *r) {
             n++;
         }
         sqlite3_finalize(st);
-        fputs("</table>\n", f);
+        if (n > 0) fputs("</table>\n", f);
     }
-    if (n == 0) fputs("<p class=\"note\">no checkpoints recorded (ckpt_every = 0)</p>\n", f);
+    if (n == 0) { /* why, from the job's own config: never a default it did not run with */
+        cJSON *c = r->config ? cJSON_Parse(r->config) : NULL;
+        const cJSON *ce = cJSON_GetObjectItemCaseSensitive(c, "ckpt_every");
+        if (!cJSON_IsNumber(ce))
+            fputs("<p class=\"note\">no checkpoints recorded (no trainer run started in this "
+                  "database)</p>\n", f);
+        else if (ce->valueint == 0)
+            fputs("<p class=\"note\">no checkpoints recorded (ckpt_every = 0)</p>\n", f);
+        else
+            fprintf(f, "<p class=\"note\">no checkpoints recorded (ckpt_every = %d; none was "
+                    "committed)</p>\n", ce->valueint);
+        cJSON_Delete(c);
+    }
     fputs("<p class=\"note\">tiers: 0 own memory, 1 run directory, 2 durable.</p>\n</section>\n", f);
 }
 

@@ -256,10 +256,14 @@ typedef struct {
     double next_kill;                       /* monotonic time of the next kill, or INFINITY */
 } watch_state;
 
-/* The launch process exited with wait status st: 0 (clean; 3 when SIGUSR1 asked for the stop),
+/* The launch process exited with wait status st: 0 (clean; 3 when SIGUSR1 asked for the stop,
+ * to the supervisor or to the ranks),
  * 2 (usage error, exit 2), or 1 with f filled (the kind from the exit code, the rank blamed). */
 static int launch_exited(const watch_state *w, int st, sup_failure *f) {
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return sup_ckpt_now ? 3 : 0;
+    /* the ranks got SIGUSR1 themselves (`sbatch --signal=USR1@T` without B:) and stopped after a
+     * checkpoint (sched/preempt.h): the same stop as the supervisor's own SIGUSR1 */
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGUSR1) return 3;
     if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
     f->kind = failure_kind(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;

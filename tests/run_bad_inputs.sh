@@ -284,5 +284,22 @@ PY
 expect_usage "prepare --tokenizer vocab.json with an id gap (256..999 missing)" "$MT" prepare --input "$TMP/small.txt" --out "$TMP/hfvout" --tokenizer "$TMP/hfv/vocab.json"
 grep -q "token ids are not contiguous: id 256 is missing" "$TMP/err" && [ ! -e "$TMP/hfvout/train_000.bin" ] && ok "... refused, naming the first missing id" || bad "id gap: $(cat "$TMP/err")"
 
+echo "== report: the ETTR breakdown partitions the wall time (no negative 'other'); the HTML says what the job ran with"
+"$MT" ckpt import --from hf "$TMP/hf" --out "$TMP/imported" --tokenizer "$TMP/data/tokenizer.bin" >/dev/null 2>&1
+"$MT" report --run "$TMP/imported" --json >"$TMP/out" 2>"$TMP/err"
+/usr/bin/python3 - "$TMP/out" <<'PY' 2>"$TMP/err" && ok "report of an imported run: every ETTR category >= 0, summing to the wall time" || bad "imported run's ETTR: $(cat "$TMP/err")"
+import json, sys
+d = json.load(open(sys.argv[1])); b = d["ettr_breakdown"]
+parts = {k: v for k, v in b.items() if k.endswith("_s") and k != "wall_s" and v is not None}
+assert all(v >= -1e-9 for v in parts.values()), parts
+if "wall_s" in b: assert abs(sum(parts.values()) - b["wall_s"]) < 1e-6, (parts, b["wall_s"])
+PY
+"$MT" report --run "$TMP/imported" >"$TMP/out" 2>&1
+grep "other (eval" "$TMP/out" | grep -q -- "-[0-9]" && bad "text report shows a negative other: $(grep other "$TMP/out")" || ok "... and the text report shows no negative time"
+"$MT" run --run-dir "$TMP/nostart" --max-restarts 1 -- "$MT" train "${TRAIN[@]}" --data "$TMP/no_such_data" --ckpt-every 5 --run-dir "$TMP/nostart" >/dev/null 2>&1
+"$MT" report --run "$TMP/nostart" --html "$TMP/nostart.html" >/dev/null 2>&1
+grep -q "no checkpoints recorded (no trainer run started" "$TMP/nostart.html" && ! grep -q "ckpt_every = 0" "$TMP/nostart.html" && ! grep -q '<table class="checkpoints">' "$TMP/nostart.html" \
+  && ok "HTML of a job whose trainer never started: no 'ckpt_every = 0' default, no empty table" || bad "html never-started: $(grep -o 'no checkpoints[^<]*' "$TMP/nostart.html")"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
