@@ -101,7 +101,8 @@ static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, con
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
                                 cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT ? "POST"
-                                                                              : "GET, HEAD");
+                                : cc->ep == EP_ADMIN ? "GET, POST, PATCH, DELETE"
+                                                     : "GET, HEAD");
     ratelimit_headers(cc, r);
     enum MHD_Result q = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -306,7 +307,11 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     x->chat = chat;
     x->t0 = cc->t0;
     x->client_fd = conn_fd(c);
-    x->route = -1;
+    /* "none yet", not index 0 / zero: a request refused before routing (403, 404) reached no
+     * upstream and has no usage or first token; the access log and metrics read these */
+    x->route = x->upstream = -1;
+    x->ttft = -1;
+    x->prompt_tokens = x->completion_tokens = -1;
     snprintf(x->req_id, sizeof(x->req_id), "%s", cc->req_id);
     if (cc->have_key) snprintf(x->key_id, sizeof(x->key_id), "%s", cc->key.id);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(req, "model");
@@ -349,7 +354,10 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
             return fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
                         NULL, "this request reserves %ld tokens (prompt + max_tokens), more than "
                         "the key's limit of %ld tokens per minute", tokens, cc->adm.limit_tokens);
-        if (lr == GW_LIMIT_UNAVAILABLE && !cc->adm.admitted)
+        /* Redis down: with redis_fail = closed the limiter refuses (503); with open it decided
+         * on this process's own buckets, and an empty one is an ordinary 429 */
+        int fell_back = lr == GW_LIMIT_UNAVAILABLE && gw_limiter_fails_open(g->lim);
+        if (lr == GW_LIMIT_UNAVAILABLE && !fell_back && !cc->adm.admitted)
             return fail(cc, c, 503, "server_error", NULL, "rate_limiter_unavailable", "1",
                         "the rate limiter is unavailable (Redis down, redis_fail = closed); "
                         "retry later");
@@ -360,7 +368,8 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
                                                         ? cc->adm.retry_after_s : 1));
             return fail(cc, c, 429, "rate_limit_error", NULL, "rate_limit_exceeded", ra,
                         "rate limit reached for this key (requests/min, tokens/min or concurrent "
-                        "requests); retry after %s s", ra);
+                        "requests)%s; retry after %s s", fell_back ? " on this gateway's own "
+                        "buckets (Redis down, redis_fail = open)" : "", ra);
         }
         cc->have_res = 1;
         cc->reserved = tokens;
@@ -446,9 +455,8 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
         cc->have_key = 1;
     }
     if (cc->ep == EP_ADMIN) {
-        if (strcmp(method, "GET") && strcmp(method, "POST") && strcmp(method, "DELETE"))
-            return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
-                        "method %.16s is not allowed on %s", method, url);
+        /* the methods of each admin path are gw_admin_handle's to allow (PATCH /admin/keys/ID
+         * was documented and handled there, and refused here by a second, shorter list) */
     } else if (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT) {
         if (strcmp(method, "POST"))
             return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,

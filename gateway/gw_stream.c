@@ -94,7 +94,7 @@ static void stream_broken(gw_exchange *x, const char *why) {
         pthread_mutex_lock(&g->mx.mu);
         g->mx.stream_broken++;
         pthread_mutex_unlock(&g->mx.mu);
-        gw_up_report(x, x->call_up, GW_OUT_TRANSPORT, 0);
+        gw_up_report(x, x->call_up, GW_OUT_TRANSPORT, 0, -1, 0);
         gw_log(g, "req=%s stream from %s broke after its first event: %s", x->req_id,
                g->up[x->call_up].cfg.name, why);
     }
