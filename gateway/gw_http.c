@@ -379,6 +379,13 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     if (rc == 1) return stream_reply(g, cc, c);
     api_buf b = x->body;
     memset(&x->body, 0, sizeof(x->body));
+    if (b.len && !api_utf8_valid((const uint8_t *)b.p, b.len)) { /* an upstream's bytes: as
+                                                                    serve's own, valid UTF-8 */
+        api_buf v = {0};
+        api_buf_put_utf8(&v, (const uint8_t *)b.p, b.len);
+        api_buf_free(&b);
+        b = v;
+    }
     return reply_json(cc, c, x->status, &b, x->retry_after);
 }
 

@@ -60,6 +60,22 @@ void api_buf_printf(api_buf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
+void api_buf_put_utf8(api_buf *b, const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i; /* the longest valid stretch first: one copy, not one per byte */
+        while (run < n) {
+            int L = s[run] < 0x80 ? 1 : api_utf8_seq_len(s + run, n - run);
+            if (L == 0) break;
+            run += (size_t)L;
+        }
+        if (run > i) api_buf_put(b, s + i, run - i);
+        if (run == n) return;
+        api_buf_put(b, "\xEF\xBF\xBD", 3);
+        i = run + utf8_maximal_subpart(s + run, n - run);
+    }
+}
+
 void api_buf_json_string(api_buf *b, const uint8_t *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     buf_reserve(b, n + 2);

@@ -425,6 +425,43 @@ check "the upstream dies mid-stream: the client gets an in-band error and [DONE]
   bash -c "grep -q upstream_stream_broken $TMP/broken && tail -2 $TMP/broken | grep -q '\[DONE\]' && [ \$(metric $URL_GD 'minitrain_gateway_upstream_attempts_total{upstream=\"f\"}') = 0 ] && [ \$(metric $URL_GD minitrain_gateway_streams_broken_total) = 1 ]"
 stopgw GD
 
+echo "-- an upstream sending invalid UTF-8: the client gets valid UTF-8 (U+FFFD), as from serve"
+cat > "$TMP/bad_utf8.py" <<'PYEOF'
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def send(self, code, body, ctype="application/json"):
+        self.send_response(code); self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_GET(self): self.send(200, b'{"status":"ok"}')
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        usage = b'"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}'
+        if req.get("stream"):
+            ev = b'data: {"id":"x","object":"text_completion","model":"m","choices":[{"index":0,"text":"ab\xff\xc0cd","finish_reason":null}]}\n\n'
+            end = b'data: {"id":"x","object":"text_completion","model":"m","choices":[{"index":0,"text":"","finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+            self.send(200, ev + end, "text/event-stream")
+        else:
+            self.send(200, b'{"id":"x","object":"text_completion","model":"m","choices":[{"index":0,"text":"ab\xff\xed\xa0\x80cd","finish_reason":"stop"}],' + usage + b'}')
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("listening on http://127.0.0.1:%d" % s.server_address[1], flush=True)
+s.serve_forever()
+PYEOF
+start_bg U8 'listening on http://127.0.0.1:' $PY "$TMP/bad_utf8.py"
+start_gw GU --upstream "u=$URL_U8" --route m=u --quiet
+curl -s -d '{"model":"m","prompt":"x","max_tokens":2}' "$URL_GU/v1/completions" > "$TMP/u8"
+curl -sN -d '{"model":"m","prompt":"x","max_tokens":2,"stream":true}' "$URL_GU/v1/completions" > "$TMP/u8s"
+check "invalid UTF-8 from an upstream reaches the client as U+FFFD, one per maximal subpart (as Python decodes it), plain and streamed" \
+  $PY -c "
+import json
+b = open('$TMP/u8', 'rb').read(); s = open('$TMP/u8s', 'rb').read()
+t = json.loads(b.decode('utf-8'))['choices'][0]['text']
+assert t == b'ab\xff\xed\xa0\x80cd'.decode('utf-8', 'replace'), repr(t)
+s.decode('utf-8')
+ev = [json.loads(l[6:]) for l in s.decode().splitlines() if l.startswith('data: {')]
+assert ev[0]['choices'][0]['text'] == b'ab\xff\xc0cd'.decode('utf-8', 'replace'), ev"
+stopgw GU; kill "$PID_U8" 2>/dev/null || true
+
 echo "-- OpenAI's npm client through the gateway"
 NODE_DIR=${MT_NODE_DIR:-build/node}
 if [ ! -f "$NODE_DIR/node_modules/openai/package.json" ]; then
