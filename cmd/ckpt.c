@@ -252,8 +252,10 @@ static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *d
     snprintf(tmp, sizeof(tmp), "%s", out);
     if (fs_mkdir_p(dirname(tmp), msg, sizeof(msg)) != 0) mt_fail("%s", msg);
     if (interop_llmc_write(m, out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, msg,
-                           sizeof(msg)) != 0)
-        mt_fail("writing %s: %s", out, msg);
+                           sizeof(msg)) != 0) {
+        if (m->cfg.moe_every > 0) mt_fail("%s", msg); /* refused before anything is written */
+        mt_fail_io("writing %s: %s", out, msg);
+    }
     struct stat st;
     printf("exported step %d from %s -> %s (llm.c model file, version %d %s, %s)\n", step, dir,
            out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, bf16 ? "bf16" : "fp32",
@@ -342,7 +344,12 @@ static int do_export(ckpt_args *a) {
     snprintf(tmp, sizeof(tmp), "%s", out);
     snprintf(outdir, sizeof(outdir), "%s", dirname(tmp)); /* dirname may modify its argument */
     char werr[CKPT_PATH_MAX + 2100]; /* "writing PATH: why" */
-    if (interop_hf_write(&m, out, step, werr, sizeof(werr)) != 0) mt_fail("%s", werr);
+    /* --out passed export_check_out: a failure is the disk's (exit 4), but for an MoE model,
+     * which the format cannot hold (refused before anything is written: exit 2) */
+    if (interop_hf_write(&m, out, step, werr, sizeof(werr)) != 0) {
+        if (m.cfg.moe_every > 0) mt_fail("%s", werr);
+        mt_fail_io("%s", werr);
+    }
     char sb[64];
     printf("exported step %d from %s -> %s (%s) and %s/config.json\n", step, dir, out,
            human((int64_t)m.num_params * 4, sb, sizeof(sb)), outdir);

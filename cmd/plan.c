@@ -251,7 +251,7 @@ int cmd_plan(int argc, char **argv) {
         FILE *fp = fs_stream_open(&af, out, err, sizeof(err));
         if (!fp) mt_fail("plan: %s", err);
         plan_write_rankfile(fp, &t, &m, &p[0]);
-        if (fs_stream_commit(&af, fp, err, sizeof(err)) != 0) mt_fail("plan: %s", err);
+        if (fs_stream_commit(&af, fp, err, sizeof(err)) != 0) mt_fail_io("plan: %s", err);
         printf("wrote %s (%d ranks)\n", out, p[0].world);
     }
     for (int o = 0; o < 3; o++) plan_placement_free(&p[o]);

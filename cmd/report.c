@@ -135,20 +135,20 @@ int cmd_report(int argc, char **argv) {
     int drew = svg ? report_svg(&r, &beside, svg, err, sizeof(err)) : 0;
     if (drew < 0) {
         fprintf(stderr, "minitrain: error: report --svg: %s\n", err);
-        ret = MT_EXIT_USAGE;
+        ret = MT_EXIT_IO; /* the path passed check_outputs: a write that failed */
     } else if (svg) { /* drew 1: no steps logged yet; the file says so, as --html's page does */
         if (!json) printf("plot:           %s%s%s%s\n", svg, drew ? " (" : "", drew ? err : "",
                           drew ? ")" : "");
         report_section pic = {"robustness", "Robustness", robust_picture, r.db};
         if (report_svg_pictures(&r, &pic, 1, svg, !json, err, sizeof(err)) < 0) {
             fprintf(stderr, "minitrain: error: report --svg: %s\n", err);
-            ret = MT_EXIT_USAGE;
+            ret = MT_EXIT_IO;
         }
     }
     report_section sec = {"robustness", "Robustness: adversarial loss vs ε", robust_html, r.db};
     if (html && report_html(&r, NULL, &sec, 1, html, err, sizeof(err)) != 0) {
         fprintf(stderr, "minitrain: error: report --html: %s\n", err);
-        ret = MT_EXIT_USAGE;
+        ret = MT_EXIT_IO;
     } else if (html && !json) {
         printf("html:           %s\n", html);
     }

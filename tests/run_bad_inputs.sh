@@ -213,6 +213,10 @@ MT_ENOSPC_MATCH=pair/model.safetensors LD_PRELOAD="$TMP/enospc.so" "$MT" ckpt ex
 cp "$TMP/pair2/config.json" "$TMP/pair2.cfg"
 MT_ENOSPC_MATCH=pair2/model.safetensors LD_PRELOAD="$TMP/enospc.so" "$MT" ckpt export --run "$TMP/run" --out "$TMP/pair2/model.safetensors" >/dev/null 2>&1
 [ "$(ls "$TMP/pair2")" = "$(printf 'config.json\nmodel.safetensors')" ] && cmp -s "$TMP/pair2/config.json" "$TMP/pair2.cfg" && ok "... and a previous pair stays whole, no partial files" || bad "previous pair: $(ls "$TMP/pair2")"
+MT_ENOSPC_MATCH=rep.json LD_PRELOAD="$TMP/enospc.so" "$MT" scrub --input "$TMP/pii.txt" --out "$TMP/scrubbed.txt" --report "$TMP/rep.json" --quiet 2>"$TMP/err"; rc=$?
+[ $rc = 4 ] && grep -q "is complete" "$TMP/err" && [ ! -e "$TMP/rep.json" ] && ok "scrub --report on a full disk: exit 4 (I/O), not 2 (usage), and says --out is complete" || bad "scrub report full disk: rc $rc $(cat "$TMP/err")"
+MT_ENOSPC_MATCH=full.svg LD_PRELOAD="$TMP/enospc.so" "$MT" report --run "$TMP/run" --svg "$TMP/full.svg" >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc = 4 ] && ok "report --svg on a full disk: exit 4 (I/O)" || bad "report svg full disk: rc $rc $(cat "$TMP/err")"
 
 echo "== robust --eps / robust_eps: bounded to [0, 100] like adv_eps, one grammar (no empty item)"
 for e in 1e20 1e37 0.1, ,0.1 0.1,,0.2; do
