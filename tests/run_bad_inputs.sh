@@ -305,5 +305,15 @@ grep "other (eval" "$TMP/out" | grep -q -- "-[0-9]" && bad "text report shows a 
 grep -q "no checkpoints recorded (no trainer run started" "$TMP/nostart.html" && ! grep -q "ckpt_every = 0" "$TMP/nostart.html" && ! grep -q '<table class="checkpoints">' "$TMP/nostart.html" \
   && ok "HTML of a job whose trainer never started: no 'ckpt_every = 0' default, no empty table" || bad "html never-started: $(grep -o 'no checkpoints[^<]*' "$TMP/nostart.html")"
 
+echo "== a tokenizer must fit the model: serve/sample --tokenizer; sample of a run without one works on ids"
+expect_usage "serve --tokenizer (300 tokens) for a 256-row model" "$MT" serve --run "$TMP/run" --port 0 --tokenizer "$TMP/bpe/tokenizer.bin"
+grep -q "has 300 tokens but the model's vocabulary has 256 rows" "$TMP/err" && ok "... names both sizes" || bad "serve tokenizer size: $(cat "$TMP/err")"
+expect_usage "sample --tokenizer (300 tokens) for a 256-row model" "$MT" sample --run "$TMP/run" --tokenizer "$TMP/bpe/tokenizer.bin" --max-tokens 2
+timeout 30 "$MT" sample --run "$TMP/run" --tokenizer "$TMP/data/tokenizer.bin" --prompt ab --max-tokens 3 >"$TMP/out" 2>"$TMP/err" && [ -s "$TMP/out" ] \
+  && ok "sample --tokenizer FILE (the model's own)" || bad "sample --tokenizer: $(cat "$TMP/err")"
+timeout 30 "$MT" sample --run "$TMP/idrun" --prompt "97 98" --max-tokens 4 >"$TMP/out" 2>"$TMP/err"; rc=$?
+[ $rc = 0 ] && grep -Eq '^97 98 \|( [0-9]+){4}$' "$TMP/out" && ok "sample of a run without a tokenizer: ids in, 4 ids out ($(cat "$TMP/out"))" || bad "sample on ids: rc $rc $(cat "$TMP/out" "$TMP/err")"
+expect_usage "sample of a run without a tokenizer, --prompt text" "$MT" sample --run "$TMP/idrun" --prompt "hello" --max-tokens 2
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
