@@ -195,7 +195,8 @@ static void default_text(const args_opt *o, char *buf, size_t n) {
     case ARG_I64: snprintf(buf, n, "%lld", *(long long *)o->ptr); break;
     case ARG_U64: snprintf(buf, n, "%llu", *(unsigned long long *)o->ptr); break;
     case ARG_DOUBLE:
-        if (!isnan(*(double *)o->ptr)) snprintf(buf, n, "%g", *(double *)o->ptr);
+        if (!isnan(*(double *)o->ptr)) /* 1048576, not 1.04858e+06: the value itself */
+            bound(buf, n, *(double *)o->ptr);
         break;
     case ARG_BYTES: {
         size_t b = *(size_t *)o->ptr;

@@ -46,7 +46,8 @@ static void policy_help(FILE *out) {
         for (; k->name[i] && i < sizeof(flag) - 1; i++)
             flag[i] = k->name[i] == '_' ? '-' : k->name[i];
         flag[i] = 0;
-        fprintf(out, "  --%-23s %s (default %g)\n", flag, k->help, k->def);
+        fprintf(out, "  --%-23s %s (default %.15g)\n", flag, k->help, k->def); /* 1048576,
+                                                                             not 1.04858e+06 */
     }
 }
 

@@ -106,7 +106,7 @@ int gw_policy_set(gw_policy *p, const char *key, const char *value, char *err, s
         return -1;
     }
     if (v < d->lo || v > d->hi) {
-        snprintf(err, errlen, "%s = %s is out of range [%g, %g]", d->name, value, d->lo, d->hi);
+        snprintf(err, errlen, "%s = %s is out of range [%.15g, %.15g]", d->name, value, d->lo, d->hi);
         return -1;
     }
     char *f = (char *)p + d->offset;

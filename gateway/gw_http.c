@@ -420,13 +420,28 @@ static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connecti
 
 /* ---- /admin/keys ------------------------------------------------------------------------------------- */
 
+/* MHD_KeyValueIterator: append "?k=v" / "&k=v" (MHD has already decoded them) */
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value) {
+    (void)kind;
+    api_buf *url = cls;
+    api_buf_printf(url, "%c%s=%s", strchr(url->p, '?') ? '&' : '?', key, value ? value : "");
+    return MHD_YES;
+}
+
 static enum MHD_Result handle_admin(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
     if (!g->keys)
         return fail(cc, c, 404, "invalid_request_error", NULL, "admin_disabled", NULL,
                     "the admin API needs a keys database (start the gateway with --keys-db)");
     char *json = NULL;
-    int status = gw_admin_handle(g->keys, &cc->key, cc->method, cc->path,
+    /* MHD hands the path without its query: give gw_admin_handle the whole URL back, or
+     * `?limit=-1` never reaches the check that refuses it */
+    api_buf url = {0};
+    api_buf_puts(&url, cc->path);
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, &url);
+    int status = gw_admin_handle(g->keys, &cc->key, cc->method, url.p,
                                  cc->body.p ? cc->body.p : "", cc->body.len, &json);
+    api_buf_free(&url);
     api_buf b = {0};
     if (json) api_buf_puts(&b, json);
     free(json);

@@ -361,6 +361,12 @@ check "PATCH /admin/keys/ID (documented) changes the key: 200, rpm 20" \
 st=$(curl -s -o /dev/null -D "$TMP/hdr" -w '%{http_code}' -X PUT -H "Authorization: Bearer $ADMIN" -d '{}' "$URL_GK/admin/keys/$kid")
 check "PUT /admin/keys/ID: 405 with Allow naming the admin methods" \
   bash -c "[ $st = 405 ] && grep -qi 'allow: GET, POST, PATCH, DELETE' $TMP/hdr"
+a1=$(code -H "Authorization: Bearer $ADMIN" "$URL_GK/admin/audit?limit=-1"); a2=$(code -H "Authorization: Bearer $ADMIN" "$URL_GK/admin/audit?limit=abc")
+a3=$(code -H "Authorization: Bearer $ADMIN" "$URL_GK/admin/audit?limit=2")
+check "/admin/audit?limit=-1|abc: 400 (the query reaches the admin API), limit=2: 200 with at most 2 rows ($a1 $a2 $a3)" \
+  bash -c "[ $a1 = 400 ] && [ $a2 = 400 ] && [ $a3 = 200 ] && $PY -c \"import json; assert len(json.load(open('$TMP/body'))['data']) <= 2\""
+check "gateway --help prints byte defaults whole (1048576, not 1.04858e+06)" \
+  bash -c "$MT gateway --help | grep -q 'default 1048576)' && ! $MT gateway --help | grep -q 'e+0'"
 ONLY=$(key --role user --models other)
 post "$URL_GK" /v1/completions "$C" "$ONLY" >/dev/null
 post "$URL_GK" /v1/completions '{"model":"nope","prompt":"x"}' "$USER" >/dev/null
