@@ -238,8 +238,9 @@ int cmd_prepare(int argc, char **argv) {
 
     size_t nbytes;
     uint8_t *text = read_input(input, &nbytes);
-    if (fs_mkdir_p(out, NULL, 0) != 0)
-        mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
+    char why[FS_PATH_MAX + 64]; /* fs_mkdir_p's own words: "'X' exists and is not a directory" */
+    if (fs_mkdir_p(out, why, sizeof(why)) != 0)
+        mt_fail("prepare: cannot create output directory: %s", why);
     pii_mode pmode = PII_MASK;
     unsigned ptypes = 0;
     size_t input_bytes = nbytes;

@@ -315,5 +315,14 @@ timeout 30 "$MT" sample --run "$TMP/idrun" --prompt "97 98" --max-tokens 4 >"$TM
 [ $rc = 0 ] && grep -Eq '^97 98 \|( [0-9]+){4}$' "$TMP/out" && ok "sample of a run without a tokenizer: ids in, 4 ids out ($(cat "$TMP/out"))" || bad "sample on ids: rc $rc $(cat "$TMP/out" "$TMP/err")"
 expect_usage "sample of a run without a tokenizer, --prompt text" "$MT" sample --run "$TMP/idrun" --prompt "hello" --max-tokens 2
 
+echo "== an output directory that is a file: said so, not 'Not a directory' about run.db; --resume N lists the steps there are"
+touch "$TMP/plain"
+expect_usage "ckpt import --out FILE" "$MT" ckpt import --from hf "$TMP/hf" --out "$TMP/plain"
+grep -q "'$TMP/plain' exists and is not a directory" "$TMP/err" && ! grep -q run.db "$TMP/err" && ok "... 'exists and is not a directory'" || bad "import --out FILE: $(cat "$TMP/err")"
+expect_usage "prepare --out FILE" "$MT" prepare --input "$TMP/small.txt" --out "$TMP/plain"
+grep -q "'$TMP/plain' exists and is not a directory" "$TMP/err" && ok "... the same words" || bad "prepare --out FILE: $(cat "$TMP/err")"
+expect_usage "train --resume 7 (steps 2 saved)" "$MT" train "${TRAIN[@]}" --run-dir "$TMP/run" --resume 7 --ckpt-every 2
+grep -q "no committed checkpoint of step 7 .*(committed steps: 2)" "$TMP/err" && ok "... lists the committed steps" || bad "resume 7: $(cat "$TMP/err")"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

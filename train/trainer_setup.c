@@ -123,8 +123,9 @@ static int init_run(trainer *tr, char *err, size_t errlen) {
     mt_config *c = &tr->cfg;
     mesh *ms = tr->mesh;
     char msg[512];
-    if (fs_mkdir_p(c->run_dir, NULL, 0) != 0) {
-        snprintf(err, errlen, "cannot create run directory '%s': %s", c->run_dir, strerror(errno));
+    char why[FS_PATH_MAX + 64]; /* fs_mkdir_p's own words: "'X' exists and is not a directory" */
+    if (fs_mkdir_p(c->run_dir, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "cannot create run directory: %s", why);
         return -1;
     }
     if (config_to_json(c, tr->config_json, sizeof(tr->config_json)) >= sizeof(tr->config_json)) {
