@@ -324,5 +324,13 @@ grep -q "'$TMP/plain' exists and is not a directory" "$TMP/err" && ok "... the s
 expect_usage "train --resume 7 (steps 2 saved)" "$MT" train "${TRAIN[@]}" --run-dir "$TMP/run" --resume 7 --ckpt-every 2
 grep -q "no committed checkpoint of step 7 .*(committed steps: 2)" "$TMP/err" && ok "... lists the committed steps" || bad "resume 7: $(cat "$TMP/err")"
 
+echo "== simulate: one message for --interval 0 and -5; a formula outside its range is not printed as a value"
+expect_usage "simulate --interval 0" "$MT" simulate --interval 0; m0=$(cat "$TMP/err")
+expect_usage "simulate --interval -5" "$MT" simulate --interval -5
+[ "${m0%\'0\'}" = "$(sed "s/'-5'\$//" "$TMP/err")" ] && ok "... the same message for both" || bad "interval messages differ: $m0 | $(cat "$TMP/err")"
+"$MT" simulate --gpus 16384 --mtbf-gpu-hours 120 --ckpt-save-s 30 --restart-s 300 --trials 5 >"$TMP/out" 2>&1
+grep -q "the formula assumes C << M" "$TMP/out" && grep -q "first-order n/a (losses exceed" "$TMP/out" && ! grep -q "first-order 0.0000" "$TMP/out" \
+  && ok "C close to M: Young/Daly flagged as outside its assumption, the clamped first-order model as n/a" || bad "simulate out of range: $(head -4 "$TMP/out")"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
