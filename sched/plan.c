@@ -375,6 +375,11 @@ int plan_check_rules(const plan_topo *t, const plan_model *m, const plan_placeme
             say(buf, buflen, &off, "TP: %d of %d groups leave their scale-up domain\n",
                 c.off_domain, c.groups);
         }
+    } else if (m->tp > s) { /* no placement can keep a TP group inside one domain */
+        broken++;
+        say(buf, buflen, &off, "TP: tp %d is larger than a scale-up domain (%d GPUs): every TP "
+            "group spans domains, its all-reduces cross the scale-out network (cannot hold; "
+            "keep tp <= %d)\n", m->tp, s, s);
     }
     if (m->ep > 1 && (long)m->tp * m->ep <= s && s % (m->tp * m->ep) == 0) {
         group_ctx c = scan_dim(t, m, p, PLAN_DIM_EP);

@@ -332,5 +332,9 @@ expect_usage "simulate --interval -5" "$MT" simulate --interval -5
 grep -q "the formula assumes C << M" "$TMP/out" && grep -q "first-order n/a (losses exceed" "$TMP/out" && ! grep -q "first-order 0.0000" "$TMP/out" \
   && ok "C close to M: Young/Daly flagged as outside its assumption, the clamped first-order model as n/a" || bad "simulate out of range: $(head -4 "$TMP/out")"
 
+echo "== plan: tp larger than a node's GPUs is a rule that cannot hold, not 'all met'"
+timeout 30 "$MT" plan --nodes 2 --gpus-per-node 4 --tp 8 --pp 1 --dp 1 >"$TMP/out" 2>&1
+grep -q "tp 8 is larger than a scale-up domain (4 GPUs)" "$TMP/out" && ! grep -q "all met" "$TMP/out" && ok "plan --tp 8 on 4-GPU nodes says why the rule breaks" || bad "plan tp > gpus: $(grep -E 'met|broken|TP:' "$TMP/out" | head -3)"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
