@@ -289,6 +289,22 @@ static void test_request_errors(void **state) {
     expect_error("{\"prompt\":\"a\\u0000b\"}", 400, NULL);
     expect_error("{\"prompt\":\"\xff\xfe\"}", 400, NULL); /* invalid UTF-8 in the body */
     expect_error("{\"prompt\":\"\xed\xa0\x80\"}", 400, NULL);  /* an encoded surrogate */
+    { /* a lone surrogate escape: named as such, not the parse error's NaN hint */
+        static const char *const lone[] = {"{\"prompt\":\"a\\ud800\"}",
+                                           "{\"prompt\":\"a\\udc00b\"}",
+                                           "{\"prompt\":\"\\ud83d\\u0041\"}"};
+        for (int k = 0; k < 3; k++) {
+            api_request r;
+            api_error e;
+            assert_int_not_equal(parse(lone[k], &r, &e), 0);
+            assert_non_null(strstr(e.message, "lone surrogate"));
+            assert_null(strstr(e.message, "NaN"));
+        }
+        api_request r; /* a proper pair is accepted: U+1F600 */
+        api_error e;
+        assert_int_equal(parse("{\"prompt\":\"\\ud83d\\ude00\"}", &r, &e), 0);
+        api_request_free(&r);
+    }
     char longp[128];
     memset(longp, 'x', 64);
     longp[64] = 0; /* 64 byte tokens = the whole context: no room for a completion */
