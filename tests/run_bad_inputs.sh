@@ -336,5 +336,12 @@ echo "== plan: tp larger than a node's GPUs is a rule that cannot hold, not 'all
 timeout 30 "$MT" plan --nodes 2 --gpus-per-node 4 --tp 8 --pp 1 --dp 1 >"$TMP/out" 2>&1
 grep -q "tp 8 is larger than a scale-up domain (4 GPUs)" "$TMP/out" && ! grep -q "all met" "$TMP/out" && ok "plan --tp 8 on 4-GPU nodes says why the rule breaks" || bad "plan tp > gpus: $(grep -E 'met|broken|TP:' "$TMP/out" | head -3)"
 
+echo "== run --rankfile: a slot past this machine's cores is refused before launch (mpirun exited 1 silently, retried)"
+nc=$(nproc)
+printf 'localhost slots=%d\n' $((nc + 4)) > "$TMP/hosts_big"
+printf '# minitrain plan: tp=1 pp=1 dp=2 ep=1 world=2\nrank 0=localhost slot=0\nrank 1=localhost slot=%d\n' "$nc" > "$TMP/cores.rf"
+expect_usage "run --rankfile with slot=$nc on a $nc-core machine" "$MT" run --run-dir "$TMP/coresrun" --max-restarts 3 --hostfile "$TMP/hosts_big" --rankfile "$TMP/cores.rf" -- /bin/true
+grep -q "this machine has $nc core" "$TMP/err" && ! grep -q "attempt 1" "$TMP/err" && ok "... names the core count, launches nothing" || bad "rankfile cores: $(cat "$TMP/err")"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
