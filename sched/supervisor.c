@@ -48,8 +48,11 @@ double sup_backoff_s(double min_s, double max_s, int consecutive) {
 
 /* ---- the supervisor --------------------------------------------------------------------------- */
 
-volatile sig_atomic_t sup_stop_sig = 0, sup_ckpt_now = 0;
-static void on_signal(int sig) { sup_stop_sig = sig; }
+volatile sig_atomic_t sup_stop_sig = 0, sup_ckpt_now = 0, sup_stop_count = 0;
+static void on_signal(int sig) {
+    sup_stop_sig = sig;
+    sup_stop_count++;
+}
 static void on_usr1(int sig) { (void)sig; sup_ckpt_now = 1; }
 
 void sup_say(const char *fmt, ...) {

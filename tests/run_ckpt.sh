@@ -149,6 +149,18 @@ ustep=$(sed -n 's/^SIGUSR1 (time limit or preemption) received: saving a checkpo
 check "... checkpoint of step $ustep committed and verified" test -d "$TMP/U/ckpt/$(printf 'step_%08d' "${ustep:-0}")" \
   -a "$($MT ckpt verify --run "$TMP/U" 2>&1 | tail -1)" = "1 checkpoint(s) checked, 0 failed"
 
+# ---- SIGTERM to `minitrain run`: forwarded as the same agreed-step checkpoint request, exit 143 ----
+$MT run --run-dir "$TMP/V" -- $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/V" --steps 100000 \
+  --ckpt-every 100000 --log-every 1 > "$TMP/V.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "^step 3/" "$TMP/V.log" && break; sleep 0.05; done
+kill -TERM $pid; set +e; wait $pid; rc=$?; set -e
+vstep=$(sed -n 's/^checkpoint step \([0-9]*\) committed.*/\1/p' "$TMP/V.log" | tail -1)
+[ $rc = 143 ] && grep -q "asking the job to checkpoint now and stop" "$TMP/V.log" && [ -n "$vstep" ] \
+  && ok "SIGTERM to minitrain run: the job checkpoints step $vstep and stops, exit 143" || bad "run SIGTERM: rc $rc: $(tail -3 "$TMP/V.log")"
+check "... that checkpoint verifies and the run is 'stopped', not torn down" test -d "$TMP/V/ckpt/$(printf 'step_%08d' "${vstep:-0}")" \
+  -a "$(sql "$TMP/V" "SELECT status FROM runs")" = stopped
+
 # ---- corruptions: ckpt verify names the file, --resume auto skips the step --------------------------
 corrupt() { # NAME ACTION: a copy of run A whose step 20 is damaged by ACTION (run in the step dir)
   rm -rf "$TMP/X"; cp -r "$TMP/A" "$TMP/X"; (cd "$TMP/X/ckpt/step_00000020" && eval "$2")
