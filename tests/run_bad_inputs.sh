@@ -343,5 +343,11 @@ printf '# minitrain plan: tp=1 pp=1 dp=2 ep=1 world=2\nrank 0=localhost slot=0\n
 expect_usage "run --rankfile with slot=$nc on a $nc-core machine" "$MT" run --run-dir "$TMP/coresrun" --max-restarts 3 --hostfile "$TMP/hosts_big" --rankfile "$TMP/cores.rf" -- /bin/true
 grep -q "this machine has $nc core" "$TMP/err" && ! grep -q "attempt 1" "$TMP/err" && ok "... names the core count, launches nothing" || bad "rankfile cores: $(cat "$TMP/err")"
 
+echo "== run again on a finished job: says it is accounted as a restart of that job"
+"$MT" run --run-dir "$TMP/again" -- "$MT" train "${TRAIN[@]}" --ckpt-every 2 --run-dir "$TMP/again" >"$TMP/out" 2>&1
+grep -q "already completed" "$TMP/out" && bad "note on the first run" || ok "no note on the first run of a directory"
+"$MT" run --run-dir "$TMP/again" -- "$MT" train "${TRAIN[@]}" --ckpt-every 2 --run-dir "$TMP/again" >"$TMP/out" 2>&1
+grep -q "holds a job that already completed; this launch is accounted as a restart" "$TMP/out" && ok "the second says so, naming --run-dir for a new job" || bad "no note: $(tail -3 "$TMP/out")"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
