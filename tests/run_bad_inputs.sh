@@ -349,5 +349,17 @@ grep -q "already completed" "$TMP/out" && bad "note on the first run" || ok "no 
 "$MT" run --run-dir "$TMP/again" -- "$MT" train "${TRAIN[@]}" --ckpt-every 2 --run-dir "$TMP/again" >"$TMP/out" 2>&1
 grep -q "holds a job that already completed; this launch is accounted as a restart" "$TMP/out" && ok "the second says so, naming --run-dir for a new job" || bad "no note: $(tail -3 "$TMP/out")"
 
+echo "== HF export -> import -> export: tensors byte for byte; only minitrain.step (an import is step 0) differs"
+"$MT" ckpt export --run "$TMP/imported" --out "$TMP/hf_rt/model.safetensors" >/dev/null 2>&1
+/usr/bin/python3 - "$TMP/hf/model.safetensors" "$TMP/hf_rt/model.safetensors" <<'PY' 2>"$TMP/err" && ok "round trip: same tensor bytes, minitrain.step 2 -> 0 as docs/interop.md says" || bad "HF round trip: $(cat "$TMP/err")"
+import json, struct, sys
+def read(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    return h.pop("__metadata__"), {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
+(ma, ta), (mb, tb) = read(sys.argv[1]), read(sys.argv[2])
+assert ta == tb, "tensors differ"
+assert ma["minitrain.step"] == "2" and mb["minitrain.step"] == "0", (ma, mb)
+PY
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
