@@ -361,5 +361,23 @@ assert ta == tb, "tensors differ"
 assert ma["minitrain.step"] == "2" and mb["minitrain.step"] == "0", (ma, mb)
 PY
 
+echo "== report pictures of a restarted job: only the recomputed steps of the earlier launch are faint; one val-loss marker"
+"$MT" run --run-dir "$TMP/rec" --max-restarts 2 --backoff 0:0 -- "$MT" train "${TRAIN[@]}" --steps 8 --ckpt-every 2 --ckpt-async 0 \
+  --eval-every 2 --fault kill@step=5 --run-dir "$TMP/rec" >/dev/null 2>&1
+"$MT" report --run "$TMP/rec" --svg "$TMP/rec.svg" --html "$TMP/rec.html" >/dev/null 2>&1
+/usr/bin/python3 - "$TMP/rec-metrics.svg" "$TMP/rec.svg" "$TMP/rec.html" <<'PY' 2>"$TMP/err" && ok "earlier launch: kept steps solid, recomputed dotted; val loss drawn alike in both pictures; no pp_idle rows or negative times in the event list" || bad "restart pictures: $(cat "$TMP/err")"
+import re, sys
+m = open(sys.argv[1]).read(); loss = m[m.index('data-panel="loss"'):]; loss = loss[:loss.index("</g>")]
+lines = [t for t in re.findall(r"<polyline[^>]*>", loss) if 'stroke="#004488"' in t]
+solid = [t for t in lines if "dasharray" not in t]; dotted = [t for t in lines if 'dasharray="2,3"' in t]
+assert len(solid) >= 2 and len(dotted) >= 1, (len(solid), len(dotted))   # run 1 kept, run 2; run 1 recomputed
+marks = {re.sub(r'c[xy]="[^"]*"', "", c) for f in sys.argv[1:3] for c in re.findall(r'<circle[^>]*r="3.5"[^>]*/>', open(f).read())}
+marks = {re.sub(r'\s*stroke-opacity="[^"]*"', "", c) for c in marks}
+assert len(marks) == 1, marks
+h = open(sys.argv[3]).read(); ev = h[h.index('<table class="events">'):]
+times = [float(t) for t in re.findall(r'<tr class="ev-[a-z_]*"><td class="num">(-?[0-9.]+)</td>', ev)]
+assert times and min(times) >= 0, times[:5]
+PY
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
