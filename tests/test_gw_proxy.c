@@ -145,14 +145,19 @@ static void test_config_errors(void **state) {
 
 /* ---- health ------------------------------------------------------------------------------------ */
 
+/* Default policy (5 failures, 30 s base, 300 s cap) and a healthy upstream at t = 0. */
+static void health_fresh(gw_policy *p, gw_health *h) {
+    gw_policy_defaults(p);
+    gw_health_init(h, 0);
+}
+
 /* An upstream's own Retry-After: no request before it; clients are told the time left of it, not
  * the (longer, growing) ejection; a shorter later value does not shorten it. */
 static void test_health_retry_after(void **state) {
     (void)state;
     gw_policy p;
-    gw_policy_defaults(&p);
     gw_health h;
-    gw_health_init(&h, 0);
+    health_fresh(&p, &h);
     int probe;
     double t = 100;
     gw_health_retry_after(&h, 3, 429, t);
@@ -228,9 +233,8 @@ static void test_health_ejection(void **state) {
 static void test_health_active_and_decay(void **state) {
     (void)state;
     gw_policy p;
-    gw_policy_defaults(&p);
     gw_health h;
-    gw_health_init(&h, 0);
+    health_fresh(&p, &h);
     int probe;
     gw_health_active(&h, &p, 0, 10); /* /health is 503 (loading) */
     assert_int_equal(gw_health_state(&h, 10), GW_UP_EJECTED);
