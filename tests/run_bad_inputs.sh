@@ -379,5 +379,11 @@ times = [float(t) for t in re.findall(r'<tr class="ev-[a-z_]*"><td class="num">(
 assert times and min(times) >= 0, times[:5]
 PY
 
+echo "== prepare --out: never a run directory, a checkpoint or a tier root"
+expect_usage "prepare --out RUN" "$MT" prepare --input "$TMP/small.txt" --out "$TMP/run"
+expect_usage "prepare --out RUN/ckpt/step_N" "$MT" prepare --input "$TMP/small.txt" --out "$TMP/run/ckpt/step_00000002"
+expect_usage "prepare --out RUN/ckpt/new (a tier root)" "$MT" prepare --input "$TMP/small.txt" --out "$TMP/run/ckpt/new"
+"$MT" ckpt verify --run "$TMP/run" >/dev/null 2>&1 && [ ! -e "$TMP/run/ckpt/new" ] && ok "... the run and its checkpoint untouched" || bad "prepare wrote into the run"
+
 echo "run_bad_inputs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
