@@ -1,7 +1,8 @@
 /*
  * sched/preempt.h — "checkpoint now and stop": the ranks' side of the supervisor's SIGUSR1
  * (`sbatch --signal=B:USR1@S`: the time limit is near, or the job is being preempted), and of a
- * SIGINT / SIGTERM sent to an unsupervised `minitrain train` (Ctrl-C, `kill PID`).
+ * SIGINT / SIGTERM / SIGHUP sent to an unsupervised `minitrain train` (Ctrl-C, `kill PID`, a
+ * closed terminal).
  *
  * Supervised: the supervisor (sched/supervisor.h) creates SUP_STOP_REQUEST_FILE in the heartbeat
  * directory; every step world rank 0 looks for it. Unsupervised: a SIGINT or SIGTERM handler
@@ -14,7 +15,7 @@
  * SAME step — a collective checkpoint needs that; ranks polling on their own would see it at
  * different steps. The hook then sets stop_requested: the trainer leaves its loop cleanly, the
  * checkpoint hook's end-of-run save writes that step. A supervised process exits 0 with the run
- * "stopped"; a signalled one exits 128 + the signal number (130 SIGINT, 143 SIGTERM, 138 SIGUSR1,
+ * "stopped"; a signalled one exits 128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP, 138 SIGUSR1,
  * what a shell reports for a process the signal ended), after its checkpoint is committed; the
  * supervisor reads 138 as its own SIGUSR1 stop (requeue, not a failure). Cost: one 8-byte
  * all-reduce per step.

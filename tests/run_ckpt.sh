@@ -149,6 +149,14 @@ ustep=$(sed -n 's/^SIGUSR1 (time limit or preemption) received: saving a checkpo
 check "... checkpoint of step $ustep committed and verified" test -d "$TMP/U/ckpt/$(printf 'step_%08d' "${ustep:-0}")" \
   -a "$($MT ckpt verify --run "$TMP/U" 2>&1 | tail -1)" = "1 checkpoint(s) checked, 0 failed"
 
+# ---- SIGHUP (a closed terminal) to a plain train: the same, exit 129 ----
+$MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/H" --steps 100000 --ckpt-every 100000 --log-every 1 > "$TMP/H.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "^step 3/" "$TMP/H.log" && break; sleep 0.05; done
+kill -HUP $pid; set +e; wait $pid; rc=$?; set -e
+hstep=$(sed -n 's/^SIGHUP received: saving a checkpoint of step \([0-9]*\) and stopping.*/\1/p' "$TMP/H.log")
+[ $rc = 129 ] && [ -n "$hstep" ] && test -d "$TMP/H/ckpt/$(printf 'step_%08d' "$hstep")" && ok "SIGHUP: checkpoint of step $hstep, exit 129" || bad "SIGHUP: rc $rc: $(tail -2 "$TMP/H.log")"
+
 # ---- SIGTERM to `minitrain run`: forwarded as the same agreed-step checkpoint request, exit 143 ----
 $MT run --run-dir "$TMP/V" -- $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/V" --steps 100000 \
   --ckpt-every 100000 --log-every 1 > "$TMP/V.log" 2>&1 &
