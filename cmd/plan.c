@@ -192,14 +192,12 @@ int cmd_plan(int argc, char **argv) {
 
     /* the rankfile must not replace an input (`--topology t.ini --out t.ini` did) */
     const char *inputs[2] = {topology, config}, *input_flag[2] = {"--topology", "--config"};
-    for (int i = 0; out && i < 2; i++) {
-        struct stat so, si;
-        if (inputs[i] && (!strcmp(out, inputs[i]) || (stat(out, &so) == 0 &&
-                          stat(inputs[i], &si) == 0 && so.st_dev == si.st_dev &&
-                          so.st_ino == si.st_ino)))
+    for (int i = 0; out && i < 2; i++)
+        if (inputs[i] && fs_same_file(out, inputs[i]))
             mt_fail("plan: --out %s is the %s file; write the rankfile elsewhere", out,
                     input_flag[i]);
-    }
+    char oerr[8192]; /* and the one output rule (core/fs.h): no FIFO, link or directory */
+    if (out && fs_check_output(out, NULL, 0, oerr, sizeof(oerr)) < 0) mt_fail("plan: --out %s", oerr);
     mt_config cfg;
     config_defaults(&cfg);
     char err[512];
@@ -256,7 +254,7 @@ int cmd_plan(int argc, char **argv) {
         FILE *fp = fs_stream_open(&af, out, err, sizeof(err));
         if (!fp) mt_fail("plan: %s", err);
         plan_write_rankfile(fp, &t, &m, &p[0]);
-        if (fs_stream_commit(&af, fp, err, sizeof(err)) != 0) mt_fail("plan: %s", err);
+        if (fs_stream_commit(&af, fp, err, sizeof(err)) != 0) mt_fail_io("plan: %s", err);
         printf("wrote %s (%d ranks)\n", out, p[0].world);
     }
     for (int o = 0; o < 3; o++) plan_placement_free(&p[o]);

@@ -108,6 +108,40 @@ static uint8_t *scrub_text(uint8_t *text, size_t *n, const char *mode_s, const c
     return (uint8_t *)sc;
 }
 
+/* --out must not be a run directory (its tokenizer.bin would be replaced under the run) nor lie
+ * in a checkpoint (a directory holding manifest.json) or a run's checkpoint tier root RUN/ckpt:
+ * the rule fs_check_output applies to outputs that are files, for this output directory. */
+static void check_out_dir(const char *out) {
+    char real[FS_PATH_MAX], p[FS_PATH_MAX + 32];
+    struct stat st;
+    char up[FS_PATH_MAX];
+    snprintf(up, sizeof(up), "%s", out);
+    int exists = 1;
+    while (realpath(up, real) == NULL) { /* not there yet: its nearest existing ancestor */
+        exists = 0;
+        char *cut = strrchr(up, '/');
+        if (cut == up) return; /* "/x": the root exists */
+        if (cut == NULL) snprintf(up, sizeof(up), "."); /* "x": the current directory */
+        else *cut = '\0';
+    }
+    snprintf(p, sizeof(p), "%s/run.db", real);
+    if (exists && stat(p, &st) == 0)
+        mt_fail("prepare: --out %s is a run directory (it holds run.db): its tokenizer.bin would "
+                "be replaced; prepare into a directory of its own", out);
+    for (char *slash = real + strlen(real); slash > real; slash = strrchr(real, '/')) {
+        *slash = '\0'; /* real is now each ancestor in turn (the first pass: out itself) */
+        snprintf(p, sizeof(p), "%s/manifest.json", real);
+        if (stat(p, &st) == 0)
+            mt_fail("prepare: --out %s lies inside the checkpoint %s (its files are verified by "
+                    "their checksums); prepare elsewhere", out, real);
+        const char *base = strrchr(real, '/');
+        snprintf(p, sizeof(p), "%s/../run.db", real);
+        if (base && !strcmp(base, "/ckpt") && stat(p, &st) == 0)
+            mt_fail("prepare: --out %s lies inside the checkpoint tier %s; prepare elsewhere", out,
+                    real);
+    }
+}
+
 /* The whole input file (one clear line and exit 2 when it is missing, not a regular file or
  * empty). */
 static uint8_t *read_input(const char *input, size_t *n) {
@@ -236,10 +270,12 @@ int cmd_prepare(int argc, char **argv) {
     if (!(valf > 0.0 && valf <= 0.5))
         mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", valf);
 
+    check_out_dir(out);
     size_t nbytes;
     uint8_t *text = read_input(input, &nbytes);
-    if (fs_mkdir_p(out, NULL, 0) != 0)
-        mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
+    char why[FS_PATH_MAX + 64]; /* fs_mkdir_p's own words: "'X' exists and is not a directory" */
+    if (fs_mkdir_p(out, why, sizeof(why)) != 0)
+        mt_fail("prepare: cannot create output directory: %s", why);
     pii_mode pmode = PII_MASK;
     unsigned ptypes = 0;
     size_t input_bytes = nbytes;

@@ -104,7 +104,7 @@ static void tokenizer_path(const char *tok_path, const char *run, int run_is_dir
  * srv already answers /health with "loading"; a failure stops srv and is a user error (exit 2).
  * Returns the step loaded. */
 static int load_model(srv_server *srv, const char *run, long long step, const char *tpath,
-                      gpt_model *m, tok_tokenizer *tok) {
+                      int explicit_tok, gpt_model *m, tok_tokenizer *tok) {
     char err[1200];
     int loaded_step = 0;
     int rc = step >= 0 ? model_io_load_step(m, run, (int)step, &loaded_step, err, sizeof(err))
@@ -117,6 +117,13 @@ static int load_model(srv_server *srv, const char *run, long long step, const ch
         srv_stop(srv);
         gpt_free(m);
         mt_fail("%s (give the tokenizer with --tokenizer FILE)", err);
+    }
+    /* a tokenizer named with --tokenizer must be the model's; the run's own may be smaller
+     * (train --vocab-size above the tokenizer's) */
+    if (tok_check_vocab(tok, tpath, m->cfg.vocab_size, explicit_tok, err, sizeof(err)) != 0) {
+        srv_stop(srv);
+        gpt_free(m);
+        mt_fail("%s", err);
     }
     if (!tok_can_encode(tok)) { /* llm.c's gpt2_tokenizer.bin: docs/interop.md */
         srv_stop(srv);
@@ -239,7 +246,7 @@ int cmd_serve(int argc, char **argv) {
     if (ops_select(device, 0, err, sizeof(err)) != 0) mt_fail("%s", err);
     gpt_model m;
     tok_tokenizer tok;
-    int loaded_step = load_model(srv, run, step, tpath, &m, &tok);
+    int loaded_step = load_model(srv, run, step, tpath, tok_path != NULL, &m, &tok);
     srv_set_model(srv, &m, &tok, loaded_step);
     printf("minitrain: serving '%s' (step %d: %d layers, d_model %d, context %d, vocab %d) on "
            "http://%s%s%s:%d — slots %d, queue %d, threads %d\n",

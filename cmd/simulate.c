@@ -60,7 +60,8 @@ int cmd_simulate(int argc, char **argv) {
     if (prc != ARGS_CONTINUE) return prc;
     st.seed = seed;
     if (strcmp(interval, "auto") != 0) {
-        if (args_double("interval", interval, 0, INFINITY, &st.interval_s) != ARGS_CONTINUE)
+        /* one check, one message for 0 and -5 alike (the range is tested just below) */
+        if (args_double("interval", interval, -INFINITY, INFINITY, &st.interval_s) != ARGS_CONTINUE)
             return MT_EXIT_USAGE;
         if (!(st.interval_s > 0) || isinf(st.interval_s))
             mt_fail("simulate: --interval must be > 0 or auto, got '%s'", interval);

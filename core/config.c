@@ -34,6 +34,8 @@ static const keytab_key KEYS[] = {
                       "DATA/tokenizer.bin)"),
     KS(init_from, "", "start from these weights with fresh optimizer state: a run directory, "
                       "a model.safetensors, an llm.c model file or a Hugging Face directory"),
+    KI(init_any_tokenizer, 0, 0, 1, "1 = allow init_from with a tokenizer other than the source "
+                                   "run's (refused otherwise: its ids would mean other text)"),
     KS(run_dir, "", "run directory (default runs/<config name>)"),
     KS(name, "", "run name (default: the config file's base name)"),
     KI(n_layer, 4, 1, 1024, "transformer blocks"),
@@ -352,19 +354,27 @@ static int validate(const mt_config *cfg, char *err, size_t errlen) {
             snprintf(err, errlen, "'%s' must be l2 or linf, got '%s'", norms[i][0], norms[i][1]);
             return -1;
         }
-    /* robust_eps: a comma list of numbers >= 0 (safety/robust.c parses it the same way) */
+    /* robust_eps: a comma list of numbers in [0, 100] (safety/robust.c robust_parse_eps parses
+     * it the same way, ROBUST_EPS_MAX; refused here so that a run is not killed at its first
+     * robustness evaluation) */
     const char *p = cfg->robust_eps;
     int n_eps = 0;
     while (*p) {
         char *end;
         double v = strtod(p, &end);
-        if (end == p || !isfinite(v) || v < 0 || (*end != ',' && *end != 0)) {
-            snprintf(err, errlen, "'robust_eps' must be a comma list of numbers >= 0 (e.g. "
+        if (end == p || !isfinite(v) || v < 0 || v > 100 || (*end != ',' && *end != 0) ||
+            (*end == ',' && end[1] == 0)) {
+            snprintf(err, errlen, "'robust_eps' must be a comma list of numbers in [0, 100] (e.g. "
                      "0,0.01,0.03,0.1), got '%s'", cfg->robust_eps);
             return -1;
         }
         n_eps++;
         p = *end ? end + 1 : end;
+    }
+    if (!strcmp(cfg->robust_attack, "hotflip") && cfg->robust_flips > cfg->seq_len) {
+        snprintf(err, errlen, "'robust_flips' = %d is more swaps than a sequence has tokens "
+                 "(seq_len = %d)", cfg->robust_flips, cfg->seq_len);
+        return -1;
     }
     if (n_eps == 0 && strcmp(cfg->robust_attack, "hotflip") != 0 && cfg->robust_every > 0) {
         snprintf(err, errlen, "'robust_eps' is empty: give at least one eps (e.g. 0,0.03,0.1)");

@@ -18,6 +18,7 @@ typedef struct {
     char data[512];    /* token shards: a directory or a glob pattern (text/data.h) */
     char tokenizer[512]; /* tokenizer file ("" = DATA/tokenizer.bin, see trainer_init) */
     char init_from[512]; /* initial weights ("" = random init, see trainer_init) */
+    int init_any_tokenizer; /* 1: init_from may use another tokenizer than the source run's */
     char run_dir[512]; /* default runs/<config name> */
     char name[128];    /* run name; default: config file's base name */
     /* model (GPT-2 architecture) */

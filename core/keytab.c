@@ -249,7 +249,8 @@ void keytab_value_text(const keytab_key *k, const void *addr, char *buf, size_t 
     case KEYTAB_U64: snprintf(buf, n, "%llu", *(const unsigned long long *)addr); break;
     case KEYTAB_FLOAT: snprintf(buf, n, "%g", (double)*(const float *)addr); break;
     case KEYTAB_DOUBLE:
-        if (!isnan(*(const double *)addr)) snprintf(buf, n, "%g", *(const double *)addr);
+        if (!isnan(*(const double *)addr)) /* 2000000, not 2e+06: the value itself */
+            snprintf(buf, n, "%.15g", *(const double *)addr);
         break;
     case KEYTAB_BYTES: {
         size_t b = *(const size_t *)addr;

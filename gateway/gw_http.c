@@ -93,7 +93,8 @@ static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, con
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
                                 cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT ? "POST"
-                                                                              : "GET, HEAD");
+                                : cc->ep == EP_ADMIN ? "GET, POST, PATCH, DELETE"
+                                                     : "GET, HEAD");
     ratelimit_headers(cc, r);
     return api_queue(c, status, r, &cc->status);
 }
@@ -302,7 +303,11 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     x->chat = chat;
     x->t0 = cc->t0;
     x->client_fd = conn_fd(c);
-    x->route = -1;
+    /* "none yet", not index 0 / zero: a request refused before routing (403, 404) reached no
+     * upstream and has no usage or first token; the access log and metrics read these */
+    x->route = x->upstream = -1;
+    x->ttft = -1;
+    x->prompt_tokens = x->completion_tokens = -1;
     snprintf(x->req_id, sizeof(x->req_id), "%s", cc->req_id);
     if (cc->have_key) snprintf(x->key_id, sizeof(x->key_id), "%s", cc->key.id);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(req, "model");
@@ -345,7 +350,10 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
             return fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
                         NULL, "this request reserves %ld tokens (prompt + max_tokens), more than "
                         "the key's limit of %ld tokens per minute", tokens, cc->adm.limit_tokens);
-        if (lr == GW_LIMIT_UNAVAILABLE && !cc->adm.admitted)
+        /* Redis down: with redis_fail = closed the limiter refuses (503); with open it decided
+         * on this process's own buckets, and an empty one is an ordinary 429 */
+        int fell_back = lr == GW_LIMIT_UNAVAILABLE && gw_limiter_fails_open(g->lim);
+        if (lr == GW_LIMIT_UNAVAILABLE && !fell_back && !cc->adm.admitted)
             return fail(cc, c, 503, "server_error", NULL, "rate_limiter_unavailable", "1",
                         "the rate limiter is unavailable (Redis down, redis_fail = closed); "
                         "retry later");
@@ -356,7 +364,8 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
                                                         ? cc->adm.retry_after_s : 1));
             return fail(cc, c, 429, "rate_limit_error", NULL, "rate_limit_exceeded", ra,
                         "rate limit reached for this key (requests/min, tokens/min or concurrent "
-                        "requests); retry after %s s", ra);
+                        "requests)%s; retry after %s s", fell_back ? " on this gateway's own "
+                        "buckets (Redis down, redis_fail = open)" : "", ra);
         }
         cc->have_res = 1;
         cc->reserved = tokens;
@@ -366,6 +375,13 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     if (rc == 1) return stream_reply(g, cc, c);
     api_buf b = x->body;
     memset(&x->body, 0, sizeof(x->body));
+    if (b.len && !api_utf8_valid((const uint8_t *)b.p, b.len)) { /* an upstream's bytes: as
+                                                                    serve's own, valid UTF-8 */
+        api_buf v = {0};
+        api_buf_put_utf8(&v, (const uint8_t *)b.p, b.len);
+        api_buf_free(&b);
+        b = v;
+    }
     return reply_json(cc, c, x->status, &b, x->retry_after);
 }
 
@@ -397,13 +413,28 @@ static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connecti
 
 /* ---- /admin/keys ------------------------------------------------------------------------------------- */
 
+/* MHD_KeyValueIterator: append "?k=v" / "&k=v" (MHD has already decoded them) */
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value) {
+    (void)kind;
+    api_buf *url = cls;
+    api_buf_printf(url, "%c%s=%s", strchr(url->p, '?') ? '&' : '?', key, value ? value : "");
+    return MHD_YES;
+}
+
 static enum MHD_Result handle_admin(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
     if (!g->keys)
         return fail(cc, c, 404, "invalid_request_error", NULL, "admin_disabled", NULL,
                     "the admin API needs a keys database (start the gateway with --keys-db)");
     char *json = NULL;
-    int status = gw_admin_handle(g->keys, &cc->key, cc->method, cc->path,
+    /* MHD hands the path without its query: give gw_admin_handle the whole URL back, or
+     * `?limit=-1` never reaches the check that refuses it */
+    api_buf url = {0};
+    api_buf_puts(&url, cc->path);
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, &url);
+    int status = gw_admin_handle(g->keys, &cc->key, cc->method, url.p,
                                  cc->body.p ? cc->body.p : "", cc->body.len, &json);
+    api_buf_free(&url);
     api_buf b = {0};
     if (json) api_buf_puts(&b, json);
     free(json);
@@ -439,9 +470,8 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
         cc->have_key = 1;
     }
     if (cc->ep == EP_ADMIN) {
-        if (strcmp(method, "GET") && strcmp(method, "POST") && strcmp(method, "DELETE"))
-            return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
-                        "method %.16s is not allowed on %s", method, url);
+        /* the methods of each admin path are gw_admin_handle's to allow (PATCH /admin/keys/ID
+         * was documented and handled there, and refused here by a second, shorter list) */
     } else if (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT) {
         if (strcmp(method, "POST"))
             return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,

@@ -199,7 +199,7 @@ int gw_guard_prompt(const gw_rules *rs, cJSON *req, int chat, int *changed, cons
 
 /* Report an attempt's outcome to upstream u's health machine (probe: it was the half-open probe
  * or a forced all-ejected attempt, whose success closes the circuit); logs ejections. */
-void gw_up_report(gw_exchange *x, int u, gw_outcome o, int probe);
+void gw_up_report(gw_exchange *x, int u, gw_outcome o, int http, double retry_after, int probe);
 /* The attempt on u is over: one request fewer in flight there. */
 void gw_up_done(gw_gateway *g, int u);
 

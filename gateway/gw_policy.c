@@ -25,7 +25,7 @@ void gw_health_init(gw_health *h, double now) {
 }
 
 int gw_health_state(const gw_health *h, double now) {
-    if (h->active_down) return GW_UP_EJECTED;
+    if (h->active_down || now < h->not_before) return GW_UP_EJECTED;
     if (!h->ejected) return GW_UP_HEALTHY;
     return now < h->eject_until ? GW_UP_EJECTED : GW_UP_PROBING;
 }
@@ -92,7 +92,16 @@ void gw_health_active(gw_health *h, const gw_policy *p, int ok, double now) {
     }
 }
 
+void gw_health_retry_after(gw_health *h, double seconds, int status, double now) {
+    if (!(seconds >= 0) || now + seconds <= h->not_before) return;
+    h->not_before = now + seconds;
+    h->not_before_status = status;
+}
+
+int gw_health_resting(const gw_health *h, double now) { return now < h->not_before; }
+
 double gw_health_wait(const gw_health *h, double now) {
+    if (now < h->not_before) return h->not_before - now;
     if (!h->ejected || now >= h->eject_until) return 0;
     return h->eject_until - now;
 }

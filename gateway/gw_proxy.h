@@ -177,6 +177,8 @@ typedef struct {
     int active_down;       /* 1 while GET /health fails */
     double ejected_at, eject_until, healthy_since;
     double down_since;     /* when active_down last became 1 */
+    double not_before;     /* the upstream's own Retry-After: no request before this (0 = none) */
+    int not_before_status; /* the status (429, 503) that carried it */
     uint64_t ejections;    /* total, for metrics */
 } gw_health;
 
@@ -191,8 +193,15 @@ int gw_health_acquire(gw_health *h, double now, int *probe);
 int gw_health_result(gw_health *h, const gw_policy *p, int failure, int was_probe, double now);
 /* The result of one active check (ok = GET /health answered 200). */
 void gw_health_active(gw_health *h, const gw_policy *p, int ok, double now);
-/* Seconds until the ejection ends (0 if not ejected or already over). */
+/* The upstream answered status with Retry-After: seconds: it takes no request (not even the
+ * all-targets-ejected attempt) before now + seconds. A later, shorter value does not shorten it. */
+void gw_health_retry_after(gw_health *h, double seconds, int status, double now);
+/* Seconds until the upstream may be tried again: while it rests on its own Retry-After, the time
+ * left of that (what clients are told, consistent with the upstream's value); else until the
+ * ejection ends (0 if not ejected or already over). */
 double gw_health_wait(const gw_health *h, double now);
+/* 1 while the upstream rests on its own Retry-After. */
+int gw_health_resting(const gw_health *h, double now);
 /* Since when the upstream has been out of service (ejected or failing its active check), for the
  * all-targets-ejected policy ("the one ejected longest ago"); now if it is in service. */
 double gw_health_out_since(const gw_health *h, double now);

@@ -83,11 +83,15 @@ static void up_force(gw_gateway *g, int u) {
     pthread_mutex_unlock(&up->mu);
 }
 
-void gw_up_report(gw_exchange *x, int u, gw_outcome o, int probe) {
+void gw_up_report(gw_exchange *x, int u, gw_outcome o, int http, double retry_after, int probe) {
     gw_gateway *g = x->g;
     gw_upstream *up = &g->up[u];
     int failure = gw_outcome_is_failure(o);
     pthread_mutex_lock(&up->mu);
+    /* the upstream said when to come back (429/503 + Retry-After): no request before that, not
+     * even the "at least one target is always tried" one */
+    if ((o == GW_OUT_429 || o == GW_OUT_5XX) && retry_after >= 0)
+        gw_health_retry_after(&up->h, retry_after, http, api_now());
     int was_ejected = up->h.ejected;
     if (failure) up->failures[o]++;
     int ejected = gw_health_result(&up->h, &g->cfg.pol, failure, probe && was_ejected, api_now());
@@ -487,18 +491,30 @@ static int all_out(gw_exchange *x, int any_full) {
     gw_gateway *g = x->g;
     const gw_route_cfg *r = &g->cfg.routes[x->route];
     double now = api_now(), wait = 1e30, oldest = 1e300;
-    int pick = -1;
+    int pick = -1, resting = 0, rest_429 = 0;
     for (int t = 0; t < r->n_targets; t++) {
         gw_upstream *up = &g->up[r->t[t].upstream];
         pthread_mutex_lock(&up->mu);
         double w = gw_health_wait(&up->h, now), since = gw_health_out_since(&up->h, now);
         int full = up->cfg.max_concurrent > 0 && up->in_flight >= up->cfg.max_concurrent;
+        int rests = gw_health_resting(&up->h, now); /* on its own Retry-After: never forced */
+        rest_429 |= rests && up->h.not_before_status == 429;
         pthread_mutex_unlock(&up->mu);
+        resting += rests;
         if (w < wait) wait = w;
-        if (!full && since < oldest) oldest = since, pick = t;
+        if (!full && !rests && since < oldest) oldest = since, pick = t;
     }
     char ra[32];
     snprintf(ra, sizeof(ra), "%d", (int)ceil(wait < 1 ? 1 : wait));
+    if (resting == r->n_targets) { /* every target said when: tell the client the same */
+        if (rest_429)
+            answer_error(x, 429, "upstream_rate_limited", ra, "every upstream of model %s is "
+                         "rate-limited (its Retry-After); retry after %s s", r->name, ra);
+        else
+            answer_error(x, 503, "no_healthy_upstream", ra, "every upstream of model %s is "
+                         "unavailable until its Retry-After; retry after %s s", r->name, ra);
+        return 0;
+    }
     if (any_full && pick < 0) {
         answer_error(x, 503, "upstreams_busy", "1",
                      "every upstream of model %s is at its max_concurrent; retry shortly",
@@ -524,9 +540,17 @@ static int all_out(gw_exchange *x, int any_full) {
         gw_up_done(g, u);
         return -1;
     }
-    gw_up_report(x, u, a.o, 1);
+    gw_up_report(x, u, a.o, a.http, a.retry_after, 1);
     if (!x->committed) gw_up_done(g, u);
     if (a.o == GW_OUT_OK || a.o == GW_OUT_CLIENT_ERROR) return x->committed ? 1 : 0;
+    if (a.retry_after >= 0) /* the upstream's own Retry-After is the one to pass on */
+        snprintf(ra, sizeof(ra), "%d", (int)ceil(a.retry_after < 1 ? 1 : a.retry_after));
+    if (a.o == GW_OUT_429) {
+        answer_error(x, 429, "upstream_rate_limited", ra, "every upstream of model %s is ejected "
+                     "and %s, tried anyway, is rate-limited; retry after %s s", r->name,
+                     g->up[u].cfg.name, ra);
+        return 0;
+    }
     answer_error(x, 503, "no_healthy_upstream", ra,
                  "every upstream of model %s is ejected and %s, tried anyway, failed (%s); "
                  "retry after %s s", r->name, g->up[u].cfg.name, a.detail, ra);
@@ -572,7 +596,7 @@ int gw_proxy_run(gw_exchange *x) {
                 gw_up_done(g, u);
                 return -1;
             }
-            gw_up_report(x, u, last.o, probe);
+            gw_up_report(x, u, last.o, last.http, last.retry_after, probe);
             if (!x->committed) gw_up_done(g, u);
             if (last.o == GW_OUT_OK) return x->committed ? 1 : 0;
             if (last.o == GW_OUT_CLIENT_ERROR) return 0; /* the client's own mistake */

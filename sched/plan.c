@@ -396,6 +396,11 @@ int plan_check_rules(const plan_topo *t, const plan_model *m, const plan_placeme
             say(buf, buflen, &off, "TP: %d of %d groups leave their scale-up domain\n",
                 c.off_domain, c.groups);
         }
+    } else if (m->tp > s) { /* no placement can keep a TP group inside one domain */
+        broken++;
+        say(buf, buflen, &off, "TP: tp %d is larger than a scale-up domain (%d GPUs): every TP "
+            "group spans domains, its all-reduces cross the scale-out network (cannot hold; "
+            "keep tp <= %d)\n", m->tp, s, s);
     }
     int cp = cp_of(m);
     if (cp > 1 && (long)m->tp * cp <= s && s % (m->tp * cp) == 0) {

@@ -38,6 +38,10 @@ void api_buf_printf(api_buf *b, const char *fmt, ...) MT_PRINTF(2, 3);
  * Python's decode(errors="replace") and of browsers), so the output is always valid UTF-8 JSON
  * whatever bytes the model generated. */
 void api_buf_json_string(api_buf *b, const uint8_t *s, size_t n);
+/* Append bytes s[0..n) as they are, except that invalid UTF-8 becomes U+FFFD by the same rule (one
+ * per maximal subpart): for relaying bytes another server produced (the gateway's upstream
+ * bodies and stream events), so that what minitrain sends is valid UTF-8 whoever made it. */
+void api_buf_put_utf8(api_buf *b, const uint8_t *s, size_t n);
 void api_buf_free(api_buf *b);
 /* Append o printed as compact JSON (cJSON) and cJSON_Delete it: the bodies that are plain objects
  * (health, model lists) are built with cJSON rather than by hand. */

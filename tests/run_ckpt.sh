@@ -3,7 +3,7 @@
 #   determinism (20 steps straight == 10 + --stop-after + resume + 10: losses and parameters bit
 #   for bit), resharding across tensor-parallel layouts under mpirun (tp=2 -> tp=1, tp=1 -> tp=2),
 #   tier 0 preferred / corrupt tier 0 falls back to tier 1, tier 2 copy, retention, SIGKILL in the
-#   middle of a save, SIGTERM to a plain train (checkpoint of that step, exit 143, resume), corrupted checkpoints (flipped byte, truncated file, missing manifest,
+#   middle of a save, SIGTERM to a plain train (checkpoint of that step, exit 143, resume), SIGUSR1 likewise (exit 138), corrupted checkpoints (flipped byte, truncated file, missing manifest,
 #   manifest naming a missing file) caught by `ckpt verify` and skipped by --resume auto, a
 #   read-only checkpoint directory (ckpt_on_error stop | continue), an incompatible model refused,
 #   and tests/reference/ckpt_loss.py recomputing the loss of a checkpoint (and of its Hugging Face
@@ -142,6 +142,37 @@ check "... checkpoint of step $sstep committed and verified, run 'stopped'" test
   -a "$($MT ckpt verify --run "$TMP/S" 2>&1 | tail -1)" = "1 checkpoint(s) checked, 0 failed" -a "$(sql "$TMP/S" "SELECT status FROM runs")" = stopped
 train --run-dir "$TMP/S" --steps 100000 --ckpt-every 100000 --stop-after $((sstep + 1)) > "$TMP/S2.log" 2>&1
 check "... --resume auto continues from step $sstep" grep -q "resumed from step $sstep " "$TMP/S2.log"
+
+# ---- SIGUSR1 to a plain train (sbatch --signal=USR1@T without B:, scancel --signal=USR1): the same
+# agreed-step checkpoint, exit 138 (128 + SIGUSR1), never killed at once ----
+$MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/U" --steps 100000 --ckpt-every 100000 --log-every 1 > "$TMP/U.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "^step 3/" "$TMP/U.log" && break; sleep 0.05; done
+kill -USR1 $pid; set +e; wait $pid; rc=$?; set -e
+ustep=$(sed -n 's/^SIGUSR1 (time limit or preemption) received: saving a checkpoint of step \([0-9]*\) and stopping.*/\1/p' "$TMP/U.log")
+[ $rc = 138 ] && [ -n "$ustep" ] && ok "SIGUSR1: checkpoint of step $ustep named, exit 138" || bad "SIGUSR1: rc $rc, step '$ustep': $(tail -2 "$TMP/U.log")"
+check "... checkpoint of step $ustep committed and verified" test -d "$TMP/U/ckpt/$(printf 'step_%08d' "${ustep:-0}")" \
+  -a "$($MT ckpt verify --run "$TMP/U" 2>&1 | tail -1)" = "1 checkpoint(s) checked, 0 failed"
+
+# ---- SIGHUP (a closed terminal) to a plain train: the same, exit 129 ----
+$MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/H" --steps 100000 --ckpt-every 100000 --log-every 1 > "$TMP/H.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "^step 3/" "$TMP/H.log" && break; sleep 0.05; done
+kill -HUP $pid; set +e; wait $pid; rc=$?; set -e
+hstep=$(sed -n 's/^SIGHUP received: saving a checkpoint of step \([0-9]*\) and stopping.*/\1/p' "$TMP/H.log")
+[ $rc = 129 ] && [ -n "$hstep" ] && test -d "$TMP/H/ckpt/$(printf 'step_%08d' "$hstep")" && ok "SIGHUP: checkpoint of step $hstep, exit 129" || bad "SIGHUP: rc $rc: $(tail -2 "$TMP/H.log")"
+
+# ---- SIGTERM to `minitrain run`: forwarded as the same agreed-step checkpoint request, exit 143 ----
+$MT run --run-dir "$TMP/V" -- $MT train --config "$TMP/tiny.ini" --data "$TMP/data" --run-dir "$TMP/V" --steps 100000 \
+  --ckpt-every 100000 --log-every 1 > "$TMP/V.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "^step 3/" "$TMP/V.log" && break; sleep 0.05; done
+kill -TERM $pid; set +e; wait $pid; rc=$?; set -e
+vstep=$(sed -n 's/^checkpoint step \([0-9]*\) committed.*/\1/p' "$TMP/V.log" | tail -1)
+[ $rc = 143 ] && grep -q "asking the job to checkpoint now and stop" "$TMP/V.log" && [ -n "$vstep" ] \
+  && ok "SIGTERM to minitrain run: the job checkpoints step $vstep and stops, exit 143" || bad "run SIGTERM: rc $rc: $(tail -3 "$TMP/V.log")"
+check "... that checkpoint verifies and the run is 'stopped', not torn down" test -d "$TMP/V/ckpt/$(printf 'step_%08d' "${vstep:-0}")" \
+  -a "$(sql "$TMP/V" "SELECT status FROM runs")" = stopped
 
 # ---- corruptions: ckpt verify names the file, --resume auto skips the step --------------------------
 corrupt() { # NAME ACTION: a copy of run A whose step 20 is damaged by ACTION (run in the step dir)

@@ -171,6 +171,38 @@ static void test_config_errors(void **state) {
 
 /* ---- health ------------------------------------------------------------------------------------ */
 
+/* Default policy (5 failures, 30 s base, 300 s cap) and a healthy upstream at t = 0. */
+static void health_fresh(gw_policy *p, gw_health *h) {
+    gw_policy_defaults(p);
+    gw_health_init(h, 0);
+}
+
+/* An upstream's own Retry-After: no request before it; clients are told the time left of it, not
+ * the (longer, growing) ejection; a shorter later value does not shorten it. */
+static void test_health_retry_after(void **state) {
+    (void)state;
+    gw_policy p;
+    gw_health h;
+    health_fresh(&p, &h);
+    int probe;
+    double t = 100;
+    gw_health_retry_after(&h, 3, 429, t);
+    assert_true(gw_health_resting(&h, t + 2.9));
+    assert_int_equal(gw_health_acquire(&h, t + 2.9, &probe), 0);
+    assert_true(fabs(gw_health_wait(&h, t + 1) - 2) < 1e-9);
+    gw_health_retry_after(&h, 1, 503, t + 1); /* ends before t + 3: ignored */
+    assert_true(fabs(gw_health_wait(&h, t + 1.5) - 1.5) < 1e-9);
+    assert_int_equal(h.not_before_status, 429);
+    for (int i = 0; i < 5; i++) gw_health_result(&h, &p, 1, 0, t); /* ejected for 30 s too */
+    assert_true(fabs(gw_health_wait(&h, t + 1) - 2) < 1e-9); /* the upstream's value wins */
+    assert_false(gw_health_resting(&h, t + 3));
+    assert_true(fabs(gw_health_wait(&h, t + 3) - 27) < 1e-9); /* then the ejection's */
+    gw_health_init(&h, 0);
+    gw_health_retry_after(&h, 2, 429, t);
+    assert_int_equal(gw_health_acquire(&h, t + 2, &probe), 1); /* healthy again at t + 2 */
+    assert_int_equal(probe, 0);
+}
+
 static void test_health_ejection(void **state) {
     (void)state;
     gw_policy p;
@@ -227,9 +259,8 @@ static void test_health_ejection(void **state) {
 static void test_health_active_and_decay(void **state) {
     (void)state;
     gw_policy p;
-    gw_policy_defaults(&p);
     gw_health h;
-    gw_health_init(&h, 0);
+    health_fresh(&p, &h);
     int probe;
     gw_health_active(&h, &p, 0, 10); /* /health is 503 (loading) */
     assert_int_equal(gw_health_state(&h, 10), GW_UP_EJECTED);
@@ -544,6 +575,7 @@ int main(void) {
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_health_ejection),
+        cmocka_unit_test(test_health_retry_after),
         cmocka_unit_test(test_health_active_and_decay),
         cmocka_unit_test(test_backoff_and_retry_after),
         cmocka_unit_test(test_retry_budget),

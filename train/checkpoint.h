@@ -167,6 +167,14 @@ const char *checkpoint_catalog_state(const checkpoint_catalog *c, const char *pa
 int64_t checkpoint_catalog_newest_verified(const checkpoint_catalog *c, int64_t want, char *dir,
                                            size_t dirlen, char *last_err, size_t errlen);
 
+/* fs_check_output (core/fs.h) for an output a user names next to the run run_dir (`ckpt export
+ * --out`, `report --svg/--html`): besides the general rule, path must not be the run's own run.db
+ * (and its -wal/-shm), model.safetensors or tokenizer.bin, nor lie inside any tier root of c
+ * (RUN_DIR/ckpt, tier 0, the durable tier: a committed checkpoint is verified by its checksums).
+ * Returns FS_OUT_ATOMIC, FS_OUT_IN_PLACE (only with FS_OUT_ALLOW_IN_PLACE) or -1 with err. */
+int checkpoint_catalog_check_output(const checkpoint_catalog *c, const char *run_dir,
+                                    const char *path, int flags, char *err, size_t errlen);
+
 void checkpoint_catalog_close(checkpoint_catalog *c);
 
 #endif /* MT_CHECKPOINT_H */

@@ -159,8 +159,9 @@ static int init_run(trainer *tr, char *err, size_t errlen) {
     mt_config *c = &tr->cfg;
     mesh *ms = tr->mesh;
     char msg[512];
-    if (fs_mkdir_p(c->run_dir, NULL, 0) != 0) {
-        snprintf(err, errlen, "cannot create run directory '%s': %s", c->run_dir, strerror(errno));
+    char why[FS_PATH_MAX + 64]; /* fs_mkdir_p's own words: "'X' exists and is not a directory" */
+    if (fs_mkdir_p(c->run_dir, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "cannot create run directory: %s", why);
         return -1;
     }
     if (config_to_json(c, tr->config_json, sizeof(tr->config_json)) >= sizeof(tr->config_json)) {
@@ -214,6 +215,29 @@ static int load_init(trainer *tr, gpt_model *init, char *err, size_t errlen) {
         gpt_free(&full);
         return -1;
     }
+    /* the experts are the source's: a value set away from its default that disagrees is
+     * refused, not silently replaced (a dense source cannot grow experts: no upcycling here) */
+    mt_config d;
+    config_defaults(&d);
+    const struct { const char *key; int given, deflt, source; } moe[] = {
+        {"moe_every", c->moe_every, d.moe_every, f->moe_every},
+        {"n_experts", c->n_experts, d.n_experts, f->moe_every > 0 ? f->n_experts : d.n_experts},
+        {"top_k", c->top_k, d.top_k, f->moe_every > 0 ? f->top_k : d.top_k},
+    };
+    for (size_t k = 0; k < sizeof(moe) / sizeof(moe[0]); k++)
+        if (moe[k].given != moe[k].deflt && moe[k].given != moe[k].source) {
+            if (f->moe_every > 0)
+                snprintf(err, errlen, "init_from: %s = %d contradicts the source '%s' (MoE: "
+                         "moe_every %d, %d experts, top-%d); the experts come from the source: "
+                         "drop the flag", moe[k].key, moe[k].given, c->init_from, f->moe_every,
+                         f->n_experts, f->top_k);
+            else
+                snprintf(err, errlen, "init_from: %s = %d, but the source '%s' is a dense model "
+                         "(no experts) and its weights cannot become experts; drop the flag or "
+                         "train from scratch", moe[k].key, moe[k].given, c->init_from);
+            gpt_free(&full);
+            return -1;
+        }
     c->n_layer = f->n_layer;
     c->n_head = f->n_head;
     c->d_model = f->d_model;
@@ -230,21 +254,45 @@ static int load_init(trainer *tr, gpt_model *init, char *err, size_t errlen) {
     } else {
         *init = full;
     }
-    if (tr->mesh->rank == 0)
+    if (tr->mesh->rank == 0) {
+        char experts[96] = "dense";
+        if (c->moe_every > 0)
+            snprintf(experts, sizeof(experts), "MoE every %d blocks, %d experts, top-%d",
+                     c->moe_every, c->n_experts, c->top_k);
         log_info("init_from %s: %s | model shape from it: %d layers, %d heads, d_model %d, vocab "
-                 "%d; context %d of its %d positions; fresh optimizer state", c->init_from, what,
-                 c->n_layer, c->n_head, c->d_model, c->vocab_size, c->seq_len, source_ctx);
+                 "%d, %s; context %d of its %d positions; fresh optimizer state", c->init_from,
+                 what, c->n_layer, c->n_head, c->d_model, c->vocab_size, experts, c->seq_len,
+                 source_ctx);
+    }
     return 0;
+}
+
+/* The shards each split reads, and a warning when both splits read the same files (a --data
+ * pattern with neither "{split}" nor train/val in its file name: validation losses are then
+ * training losses). */
+static void log_data_splits(const trainer *tr) {
+    char a[800], b[800];
+    data_loader_describe(&tr->train_dl, a, sizeof(a));
+    data_loader_describe(&tr->val_dl, b, sizeof(b));
+    if (strcmp(a, b) == 0)
+        mt_warn("data '%s': the train and val splits read the same files %s (the pattern has "
+                "neither {split} nor train/val in its file name): validation measures training "
+                "data", tr->cfg.data, a);
+    else log_info("data: train %s | val %s", a, b);
 }
 
 /* The run's tokenizer: cfg.tokenizer, else tokenizer.bin in the data directory (or beside a data
  * pattern's files), else the init_from run's tokenizer.bin. None (vocab 0) is fine when
  * vocab_size is known (given, or from init_from): llm.c's shards carry no tokenizer; samples then
  * print token ids. 0, or -1 with err. */
-static int resolve_tokenizer(trainer *tr, char *err, size_t errlen) {
+static int resolve_tokenizer(trainer *tr, char *used, size_t usedlen, char *err, size_t errlen) {
     mt_config *c = &tr->cfg;
     char path[1100], msg[1024];
-    if (c->tokenizer[0]) return tok_load(&tr->tok, c->tokenizer, err, errlen);
+    used[0] = '\0';
+    if (c->tokenizer[0]) {
+        snprintf(used, usedlen, "%s", c->tokenizer);
+        return tok_load(&tr->tok, c->tokenizer, err, errlen);
+    }
     struct stat st;
     const char *tried[2];
     int nt = 0;
@@ -267,6 +315,7 @@ static int resolve_tokenizer(trainer *tr, char *err, size_t errlen) {
                      "prepare`?)", msg, c->data);
             return -1;
         }
+        snprintf(used, usedlen, "%s", path);
         return 0;
     }
     if (c->vocab_size > 0) {
@@ -279,6 +328,50 @@ static int resolve_tokenizer(trainer *tr, char *err, size_t errlen) {
     snprintf(err, errlen, "no tokenizer for data '%.300s' (no tokenizer.bin in %s%s%s): give "
              "--tokenizer FILE (minitrain, tiktoken, Hugging Face or llm.c) or --vocab-size N",
              c->data, tried[0], nt > 1 ? " or " : "", nt > 1 ? tried[1] : "");
+    return -1;
+}
+
+/* The first token id on which tokenizers a and b differ (their bytes), or -1 when they are the
+ * same vocabulary. A vocabulary size difference is reported at the shorter size. */
+static int64_t first_difference(const tok_tokenizer *a, const tok_tokenizer *b) {
+    int na = tok_vocab_size(a), nb = tok_vocab_size(b), n = na < nb ? na : nb;
+    for (int id = 0; id < n; id++) {
+        size_t la, lb;
+        const uint8_t *pa = tok_token_bytes(a, (uint32_t)id, &la);
+        const uint8_t *pb = tok_token_bytes(b, (uint32_t)id, &lb);
+        if (la != lb || (la && memcmp(pa, pb, la) != 0)) return id;
+    }
+    return na == nb ? -1 : n;
+}
+
+/* Fine-tuning (--init-from a run) on data tokenized by another tokenizer than the source run's:
+ * its embeddings would read every id as other text. Refused unless init_any_tokenizer = 1. */
+static int check_init_tokenizer(trainer *tr, const char *used, char *err, size_t errlen) {
+    const mt_config *c = &tr->cfg;
+    char src[1100], msg[1024];
+    struct stat st;
+    if (!c->init_from[0] || stat(c->init_from, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    snprintf(src, sizeof(src), "%.1000s/tokenizer.bin", c->init_from);
+    if (stat(src, &st) != 0 || (used[0] && strcmp(used, src) == 0)) return 0;
+    tok_tokenizer s;
+    if (tok_load(&s, src, msg, sizeof(msg)) != 0) return 0; /* unreadable: nothing to compare */
+    int64_t at = first_difference(&s, &tr->tok);
+    char da[128], db[128];
+    tok_describe(&s, da, sizeof(da));
+    tok_describe(&tr->tok, db, sizeof(db));
+    tok_free(&s);
+    if (at < 0) return 0;
+    if (c->init_any_tokenizer) {
+        if (tr->mesh->rank == 0)
+            mt_warn("init_from: the tokenizer %s (%s) differs from the source run's %s (%s) at id "
+                    "%lld; going on (init_any_tokenizer = 1)", used[0] ? used : "(none: ids)", db,
+                    src, da, (long long)at);
+        return 0;
+    }
+    snprintf(err, errlen, "init_from: the data's tokenizer %.300s (%s) is not the source run's "
+             "%.300s (%s): they differ at id %lld, so the model would read other text; prepare "
+             "the data with --tokenizer %.300s, or set --init-any-tokenizer 1 to go on",
+             used[0] ? used : "(none: ids)", db, src, da, (long long)at, src);
     return -1;
 }
 
@@ -385,15 +478,8 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     char msg[512];
     if (c->init_from[0] && load_init(tr, init, err, errlen) != 0) return -1;
 
-    /* tokenizer and data */
-    if (resolve_tokenizer(tr, err, errlen) != 0) return -1;
-    int tok_vocab = tok_vocab_size(&tr->tok);
-    if (c->vocab_size == 0) c->vocab_size = tok_vocab;
-    if (c->vocab_size < tok_vocab) {
-        snprintf(err, errlen, "vocab_size %d is smaller than the tokenizer's %d", c->vocab_size,
-                 tok_vocab);
-        return -1;
-    }
+    /* data, then the tokenizer: a missing --data path is "no shard files match", not "no
+     * tokenizer" (the tokenizer is looked for beside the data) */
     if (data_loader_open(&tr->train_dl, c->data, "train", c->seq_len, (uint64_t)c->seed, 1, msg,
                          sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
@@ -405,12 +491,27 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
                  (unsigned long long)data_loader_num_windows(&tr->train_dl), c->batch_size);
         return -1;
     }
-    if (data_loader_check_vocab(&tr->train_dl, c->vocab_size, msg, sizeof(msg)) != 0) {
+    if (data_loader_open(&tr->val_dl, c->data, "val", c->seq_len, (uint64_t)c->seed, 0, msg,
+                         sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
-    if (data_loader_open(&tr->val_dl, c->data, "val", c->seq_len, (uint64_t)c->seed, 0, msg,
-                         sizeof(msg)) != 0) {
+    if (tr->mesh->rank == 0) log_data_splits(tr);
+    char tok_used[1100];
+    if (resolve_tokenizer(tr, tok_used, sizeof(tok_used), err, errlen) != 0) return -1;
+    if (check_init_tokenizer(tr, tok_used, err, errlen) != 0) return -1;
+    if (tr->mesh->rank == 0 && tok_used[0]) {
+        char d[128];
+        log_info("tokenizer: %s (%s)", tok_used, tok_describe(&tr->tok, d, sizeof(d)));
+    }
+    int tok_vocab = tok_vocab_size(&tr->tok);
+    if (c->vocab_size == 0) c->vocab_size = tok_vocab;
+    if (c->vocab_size < tok_vocab) {
+        snprintf(err, errlen, "vocab_size %d is smaller than the tokenizer's %d", c->vocab_size,
+                 tok_vocab);
+        return -1;
+    }
+    if (data_loader_check_vocab(&tr->train_dl, c->vocab_size, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
