@@ -103,23 +103,30 @@ static void tokenizer_path(const char *tok_path, const char *run, int run_is_dir
 /* Load the model (its latest step, or step >= 0) and a tokenizer that can encode prompts while
  * srv already answers /health with "loading"; a failure stops srv and is a user error (exit 2).
  * Returns the step loaded. */
-static int load_model(gw_server *srv, const char *run, long long step, const char *tpath,
-                      gpt_model *m, tok_tokenizer *tok) {
+static int load_model(srv_server *srv, const char *run, long long step, const char *tpath,
+                      int explicit_tok, gpt_model *m, tok_tokenizer *tok) {
     char err[1200];
     int loaded_step = 0;
     int rc = step >= 0 ? model_io_load_step(m, run, (int)step, &loaded_step, err, sizeof(err))
                        : model_io_load(m, run, &loaded_step, err, sizeof(err));
     if (rc != 0) {
-        gw_server_stop(srv);
+        srv_stop(srv);
         mt_fail("%s", err);
     }
     if (tok_load(tok, tpath, err, sizeof(err)) != 0) {
-        gw_server_stop(srv);
+        srv_stop(srv);
         gpt_free(m);
         mt_fail("%s (give the tokenizer with --tokenizer FILE)", err);
     }
+    /* a tokenizer named with --tokenizer must be the model's; the run's own may be smaller
+     * (train --vocab-size above the tokenizer's) */
+    if (tok_check_vocab(tok, tpath, m->cfg.vocab_size, explicit_tok, err, sizeof(err)) != 0) {
+        srv_stop(srv);
+        gpt_free(m);
+        mt_fail("%s", err);
+    }
     if (!tok_can_encode(tok)) { /* llm.c's gpt2_tokenizer.bin: docs/interop.md */
-        gw_server_stop(srv);
+        srv_stop(srv);
         gpt_free(m);
         mt_fail("tokenizer '%s' is decode only (llm.c's gpt2_tokenizer.bin has no merges) and "
                 "cannot encode prompts; give --tokenizer with a tiktoken or Hugging Face file", tpath);
@@ -130,52 +137,52 @@ static int load_model(gw_server *srv, const char *run, long long step, const cha
 int cmd_serve(int argc, char **argv) {
     const char *run = NULL, *tok_path = NULL, *key_file = NULL, *name = NULL;
     long long step = -1;
-    gw_server_opts o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
+    srv_opts o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
                         .max_body = 1 << 20, .timeout_s = 30};
     int threads = 0, timeout_s = (int)o.timeout_s;
     const char *device = "cpu";
     o.fault_rate = -1; /* not given: 0, or 1 when --fault-status is */
     o.fault_seed = 1;
     const args_opt opts[] = {
-        {"run", ARG_STRING, &run, 0, 0, "DIR|FILE", "run directory (DIR/model.safetensors) or an "
+        {"run", KEYTAB_STRING, &run, 0, 0, "DIR|FILE", "run directory (DIR/model.safetensors) or an "
          "exported model file", ""},
-        {"step", ARG_I64, &step, 0, 2000000000, "N", "serve the checkpoint of step N (default: the "
+        {"step", KEYTAB_I64, &step, 0, 2000000000, "N", "serve the checkpoint of step N (default: the "
          "newest)", ""},
-        {"tokenizer", ARG_STRING, &tok_path, 0, 0, "FILE", "tokenizer (default: tokenizer.bin next "
+        {"tokenizer", KEYTAB_STRING, &tok_path, 0, 0, "FILE", "tokenizer (default: tokenizer.bin next "
          "to the model)", ""},
-        {"host", ARG_STRING, &o.host, 0, 0, "ADDR", "bind address (0.0.0.0 or :: for all)", NULL},
-        {"port", ARG_INT, &o.port, 0, 65535, "P", "TCP port (0 = any free port, printed at start)",
+        {"host", KEYTAB_STRING, &o.host, 0, 0, "ADDR", "bind address (0.0.0.0 or :: for all)", NULL},
+        {"port", KEYTAB_INT, &o.port, 0, 65535, "P", "TCP port (0 = any free port, printed at start)",
          NULL},
-        {"slots", ARG_INT, &o.slots, 1, 256, "N", "generations in parallel (batched into one forward per token), one KV cache each",
+        {"slots", KEYTAB_INT, &o.slots, 1, 256, "N", "generations in parallel (batched into one forward per token), one KV cache each",
          NULL},
-        {"queue", ARG_INT, &o.queue, 0, 65536, "N", "requests that may wait for a slot; more get "
+        {"queue", KEYTAB_INT, &o.queue, 0, 65536, "N", "requests that may wait for a slot; more get "
          "503", NULL},
-        {"threads", ARG_INT, &threads, 0, 1024, "N", "OpenMP/BLAS threads of the batched decoder "
+        {"threads", KEYTAB_INT, &threads, 0, 1024, "N", "OpenMP/BLAS threads of the batched decoder "
          "(default: all cores)", ""},
-        {"max-body", ARG_BYTES, &o.max_body, 64, 1 << 30, "BYTES", "largest request body, e.g. "
+        {"max-body", KEYTAB_BYTES, &o.max_body, 64, 1 << 30, "BYTES", "largest request body, e.g. "
          "1048576 or 1M; 413 above", NULL},
-        {"timeout", ARG_INT, &timeout_s, 1, 86400, "S", "close connections idle or stalled for S "
+        {"timeout", KEYTAB_INT, &timeout_s, 1, 86400, "S", "close connections idle or stalled for S "
          "seconds", NULL},
-        {"model-name", ARG_STRING, &name, 0, 0, "NAME", "the model id clients use (default: the "
+        {"model-name", KEYTAB_STRING, &name, 0, 0, "NAME", "the model id clients use (default: the "
          "run's directory name)", ""},
-        {"api-key-file", ARG_STRING, &key_file, 0, 0, "FILE", "require 'Authorization: Bearer KEY' "
+        {"api-key-file", KEYTAB_STRING, &key_file, 0, 0, "FILE", "require 'Authorization: Bearer KEY' "
          "(one key per line, #\ncomments); /health stays open", ""},
-        {"log-content", ARG_FLAG, &o.log_content, 0, 0, NULL, "include prompts and completions in "
+        {"log-content", KEYTAB_FLAG, &o.log_content, 0, 0, NULL, "include prompts and completions in "
          "the access log (off:\nonly counts and timings are logged)", NULL},
-        {"quiet", ARG_FLAG, &o.quiet, 0, 0, NULL, "no access log", NULL},
-        {"device", ARG_STRING, &device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
+        {"quiet", KEYTAB_FLAG, &o.quiet, 0, 0, NULL, "no access log", NULL},
+        {"device", KEYTAB_STRING, &device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
          "MINITRAIN_DEVICE overrides", NULL},
-        {"fault-rate", ARG_DOUBLE, &o.fault_rate, 0, 1, "P", "TEST ONLY: answer a fraction P of "
+        {"fault-rate", KEYTAB_DOUBLE, &o.fault_rate, 0, 1, "P", "TEST ONLY: answer a fraction P of "
          "generation requests\nwith --fault-status instead", "0"},
-        {"fault-status", ARG_INT, &o.fault_status, 400, 599, "CODE", "TEST ONLY: the status of those "
+        {"fault-status", KEYTAB_INT, &o.fault_status, 400, 599, "CODE", "TEST ONLY: the status of those "
          "faults; alone it means\n--fault-rate 1. 429 and 503 carry Retry-After", "500"},
-        {"fault-retry-after", ARG_INT, &o.fault_retry_after_s, 1, 86400, "S", "TEST ONLY: the "
+        {"fault-retry-after", KEYTAB_INT, &o.fault_retry_after_s, 1, 86400, "S", "TEST ONLY: the "
          "Retry-After of a 429/503 fault", "1"},
-        {"fault-empty", ARG_DOUBLE, &o.fault_empty, 0, 1, "P", "TEST ONLY: a fraction P get a 200 "
+        {"fault-empty", KEYTAB_DOUBLE, &o.fault_empty, 0, 1, "P", "TEST ONLY: a fraction P get a 200 "
          "with no choices or\nempty content and no finish_reason", NULL},
-        {"fault-latency", ARG_INT, &o.fault_latency_ms, 0, 600000, "MS", "TEST ONLY: wait MS "
+        {"fault-latency", KEYTAB_INT, &o.fault_latency_ms, 0, 600000, "MS", "TEST ONLY: wait MS "
          "milliseconds before answering each\ngeneration request", NULL},
-        {"fault-seed", ARG_U64, &o.fault_seed, 0, 1e18, "N", "TEST ONLY: seed of the fault draws "
+        {"fault-seed", KEYTAB_U64, &o.fault_seed, 0, 1e18, "N", "TEST ONLY: seed of the fault draws "
          "(same seed, same faults)", NULL},
         {0},
     };
@@ -225,12 +232,12 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     char err[1200];
-    gw_server *srv = gw_server_start(&o, err, sizeof(err));
+    srv_server *srv = srv_start(&o, err, sizeof(err));
     if (!srv) {
         fprintf(stderr, "minitrain: error: %s\n", err);
         return MT_EXIT_ERROR;
     }
-    int port = gw_server_port(srv);
+    int port = srv_port(srv);
     const char *host = o.host;
     int v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "minitrain: serve: loading %s (listening on http://%s%s%s:%d, /health says "
@@ -239,8 +246,8 @@ int cmd_serve(int argc, char **argv) {
     if (ops_select(device, 0, err, sizeof(err)) != 0) mt_fail("%s", err);
     gpt_model m;
     tok_tokenizer tok;
-    int loaded_step = load_model(srv, run, step, tpath, &m, &tok);
-    gw_server_set_model(srv, &m, &tok, loaded_step);
+    int loaded_step = load_model(srv, run, step, tpath, tok_path != NULL, &m, &tok);
+    srv_set_model(srv, &m, &tok, loaded_step);
     printf("minitrain: serving '%s' (step %d: %d layers, d_model %d, context %d, vocab %d) on "
            "http://%s%s%s:%d — slots %d, queue %d, threads %d\n",
            model_name, loaded_step, m.cfg.n_layer, m.cfg.d_model, m.cfg.seq_len,
@@ -251,7 +258,7 @@ int cmd_serve(int argc, char **argv) {
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "minitrain: serve: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    gw_server_stop(srv);
+    srv_stop(srv);
     tok_free(&tok);
     gpt_free(&m);
     for (int i = 0; i < o.n_api_keys; i++) free(o.api_keys[i]);

@@ -63,7 +63,9 @@ int runlock_acquire(runlock *l, const char *run_dir, const char *what, char *err
         return -1;
     }
     if (fs_mkdir_p_created(run_dir, &l->created_dir, NULL, 0) != 0) {
-        snprintf(err, errlen, "cannot create run directory '%s': %s", run_dir, strerror(errno));
+        snprintf(err, errlen, "cannot create run directory '%s': %s", run_dir,
+                 errno == ENOTDIR || errno == EEXIST ? "it, or a directory above it, exists as a "
+                                                       "file" : strerror(errno));
         return -1;
     }
     int fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

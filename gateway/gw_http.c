@@ -20,8 +20,9 @@
  *     completion or a key (only the key's public id).
  */
 #include "gateway/gw_impl.h"
-#include "serve/listen.h"
+#include "serve/api.h"
 #include "core/timer.h"
+#include "core/utf8.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -40,7 +41,7 @@ typedef struct {
     char method[8];
     char path[160];
     char model_id[128]; /* GET /v1/models/ID */
-    gw_buf body;
+    api_buf body;
     int too_large;
     size_t discarded;
     double t0;
@@ -59,7 +60,7 @@ typedef struct {
 static void conn_unref(conn *cc) {
     if (atomic_fetch_sub(&cc->refs, 1) != 1) return;
     if (cc->have_x) gw_exchange_free(&cc->x);
-    gw_buf_free(&cc->body);
+    api_buf_free(&cc->body);
     free(cc);
 }
 
@@ -84,17 +85,9 @@ static void ratelimit_headers(conn *cc, struct MHD_Response *r) {
 
 /* Queue body (ownership taken). retry_after: "" or NULL = none. */
 static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, const char *ctype,
-                             gw_buf *body, const char *retry_after) {
-    struct MHD_Response *r;
-    if (body->len == 0) {
-        gw_buf_free(body);
-        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    } else {
-        r = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
-        memset(body, 0, sizeof(*body));
-    }
+                             api_buf *body, const char *retry_after) {
+    struct MHD_Response *r = api_response(body, ctype);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     MHD_add_response_header(r, "x-request-id", cc->req_id);
     if (retry_after && *retry_after) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER,
                                                              retry_after);
@@ -102,15 +95,13 @@ static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, con
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
                                 cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT ? "POST"
-                                                                              : "GET, HEAD");
+                                : cc->ep == EP_ADMIN ? "GET, POST, PATCH, DELETE"
+                                                     : "GET, HEAD");
     ratelimit_headers(cc, r);
-    enum MHD_Result q = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    if (q == MHD_YES) cc->status = status;
-    return q;
+    return api_queue(c, status, r, &cc->status);
 }
 
-static enum MHD_Result reply_json(conn *cc, struct MHD_Connection *c, int status, gw_buf *b,
+static enum MHD_Result reply_json(conn *cc, struct MHD_Connection *c, int status, api_buf *b,
                                   const char *retry_after) {
     return reply(cc, c, status, "application/json", b, retry_after);
 }
@@ -121,13 +112,13 @@ static enum MHD_Result fail(conn *cc, struct MHD_Connection *c, int status, cons
 static enum MHD_Result fail(conn *cc, struct MHD_Connection *c, int status, const char *type,
                             const char *param, const char *code, const char *retry_after,
                             const char *fmt, ...) {
-    gw_error e;
+    api_error e;
     va_list ap;
     va_start(ap, fmt);
-    gw_vfail(&e, status, type, param, code, fmt, ap);
+    api_vfail(&e, status, type, param, code, fmt, ap);
     va_end(ap);
-    gw_buf b = {0};
-    gw_error_json(&b, &e);
+    api_buf b = {0};
+    api_error_json(&b, &e);
     return reply_json(cc, c, status, &b, retry_after);
 }
 
@@ -186,42 +177,49 @@ static int healthy_routes(gw_gateway *g) {
 }
 
 static enum MHD_Result handle_get(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
-    gw_buf b = {0};
+    api_buf b = {0};
     if (cc->ep == EP_HEALTH) {
         int n = healthy_routes(g);
-        gw_buf_printf(&b, "{\"status\":\"%s\",\"models\":{", n ? "ok" : "unavailable");
-        for (int r = 0; r < g->cfg.n_routes; r++) {
-            gw_buf_printf(&b, "%s", r ? "," : "");
-            gw_buf_json_string(&b, (const uint8_t *)g->cfg.routes[r].name,
-                               strlen(g->cfg.routes[r].name));
-            gw_buf_printf(&b, ":%d", gw_route_available(g, r));
-        }
-        gw_buf_puts(&b, "}}");
+        cJSON *h = cJSON_CreateObject();
+        cJSON_AddStringToObject(h, "status", n ? "ok" : "unavailable");
+        cJSON *models = cJSON_AddObjectToObject(h, "models");
+        for (int r = 0; r < g->cfg.n_routes; r++)
+            cJSON_AddNumberToObject(models, g->cfg.routes[r].name, gw_route_available(g, r));
+        api_buf_put_json(&b, h);
         return reply_json(cc, c, n ? 200 : 503, &b, n ? NULL : "1");
     }
     if (cc->ep == EP_METRICS) {
-        gw_mx_render(g, &b);
+        gw_metrics_render(g, &b);
         return reply(cc, c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL);
     }
     /* /v1/models: the public names this key may call */
-    int one = cc->model_id[0] != 0, found = 0;
-    if (!one) gw_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    int one = cc->model_id[0] != 0;
+    cJSON *data = cJSON_CreateArray();
     for (int r = 0; r < g->cfg.n_routes; r++) {
         const char *name = g->cfg.routes[r].name;
         if (cc->have_key && !gw_key_allows_model(&cc->key, name)) continue;
         if (one && strcmp(name, cc->model_id)) continue;
-        if (found++) gw_buf_puts(&b, ",");
-        gw_buf_puts(&b, "{\"id\":");
-        gw_buf_json_string(&b, (const uint8_t *)name, strlen(name));
-        gw_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\"}",
-                      g->started);
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "id", name);
+        cJSON_AddStringToObject(m, "object", "model");
+        cJSON_AddNumberToObject(m, "created", (double)g->started);
+        cJSON_AddStringToObject(m, "owned_by", "minitrain");
+        cJSON_AddItemToArray(data, m);
     }
-    if (one && !found) {
-        gw_buf_free(&b);
+    if (one && cJSON_GetArraySize(data) == 0) {
+        cJSON_Delete(data);
         return fail(cc, c, 404, "invalid_request_error", "model", "model_not_found", NULL,
                     "The model '%.64s' does not exist", cc->model_id);
     }
-    if (!one) gw_buf_puts(&b, "]}");
+    if (one) {
+        api_buf_put_json(&b, cJSON_DetachItemFromArray(data, 0));
+        cJSON_Delete(data);
+    } else {
+        cJSON *list = cJSON_CreateObject();
+        cJSON_AddStringToObject(list, "object", "list");
+        cJSON_AddItemToObject(list, "data", data);
+        api_buf_put_json(&b, list);
+    }
     return reply_json(cc, c, 200, &b, NULL);
 }
 
@@ -293,7 +291,7 @@ static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connecti
 static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
     int chat = cc->ep == EP_CHAT;
     cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
-    gw_buf_free(&cc->body);
+    api_buf_free(&cc->body);
     if (!cJSON_IsObject(req)) {
         cJSON_Delete(req);
         return fail(cc, c, 400, "invalid_request_error", NULL, "invalid_json", NULL,
@@ -307,7 +305,11 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     x->chat = chat;
     x->t0 = cc->t0;
     x->client_fd = conn_fd(c);
-    x->route = -1;
+    /* "none yet", not index 0 / zero: a request refused before routing (403, 404) reached no
+     * upstream and has no usage or first token; the access log and metrics read these */
+    x->route = x->upstream = -1;
+    x->ttft = -1;
+    x->prompt_tokens = x->completion_tokens = -1;
     snprintf(x->req_id, sizeof(x->req_id), "%s", cc->req_id);
     if (cc->have_key) snprintf(x->key_id, sizeof(x->key_id), "%s", cc->key.id);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(req, "model");
@@ -350,18 +352,22 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
             return fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
                         NULL, "this request reserves %ld tokens (prompt + max_tokens), more than "
                         "the key's limit of %ld tokens per minute", tokens, cc->adm.limit_tokens);
-        if (lr == GW_LIMIT_UNAVAILABLE && !cc->adm.admitted)
+        /* Redis down: with redis_fail = closed the limiter refuses (503); with open it decided
+         * on this process's own buckets, and an empty one is an ordinary 429 */
+        int fell_back = lr == GW_LIMIT_UNAVAILABLE && gw_limiter_fails_open(g->lim);
+        if (lr == GW_LIMIT_UNAVAILABLE && !fell_back && !cc->adm.admitted)
             return fail(cc, c, 503, "server_error", NULL, "rate_limiter_unavailable", "1",
                         "the rate limiter is unavailable (Redis down, redis_fail = closed); "
                         "retry later");
         if (!cc->adm.admitted) {
-            gw_mx_rate_limited(&g->mx, cc->key.id);
+            gw_metrics_rate_limited(&g->mx, cc->key.id);
             char ra[32];
             snprintf(ra, sizeof(ra), "%d", (int)ceil(cc->adm.retry_after_s > 0
                                                         ? cc->adm.retry_after_s : 1));
             return fail(cc, c, 429, "rate_limit_error", NULL, "rate_limit_exceeded", ra,
                         "rate limit reached for this key (requests/min, tokens/min or concurrent "
-                        "requests); retry after %s s", ra);
+                        "requests)%s; retry after %s s", fell_back ? " on this gateway's own "
+                        "buckets (Redis down, redis_fail = open)" : "", ra);
         }
         cc->have_res = 1;
         cc->reserved = tokens;
@@ -369,8 +375,15 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     int rc = gw_proxy_run(x);
     if (rc < 0) return MHD_NO; /* the client is gone: nobody to answer */
     if (rc == 1) return stream_reply(g, cc, c);
-    gw_buf b = x->body;
+    api_buf b = x->body;
     memset(&x->body, 0, sizeof(x->body));
+    if (b.len && !utf8_valid((const uint8_t *)b.p, b.len)) { /* an upstream's bytes: as
+                                                                    serve's own, valid UTF-8 */
+        api_buf v = {0};
+        api_buf_put_utf8(&v, (const uint8_t *)b.p, b.len);
+        api_buf_free(&b);
+        b = v;
+    }
     return reply_json(cc, c, x->status, &b, x->retry_after);
 }
 
@@ -397,23 +410,35 @@ static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connecti
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r, "x-request-id", cc->req_id);
     ratelimit_headers(cc, r);
-    enum MHD_Result q = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    if (q == MHD_YES) cc->status = 200;
-    return q;
+    return api_queue(c, 200, r, &cc->status);
 }
 
 /* ---- /admin/keys ------------------------------------------------------------------------------------- */
+
+/* MHD_KeyValueIterator: append "?k=v" / "&k=v" (MHD has already decoded them) */
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value) {
+    (void)kind;
+    api_buf *url = cls;
+    api_buf_printf(url, "%c%s=%s", strchr(url->p, '?') ? '&' : '?', key, value ? value : "");
+    return MHD_YES;
+}
 
 static enum MHD_Result handle_admin(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
     if (!g->keys)
         return fail(cc, c, 404, "invalid_request_error", NULL, "admin_disabled", NULL,
                     "the admin API needs a keys database (start the gateway with --keys-db)");
     char *json = NULL;
-    int status = gw_admin_handle(g->keys, &cc->key, cc->method, cc->path,
+    /* MHD hands the path without its query: give gw_admin_handle the whole URL back, or
+     * `?limit=-1` never reaches the check that refuses it */
+    api_buf url = {0};
+    api_buf_puts(&url, cc->path);
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, &url);
+    int status = gw_admin_handle(g->keys, &cc->key, cc->method, url.p,
                                  cc->body.p ? cc->body.p : "", cc->body.len, &json);
-    gw_buf b = {0};
-    if (json) gw_buf_puts(&b, json);
+    api_buf_free(&url);
+    api_buf b = {0};
+    if (json) api_buf_puts(&b, json);
     free(json);
     return reply_json(cc, c, status, &b, NULL);
 }
@@ -447,9 +472,8 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
         cc->have_key = 1;
     }
     if (cc->ep == EP_ADMIN) {
-        if (strcmp(method, "GET") && strcmp(method, "POST") && strcmp(method, "DELETE"))
-            return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
-                        "method %.16s is not allowed on %s", method, url);
+        /* the methods of each admin path are gw_admin_handle's to allow (PATCH /admin/keys/ID
+         * was documented and handled there, and refused here by a second, shorter list) */
     } else if (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT) {
         if (strcmp(method, "POST"))
             return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
@@ -467,7 +491,7 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > (unsigned long long)g->cfg.pol.max_body)
         return fail(cc, c, 413, "invalid_request_error", NULL, "request_too_large", NULL,
-                    "the request body is %s bytes; the limit is %ld (max_body)", cl,
+                    "the request body is %s bytes; the limit is %zu (max_body)", cl,
                     g->cfg.pol.max_body);
     return MHD_YES; /* MHD reads the body now */
 }
@@ -492,13 +516,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        return gw_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
+        return api_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
                             (size_t)g->cfg.pol.max_body) ? MHD_YES : MHD_NO;
     }
     if (cc->status) return MHD_YES;
     if (cc->too_large)
         return fail(cc, c, 413, "invalid_request_error", NULL, "request_too_large", NULL,
-                    "the request body is over the limit of %ld bytes (max_body)",
+                    "the request body is over the limit of %zu bytes (max_body)",
                     g->cfg.pol.max_body);
     if (cc->ep == EP_ADMIN) return handle_admin(g, cc, c);
     return handle_inference(g, cc, c);
@@ -539,11 +563,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         pthread_mutex_unlock(&g->mx.mu);
     }
     if (status >= 100 && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN))
-        gw_mx_request(&g->mx, cc->have_key ? cc->key.id : "", route, upstream, status);
+        gw_metrics_request(&g->mx, cc->have_key ? cc->key.id : "", route, upstream, status);
     if (route >= 0 && complete) {
         pthread_mutex_lock(&g->mx.mu);
-        gw_mx_observe(&g->mx.latency[route], now - cc->t0);
-        if (x->ttft >= 0) gw_mx_observe(&g->mx.ttft[route], x->ttft);
+        gw_metrics_observe(&g->mx.latency[route], now - cc->t0);
+        if (x->ttft >= 0) gw_metrics_observe(&g->mx.ttft[route], x->ttft);
         if (x->prompt_tokens > 0) g->mx.tokens_in[route] += (uint64_t)x->prompt_tokens;
         if (x->completion_tokens > 0) g->mx.tokens_out[route] += (uint64_t)x->completion_tokens;
         pthread_mutex_unlock(&g->mx.mu);
@@ -611,14 +635,14 @@ static void free_parts(gw_gateway *g) {
         g->pool = c->next;
         curl_easy_cleanup(c->easy);
         curl_multi_cleanup(c->multi);
-        gw_buf_free(&c->body);
+        api_buf_free(&c->body);
         gw_sse_free(&c->sse);
         free(c);
     }
     gw_rules_free(g->rules);
     if (g->lim) gw_limiter_free(g->lim);
     if (g->keys) gw_keys_close(g->keys);
-    gw_mx_destroy(&g->mx);
+    gw_metrics_destroy(&g->mx);
     pthread_mutex_destroy(&g->budget_mu);
     pthread_mutex_destroy(&g->pool_mu);
     pthread_mutex_destroy(&g->rng_mu);
@@ -645,7 +669,7 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g->stop_cv, &ca);
     pthread_condattr_destroy(&ca);
-    gw_mx_init(&g->mx);
+    gw_metrics_init(&g->mx);
     rng_seed(&g->rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)g);
     g->started = (long)time(NULL);
     double now = timer_now();
@@ -682,11 +706,11 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
         }
     }
     if (cfg->pol.health_interval_s > 0) health_round(g); /* know the upstreams before serving */
-    gw_listen_opts lo = {.host = cfg->host, .port = cfg->port, .who = "gateway",
+    api_listen_opts lo = {.host = cfg->host, .port = cfg->port, .who = "gateway",
                          .timeout_s = (unsigned)cfg->pol.client_timeout_s, .conn_limit = 1024u,
                          .backlog = 1024u, .on_request = on_request,
                          .on_completed = on_completed, .cls = g};
-    g->d = gw_listen(&lo, &g->port, err, errlen);
+    g->d = api_listen(&lo, &g->port, err, errlen);
     if (!g->d) {
         free_parts(g);
         return NULL;

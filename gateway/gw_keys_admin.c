@@ -29,7 +29,7 @@
 
 #include "core/check.h"
 #include "core/utf8.h"
-#include "serve/server.h"
+#include "serve/api.h"
 
 #define BAD "invalid_request_error"
 
@@ -46,13 +46,13 @@ static int error_body(char **out, int status, const char *type, const char *para
                       const char *code, const char *fmt, ...) MT_PRINTF(6, 7);
 static int error_body(char **out, int status, const char *type, const char *param,
                       const char *code, const char *fmt, ...) {
-    gw_error e;
+    api_error e;
     va_list ap;
     va_start(ap, fmt);
-    gw_vfail(&e, status, type, param, code, fmt, ap);
+    api_vfail(&e, status, type, param, code, fmt, ap);
     va_end(ap);
-    gw_buf b = {0};
-    gw_error_json(&b, &e);
+    api_buf b = {0};
+    api_error_json(&b, &e);
     *out = b.p;
     return status;
 }
@@ -308,7 +308,7 @@ static int admin_audit(audit_ctx *a, const char *query, char **out) {
     if (q) {
         char *end;
         long v = strtol(q + 6, &end, 10);
-        if (end == q + 6 || v < 1 || v > 10000)
+        if (end == q + 6 || (*end && *end != '&') || v < 1 || v > 10000)
             return finish(a, error_body(out, 400, BAD, "limit", "invalid_value",
                                         "'limit' must be an integer in [1, 10000]"));
         limit = (int)v;

@@ -30,7 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve/server.h" /* gw_buf, gw_error */
+#include "core/keytab.h"
+#include "serve/api.h" /* api_buf, api_error */
 
 /* ---- the policy table (gw_config.c) -------------------------------------------------------------
  * Every threshold the policies use, in ONE table (like Envoy's outlier_detection / retry_policy
@@ -55,24 +56,16 @@ typedef struct {
     double first_token_timeout_s; /* a stream's first event */
     double stream_idle_timeout_s; /* between two events of a stream */
     double client_timeout_s;      /* idle client connections are closed after this */
-    long max_body;                /* bytes of a request body; 413 above */
-    long max_response;            /* bytes of an upstream body; larger is a failure */
+    size_t max_body;              /* bytes of a request body; 413 above */
+    size_t max_response;          /* bytes of an upstream body; larger is a failure */
     int max_tokens;               /* cap on a request's max_tokens (0 = none); 400 above */
     int default_max_tokens;       /* what a request without max_tokens reserves */
 } gw_policy;
 
-typedef enum { GW_PK_INT, GW_PK_LONG, GW_PK_DOUBLE, GW_PK_BYTES } gw_policy_kind;
-
-typedef struct {
-    const char *name; /* INI key and, with dashes, the flag */
-    gw_policy_kind kind;
-    size_t offset;    /* into gw_policy */
-    double def, lo, hi;
-    const char *help;
-} gw_policy_key;
-
-/* The table, terminated by an entry with name NULL. */
-extern const gw_policy_key gw_policy_keys[];
+/* The policy's keys as core/keytab.h rows over gw_policy (name, type, offset, range, help,
+ * default), terminated by an entry with name NULL: the INI [policy] section, the command-line
+ * flags, the defaults and --help all read them. */
+extern const keytab_key gw_policy_keys[];
 
 void gw_policy_defaults(gw_policy *p);
 /* Set one key from text ("1M" and "64K" are accepted for byte counts). Dashes in key read as
@@ -184,6 +177,8 @@ typedef struct {
     int active_down;       /* 1 while GET /health fails */
     double ejected_at, eject_until, healthy_since;
     double down_since;     /* when active_down last became 1 */
+    double not_before;     /* the upstream's own Retry-After: no request before this (0 = none) */
+    int not_before_status; /* the status (429, 503) that carried it */
     uint64_t ejections;    /* total, for metrics */
 } gw_health;
 
@@ -198,8 +193,15 @@ int gw_health_acquire(gw_health *h, double now, int *probe);
 int gw_health_result(gw_health *h, const gw_policy *p, int failure, int was_probe, double now);
 /* The result of one active check (ok = GET /health answered 200). */
 void gw_health_active(gw_health *h, const gw_policy *p, int ok, double now);
-/* Seconds until the ejection ends (0 if not ejected or already over). */
+/* The upstream answered status with Retry-After: seconds: it takes no request (not even the
+ * all-targets-ejected attempt) before now + seconds. A later, shorter value does not shorten it. */
+void gw_health_retry_after(gw_health *h, double seconds, int status, double now);
+/* Seconds until the upstream may be tried again: while it rests on its own Retry-After, the time
+ * left of that (what clients are told, consistent with the upstream's value); else until the
+ * ejection ends (0 if not ejected or already over). */
 double gw_health_wait(const gw_health *h, double now);
+/* 1 while the upstream rests on its own Retry-After. */
+int gw_health_resting(const gw_health *h, double now);
 /* Since when the upstream has been out of service (ejected or failing its active check), for the
  * all-targets-ejected policy ("the one ejected longest ago"); now if it is in service. */
 double gw_health_out_since(const gw_health *h, double now);
@@ -258,13 +260,13 @@ gw_outcome gw_check_response(const char *body, size_t n, int chat, long *prompt_
 /* SSE framing (https://html.spec.whatwg.org/multipage/server-sent-events.html): bytes in, whole
  * events out. An event ends at a blank line (\n\n, \r\n\r\n or \r\r). */
 typedef struct {
-    gw_buf in;  /* bytes not yet framed */
+    api_buf in;  /* bytes not yet framed */
     size_t off; /* consumed prefix of in */
 } gw_sse;
 void gw_sse_feed(gw_sse *s, const void *data, size_t n);
 /* Next complete event: its raw bytes (blank line included) into *raw (appended) and the
  * concatenated "data:" field values into *data (reset first). 1 if an event was taken, else 0. */
-int gw_sse_next(gw_sse *s, gw_buf *raw, gw_buf *data);
+int gw_sse_next(gw_sse *s, api_buf *raw, api_buf *data);
 void gw_sse_free(gw_sse *s);
 
 /* What one streamed event carries (from its data payload). */
@@ -298,7 +300,7 @@ size_t gw_rules_window(const gw_rules *r, int on);
 /* Apply to a whole text: block rules first (return 1, *rule = the rule's name, *out untouched
  * beyond the text before the match: *block_at), then redactions and PII masks into *out
  * (appended). Returns 0 when not blocked. */
-int gw_rules_apply(const gw_rules *r, int on, const char *text, size_t n, gw_buf *out,
+int gw_rules_apply(const gw_rules *r, int on, const char *text, size_t n, api_buf *out,
                    const char **rule, size_t *block_at);
 
 /* The streaming filter for completions. Text arrives in pieces; what it releases has passed every
@@ -308,8 +310,8 @@ int gw_rules_apply(const gw_rules *r, int on, const char *text, size_t n, gw_buf
 typedef struct {
     const gw_rules *r;
     size_t window;
-    gw_buf pend;    /* not yet released */
-    gw_buf ctx;     /* the last released bytes (≤ window), context for the next scan */
+    api_buf pend;    /* not yet released */
+    api_buf ctx;     /* the last released bytes (≤ window), context for the next scan */
     int blocked;
     const char *rule; /* the blocking rule */
 } gw_filter;
@@ -317,7 +319,7 @@ void gw_filter_init(gw_filter *f, const gw_rules *r);
 /* Push text (final = 1 at the end of the stream: everything left is released). Released text is
  * appended to *out. Returns 1 once a block rule matched (nothing from the match on is released,
  * later pushes release nothing). */
-int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, gw_buf *out);
+int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, api_buf *out);
 void gw_filter_free(gw_filter *f);
 
 /* ---- the gateway process (gw_http.c) ------------------------------------------------------------- */

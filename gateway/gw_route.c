@@ -83,11 +83,15 @@ static void up_force(gw_gateway *g, int u) {
     pthread_mutex_unlock(&up->mu);
 }
 
-void gw_up_report(gw_exchange *x, int u, gw_outcome o, int probe) {
+void gw_up_report(gw_exchange *x, int u, gw_outcome o, int http, double retry_after, int probe) {
     gw_gateway *g = x->g;
     gw_upstream *up = &g->up[u];
     int failure = gw_outcome_is_failure(o);
     pthread_mutex_lock(&up->mu);
+    /* the upstream said when to come back (429/503 + Retry-After): no request before that, not
+     * even the "at least one target is always tried" one */
+    if ((o == GW_OUT_429 || o == GW_OUT_5XX) && retry_after >= 0)
+        gw_health_retry_after(&up->h, retry_after, http, timer_now());
     int was_ejected = up->h.ejected;
     if (failure) up->failures[o]++;
     int ejected = gw_health_result(&up->h, &g->cfg.pol, failure, probe && was_ejected, timer_now());
@@ -193,7 +197,7 @@ static char *rewrite_response(gw_exchange *x, const char *body, size_t n, int re
         const char *field = x->chat ? "content" : "text";
         cJSON *t = cJSON_GetObjectItemCaseSensitive(holder, field);
         if (!cJSON_IsString(t)) continue;
-        gw_buf out = {0};
+        api_buf out = {0};
         const char *rule;
         size_t at;
         int blocked = gw_rules_apply(g->rules, GW_ON_COMPLETIONS, t->valuestring,
@@ -213,7 +217,7 @@ static char *rewrite_response(gw_exchange *x, const char *body, size_t n, int re
         mtCheck(nt != NULL, "out of memory rewriting a completion");
         cJSON_ReplaceItemInObjectCaseSensitive(holder, field, cJSON_CreateString(nt));
         free(nt);
-        gw_buf_free(&out);
+        api_buf_free(&out);
     }
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -232,8 +236,8 @@ typedef struct {
 
 static void keep_answer(gw_exchange *x, gw_call *c) {
     x->status = c->status;
-    gw_buf_free(&x->body);
-    gw_buf_put(&x->body, c->body.p ? c->body.p : "", c->body.len);
+    api_buf_free(&x->body);
+    api_buf_put(&x->body, c->body.p ? c->body.p : "", c->body.len);
     x->retry_after[0] = 0;
     if (c->retry_after[0])
         snprintf(x->retry_after, sizeof(x->retry_after), "%.31s", c->retry_after);
@@ -273,12 +277,12 @@ static void attempt_plain(gw_exchange *x, gw_call *c, int renamed, attempt_resul
             x->completion_tokens = ct;
             char *nb = rewrite_response(x, c->body.p, c->body.len, renamed);
             x->status = c->status;
-            gw_buf_free(&x->body);
+            api_buf_free(&x->body);
             if (nb) {
-                gw_buf_puts(&x->body, nb);
+                api_buf_puts(&x->body, nb);
                 free(nb);
             } else {
-                gw_buf_put(&x->body, c->body.p, c->body.len);
+                api_buf_put(&x->body, c->body.p, c->body.len);
             }
             x->retry_after[0] = 0;
             return;
@@ -292,7 +296,7 @@ static void attempt_plain(gw_exchange *x, gw_call *c, int renamed, attempt_resul
 static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
     gw_gateway *g = x->g;
     double deadline = timer_now() + g->cfg.pol.first_token_timeout_s;
-    gw_buf stash = {0}, raw = {0}, data = {0};
+    api_buf stash = {0}, raw = {0}, data = {0};
     for (;;) {
         if (c->status == 200) {
             while (gw_sse_next(&c->sse, &raw, &data)) {
@@ -318,9 +322,9 @@ static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
                     c->sse = replay;
                     a->o = GW_OUT_OK;
                     a->http = 200;
-                    gw_buf_free(&stash);
-                    gw_buf_free(&raw);
-                    gw_buf_free(&data);
+                    api_buf_free(&stash);
+                    api_buf_free(&raw);
+                    api_buf_free(&data);
                     return;
                 }
                 free(text);
@@ -328,7 +332,7 @@ static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
                     a->http = 200;
                     goto out;
                 }
-                gw_buf_put(&stash, raw.p, raw.len); /* a role-only delta, a usage chunk */
+                api_buf_put(&stash, raw.p, raw.len); /* a role-only delta, a usage chunk */
                 raw.len = 0;
             }
             raw.len = 0;
@@ -362,9 +366,9 @@ static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
         }
     }
 out:
-    gw_buf_free(&stash);
-    gw_buf_free(&raw);
-    gw_buf_free(&data);
+    api_buf_free(&stash);
+    api_buf_free(&raw);
+    api_buf_free(&data);
 }
 
 /* One attempt at target ti. On a committed stream the call stays in x (x->committed). */
@@ -388,7 +392,7 @@ static void attempt(gw_exchange *x, int ti, int probe, attempt_result *a) {
         return;
     }
     if (!a->detail[0]) describe(a, c);
-    gw_buf_printf(&x->log, "%s%s:%s", x->log.len ? "," : "", up->cfg.name, gw_outcome_name(a->o));
+    api_buf_printf(&x->log, "%s%s:%s", x->log.len ? "," : "", up->cfg.name, gw_outcome_name(a->o));
     if (gw_outcome_is_failure(a->o))
         gw_log(g, "req=%s attempt %d upstream=%s failed: %s (%s) after %.1f ms%s", x->req_id,
                x->attempts, up->cfg.name, gw_outcome_name(a->o), a->detail,
@@ -414,7 +418,7 @@ static void answer_error(gw_exchange *x, int status, const char *code, const cha
                          const char *fmt, ...) MT_PRINTF(5, 6);
 static void answer_error(gw_exchange *x, int status, const char *code, const char *retry_after,
                          const char *fmt, ...) {
-    gw_error e;
+    api_error e;
     memset(&e, 0, sizeof(e));
     e.status = status;
     e.type = "server_error";
@@ -423,8 +427,8 @@ static void answer_error(gw_exchange *x, int status, const char *code, const cha
     va_start(ap, fmt);
     vsnprintf(e.message, sizeof(e.message), fmt, ap);
     va_end(ap);
-    gw_buf_free(&x->body);
-    gw_error_json(&x->body, &e);
+    api_buf_free(&x->body);
+    api_error_json(&x->body, &e);
     x->status = status;
     snprintf(x->retry_after, sizeof(x->retry_after), "%s", retry_after ? retry_after : "");
 }
@@ -487,18 +491,30 @@ static int all_out(gw_exchange *x, int any_full) {
     gw_gateway *g = x->g;
     const gw_route_cfg *r = &g->cfg.routes[x->route];
     double now = timer_now(), wait = 1e30, oldest = 1e300;
-    int pick = -1;
+    int pick = -1, resting = 0, rest_429 = 0;
     for (int t = 0; t < r->n_targets; t++) {
         gw_upstream *up = &g->up[r->t[t].upstream];
         pthread_mutex_lock(&up->mu);
         double w = gw_health_wait(&up->h, now), since = gw_health_out_since(&up->h, now);
         int full = up->cfg.max_concurrent > 0 && up->in_flight >= up->cfg.max_concurrent;
+        int rests = gw_health_resting(&up->h, now); /* on its own Retry-After: never forced */
+        rest_429 |= rests && up->h.not_before_status == 429;
         pthread_mutex_unlock(&up->mu);
+        resting += rests;
         if (w < wait) wait = w;
-        if (!full && since < oldest) oldest = since, pick = t;
+        if (!full && !rests && since < oldest) oldest = since, pick = t;
     }
     char ra[32];
     snprintf(ra, sizeof(ra), "%d", (int)ceil(wait < 1 ? 1 : wait));
+    if (resting == r->n_targets) { /* every target said when: tell the client the same */
+        if (rest_429)
+            answer_error(x, 429, "upstream_rate_limited", ra, "every upstream of model %s is "
+                         "rate-limited (its Retry-After); retry after %s s", r->name, ra);
+        else
+            answer_error(x, 503, "no_healthy_upstream", ra, "every upstream of model %s is "
+                         "unavailable until its Retry-After; retry after %s s", r->name, ra);
+        return 0;
+    }
     if (any_full && pick < 0) {
         answer_error(x, 503, "upstreams_busy", "1",
                      "every upstream of model %s is at its max_concurrent; retry shortly",
@@ -524,9 +540,17 @@ static int all_out(gw_exchange *x, int any_full) {
         gw_up_done(g, u);
         return -1;
     }
-    gw_up_report(x, u, a.o, 1);
+    gw_up_report(x, u, a.o, a.http, a.retry_after, 1);
     if (!x->committed) gw_up_done(g, u);
     if (a.o == GW_OUT_OK || a.o == GW_OUT_CLIENT_ERROR) return x->committed ? 1 : 0;
+    if (a.retry_after >= 0) /* the upstream's own Retry-After is the one to pass on */
+        snprintf(ra, sizeof(ra), "%d", (int)ceil(a.retry_after < 1 ? 1 : a.retry_after));
+    if (a.o == GW_OUT_429) {
+        answer_error(x, 429, "upstream_rate_limited", ra, "every upstream of model %s is ejected "
+                     "and %s, tried anyway, is rate-limited; retry after %s s", r->name,
+                     g->up[u].cfg.name, ra);
+        return 0;
+    }
     answer_error(x, 503, "no_healthy_upstream", ra,
                  "every upstream of model %s is ejected and %s, tried anyway, failed (%s); "
                  "retry after %s s", r->name, g->up[u].cfg.name, a.detail, ra);
@@ -572,7 +596,7 @@ int gw_proxy_run(gw_exchange *x) {
                 gw_up_done(g, u);
                 return -1;
             }
-            gw_up_report(x, u, last.o, probe);
+            gw_up_report(x, u, last.o, last.http, last.retry_after, probe);
             if (!x->committed) gw_up_done(g, u);
             if (last.o == GW_OUT_OK) return x->committed ? 1 : 0;
             if (last.o == GW_OUT_CLIENT_ERROR) return 0; /* the client's own mistake */
@@ -633,10 +657,10 @@ void gw_exchange_free(gw_exchange *x) {
     }
     cJSON_Delete(x->req);
     x->req = NULL;
-    gw_buf_free(&x->body);
-    gw_buf_free(&x->log);
-    gw_buf_free(&x->out);
-    gw_buf_free(&x->ev_raw);
-    gw_buf_free(&x->ev_data);
+    api_buf_free(&x->body);
+    api_buf_free(&x->log);
+    api_buf_free(&x->out);
+    api_buf_free(&x->ev_raw);
+    api_buf_free(&x->ev_data);
     gw_filter_free(&x->filt);
 }

@@ -62,7 +62,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
     }
     c->received += len;
     if (c->stream && c->status == 200) gw_sse_feed(&c->sse, p, len);
-    else gw_buf_put(&c->body, p, len);
+    else api_buf_put(&c->body, p, len);
     return len;
 }
 
@@ -181,7 +181,7 @@ void gw_call_put(gw_gateway *g, gw_call *c) {
     }
     curl_slist_free_all(c->hdrs);
     c->hdrs = NULL;
-    if (c->body.cap > (1u << 20)) gw_buf_free(&c->body); /* do not pool big buffers */
+    if (c->body.cap > (1u << 20)) api_buf_free(&c->body); /* do not pool big buffers */
     gw_sse_free(&c->sse);
     pthread_mutex_lock(&g->pool_mu);
     c->next = g->pool;

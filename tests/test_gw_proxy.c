@@ -84,6 +84,24 @@ static void test_config_file(void **state) {
     assert_int_equal(c->rules[0].action, GW_ACT_REDACT);
     assert_int_equal(c->rules[0].on, GW_ON_COMPLETIONS);
     assert_string_equal(c->rules[0].pattern, "\\d{4}-\\d{4}");
+    assert_string_equal(c->rules[0].replacement, "[REDACTED]"); /* the rule table's default */
+    assert_int_equal(c->rules[0].window, 64);
+    /* defaults the file leaves alone, from the key tables */
+    assert_string_equal(c->host, "127.0.0.1");
+    assert_int_equal(c->redis_fail_open, 1);
+    assert_int_equal(c->pii, GW_PII_OFF);
+    assert_int_equal(c->pii_on, GW_ON_BOTH);
+    assert_int_equal(c->up[1].weight, 1);
+    unlink(write_tmp(""));
+    free(c);
+    /* the word keys, each word once */
+    c = load_ok("[gateway]\nredis_fail = closed\npii = mask\npii_on = prompts\n"
+                "[rule r]\npattern = x\non = both\n");
+    assert_int_equal(c->redis_fail_open, 0);
+    assert_int_equal(c->pii, GW_PII_MASK);
+    assert_int_equal(c->pii_on, GW_ON_PROMPTS);
+    assert_int_equal(c->rules[0].action, GW_ACT_BLOCK);
+    assert_int_equal(c->rules[0].on, GW_ON_BOTH);
     unlink(write_tmp(""));
     free(c);
 }
@@ -94,10 +112,18 @@ static void test_config_errors(void **state) {
     static const struct {
         const char *ini, *want;
     } cases[] = {
-        {"[gateway]\nport = 80000\n", ":2: port = 80000 is out of range"},
+        {"[gateway]\nport = 80000\n", ":2: 'port' = 80000 is out of range [0, 65535]"},
         {"[gateway]\n\nbogus = 1\n", ":3: unknown key 'bogus' in [gateway]"},
-        {"[policy]\nconsecutive_failures = 0\n", ":2: consecutive_failures = 0 is out of range"},
-        {"[policy]\nejection_base_s = soon\n", ":2: ejection_base_s needs a number"},
+        {"[policy]\nconsecutive_failures = 0\n", ":2: 'consecutive_failures' = 0 is out of range [1, 1000]"},
+        {"[policy]\nejection_base_s = soon\n", ":2: 'ejection_base_s' needs a number, got 'soon'"},
+        {"[policy]\nmax_body = 1.5\n", ":2: 'max_body' needs a byte count like 1048576 or 1M"},
+        {"[upstream a]\nweight = 0\n", ":2: 'weight' = 0 is out of range [1, 1000]"},
+        {"[rule r]\npattern = x\nwindow = many\n", ":3: rule r: 'window' needs a whole number, got 'many'"},
+        {"[rule r]\npattern = x\ncaseless = maybe\n", ":3: rule r: 'caseless' needs true or false"},
+        {"[rule r]\npattern = x\non = everything\n",
+         ":3: rule r: 'on' must be prompts, completions or both, got 'everything'"},
+        {"[gateway]\nredis_fail = maybe\n", ":2: 'redis_fail' must be closed or open, got 'maybe'"},
+        {"[gateway]\npii = on\n", ":2: 'pii' must be off or mask, got 'on'"},
         {"[upstream a]\nurl = ftp://x\n", ":2: upstream a: url must start with http://"},
         {"[upstream a]\nurl = http://\n", ":2: upstream a: url 'http://' is not a URL"},
         {"[upstream a]\nurl = http://:80/\n", ":2: upstream a: url 'http://:80/' is not a URL"},
@@ -107,7 +133,7 @@ static void test_config_errors(void **state) {
         {"[upstreams a]\nurl = http://x\n", ":2: unknown section [upstreams a]"},
         {"[model]\ntargets = a\n", ":2: [model] needs a name"},
         {"[gateway]\nthis line is not ini\n", ":2: malformed line"},
-        {"[rule r]\npattern = x\naction = shout\n", ":3: rule r: action must be block or redact"},
+        {"[rule r]\npattern = x\naction = shout\n", ":3: rule r: 'action' must be block or redact, got 'shout'"},
         {"[gateway]\nredis = nohostport\n", ":2: redis must be HOST:PORT"},
     };
     char err[512];
@@ -150,6 +176,38 @@ static void test_config_errors(void **state) {
 }
 
 /* ---- health ------------------------------------------------------------------------------------ */
+
+/* Default policy (5 failures, 30 s base, 300 s cap) and a healthy upstream at t = 0. */
+static void health_fresh(gw_policy *p, gw_health *h) {
+    gw_policy_defaults(p);
+    gw_health_init(h, 0);
+}
+
+/* An upstream's own Retry-After: no request before it; clients are told the time left of it, not
+ * the (longer, growing) ejection; a shorter later value does not shorten it. */
+static void test_health_retry_after(void **state) {
+    (void)state;
+    gw_policy p;
+    gw_health h;
+    health_fresh(&p, &h);
+    int probe;
+    double t = 100;
+    gw_health_retry_after(&h, 3, 429, t);
+    assert_true(gw_health_resting(&h, t + 2.9));
+    assert_int_equal(gw_health_acquire(&h, t + 2.9, &probe), 0);
+    assert_true(fabs(gw_health_wait(&h, t + 1) - 2) < 1e-9);
+    gw_health_retry_after(&h, 1, 503, t + 1); /* ends before t + 3: ignored */
+    assert_true(fabs(gw_health_wait(&h, t + 1.5) - 1.5) < 1e-9);
+    assert_int_equal(h.not_before_status, 429);
+    for (int i = 0; i < 5; i++) gw_health_result(&h, &p, 1, 0, t); /* ejected for 30 s too */
+    assert_true(fabs(gw_health_wait(&h, t + 1) - 2) < 1e-9); /* the upstream's value wins */
+    assert_false(gw_health_resting(&h, t + 3));
+    assert_true(fabs(gw_health_wait(&h, t + 3) - 27) < 1e-9); /* then the ejection's */
+    gw_health_init(&h, 0);
+    gw_health_retry_after(&h, 2, 429, t);
+    assert_int_equal(gw_health_acquire(&h, t + 2, &probe), 1); /* healthy again at t + 2 */
+    assert_int_equal(probe, 0);
+}
 
 static void test_health_ejection(void **state) {
     (void)state;
@@ -207,9 +265,8 @@ static void test_health_ejection(void **state) {
 static void test_health_active_and_decay(void **state) {
     (void)state;
     gw_policy p;
-    gw_policy_defaults(&p);
     gw_health h;
-    gw_health_init(&h, 0);
+    health_fresh(&p, &h);
     int probe;
     gw_health_active(&h, &p, 0, 10); /* /health is 503 (loading) */
     assert_int_equal(gw_health_state(&h, 10), GW_UP_EJECTED);
@@ -345,7 +402,7 @@ static void test_sse_framing(void **state) {
     /* every split into two pieces gives the same events */
     for (size_t cut = 0; cut <= n; cut++) {
         gw_sse s = {0};
-        gw_buf raw = {0}, data = {0};
+        api_buf raw = {0}, data = {0};
         int got = 0;
         gw_sse_feed(&s, all, cut);
         while (gw_sse_next(&s, &raw, &data)) {
@@ -363,8 +420,8 @@ static void test_sse_framing(void **state) {
         assert_int_equal(raw.len, n); /* raw bytes of all events, in order */
         assert_memory_equal(raw.p, all, n);
         gw_sse_free(&s);
-        gw_buf_free(&raw);
-        gw_buf_free(&data);
+        api_buf_free(&raw);
+        api_buf_free(&data);
     }
     gw_event_info info;
     char *text;
@@ -438,7 +495,7 @@ static void test_rules_whole_and_stream(void **state) {
         memcpy(prefix, t, plen);
         prefix[plen] = 0;
         ref_redact(prefix, want); /* what may go out: the redacted text before any block */
-        gw_buf whole = {0};
+        api_buf whole = {0};
         const char *rule;
         size_t at;
         int blocked = gw_rules_apply(r, GW_ON_COMPLETIONS, t, n, &whole, &rule, &at);
@@ -449,22 +506,22 @@ static void test_rules_whole_and_stream(void **state) {
         } else {
             assert_string_equal(whole.p, want);
         }
-        gw_buf_free(&whole);
+        api_buf_free(&whole);
         /* streams: every split into two and (coarser) three pieces */
         for (size_t a = 0; a <= n; a++)
             for (size_t b = a; b <= n; b += (b < n && a % 3) ? 7 : 1) {
                 gw_filter f;
                 gw_filter_init(&f, r);
-                gw_buf out = {0};
+                api_buf out = {0};
                 int bl = gw_filter_push(&f, t, a, 0, &out);
                 /* held back: window - 1, plus a redaction crossing the release point */
                 if (!bl) assert_true(f.pend.len <= 15 + 9);
                 if (!bl) bl = gw_filter_push(&f, t + a, b - a, 0, &out);
                 if (!bl) bl = gw_filter_push(&f, t + b, n - b, 1, &out);
                 assert_int_equal(bl, hit != NULL);
-                gw_buf_put(&out, "", 0);
+                api_buf_put(&out, "", 0);
                 assert_string_equal(out.p, want);
-                gw_buf_free(&out);
+                api_buf_free(&out);
                 gw_filter_free(&f);
                 if (b == n) break;
             }
@@ -505,12 +562,12 @@ static void test_pii_stream(void **state) {
     for (size_t a = 0; a <= n; a++) {
         gw_filter f;
         gw_filter_init(&f, r);
-        gw_buf out = {0};
+        api_buf out = {0};
         assert_int_equal(gw_filter_push(&f, t, a, 0, &out), 0);
         assert_int_equal(gw_filter_push(&f, t + a, n - a, 1, &out), 0);
-        gw_buf_put(&out, "", 0);
+        api_buf_put(&out, "", 0);
         assert_string_equal(out.p, want);
-        gw_buf_free(&out);
+        api_buf_free(&out);
         gw_filter_free(&f);
     }
     free(want);
@@ -522,6 +579,7 @@ int main(void) {
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_health_ejection),
+        cmocka_unit_test(test_health_retry_after),
         cmocka_unit_test(test_health_active_and_decay),
         cmocka_unit_test(test_backoff_and_retry_after),
         cmocka_unit_test(test_retry_budget),
