@@ -166,7 +166,6 @@ void comm_finalize(void) {
 #endif
 }
 
-int comm_is_mpi(void) { return g_mpi; }
 int comm_thread_multiple(void) { return g_thread_multiple; }
 int comm_world_rank(void) { return g_world_rank; }
 
