@@ -227,40 +227,52 @@ typedef struct {
     double eps, adv, clean;
 } evpt;
 
-void robust_svg_panel(sqlite3 *db, FILE *f, int x0, int h) {
+/* The panel's group (the newest evaluation's kind, attack, norm and k, into the 16-byte buffers)
+ * and, per step, that group's newest evaluation: (step, eps, adv, clean) sorted by step then eps,
+ * *n of them (malloc'd; NULL when run.db has no evaluation). */
+static evpt *panel_points(sqlite3 *db, char *kind, char *attack, char *norm, int *k, size_t *n) {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, GROUP_SQL, -1, &st, NULL) != SQLITE_OK) return;
+    *n = 0;
+    if (sqlite3_prepare_v2(db, GROUP_SQL, -1, &st, NULL) != SQLITE_OK) return NULL;
     if (sqlite3_step(st) != SQLITE_ROW) {
         sqlite3_finalize(st);
-        return;
+        return NULL;
     }
-    char kind[16], attack[16], norm[16];
-    snprintf(kind, sizeof(kind), "%s", text(st, 0));
-    snprintf(attack, sizeof(attack), "%s", text(st, 1));
-    snprintf(norm, sizeof(norm), "%s", text(st, 2));
-    int k = sqlite3_column_int(st, 3);
+    snprintf(kind, 16, "%s", text(st, 0));
+    snprintf(attack, 16, "%s", text(st, 1));
+    snprintf(norm, 16, "%s", text(st, 2));
+    *k = sqlite3_column_int(st, 3);
     sqlite3_finalize(st);
     /* per step, the newest evaluation of the group */
     const char *sql = "SELECT step, eps_rel, adv_loss, clean_loss FROM evals e WHERE kind = ?1 AND"
                       " attack = ?2 AND norm = ?3 AND k = ?4 AND time = (SELECT MAX(time) FROM"
                       " evals x WHERE x.step = e.step AND x.kind = ?1 AND x.attack = ?2 AND"
                       " x.norm = ?3 AND x.k = ?4) ORDER BY step, eps_rel";
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return NULL;
     sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, attack, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, norm, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 4, k);
-    size_t n = 0, cap = 64;
+    sqlite3_bind_int(st, 4, *k);
+    size_t cap = 64;
     evpt *p = mallocCheck(cap * sizeof(evpt));
     while (sqlite3_step(st) == SQLITE_ROW) {
-        if (n == cap) {
+        if (*n == cap) {
             cap *= 2;
             p = realloc(p, cap * sizeof(evpt));
             mtCheck(p != NULL, "out of memory");
         }
-        p[n++] = (evpt){sqlite3_column_int(st, 0), col(st, 1), col(st, 2), col(st, 3)};
+        p[(*n)++] = (evpt){sqlite3_column_int(st, 0), col(st, 1), col(st, 2), col(st, 3)};
     }
     sqlite3_finalize(st);
+    return p;
+}
+
+void robust_svg_panel(sqlite3 *db, FILE *f, int x0, int h) {
+    char kind[16], attack[16], norm[16];
+    int k;
+    size_t n;
+    evpt *p = panel_points(db, kind, attack, norm, &k, &n);
+    if (p == NULL) return;
     double e0 = 0, e1 = -INFINITY, lo = INFINITY, hi = -INFINITY;
     int lines = 0;
     for (size_t i = 0; i < n; i++) {
