@@ -213,7 +213,72 @@ void gw_config_init(gw_config *c) {
 }
 
 static const char *const GATEWAY_KEYS[] = {"host", "port", "keys_db", "redis", "redis_fail",
-                                            "all_ejected", "quiet", "pii", "pii_on", NULL};
+                                            "all_ejected", "quiet", "pii", "pii_on", "lb",
+                                            "cache_bytes", "cache_shared", NULL};
+
+/* ---- issue 31: load balancing, the response cache, model prices ------------------------------- */
+
+static const char *const LB_NAMES[] = {"ordered", "round_robin", "least_busy", "ewma_latency",
+                                       "p2c"};
+
+const char *gw_lb_name(int lb) { return lb >= 0 && lb <= GW_LB_P2C ? LB_NAMES[lb] : NULL; }
+
+static int parse_lb(const char *v, int *out, char *err, size_t errlen) {
+    for (int i = 0; i <= GW_LB_P2C; i++)
+        if (!strcmp(v, LB_NAMES[i])) return *out = i, 0;
+    snprintf(err, errlen, "lb must be ordered, round_robin, least_busy, ewma_latency or p2c, got "
+                          "'%s'", v);
+    return -1;
+}
+
+static int parse_price(const char *what, const char *v, double *out, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x) || x < 0 || x > 1e9) {
+        snprintf(err, errlen, "%s needs a price >= 0 per million tokens, got '%s'", what, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* the [gateway] keys of this block: 0, 1 = not one of them, -1 = bad value */
+static int config_set_ext(gw_config *c, const char *k, const char *value, char *err,
+                          size_t errlen) {
+    if (!strcmp(k, "lb")) return parse_lb(value, &c->lb, err, errlen);
+    if (!strcmp(k, "cache_shared"))
+        return parse_bool("cache_shared", value, &c->cache_shared, err, errlen);
+    if (!strcmp(k, "cache_bytes")) {
+        char v[64]; /* the byte-count syntax of the policy table: 64K, 1M, 1G */
+        snprintf(v, sizeof(v), "%s", value);
+        size_t n = strlen(v);
+        double mul = 1;
+        if (n && strchr("kKmMgG", v[n - 1])) {
+            mul = strchr("kK", v[n - 1]) ? 1024 : strchr("mM", v[n - 1]) ? 1048576 : 1073741824.0;
+            v[--n] = 0;
+        }
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end) * mul;
+        if (!n || *end || errno || x < 0 || x > 1e12 || x != floor(x)) {
+            snprintf(err, errlen, "cache_bytes needs a byte count (0 = off, 64M, ...), got '%s'",
+                     value);
+            return -1;
+        }
+        c->cache_bytes = (long)x;
+        return 0;
+    }
+    return 1;
+}
+
+/* the [model NAME] keys besides targets: 0, 1 = not one of them, -1 = bad value */
+static int route_set_ext(gw_route_cfg *r, const char *k, const char *v, char *err, size_t errlen) {
+    if (!strcmp(k, "lb")) return parse_lb(v, &r->lb, err, errlen);
+    if (!strcmp(k, "price_input")) return parse_price(k, v, &r->price_input, err, errlen);
+    if (!strcmp(k, "price_output")) return parse_price(k, v, &r->price_output, err, errlen);
+    return 1;
+}
 
 int gw_config_has_key(const char *key) {
     char k[64];
@@ -265,6 +330,8 @@ int gw_config_set(gw_config *c, const char *key, const char *value, char *err, s
         return -1;
     }
     if (!strcmp(k, "pii_on")) return parse_on("pii_on", value, &c->pii_on, err, errlen);
+    int ext = config_set_ext(c, k, value, err, errlen);
+    if (ext != 1) return ext;
     return gw_policy_set(&c->pol, k, value, err, errlen);
 }
 
@@ -325,6 +392,7 @@ static gw_route_cfg *route_named(gw_config *c, const char *name, char *err, size
     gw_route_cfg *r = &c->routes[c->n_routes++];
     memset(r, 0, sizeof(*r));
     snprintf(r->name, sizeof(r->name), "%s", name);
+    r->lb = GW_LB_DEFAULT;
     return r;
 }
 
@@ -563,8 +631,12 @@ static int on_key(void *user, const char *section, const char *name, const char 
     if (!strcmp(kind, "model")) {
         gw_route_cfg *r = route_named(c, arg, msg, sizeof(msg));
         if (!r) return fail_at(x, msg);
+        int ext = route_set_ext(r, name, value, msg, sizeof(msg));
+        if (ext == 0) return 1;
+        if (ext < 0) return fail_at(x, msg);
         if (strcmp(name, "targets")) {
-            snprintf(msg, sizeof(msg), "unknown key '%s' in [model %s] (targets)", name, arg);
+            snprintf(msg, sizeof(msg), "unknown key '%s' in [model %s] (targets, lb, price_input, "
+                                       "price_output)", name, arg);
             return fail_at(x, msg);
         }
         return parse_targets(r, value, msg, sizeof(msg)) ? fail_at(x, msg) : 1;

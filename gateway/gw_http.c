@@ -51,6 +51,9 @@ typedef struct {
     gw_admission adm;
     int have_res;       /* a reservation to settle or release */
     long reserved;      /* its tokens */
+    int have_spend;     /* a ledger reservation to settle (gw_ledger.h) */
+    long long spend_res;
+    long prompt_est, max_tokens; /* the worst case it reserved: prompt estimate + max_tokens */
     atomic_int refs;    /* the request + (when streaming) the response */
     char req_id[48];
 } conn;
@@ -289,6 +292,85 @@ static int cap_max_tokens(gw_gateway *g, conn *cc, struct MHD_Connection *c, cJS
 
 static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connection *c);
 
+/* the cost of tokens on route r at its configured prices (per million tokens) */
+static double route_cost(const gw_gateway *g, int r, long prompt, long completion) {
+    const gw_route_cfg *rt = &g->cfg.routes[r];
+    return (rt->price_input * (double)(prompt > 0 ? prompt : 0) +
+            rt->price_output * (double)(completion > 0 ? completion : 0)) * 1e-6;
+}
+
+/* Reserve the request's worst case in the spend ledger (its key's and its role's budgets).
+ * Returns 1 when it answered the request (429 over a budget, 400 never admissible, 503 ledger
+ * unavailable; *answered = MHD's result); a limiter reservation already made is released by
+ * on_completed as for any unanswered request. */
+static int spend_reserve(gw_gateway *g, conn *cc, struct MHD_Connection *c, const cJSON *req,
+                         long prompt_est, long max_tokens, enum MHD_Result *answered) {
+    gw_exchange *x = &cc->x;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(req, "model");
+    long long tokens = prompt_est + max_tokens;
+    double cost = route_cost(g, x->route, prompt_est, max_tokens);
+    gw_spend_decision d;
+    int rc = gw_ledger_reserve(g->ledger, cc->key.id, gw_role_name(cc->key.role), cc->req_id,
+                               model->valuestring, tokens, cost, &d);
+    if (rc == GW_SPEND_OK) {
+        cc->have_spend = 1;
+        cc->spend_res = d.reservation;
+        cc->prompt_est = prompt_est;
+        cc->max_tokens = max_tokens;
+        return 0;
+    }
+    if (rc == GW_SPEND_UNAVAILABLE) {
+        *answered = fail(cc, c, 503, "server_error", NULL, "ledger_unavailable", "1",
+                         "the spend ledger cannot be written right now; retry shortly");
+        return 1;
+    }
+    pthread_mutex_lock(&g->mx.mu);
+    g->mx.budget_refused++;
+    pthread_mutex_unlock(&g->mx.mu);
+    const char *whose = !strncmp(d.subject, "role:", 5) ? "role's" : "key's";
+    if (rc == GW_SPEND_TOO_LARGE) {
+        *answered = fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
+                         NULL, "this request reserves %g %s (prompt + max_tokens), more than "
+                         "the %s whole %s budget of %g", d.asked, d.what, whose, d.period,
+                         d.limit);
+        return 1;
+    }
+    long long wait = d.reset_at - (long long)time(NULL);
+    char ra[32];
+    snprintf(ra, sizeof(ra), "%lld", wait > 1 ? wait : 1);
+    *answered = fail(cc, c, 429, "insufficient_quota", NULL, "budget_exceeded", ra,
+                     "the %s %s budget of %g %s is spent (%g used, this request reserves %g); "
+                     "it resets at the next UTC %s boundary, in %s s", whose, d.period, d.limit,
+                     d.what, d.used, d.asked, d.period, ra);
+    return 1;
+}
+
+/* Settle the ledger reservation from how the request ended: a complete answer to the upstream's
+ * usage (the reserved worst case where it reported none), a cut stream to the events it
+ * produced, a cache hit and anything unanswered to nothing. */
+static void spend_settle(gw_gateway *g, conn *cc, int complete) {
+    gw_exchange *x = &cc->x;
+    int up = cc->have_x ? x->upstream : -1;
+    const char *upstream = up >= 0 ? g->cfg.up[up].name : "";
+    gw_settle_kind kind = GW_SETTLE_RELEASE;
+    long pt = 0, ct = 0;
+    if (cc->have_x && x->cached) {
+        kind = GW_SETTLE_CACHED;
+    } else if (complete && (!x->committed || x->finished)) {
+        kind = GW_SETTLE_DONE;
+        pt = x->prompt_tokens >= 0 ? x->prompt_tokens : cc->prompt_est;
+        ct = x->completion_tokens >= 0 ? x->completion_tokens : cc->max_tokens;
+    } else if (cc->have_x && x->committed && x->produced > 0) {
+        kind = GW_SETTLE_CUT;
+        pt = x->prompt_tokens >= 0 ? x->prompt_tokens : cc->prompt_est;
+        ct = x->completion_tokens >= 0 ? x->completion_tokens : x->produced;
+    }
+    double cost = cc->have_x && x->route >= 0 ? route_cost(g, x->route, pt, ct) : 0;
+    if (gw_ledger_settle(g->ledger, cc->spend_res, kind, upstream, pt, ct, cost) != 0)
+        gw_log(g, "req=%s could not settle ledger row %lld (the worst case stays charged)",
+               cc->req_id, cc->spend_res);
+}
+
 static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
     int chat = cc->ep == EP_CHAT;
     cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
@@ -364,6 +446,11 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
         }
         cc->have_res = 1;
         cc->reserved = tokens;
+    }
+    if (g->ledger && cc->have_key) {
+        enum MHD_Result refused;
+        if (spend_reserve(g, cc, c, req, prompt_size(req, chat), max_tokens, &refused))
+            return refused;
     }
     int rc = gw_proxy_run(x);
     if (rc < 0) return MHD_NO; /* the client is gone: nobody to answer */
@@ -532,6 +619,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         else g->mx.released++;
         pthread_mutex_unlock(&g->mx.mu);
     }
+    if (cc->have_spend) spend_settle(g, cc, complete);
     if (cc->have_x && x->committed && !ok) { /* the client left a stream: upstream cancelled below */
         pthread_mutex_lock(&g->mx.mu);
         g->mx.stream_cancelled++;
@@ -621,10 +709,12 @@ static void free_parts(gw_gateway *g) {
     gw_rules_free(g->rules);
     if (g->lim) gw_limiter_free(g->lim);
     if (g->keys) gw_keys_close(g->keys);
+    gw_ledger_close(g->ledger);
     gw_metrics_destroy(&g->mx);
     pthread_mutex_destroy(&g->budget_mu);
     pthread_mutex_destroy(&g->pool_mu);
     pthread_mutex_destroy(&g->rng_mu);
+    pthread_mutex_destroy(&g->lb_mu);
     pthread_mutex_destroy(&g->stop_mu);
     pthread_cond_destroy(&g->stop_cv);
     free(g);
@@ -642,6 +732,7 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
     pthread_mutex_init(&g->budget_mu, NULL);
     pthread_mutex_init(&g->pool_mu, NULL);
     pthread_mutex_init(&g->rng_mu, NULL);
+    pthread_mutex_init(&g->lb_mu, NULL);
     pthread_mutex_init(&g->stop_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -671,6 +762,12 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
         char e2[512];
         g->keys = gw_keys_open(cfg->keys_db, e2, sizeof(e2));
         if (!g->keys) {
+            snprintf(err, errlen, "keys_db '%s': %s", cfg->keys_db, e2);
+            free_parts(g);
+            return NULL;
+        }
+        g->ledger = gw_ledger_open(cfg->keys_db, e2, sizeof(e2));
+        if (!g->ledger) {
             snprintf(err, errlen, "keys_db '%s': %s", cfg->keys_db, e2);
             free_parts(g);
             return NULL;

@@ -19,6 +19,7 @@
 
 #include "core/rng.h"
 #include "gateway/gw_keys.h"
+#include "gateway/gw_ledger.h"
 #include "gateway/gw_limit.h"
 #include "gateway/gw_proxy.h"
 
@@ -75,8 +76,16 @@ typedef struct {
     gw_health h;
     int in_flight;
     uint64_t attempts, retries, failures[GW_OUT_COUNT];
+    double ewma_ttft;     /* seconds: EWMA of time to first token (a whole answer when not
+                             streamed) of successful attempts, weight GW_EWMA_ALPHA */
+    uint64_t ewma_n;      /* samples in it (0: unmeasured, which the latency balancers try) */
     char url_completions[600], url_chat[600], url_health[600];
 } gw_upstream;
+
+/* Weight of the newest sample in an upstream's latency EWMA: about the last 1/α ≈ 3 answers
+ * dominate, so a slowdown is seen within a handful of requests (Finagle's peak-EWMA balancer
+ * and Envoy's least-request use the same short memory). */
+#define GW_EWMA_ALPHA 0.3
 
 /* ---- metrics (gw_metrics.c) --------------------------------------------------------------------- */
 
@@ -108,6 +117,7 @@ typedef struct {
     uint64_t fallbacks[GW_MAX_ROUTES];
     uint64_t budget_exhausted, all_ejected, stream_cancelled, stream_broken;
     uint64_t settled, released;
+    uint64_t budget_refused;    /* 429 insufficient_quota: a spend budget said no */
     uint64_t blocked_prompts, blocked_completions;
 } gw_metrics;
 
@@ -128,6 +138,7 @@ struct gw_gateway {
     gw_rules *rules;
     gw_keys *keys;       /* NULL = open */
     gw_limiter *lim;     /* NULL = open */
+    gw_ledger *ledger;   /* spend budgets and the ledger (keys database); NULL = open */
     struct MHD_Daemon *d;
     int port;
     atomic_int stopping;
@@ -140,6 +151,8 @@ struct gw_gateway {
     gw_metrics mx;
     pthread_mutex_t pool_mu;   /* guards pool */
     gw_call *pool;
+    pthread_mutex_t lb_mu;     /* load-reading balancers choose and acquire under it */
+    atomic_uint rr[GW_MAX_ROUTES]; /* round_robin: requests started per route */
     pthread_mutex_t rng_mu;    /* guards rng */
     rng_state rng;
     long started;              /* unix seconds */
@@ -166,6 +179,9 @@ typedef struct {
     int attempts;
     long prompt_tokens, completion_tokens;
     double ttft;             /* seconds from arrival to the first streamed event, -1 = none */
+    int cached;              /* answered from the response cache */
+    long produced;           /* streamed events with text passed on: the completion tokens a
+                                cut stream really produced (serve sends one token per event) */
     api_buf log;              /* "a:5xx b:ok" — the attempts, for the access log */
     int in_budget;           /* counted in budget.in_flight */
     /* a committed stream */

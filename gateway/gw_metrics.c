@@ -90,6 +90,7 @@ static void upstream_metrics(gw_gateway *g, api_buf *b) {
     uint64_t state[GW_MAX_UPSTREAMS], in_flight[GW_MAX_UPSTREAMS], attempts[GW_MAX_UPSTREAMS],
         retries[GW_MAX_UPSTREAMS], ejections[GW_MAX_UPSTREAMS];
     uint64_t failures[GW_MAX_UPSTREAMS][GW_OUT_COUNT];
+    double ewma[GW_MAX_UPSTREAMS];
     for (int u = 0; u < c->n_up; u++) {
         gw_upstream *up = &g->up[u];
         name[u] = c->up[u].name;
@@ -100,6 +101,7 @@ static void upstream_metrics(gw_gateway *g, api_buf *b) {
         retries[u] = up->retries;
         ejections[u] = up->h.ejections;
         memcpy(failures[u], up->failures, sizeof(failures[u]));
+        ewma[u] = up->ewma_n ? up->ewma_ttft : 0;
         pthread_mutex_unlock(&up->mu);
     }
     per_name(b, "minitrain_gateway_upstream_state", "gauge",
@@ -107,6 +109,12 @@ static void upstream_metrics(gw_gateway *g, api_buf *b) {
              "probing (half-open).", "upstream", name, c->n_up, state);
     per_name(b, "minitrain_gateway_upstream_in_flight", "gauge", "Requests in flight per upstream.",
              "upstream", name, c->n_up, in_flight);
+    api_prom_family(b, "minitrain_gateway_upstream_ttft_ewma_seconds", "gauge",
+                    "EWMA of each upstream's time to first token (whole answer when not "
+                    "streamed) over successful attempts: what ewma_latency and p2c rank by.");
+    for (int u = 0; u < c->n_up; u++)
+        api_buf_printf(b, "minitrain_gateway_upstream_ttft_ewma_seconds{upstream=\"%s\"} %.6f\n",
+                       name[u], ewma[u]);
     per_name(b, "minitrain_gateway_upstream_attempts_total", "counter",
              "Attempts sent to each upstream (first tries, retries, fallbacks, probes).",
              "upstream", name, c->n_up, attempts);
@@ -175,6 +183,10 @@ void gw_metrics_render(gw_gateway *g, api_buf *b) {
                   (unsigned long long)m->settled);
     api_buf_printf(b, "minitrain_gateway_reservations_total{outcome=\"released\"} %llu\n",
                   (unsigned long long)m->released);
+    api_prom_counter(b, "minitrain_gateway_budget_refused_total",
+                    "Requests refused because a key's or role's spend budget would be exceeded "
+                    "(429 insufficient_quota, or 400 when one request is over the whole budget).",
+                    m->budget_refused);
     api_prom_counter(b, "minitrain_gateway_streams_cancelled_total",
                     "Streams whose client went away (the upstream call was cancelled).",
                     m->stream_cancelled);

@@ -124,11 +124,94 @@ int gw_route_available(gw_gateway *g, int route) {
     return n;
 }
 
-/* ---- the order of targets ---------------------------------------------------------------------------- */
+/* ---- the order of targets: priority levels, and load balancing within a level ------------------ */
+
+static int route_lb(const gw_gateway *g, int route) {
+    int lb = g->cfg.routes[route].lb;
+    return lb == GW_LB_DEFAULT ? g->cfg.lb : lb;
+}
+
+/* The balancers' view of upstream u: least_busy ranks by requests in flight per unit of weight;
+ * ewma_latency and p2c by the latency EWMA × (in flight + 1), the expected wait of one more
+ * request there (Finagle's "peak EWMA" cost). Unmeasured upstreams score 0, so they get tried. */
+static double lb_score(gw_gateway *g, int u, int lb) {
+    gw_upstream *up = &g->up[u];
+    pthread_mutex_lock(&up->mu);
+    double in_flight = up->in_flight, ewma = up->ewma_n ? up->ewma_ttft : 0;
+    pthread_mutex_unlock(&up->mu);
+    if (lb == GW_LB_LEAST_BUSY) return in_flight / up->cfg.weight;
+    return ewma * (in_flight + 1);
+}
+
+/* order cand[0..nc) by score, ascending; ties keep the (random) order they came in */
+static void sort_by_score(int *cand, double *score, int nc) {
+    for (int i = 1; i < nc; i++)
+        for (int j = i; j > 0 && score[j] < score[j - 1]; j--) {
+            double ts = score[j];
+            score[j] = score[j - 1];
+            score[j - 1] = ts;
+            int tc = cand[j];
+            cand[j] = cand[j - 1];
+            cand[j - 1] = tc;
+        }
+}
+
+/* One level's targets cand[0..nc) in the order the route's lb wants them, into out. */
+static int order_level(gw_exchange *x, int lb, unsigned rr, int *cand, int nc, int *out) {
+    gw_gateway *g = x->g;
+    const gw_route_cfg *r = &g->cfg.routes[x->route];
+    int n = 0;
+    if (lb == GW_LB_ROUND_ROBIN) {
+        for (int i = 0; i < nc; i++) out[n++] = cand[(rr + (unsigned)i) % (unsigned)nc];
+        return n;
+    }
+    if (lb != GW_LB_ORDERED) { /* a uniform shuffle first: ties are broken at random */
+        for (int i = nc - 1; i > 0; i--) {
+            int j = (int)(gw_rand01(g) * (i + 1));
+            int t = cand[i];
+            cand[i] = cand[j];
+            cand[j] = t;
+        }
+        double score[GW_MAX_TARGETS];
+        for (int i = 0; i < nc; i++) score[i] = lb_score(g, r->t[cand[i]].upstream, lb);
+        if (lb == GW_LB_P2C && nc > 2) { /* the two random choices are the shuffle's first two */
+            if (score[1] < score[0]) {
+                int t = cand[0];
+                cand[0] = cand[1];
+                cand[1] = t;
+                double ts = score[0];
+                score[0] = score[1];
+                score[1] = ts;
+            }
+            out[n++] = cand[0];
+            sort_by_score(cand + 1, score + 1, nc - 1); /* fallbacks: the rest, best first */
+            for (int i = 1; i < nc; i++) out[n++] = cand[i];
+            return n;
+        }
+        sort_by_score(cand, score, nc);
+        for (int i = 0; i < nc; i++) out[n++] = cand[i];
+        return n;
+    }
+    while (nc > 0) { /* ordered: a weighted draw without replacement */
+        double total = 0;
+        for (int i = 0; i < nc; i++) total += g->up[r->t[cand[i]].upstream].cfg.weight;
+        double pick = gw_rand01(g) * total;
+        int i = 0;
+        for (; i < nc - 1; i++) {
+            pick -= g->up[r->t[cand[i]].upstream].cfg.weight;
+            if (pick < 0) break;
+        }
+        out[n++] = cand[i];
+        cand[i] = cand[--nc];
+    }
+    return n;
+}
 
 static int build_order(gw_exchange *x, int *order) {
     gw_gateway *g = x->g;
     const gw_route_cfg *r = &g->cfg.routes[x->route];
+    int lb = route_lb(g, x->route);
+    unsigned rr = lb == GW_LB_ROUND_ROBIN ? atomic_fetch_add(&g->rr[x->route], 1u) : 0;
     int n = 0, max_level = 0;
     for (int t = 0; t < r->n_targets; t++)
         if (r->t[t].level > max_level) max_level = r->t[t].level;
@@ -136,20 +219,19 @@ static int build_order(gw_exchange *x, int *order) {
         int cand[GW_MAX_TARGETS], nc = 0;
         for (int t = 0; t < r->n_targets; t++)
             if (r->t[t].level == lv) cand[nc++] = t;
-        while (nc > 0) { /* weighted draw without replacement */
-            double total = 0;
-            for (int i = 0; i < nc; i++) total += g->up[r->t[cand[i]].upstream].cfg.weight;
-            double pick = gw_rand01(g) * total;
-            int i = 0;
-            for (; i < nc - 1; i++) {
-                pick -= g->up[r->t[cand[i]].upstream].cfg.weight;
-                if (pick < 0) break;
-            }
-            order[n++] = cand[i];
-            cand[i] = cand[--nc];
-        }
+        n += order_level(x, lb, rr, cand, nc, order + n);
     }
     return n;
+}
+
+/* A successful attempt on u took `seconds` to its first token: into u's EWMA. */
+static void lb_observe(gw_gateway *g, int u, double seconds) {
+    gw_upstream *up = &g->up[u];
+    pthread_mutex_lock(&up->mu);
+    up->ewma_ttft = up->ewma_n ? GW_EWMA_ALPHA * seconds + (1 - GW_EWMA_ALPHA) * up->ewma_ttft
+                               : seconds;
+    up->ewma_n++;
+    pthread_mutex_unlock(&up->mu);
 }
 
 /* ---- request bodies ----------------------------------------------------------------------------------- */
@@ -387,6 +469,7 @@ static void attempt(gw_exchange *x, int ti, int probe, attempt_result *a) {
         gw_call_put(g, c);
         return;
     }
+    if (a->o == GW_OUT_OK) lb_observe(g, t->upstream, api_now() - t0);
     if (!a->detail[0]) describe(a, c);
     api_buf_printf(&x->log, "%s%s:%s", x->log.len ? "," : "", up->cfg.name, gw_outcome_name(a->o));
     if (gw_outcome_is_failure(a->o))
@@ -546,6 +629,10 @@ int gw_proxy_run(gw_exchange *x) {
     x->prompt_tokens = x->completion_tokens = -1;
     gw_filter_init(&x->filt, g->rules);
     int order[GW_MAX_TARGETS];
+    /* balancers that read the load choose and take their upstream in one step, so requests
+     * arriving together do not all see the same least-loaded upstream */
+    int lb = route_lb(g, x->route), serial = lb != GW_LB_ORDERED && lb != GW_LB_ROUND_ROBIN;
+    if (serial) pthread_mutex_lock(&g->lb_mu);
     int n = build_order(x, order), any_full = 0, prev_up = -1;
     attempt_result last;
     memset(&last, 0, sizeof(last));
@@ -554,6 +641,10 @@ int gw_proxy_run(gw_exchange *x) {
         if (!up_acquire(g, u, &probe, &why)) {
             any_full |= why == WHY_FULL;
             continue;
+        }
+        if (serial) {
+            pthread_mutex_unlock(&g->lb_mu);
+            serial = 0;
         }
         if (prev_up >= 0) {
             pthread_mutex_lock(&g->mx.mu);
@@ -610,6 +701,7 @@ int gw_proxy_run(gw_exchange *x) {
             count_retry(g, u);
         }
     }
+    if (serial) pthread_mutex_unlock(&g->lb_mu);
     if (x->attempts == 0) return all_out(x, any_full);
     final_failure(x, &last);
     return 0;

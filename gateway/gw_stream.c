@@ -139,6 +139,7 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
             }
         }
     } else if (ev.has_choice) {
+        if (tl > 0) x->produced++;
         if (ev.finish[0]) {
             x->finished = 1;
             snprintf(x->finish, sizeof(x->finish), "%s", ev.finish);

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# tests/run_gateway2.sh — the gateway's spend budgets, load balancing, response cache and GenAI
+# metrics end to end (issue 31): real `minitrain serve` upstreams (--fault-latency makes one slow),
+# real gateways on one keys database, curl/xargs for concurrency. Every process listens on
+# 127.0.0.1 with --port 0 and is stopped by pid. The ledger's calendar reset (an injected clock)
+# and its cross-connection atomicity are tests/test_gw_ledger.c.
+#
+#   bash tests/run_gateway2.sh        # uses ./minitrain; under a minute
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MT=${MT:-./minitrain}
+PY=/usr/bin/python3
+. tests/gateway_lib.sh # (sources tests/lib.sh)
+tmp_dir mt_gateway2
+export TMP
+stopgw() { local rc=0; stop "$1" || rc=$?; [ "$rc" = 0 ] || bad "gateway $1: exit $rc after SIGTERM"; }
+
+[ -x build/bench/serve_mkmodel ] || make -s build/bench/serve_mkmodel >/dev/null
+build/bench/serve_mkmodel "$TMP/m" 2 2 64 128 256 >/dev/null        # tiny: fast answers
+build/bench/serve_mkmodel "$TMP/slow" 4 4 256 1024 256 >/dev/null   # slow enough to cut a stream
+DB=$TMP/keys.db
+key() { "$MT" gateway keys add --keys-db "$DB" "$@" | tail -1; }
+kid() { "$MT" gateway keys usage --keys-db "$DB" "$1" --json | $PY -c "import json,sys; print(json.load(sys.stdin)['subject'])"; }
+usage() { "$MT" gateway keys usage --keys-db "$DB" "$1" --json; }
+# usage field: ufield KEY PYEXPR (d = the usage object)
+ufield() { usage "$1" | $PY -c "import json,sys; d=json.load(sys.stdin); print($2)"; }
+export -f usage ufield; export MT DB PY
+C='{"model":"m","prompt":"hello","max_tokens":4}' # worst case: 5 prompt bytes + 4 = 9 tokens
+
+echo "-- budgets: 100 concurrent requests against a budget that fits 10"
+ADMIN=$(key --role admin)
+BUD=$(key --role user)
+"$MT" gateway keys budget --keys-db "$DB" "$BUD" --tokens-per-day 90 >/dev/null
+# 2 s in serve before each answer: every one of the 100 is in flight before the first settles
+start_serve A --run "$TMP/m" --model-name m --slots 4 --fault-latency 2000
+start_gw G1 --keys-db "$DB" --upstream "a=$URL_A" --route m=a --quiet
+seq 100 | xargs -P 100 -I{} curl -s -o "$TMP/b1_{}" -w '%{http_code}\n' \
+  -H "Authorization: Bearer $BUD" -d "$C" "$URL_G1/v1/completions" > "$TMP/codes"
+n200=$(grep -c '^200$' "$TMP/codes" || true); n429=$(grep -c '^429$' "$TMP/codes" || true)
+check "exactly 10 admitted, 90 refused with 429 ($n200 × 200, $n429 × 429)" \
+  bash -c "[ $n200 = 10 ] && [ $n429 = 90 ]"
+real=$($PY -c "
+import json, glob
+t = 0
+for f in glob.glob('$TMP/b1_*'):
+    d = json.load(open(f))
+    if 'usage' in d: t += d['usage']['prompt_tokens'] + d['usage']['completion_tokens']
+print(t)")
+check "the ledger settled each row to the upstream's usage ($real tokens in the day), nothing open" \
+  bash -c "[ \$(ufield $BUD \"d['day']['tokens']\") = $real ] && [ \$(ufield $BUD \"d['open']\") = 0 ] && [ \$(ufield $BUD \"len([r for r in d['ledger'] if r['state'] == 'settled'])\") = 10 ]"
+post "$URL_G1" /v1/completions '{"model":"m","prompt":"hello","max_tokens":90}' "$BUD" >/dev/null
+check "a request alone over the whole budget: 400 request_too_large" grep -q request_too_large "$TMP/body"
+"$MT" gateway keys budget --keys-db "$DB" "$BUD" --tokens-per-day "$real" >/dev/null
+st=$(post "$URL_G1" /v1/completions "$C" "$BUD")
+check "a spent budget: 429 insufficient_quota with Retry-After up to the UTC midnight" \
+  bash -c "[ $st = 429 ] && grep -q budget_exceeded $TMP/body && [ \"\$(header retry-after)\" -ge 1 ] && [ \"\$(header retry-after)\" -le 86400 ]"
+check "/metrics counts the budget refusals (90 + the 400 + the 429)" \
+  [ "$(metric "$URL_G1" minitrain_gateway_budget_refused_total "$ADMIN")" = 92 ]
+check "keys usage (text) names the window and the budget" \
+  bash -c "$MT gateway keys usage --keys-db $DB $BUD | grep -q \"day   $(date -u +%F)  tokens $real of $real\""
+stopgw G1
+
+echo "-- two gateways on one keys database"
+BUD2=$(key --role user)
+"$MT" gateway keys budget --keys-db "$DB" "$BUD2" --tokens-per-month 90 >/dev/null
+start_gw GA --keys-db "$DB" --upstream "a=$URL_A" --route m=a --quiet
+start_gw GB --keys-db "$DB" --upstream "a=$URL_A" --route m=a --quiet
+# one burst of 100, alternating between the two gateways
+for _ in $(seq 50); do echo "$URL_GA"; echo "$URL_GB"; done |
+  xargs -P 100 -I{} curl -s -o /dev/null -w '%{url_effective} %{http_code}\n' \
+    -H "Authorization: Bearer $BUD2" -d "$C" "{}/v1/completions" > "$TMP/cab"
+na=$(grep -c "^$URL_GA/.* 200$" "$TMP/cab" || true); nb=$(grep -c "^$URL_GB/.* 200$" "$TMP/cab" || true)
+check "two gateways sharing the store admit 10 together ($na through one + $nb through the other, of 100)" \
+  bash -c "[ $((na + nb)) = 10 ] && [ \$(grep -c ' 429$' $TMP/cab) = 90 ]"
+stopgw GA; stopgw GB; stop A || true
+
+echo "-- streams settle to what was produced, cut streams included"
+start_serve F --run "$TMP/m" --model-name m
+STR=$(key --role user)
+start_gw G2 --keys-db "$DB" --upstream "f=$URL_F" --route m=f --quiet
+curl -sN -H "Authorization: Bearer $STR" -d '{"model":"m","prompt":"hi","max_tokens":6,"stream":true,"stream_options":{"include_usage":true}}' "$URL_G2/v1/completions" > "$TMP/s"
+su=$($PY -c "
+import json
+for l in open('$TMP/s'):
+    if l.startswith('data: {') and '\"usage\"' in l:
+        u = json.loads(l[6:])['usage']; print(u['prompt_tokens'], u['completion_tokens'])")
+check "a complete stream: its ledger row holds the usage chunk the client saw ($su)" \
+  bash -c "[ \"\$(ufield $STR \"'%d %d %s' % (d['ledger'][0]['prompt_tokens'], d['ledger'][0]['completion_tokens'], d['ledger'][0]['state'])\")\" = '$su settled' ]"
+stopgw G2
+start_serve S --run "$TMP/slow" --model-name m
+start_gw G3 --keys-db "$DB" --upstream "s=$URL_S" --route m=s --quiet
+CUT=$(key --role user)
+{ curl -sN --max-time 10 -H "Authorization: Bearer $CUT" \
+  -d '{"model":"m","prompt":"x","max_tokens":1000,"stream":true}' "$URL_G3/v1/completions" \
+  | head -n 20 > "$TMP/cut"; } || true
+got=$(grep -c '^data: {' "$TMP/cut" || true)
+for _ in $(seq 50); do [ "$(ufield "$CUT" "d['open']")" = 0 ] && break; sleep 0.1; done
+row=$(ufield "$CUT" "'%s %d %d %d' % (d['ledger'][0]['state'], d['ledger'][0]['completion_tokens'], d['ledger'][0]['reserved_tokens'], d['day']['tokens'])")
+read -r rstate rcomp rres rday <<<"$row"
+check "a stream the client left after $got events: settled as cut to $rcomp tokens produced (reserved $rres, charged $rday)" \
+  bash -c "[ $rstate = cut ] && [ $rcomp -ge $got ] && [ $rcomp -lt 1000 ] && [ $rday = $((rcomp + 1)) ] && [ $rres = 1001 ]"
+stopgw G3; stop S || true; stop F || true
+
+echo "-- load balancing: one upstream 5x slower"
+start_serve U1 --run "$TMP/m" --model-name m --fault-latency 40
+start_serve U2 --run "$TMP/m" --model-name m --fault-latency 40
+start_serve U3 --run "$TMP/m" --model-name m --fault-latency 200
+# shares URL : the percentage of attempts each upstream got, "u1 u2 u3"
+shares() { $PY - "$1" <<'PYEOF'
+import sys, urllib.request
+v = {}
+for l in urllib.request.urlopen(sys.argv[1] + "/metrics").read().decode().splitlines():
+    if l.startswith("minitrain_gateway_upstream_attempts_total{"):
+        v[l.split('"')[1]] = float(l.split()[-1])
+t = sum(v.values()) or 1
+print(" ".join("%d" % round(100 * v.get(u, 0) / t) for u in ("u1", "u2", "u3")))
+PYEOF
+}
+for lb in ewma_latency p2c ordered; do
+  cat > "$TMP/lb.ini" <<EOF
+[upstream u1]
+url = $URL_U1
+[upstream u2]
+url = $URL_U2
+[upstream u3]
+url = $URL_U3
+[model m]
+targets = u1 | u2 | u3
+lb = $lb
+EOF
+  start_gw GL --config "$TMP/lb.ini" --quiet
+  seq 120 | xargs -P 4 -I{} curl -s -o /dev/null -d "$C" "$URL_GL/v1/completions"
+  read -r s1 s2 s3 <<<"$(shares "$URL_GL")"
+  case $lb in
+    ordered) check "lb = ordered (weighted random, the default) for comparison: the slow u3 gets ${s3}% (u1 ${s1}%, u2 ${s2}%)" [ "$s3" -ge 20 ] ;;
+    *) check "lb = $lb: the 5x slower u3 gets ${s3}% of 120 requests (< 20%; u1 ${s1}%, u2 ${s2}%)" [ "$s3" -lt 20 ] ;;
+  esac
+  stopgw GL
+done
+start_gw GR --upstream "u1=$URL_U1" --upstream "u2=$URL_U2" --upstream "u3=$URL_U3" --route 'm=u1|u2|u3' --lb round_robin --quiet
+for _ in $(seq 30); do curl -s -o /dev/null -d "$C" "$URL_GR/v1/completions"; done
+check "lb = round_robin (the --lb flag): 30 requests, 10 to each ($(shares "$URL_GR"))" [ "$(shares "$URL_GR")" = "33 33 33" ]
+stopgw GR; stop U1 || true; stop U2 || true; stop U3 || true
+start_serve L1 --run "$TMP/m" --model-name m --fault-latency 1500
+start_serve L2 --run "$TMP/m" --model-name m --fault-latency 1500
+start_serve L3 --run "$TMP/m" --model-name m --fault-latency 1500
+start_gw GB --upstream "l1=$URL_L1" --upstream "l2=$URL_L2" --upstream "l3=$URL_L3" --route 'm=l1|l2|l3' --lb least_busy --quiet
+inflight() { for u in l1 l2 l3; do metric "$URL_GB" "minitrain_gateway_upstream_in_flight{upstream=\"$u\"}"; done | tr '\n' ' '; }
+spread() { $PY -c "import sys; v=[int(x) for x in sys.argv[1:]]; print(max(v) - min(v), sum(v))" $1; }
+seq 7 | xargs -P 7 -I{} curl -s -o /dev/null -d "$C" "$URL_GB/v1/completions" &
+W1=$!
+sleep 0.7; f1=$(inflight)
+seq 5 | xargs -P 5 -I{} curl -s -o /dev/null -d "$C" "$URL_GB/v1/completions" &
+W2=$!
+sleep 0.5; f2=$(inflight)
+wait $W1 $W2 || true
+sp1=$(spread "$f1"); sp2=$(spread "$f2")
+check "lb = least_busy: in flight within ±1 across upstreams (7 at once: $f1; 5 more: $f2)" \
+  bash -c "[ '$sp1' = '1 7' ] && [ '$sp2' = '0 12' ]"
+stopgw GB; stop L1 || true; stop L2 || true; stop L3 || true
+
+check "no sanitizer or UBSan report from any gateway" \
+  bash -c "! grep -l 'Sanitizer\|runtime error' $TMP/G*.err"
+finish gateway2
