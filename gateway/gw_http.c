@@ -19,6 +19,7 @@
  *   - Privacy: the access log holds ids, counts, statuses and timings — never a prompt, a
  *     completion or a key (only the key's public id).
  */
+#define _GNU_SOURCE /* strcasestr */
 #include "gateway/gw_impl.h"
 #include "serve/api.h"
 
@@ -54,6 +55,8 @@ typedef struct {
     int have_spend;     /* a ledger reservation to settle (gw_ledger.h) */
     long long spend_res;
     long prompt_est, max_tokens; /* the worst case it reserved: prompt estimate + max_tokens */
+    int cacheable;      /* its answer may go into the response cache under ckey */
+    unsigned char ckey[32];
     atomic_int refs;    /* the request + (when streaming) the response */
     char req_id[48];
 } conn;
@@ -292,6 +295,13 @@ static int cap_max_tokens(gw_gateway *g, conn *cc, struct MHD_Connection *c, cJS
 
 static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connection *c);
 
+/* The client's Cache-Control says no-cache or no-store (RFC 9111 §5.2.1): the response cache is
+ * neither read nor written for this request. */
+static int client_no_cache(struct MHD_Connection *c) {
+    const char *cc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CACHE_CONTROL);
+    return cc && (strcasestr(cc, "no-cache") || strcasestr(cc, "no-store"));
+}
+
 /* the cost of tokens on route r at its configured prices (per million tokens) */
 static double route_cost(const gw_gateway *g, int r, long prompt, long completion) {
     const gw_route_cfg *rt = &g->cfg.routes[r];
@@ -452,9 +462,25 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
         if (spend_reserve(g, cc, c, req, prompt_size(req, chat), max_tokens, &refused))
             return refused;
     }
+    if (g->cache && gw_cache_eligible(req) && !client_no_cache(c)) {
+        api_buf hit = {0};
+        gw_cache_key(g->cfg.routes[x->route].name, g->cfg.cache_shared ? "" : x->key_id, chat,
+                     req, cc->ckey);
+        if (gw_cache_get(g->cache, cc->ckey, &hit)) {
+            x->cached = 1;
+            x->ttft = -1;
+            x->upstream = -1;
+            x->prompt_tokens = x->completion_tokens = 0; /* nothing charged */
+            return reply(cc, c, 200, x->stream ? "text/event-stream" : "application/json", &hit,
+                         NULL);
+        }
+        cc->cacheable = 1;
+        x->capture = x->stream;
+    }
     int rc = gw_proxy_run(x);
     if (rc < 0) return MHD_NO; /* the client is gone: nobody to answer */
     if (rc == 1) return stream_reply(g, cc, c);
+    if (cc->cacheable && x->status == 200) gw_cache_put(g->cache, cc->ckey, x->body.p, x->body.len);
     api_buf b = x->body;
     memset(&x->body, 0, sizeof(x->body));
     return reply_json(cc, c, x->status, &b, x->retry_after);
@@ -620,6 +646,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         pthread_mutex_unlock(&g->mx.mu);
     }
     if (cc->have_spend) spend_settle(g, cc, complete);
+    if (cc->cacheable && complete && x->committed && x->finished && x->capture)
+        gw_cache_put(g->cache, cc->ckey, x->captured.p, x->captured.len);
     if (cc->have_x && x->committed && !ok) { /* the client left a stream: upstream cancelled below */
         pthread_mutex_lock(&g->mx.mu);
         g->mx.stream_cancelled++;
@@ -633,19 +661,22 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         if (x->ttft >= 0) gw_metrics_observe(&g->mx.ttft[route], x->ttft);
         if (x->prompt_tokens > 0) g->mx.tokens_in[route] += (uint64_t)x->prompt_tokens;
         if (x->completion_tokens > 0) g->mx.tokens_out[route] += (uint64_t)x->completion_tokens;
+        if (!x->cached)
+            gw_metrics_tokens(&g->mx, route, cc->have_key ? (int)cc->key.role : -1,
+                              x->prompt_tokens, x->completion_tokens);
         pthread_mutex_unlock(&g->mx.mu);
     }
     if (!g->cfg.quiet && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN)) {
         char ttft[32] = "";
         if (cc->have_x && x->ttft >= 0) snprintf(ttft, sizeof(ttft), " ttft_ms=%.1f", 1e3 * x->ttft);
         fprintf(stderr, "minitrain: gateway: req=%s key=%s %s %s model=%s status=%d upstream=%s "
-                        "attempts=%s stream=%d tokens=%ld/%ld ms=%.1f%s\n",
+                        "attempts=%s stream=%d tokens=%ld/%ld ms=%.3f%s%s\n",
                 cc->req_id, cc->have_key ? cc->key.id : "-", cc->method, cc->path,
                 route >= 0 ? g->cfg.routes[route].name : "-", status,
                 upstream >= 0 ? g->cfg.up[upstream].name : "-",
                 cc->have_x && x->log.len ? x->log.p : "-", cc->have_x ? x->stream : 0,
                 cc->have_x ? x->prompt_tokens : -1, cc->have_x ? x->completion_tokens : -1,
-                1e3 * (now - cc->t0), ttft);
+                1e3 * (now - cc->t0), ttft, cc->have_x && x->cached ? " cache=hit" : "");
     }
     if (cc->have_x) { /* give back the upstream call (a cut stream: cancelled upstream) now */
         gw_exchange_free(x);
@@ -710,6 +741,7 @@ static void free_parts(gw_gateway *g) {
     if (g->lim) gw_limiter_free(g->lim);
     if (g->keys) gw_keys_close(g->keys);
     gw_ledger_close(g->ledger);
+    gw_cache_free(g->cache);
     gw_metrics_destroy(&g->mx);
     pthread_mutex_destroy(&g->budget_mu);
     pthread_mutex_destroy(&g->pool_mu);
@@ -781,6 +813,7 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
             return NULL;
         }
     }
+    if (cfg->cache_bytes > 0) g->cache = gw_cache_new((size_t)cfg->cache_bytes);
     if (cfg->pol.health_interval_s > 0) health_round(g); /* know the upstreams before serving */
     api_listen_opts lo = {.host = cfg->host, .port = cfg->port, .who = "gateway",
                          .timeout_s = (unsigned)cfg->pol.client_timeout_s, .conn_limit = 1024u,

@@ -105,6 +105,16 @@ typedef struct {
     double sum;
 } gw_hist;
 
+/* Token counts per request: the OpenTelemetry GenAI semantic conventions' advisory buckets of
+ * gen_ai.client.token.usage (1, 4, 16, ... 4^13). */
+#define GW_TOK_NBUCKETS 14
+typedef struct {
+    uint64_t b[GW_TOK_NBUCKETS + 1];
+    uint64_t count;
+    double sum;
+} gw_tok_hist;
+enum { GW_MX_ROLES = 4 }; /* viewer, user, admin, and "none" (an open gateway) */
+
 typedef struct {
     pthread_mutex_t mu;
     gw_metrics_series req[GW_MX_SLOTS];
@@ -118,6 +128,7 @@ typedef struct {
     uint64_t budget_exhausted, all_ejected, stream_cancelled, stream_broken;
     uint64_t settled, released;
     uint64_t budget_refused;    /* 429 insufficient_quota: a spend budget said no */
+    gw_tok_hist tokens[GW_MAX_ROUTES][GW_MX_ROLES][2]; /* [route][role][0 input, 1 output] */
     uint64_t blocked_prompts, blocked_completions;
 } gw_metrics;
 
@@ -127,8 +138,33 @@ void gw_metrics_destroy(gw_metrics *m);
 void gw_metrics_request(gw_metrics *m, const char *key, int route, int upstream, int status);
 void gw_metrics_rate_limited(gw_metrics *m, const char *key);
 void gw_metrics_observe(gw_hist *h, double seconds);
+/* the prompt (input) and completion (output) tokens of one answered request; role GW_ROLE_* or
+ * -1 for none; the caller holds m->mu */
+void gw_metrics_tokens(gw_metrics *m, int route, int role, long input, long output);
 /* Prometheus text of everything into b. */
 void gw_metrics_render(gw_gateway *g, api_buf *b);
+
+/* ---- the response cache (gw_cache.c) --------------------------------------------------------------
+ * Exact match, in process, LRU under a byte cap (cache_bytes). Thread-safe. */
+typedef struct gw_cache gw_cache;
+typedef struct {
+    uint64_t entries, bytes, hits, misses, stores, evictions;
+} gw_cache_counts;
+
+gw_cache *gw_cache_new(size_t cap_bytes);
+void gw_cache_free(gw_cache *c);
+/* 1 if req may be answered from the cache: temperature 0, or a seed (a deterministic answer). */
+int gw_cache_eligible(const cJSON *req);
+/* SHA-256 of the route, scope (a key id, or "" when shared), the endpoint and req in canonical
+ * form (members sorted at every depth). */
+void gw_cache_key(const char *route, const char *scope, int chat, const cJSON *req,
+                  unsigned char out[32]);
+/* A hit appends the stored bytes to *out and returns 1 (the entry becomes the newest); else 0. */
+int gw_cache_get(gw_cache *c, const unsigned char key[32], api_buf *out);
+/* Store (a copy of) data under key, evicting the least recently used entries to stay under the
+ * cap; data over a quarter of the cap is not stored. */
+void gw_cache_put(gw_cache *c, const unsigned char key[32], const char *data, size_t n);
+void gw_cache_stats(gw_cache *c, gw_cache_counts *out);
 
 /* ---- the gateway --------------------------------------------------------------------------------- */
 
@@ -139,6 +175,7 @@ struct gw_gateway {
     gw_keys *keys;       /* NULL = open */
     gw_limiter *lim;     /* NULL = open */
     gw_ledger *ledger;   /* spend budgets and the ledger (keys database); NULL = open */
+    gw_cache *cache;     /* NULL = cache_bytes 0 */
     struct MHD_Daemon *d;
     int port;
     atomic_int stopping;
@@ -180,6 +217,8 @@ typedef struct {
     long prompt_tokens, completion_tokens;
     double ttft;             /* seconds from arrival to the first streamed event, -1 = none */
     int cached;              /* answered from the response cache */
+    int capture;             /* keep the stream's bytes for the cache */
+    api_buf captured;        /* ... here (dropped when over the cache's entry cap) */
     long produced;           /* streamed events with text passed on: the completion tokens a
                                 cut stream really produced (serve sends one token per event) */
     api_buf log;              /* "a:5xx b:ok" — the attempts, for the access log */

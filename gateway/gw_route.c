@@ -730,5 +730,6 @@ void gw_exchange_free(gw_exchange *x) {
     api_buf_free(&x->out);
     api_buf_free(&x->ev_raw);
     api_buf_free(&x->ev_data);
+    api_buf_free(&x->captured);
     gw_filter_free(&x->filt);
 }

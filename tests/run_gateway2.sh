@@ -159,6 +159,51 @@ check "lb = least_busy: in flight within ±1 across upstreams (7 at once: $f1; 5
   bash -c "[ '$sp1' = '1 7' ] && [ '$sp2' = '0 12' ]"
 stopgw GB; stop L1 || true; stop L2 || true; stop L3 || true
 
+echo "-- the response cache, and the GenAI metrics"
+start_serve F --run "$TMP/m" --model-name m
+K1=$(key --role user); K2=$(key --role user)
+start_gw GC --keys-db "$DB" --upstream "f=$URL_F" --route m=f --cache-bytes 1M
+R0='{"model":"m","prompt":"ROMEO:","max_tokens":12,"temperature":0}'
+st1=$(post "$URL_GC" /v1/completions "$R0" "$K1"); cp "$TMP/body" "$TMP/c1"
+day1=$(ufield "$K1" "d['day']['tokens']")
+st2=$(post "$URL_GC" /v1/completions "$R0" "$K1"); cp "$TMP/body" "$TMP/c2"
+check "a repeated temperature-0 request is answered from the cache with the identical body" \
+  bash -c "[ $st1 = 200 ] && [ $st2 = 200 ] && cmp -s $TMP/c1 $TMP/c2 && [ \$(grep -c 'cache=hit' $TMP/GC.err) = 1 ] && [ \$(metric $URL_GC 'minitrain_gateway_upstream_attempts_total{upstream=\"f\"}' $K1) = 1 ]"
+check "a hit costs the key nothing: its ledger row is 'cached', the day's tokens unchanged ($day1)" \
+  bash -c "[ \"\$(ufield $K1 \"d['ledger'][0]['state']\")\" = cached ] && [ \$(ufield $K1 \"d['day']['tokens']\") = $day1 ]"
+post "$URL_GC" /v1/completions '{"temperature":0.0,"max_tokens":12,"prompt":"ROMEO:","model":"m"}' "$K1" >/dev/null
+check "the same request with its members reordered (and 0 written 0.0) is the same entry" cmp -s "$TMP/c1" "$TMP/body"
+for _ in $(seq 40); do post "$URL_GC" /v1/completions "$R0" "$K1" >/dev/null; done
+p50=$($PY -c "
+import re, statistics
+v = [float(m.group(1)) for l in open('$TMP/GC.err') if 'cache=hit' in l for m in [re.search(r' ms=([0-9.]+)', l)] if m]
+print('%.3f' % statistics.median(v))")
+check "a hit takes $p50 ms in the gateway (p50 of 42, arrival to answer queued; < 1 ms)" \
+  $PY -c "assert $p50 < 1.0"
+hits=$(metric "$URL_GC" 'minitrain_gateway_cache_requests_total{result="hit"}' "$K1")
+post "$URL_GC" /v1/completions "$R0" "$K2" >/dev/null
+post "$URL_GC" /v1/completions '{"model":"m","prompt":"ROMEO:","max_tokens":12,"temperature":0,"top_p":0.5}' "$K1" >/dev/null
+post "$URL_GC" /v1/completions '{"model":"m","prompt":"ROMEO:","max_tokens":11,"temperature":0}' "$K1" >/dev/null
+st=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $K1" -H 'Cache-Control: no-cache' -d "$R0" "$URL_GC/v1/completions")
+post "$URL_GC" /v1/completions '{"model":"m","prompt":"ROMEO:","max_tokens":12,"temperature":0.8}' "$K1" >/dev/null
+post "$URL_GC" /v1/completions '{"model":"m","prompt":"ROMEO:","max_tokens":12,"temperature":0.8}' "$K1" >/dev/null
+check "misses: another key, another top_p, another max_tokens; Cache-Control: no-cache skips it; temperature 0.8 without a seed is never cached ($hits hits before, all 6 went upstream)" \
+  bash -c "[ \$(metric $URL_GC 'minitrain_gateway_cache_requests_total{result=\"hit\"}' $K1) = $hits ] && [ \$(metric $URL_GC 'minitrain_gateway_upstream_attempts_total{upstream=\"f\"}' $K1) = 7 ] && [ $st = 200 ]"
+S0='{"model":"m","prompt":"hi","max_tokens":8,"stream":true,"seed":5,"temperature":0.7}'
+curl -sN -D "$TMP/sh1" -H "Authorization: Bearer $K1" -d "$S0" "$URL_GC/v1/completions" > "$TMP/sc1"
+curl -sN -D "$TMP/sh2" -H "Authorization: Bearer $K1" -d "$S0" "$URL_GC/v1/completions" > "$TMP/sc2"
+check "a seeded stream is replayed as the same stream (identical events, text/event-stream, [DONE])" \
+  bash -c "cmp -s $TMP/sc1 $TMP/sc2 && grep -qi 'content-type: text/event-stream' $TMP/sh2 && tail -2 $TMP/sc2 | grep -q '\[DONE\]' && [ \$(metric $URL_GC 'minitrain_gateway_cache_requests_total{result=\"hit\"}' $K1) = $((hits + 1)) ]"
+# 8 answered upstream by user keys: the first miss, 6 misses/skips, 1 stream (hits are not usage)
+check "gen_ai_client_token_usage counts the 8 requests answered upstream, input and output, role user" \
+  bash -c "[ \$(metric $URL_GC 'gen_ai_client_token_usage_count{gen_ai_request_model=\"m\",gen_ai_token_type=\"input\",role=\"user\"}' $K1) = 8 ] && [ \$(metric $URL_GC 'gen_ai_client_token_usage_count{gen_ai_request_model=\"m\",gen_ai_token_type=\"output\",role=\"user\"}' $K1) = 8 ]"
+outsum=$(metric "$URL_GC" 'gen_ai_client_token_usage_sum{gen_ai_request_model="m",gen_ai_token_type="output",role="user"}' "$K1")
+check "... its output sum ($outsum) is the completion tokens the gateway counted" \
+  [ "$outsum" = "$(metric "$URL_GC" 'minitrain_gateway_completion_tokens_total{model="m"}' "$K1")" ]
+check "gen_ai_server_time_to_first_token_seconds has the one stream; operation duration every answer" \
+  bash -c "[ \$(metric $URL_GC 'gen_ai_server_time_to_first_token_seconds_count{gen_ai_request_model=\"m\"}' $K1) = 1 ] && [ \$(metric $URL_GC 'gen_ai_client_operation_duration_seconds_count{gen_ai_request_model=\"m\"}' $K1) = 51 ]"
+stopgw GC; stop F || true
+
 check "no sanitizer or UBSan report from any gateway" \
   bash -c "! grep -l 'Sanitizer\|runtime error' $TMP/G*.err"
 finish gateway2
