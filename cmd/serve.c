@@ -175,6 +175,8 @@ int cmd_serve(int argc, char **argv) {
          "with no choices or\nempty content and no finish_reason", NULL},
         {"fault-latency", ARG_INT, &o.fault_latency_ms, 0, 600000, "MS", "TEST ONLY: wait MS "
          "milliseconds before answering each\ngeneration request", NULL},
+        {"fault-latency-rate", ARG_DOUBLE, &o.fault_latency_rate, 0, 1, "P", "TEST ONLY: only a "
+         "fraction P of requests get\n--fault-latency (drawn with --fault-seed)", "1"},
         {"fault-seed", ARG_U64, &o.fault_seed, 0, 1e18, "N", "TEST ONLY: seed of the fault draws "
          "(same seed, same faults)", NULL},
         {0},

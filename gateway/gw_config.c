@@ -214,7 +214,7 @@ void gw_config_init(gw_config *c) {
 
 static const char *const GATEWAY_KEYS[] = {"host", "port", "keys_db", "redis", "redis_fail",
                                             "all_ejected", "quiet", "pii", "pii_on", "lb",
-                                            "cache_bytes", "cache_shared", NULL};
+                                            "cache_bytes", "cache_shared", "hedge_after", NULL};
 
 /* ---- issue 31: load balancing, the response cache, model prices ------------------------------- */
 
@@ -243,10 +243,30 @@ static int parse_price(const char *what, const char *v, double *out, char *err, 
     return 0;
 }
 
+/* hedge_after = off | MS | pNN (a quantile of the route's time to first token, p50..p99.9) */
+static int parse_hedge(const char *v, double *ms, double *q, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    if (!strcmp(v, "off") || !strcmp(v, "0")) return *ms = 0, *q = 0, 0;
+    if (v[0] == 'p') {
+        double x = strtod(v + 1, &end);
+        if (end != v + 1 && !*end && !errno && x >= 50 && x < 100) return *ms = 0, *q = x / 100, 0;
+    } else {
+        double x = strtod(v, &end);
+        if (end != v && (!*end || !strcmp(end, "ms")) && !errno && x >= 1 && x <= 600000)
+            return *ms = x, *q = 0, 0;
+    }
+    snprintf(err, errlen, "hedge_after must be off, a delay in ms (1..600000) or a quantile of the "
+                          "time to first token (p50..p99.9), got '%s'", v);
+    return -1;
+}
+
 /* the [gateway] keys of this block: 0, 1 = not one of them, -1 = bad value */
 static int config_set_ext(gw_config *c, const char *k, const char *value, char *err,
                           size_t errlen) {
     if (!strcmp(k, "lb")) return parse_lb(value, &c->lb, err, errlen);
+    if (!strcmp(k, "hedge_after"))
+        return parse_hedge(value, &c->hedge_after_ms, &c->hedge_quantile, err, errlen);
     if (!strcmp(k, "cache_shared"))
         return parse_bool("cache_shared", value, &c->cache_shared, err, errlen);
     if (!strcmp(k, "cache_bytes")) {
@@ -277,6 +297,8 @@ static int route_set_ext(gw_route_cfg *r, const char *k, const char *v, char *er
     if (!strcmp(k, "lb")) return parse_lb(v, &r->lb, err, errlen);
     if (!strcmp(k, "price_input")) return parse_price(k, v, &r->price_input, err, errlen);
     if (!strcmp(k, "price_output")) return parse_price(k, v, &r->price_output, err, errlen);
+    if (!strcmp(k, "hedge_after"))
+        return parse_hedge(v, &r->hedge_after_ms, &r->hedge_quantile, err, errlen);
     return 1;
 }
 
@@ -393,6 +415,7 @@ static gw_route_cfg *route_named(gw_config *c, const char *name, char *err, size
     memset(r, 0, sizeof(*r));
     snprintf(r->name, sizeof(r->name), "%s", name);
     r->lb = GW_LB_DEFAULT;
+    r->hedge_after_ms = -1;
     return r;
 }
 
@@ -636,7 +659,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
         if (ext < 0) return fail_at(x, msg);
         if (strcmp(name, "targets")) {
             snprintf(msg, sizeof(msg), "unknown key '%s' in [model %s] (targets, lb, price_input, "
-                                       "price_output)", name, arg);
+                                       "price_output, hedge_after)", name, arg);
             return fail_at(x, msg);
         }
         return parse_targets(r, value, msg, sizeof(msg)) ? fail_at(x, msg) : 1;

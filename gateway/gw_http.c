@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -421,6 +422,8 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     const cJSON *inc = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(req, "stream_options"), "include_usage");
     x->client_usage = cJSON_IsTrue(inc);
+    const char *idem = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Idempotent");
+    x->no_hedge = idem && (!strcasecmp(idem, "false") || !strcmp(idem, "0"));
     long max_tokens;
     enum MHD_Result answered;
     if (cap_max_tokens(g, cc, c, req, chat, &max_tokens, &answered)) return answered;

@@ -128,6 +128,7 @@ typedef struct {
     uint64_t budget_exhausted, all_ejected, stream_cancelled, stream_broken;
     uint64_t settled, released;
     uint64_t budget_refused;    /* 429 insufficient_quota: a spend budget said no */
+    uint64_t hedges[GW_MAX_ROUTES], hedge_wins[GW_MAX_ROUTES]; /* sent; won by the hedge */
     gw_tok_hist tokens[GW_MAX_ROUTES][GW_MX_ROLES][2]; /* [route][role][0 input, 1 output] */
     uint64_t blocked_prompts, blocked_completions;
 } gw_metrics;
@@ -218,6 +219,7 @@ typedef struct {
     double ttft;             /* seconds from arrival to the first streamed event, -1 = none */
     int cached;              /* answered from the response cache */
     int capture;             /* keep the stream's bytes for the cache */
+    int no_hedge;            /* the client sent X-Idempotent: false */
     api_buf captured;        /* ... here (dropped when over the cache's entry cap) */
     long produced;           /* streamed events with text passed on: the completion tokens a
                                 cut stream really produced (serve sends one token per event) */
@@ -237,6 +239,56 @@ typedef struct {
     double t_last;           /* last upstream event, api_now() */
     api_buf ev_raw, ev_data;
 } gw_exchange;
+
+/* ---- one attempt as a leg (gw_route.c), driven alone or beside a hedge (gw_hedge.c) ---------- */
+
+typedef struct {
+    gw_outcome o;
+    int gone;            /* the client went away */
+    int http;            /* the upstream's status, 0 = none */
+    double retry_after;  /* seconds, -1 = none */
+    char detail[96];     /* for logs and messages: never prompt or completion text */
+} gw_attempt_result;
+
+typedef struct {
+    gw_call *c;
+    int ti, u, probe, renamed; /* target index, its upstream (in_flight held), half-open probe */
+    double t0, deadline;       /* start; a stream's first-event deadline (api_now()) */
+    api_buf stash, raw, data;  /* a stream's events before its first token */
+    gw_attempt_result a;
+} gw_leg;
+
+/* Start the attempt at target ti of x's route (its upstream already acquired). */
+void gw_leg_start(gw_exchange *x, int ti, int probe, gw_leg *L);
+/* Look at what arrived, without waiting: 1 = decided (L->a.o: OK = a stream's first token or a
+ * whole good answer, else the failure), 0 = not yet (*left: seconds it may still wait). */
+int gw_leg_poll(gw_exchange *x, gw_leg *L, double *left);
+/* After the decision (or a->gone): log it, feed the latency EWMA, commit a good stream to x or
+ * give the call back. The caller reports the outcome (gw_up_report) and releases the upstream. */
+void gw_leg_end(gw_exchange *x, gw_leg *L);
+/* Abandon an undecided leg (a hedge race lost): its upstream connection is closed, so the
+ * upstream stops generating; its in_flight is released; not reported to the health machine
+ * (losing a race is no failure); logged in x->log as UPSTREAM:why. */
+void gw_leg_cancel(gw_exchange *x, gw_leg *L, const char *why);
+
+/* Hedging (gw_hedge.c). 1 with *delay_s when x may be hedged: the route has hedge_after (a fixed
+ * delay, or a quantile of its time-to-first-token histogram with at least 20 samples), the client
+ * did not send X-Idempotent: false, and max_attempts leaves room for a second attempt. */
+int gw_hedge_delay(gw_exchange *x, double *delay_s);
+/* The first attempt of x at order[k], hedged: when it has not decided within delay_s, a second
+ * leg goes to the next target in order[k+1..n) on another HEALTHY upstream with room, if the
+ * attempts cap and the retry budget allow (a hedge is a retry for the budget). The first leg to
+ * produce its first token (a stream) or a good answer wins and the other is cancelled; a failed
+ * leg leaves the race to the other. *res = the leg whose outcome is the attempt's (ended with
+ * gw_leg_end; the caller reports it and releases its upstream); the other is settled here.
+ * Returns 1 if a hedge was sent. */
+int gw_attempt_hedged(gw_exchange *x, const int *order, int k, int n, double delay_s, gw_leg *a,
+                      gw_leg *b, gw_leg **res);
+/* Acquire upstream u for a hedge: only when HEALTHY (never as a half-open probe) and under its
+ * max_concurrent. 1 = acquired (in_flight and attempts counted). */
+int gw_up_acquire_healthy(gw_gateway *g, int u);
+/* The q-quantile (0..1) of h by linear interpolation inside its bucket; -1 under min_count. */
+double gw_hist_quantile(const gw_hist *h, double q, uint64_t min_count);
 
 /* Proxy x (x->req, route, flags filled by the caller): attempts, retries, fallbacks, the
  * all-targets-ejected policy. Returns 0 with x->status/x->body set (any status: the caller sends

@@ -68,6 +68,20 @@ void gw_metrics_observe(gw_hist *h, double seconds) {
     h->sum += seconds;
 }
 
+double gw_hist_quantile(const gw_hist *h, double q, uint64_t min_count) {
+    if (h->count < min_count || h->count == 0) return -1;
+    double want = q * (double)h->count, cum = 0;
+    for (int i = 0; i <= API_LAT_NBUCKETS; i++) {
+        double lo = i ? api_latency_bounds[i - 1] : 0;
+        if (i == API_LAT_NBUCKETS) return lo; /* in +Inf: the last finite bound */
+        double hi = api_latency_bounds[i];
+        if (cum + (double)h->b[i] >= want && h->b[i] > 0)
+            return lo + (hi - lo) * (want - cum) / (double)h->b[i];
+        cum += (double)h->b[i];
+    }
+    return -1;
+}
+
 static const double TOK_BOUNDS[GW_TOK_NBUCKETS] = {1,      4,       16,      64,      256,
                                                    1024,   4096,    16384,   65536,   262144,
                                                    1048576, 4194304, 16777216, 67108864};
@@ -258,6 +272,12 @@ void gw_metrics_render(gw_gateway *g, api_buf *b) {
     per_name(b, "minitrain_gateway_fallbacks_total", "counter",
              "Requests that moved on to another upstream after a failure.", "model", model,
              c->n_routes, m->fallbacks);
+    per_name(b, "minitrain_gateway_hedges_total", "counter",
+             "Hedged requests: a second attempt sent because the first had no first token after "
+             "hedge_after.", "model", model, c->n_routes, m->hedges);
+    per_name(b, "minitrain_gateway_hedge_wins_total", "counter",
+             "Hedged requests the second attempt won (the first was cancelled).", "model", model,
+             c->n_routes, m->hedge_wins);
     api_prom_counter(b, "minitrain_gateway_retry_budget_exhausted_total",
                     "Retries not made because the retry budget was spent (the request fell back "
                     "instead).", m->budget_exhausted);

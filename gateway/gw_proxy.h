@@ -117,6 +117,9 @@ typedef struct {
     gw_target t[GW_MAX_TARGETS];
     int lb;                    /* GW_LB_*; GW_LB_DEFAULT = the [gateway] lb */
     double price_input, price_output; /* cost per million prompt / completion tokens (budgets) */
+    double hedge_after_ms;     /* hedging: > 0 a fixed delay, 0 off, -1 = the [gateway] one */
+    double hedge_quantile;     /* > 0: hedge after this quantile (0.95 for p95) of the route's
+                                  time to first token instead of a fixed delay */
 } gw_route_cfg;
 
 enum { GW_ON_PROMPTS = 1, GW_ON_COMPLETIONS = 2, GW_ON_BOTH = 3 };
@@ -149,6 +152,7 @@ typedef struct {
     int lb;              /* GW_LB_*: routes without their own lb */
     long cache_bytes;    /* response cache capacity; 0 = no cache */
     int cache_shared;    /* 1: one key's cached answer may answer another key */
+    double hedge_after_ms, hedge_quantile; /* routes without their own hedge_after */
     gw_policy pol;
     int n_up;
     gw_upstream_cfg up[GW_MAX_UPSTREAMS];
@@ -163,7 +167,7 @@ typedef struct {
 void gw_config_init(gw_config *c);
 /* Read an INI file on top of c. Sections: [gateway] (the gw_config keys above, and any policy
  * key), [policy], [upstream NAME], [model NAME] (targets = a, b/name, c|d; lb; price_input,
- * price_output), [rule NAME].
+ * price_output; hedge_after), [rule NAME].
  * Returns 0, or -1 with "FILE:LINE: ..." in err (unknown section or key, bad value, duplicate). */
 int gw_config_load(gw_config *c, const char *path, char *err, size_t errlen);
 /* One [gateway] or [policy] key from text, e.g. from a flag. 0, 1 = unknown key, -1 = bad value. */

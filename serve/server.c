@@ -349,6 +349,16 @@ static int fault_draw(srv_server *s, int *variant) {
     return f;
 }
 
+/* Does this request get --fault-latency? Every one, or a fraction --fault-latency-rate of them
+ * (a draw only then, so the status/empty sequence of a seed stays what it was without it). */
+static int latency_draw(srv_server *s) {
+    if (s->o.fault_latency_rate <= 0 || s->o.fault_latency_rate >= 1) return 1;
+    pthread_mutex_lock(&s->fault_mu);
+    int hit = rng_uniform(&s->fault_rng) < s->o.fault_latency_rate;
+    pthread_mutex_unlock(&s->fault_mu);
+    return hit;
+}
+
 /* Sleep --fault-latency, watching the client. Returns 0, or -1 if the client left. */
 static int fault_sleep(srv_server *s, int fd) {
     double until = api_now() + s->o.fault_latency_ms / 1000.0;
@@ -396,7 +406,7 @@ static enum MHD_Result reply_empty(srv_server *s, conn_ctx *cc, struct MHD_Conne
 /* Apply --fault-* to a valid request: MHD_YES/NO if it was answered (or dropped), -1 if it goes
  * on to be generated. */
 static int apply_faults(srv_server *s, conn_ctx *cc, struct MHD_Connection *c, api_request *req) {
-    if (s->o.fault_latency_ms > 0 && fault_sleep(s, conn_fd(c)) != 0) {
+    if (s->o.fault_latency_ms > 0 && latency_draw(s) && fault_sleep(s, conn_fd(c)) != 0) {
         api_request_free(req);
         return MHD_NO; /* the client left while we stalled */
     }

@@ -145,7 +145,8 @@ typedef struct {
     int fault_retry_after_s; /* the Retry-After of a 429/503 fault (default 1) */
     double fault_empty;      /* probability of a 200 with no choices / empty content and no
                                 finish_reason (alternating between the two shapes) */
-    int fault_latency_ms;    /* added before every generation answer (and before a fault) */
+    int fault_latency_ms;    /* added before every generation answer (and before a fault) ... */
+    double fault_latency_rate; /* ... or before this fraction of them (0 = not set: all) */
     unsigned long long fault_seed;
 } srv_opts;
 

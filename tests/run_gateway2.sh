@@ -204,6 +204,59 @@ check "gen_ai_server_time_to_first_token_seconds has the one stream; operation d
   bash -c "[ \$(metric $URL_GC 'gen_ai_server_time_to_first_token_seconds_count{gen_ai_request_model=\"m\"}' $K1) = 1 ] && [ \$(metric $URL_GC 'gen_ai_client_operation_duration_seconds_count{gen_ai_request_model=\"m\"}' $K1) = 51 ]"
 stopgw GC; stop F || true
 
+echo "-- hedging (bench): 5% of one upstream's requests 10x slower"
+start_serve H1 --run "$TMP/m" --model-name m --fault-latency 200 --fault-latency-rate 0.05 --fault-seed 3
+start_serve H2 --run "$TMP/m" --model-name m
+HS='{"model":"m","prompt":"hi","max_tokens":4,"stream":true,"seed":9,"temperature":0.9}'
+curl -sN -d "$HS" "$URL_H2/v1/completions" > "$TMP/h_ref"
+start_gw GN --upstream "h1=$URL_H1" --upstream "h2=$URL_H2" --route 'm=h1|h2' --quiet
+start_gw GH --upstream "h1=$URL_H1" --upstream "h2=$URL_H2" --route 'm=h1|h2' --hedge-after 40 --quiet
+# hbench URL TAG : 300 streamed requests, 4 at a time; each body in $TMP/hb_TAG_i, TTFTs in $TMP/ttft_TAG
+hbench() {
+  seq 300 | xargs -P 4 -I{} curl -sN -o "$TMP/hb_$2_{}" -w '%{time_starttransfer}\n' -d "$HS" "$1/v1/completions" > "$TMP/ttft_$2"
+}
+hbench "$URL_GN" plain
+hbench "$URL_GH" hedged
+attempts() { for u in h1 h2; do metric "$1" "minitrain_gateway_upstream_attempts_total{upstream=\"$u\"}"; done | awk '{s += $1} END {print s}'; }
+an=$(attempts "$URL_GN"); ah=$(attempts "$URL_GH"); nh=$(metric "$URL_GH" 'minitrain_gateway_hedges_total{model="m"}')
+wins=$(metric "$URL_GH" 'minitrain_gateway_hedge_wins_total{model="m"}')
+read -r p99n p99h p50n p50h <<<"$($PY -c "
+import statistics
+def q(f, p):
+    v = sorted(float(x) for x in open(f)); return v[min(len(v) - 1, int(p * len(v)))]
+print('%.1f %.1f %.1f %.1f' % (1e3 * q('$TMP/ttft_plain', 0.99), 1e3 * q('$TMP/ttft_hedged', 0.99), 1e3 * q('$TMP/ttft_plain', 0.5), 1e3 * q('$TMP/ttft_hedged', 0.5)))")"
+cut=$($PY -c "print('%.0f' % (100 * (1 - $p99h / $p99n)))"); extra=$($PY -c "print('%.1f' % (100 * ($ah - 300) / 300))")
+echo "   p99 TTFT $p99n ms → $p99h ms hedged (p50 $p50n → $p50h ms); $nh hedges, $wins won by the hedge; upstream requests $an → $ah (+$extra%)"
+check "hedging cuts p99 time to first token by >= 40% ($cut%) at <= 10% extra upstream requests (+$extra%)" \
+  $PY -c "assert $cut >= 40 and $extra <= 10 and $nh > 0 and $wins > 0"
+dups=$($PY - "$TMP" <<'PYEOF'
+import glob, json, sys
+def text(f):
+    t, done = "", 0
+    for l in open(f, encoding="utf-8"):
+        if not l.startswith("data: "): continue
+        d = l[6:].strip()
+        if d == "[DONE]": done += 1; continue
+        j = json.loads(d)
+        if j.get("choices"): t += j["choices"][0].get("text") or ""
+    return t, done
+ref = text(sys.argv[1] + "/h_ref")[0]
+print(sum(1 for f in glob.glob(sys.argv[1] + "/hb_hedged_*") if text(f) != (ref, 1)))
+PYEOF
+)
+check "no duplicate tokens reach a client: all 300 hedged-gateway streams carry exactly the reference text and one [DONE] ($dups differ)" [ "$dups" = 0 ]
+stopgw GH
+# two upstreams 20 ms to the first token, a hedge delay of 1 ms: every request is hedged ...
+start_serve H3 --run "$TMP/m" --model-name m --fault-latency 20
+start_serve H4 --run "$TMP/m" --model-name m --fault-latency 20
+start_gw GH --upstream "h3=$URL_H3" --upstream "h4=$URL_H4" --route 'm=h3|h4' --hedge-after 1 --quiet
+post "$URL_GH" /v1/completions "$HS" >/dev/null; h1=$(metric "$URL_GH" 'minitrain_gateway_hedges_total{model="m"}')
+st=$(curl -s -o /dev/null -w '%{http_code}' -H 'X-Idempotent: false' -d "$HS" "$URL_GH/v1/completions")
+h2=$(metric "$URL_GH" 'minitrain_gateway_hedges_total{model="m"}')
+check "... ($h1), but not one sent with X-Idempotent: false ($h2 hedges after it, status $st)" \
+  bash -c "[ $h1 = 1 ] && [ $h2 = 1 ] && [ $st = 200 ] && grep -q 'hedged to h' $TMP/GH.err"
+stopgw GN; stopgw GH; for s in H1 H2 H3 H4; do stop $s || true; done
+
 check "no sanitizer or UBSan report from any gateway" \
   bash -c "! grep -l 'Sanitizer\|runtime error' $TMP/G*.err"
 finish gateway2
