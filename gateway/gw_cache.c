@@ -94,7 +94,8 @@ static void canon(api_buf *b, const cJSON *j) {
     free(s);
 }
 
-int gw_cache_eligible(const cJSON *req) {
+int gw_cache_eligible(const cJSON *req, int embeddings) {
+    if (embeddings) return 1; /* an embedding is a function of its input */
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(req, "temperature");
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(req, "seed");
     return (cJSON_IsNumber(t) && t->valuedouble == 0) || cJSON_IsNumber(seed);
@@ -109,7 +110,7 @@ void gw_cache_key(const char *route, const char *scope, int chat, const cJSON *r
     api_buf_put(&b, "", 1);
     api_buf_puts(&b, scope);
     api_buf_put(&b, "", 1);
-    api_buf_puts(&b, chat ? "chat" : "completions");
+    api_buf_puts(&b, chat == 2 ? "embeddings" : chat ? "chat" : "completions");
     api_buf_put(&b, "", 1);
     canon(&b, req);
     SHA256((const unsigned char *)b.p, b.len, out);

@@ -33,7 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { EP_HEALTH, EP_METRICS, EP_MODELS, EP_COMPLETIONS, EP_CHAT, EP_ADMIN, EP_OTHER };
+enum { EP_HEALTH, EP_METRICS, EP_MODELS, EP_COMPLETIONS, EP_CHAT, EP_EMBEDDINGS, EP_ADMIN,
+       EP_OTHER };
 
 /* Per-request state (MHD's con_cls). */
 typedef struct {
@@ -88,6 +89,11 @@ static void ratelimit_headers(conn *cc, struct MHD_Response *r) {
     }
 }
 
+/* the endpoints that call a model: POST with a JSON body, proxied upstream */
+static int is_model_call(int ep) {
+    return ep == EP_COMPLETIONS || ep == EP_CHAT || ep == EP_EMBEDDINGS;
+}
+
 /* Queue body (ownership taken). retry_after: "" or NULL = none. */
 static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, const char *ctype,
                              api_buf *body, const char *retry_after) {
@@ -107,7 +113,7 @@ static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, con
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
-                                cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT ? "POST"
+                                is_model_call(cc->ep) ? "POST"
                                                                               : "GET, HEAD");
     ratelimit_headers(cc, r);
     enum MHD_Result q = MHD_queue_response(c, (unsigned)status, r);
@@ -150,6 +156,7 @@ static int route_of(const char *url, char *model_id, size_t cap) {
     }
     if (!strcmp(url, "/v1/completions")) return EP_COMPLETIONS;
     if (!strcmp(url, "/v1/chat/completions")) return EP_CHAT;
+    if (!strcmp(url, "/v1/embeddings")) return EP_EMBEDDINGS;
     if (!strncmp(url, "/admin/", 7)) return EP_ADMIN; /* gw_admin_handle knows its paths */
     return EP_OTHER;
 }
@@ -235,11 +242,11 @@ static enum MHD_Result handle_get(gw_gateway *g, conn *cc, struct MHD_Connection
 
 /* bytes of prompt text: what a request reserves for its prompt (exact for byte-level tokenizers,
  * an over-estimate for BPE; the settle after the answer charges the real usage) */
-static long prompt_size(const cJSON *req, int chat) {
+static long prompt_size(const cJSON *req, int chat, int embeddings) {
     long n = 0;
     const cJSON *it;
     if (!chat) {
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(req, "prompt");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(req, embeddings ? "input" : "prompt");
         if (cJSON_IsString(p)) return (long)strlen(p->valuestring);
         cJSON_ArrayForEach(it, p) {
             if (cJSON_IsString(it)) n += (long)strlen(it->valuestring);
@@ -418,15 +425,17 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
                     model->valuestring);
     }
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(req, "stream");
-    x->stream = cJSON_IsTrue(st);
+    x->embeddings = cc->ep == EP_EMBEDDINGS;
+    x->stream = !x->embeddings && cJSON_IsTrue(st);
     const cJSON *inc = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(req, "stream_options"), "include_usage");
     x->client_usage = cJSON_IsTrue(inc);
     const char *idem = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Idempotent");
     x->no_hedge = idem && (!strcasecmp(idem, "false") || !strcmp(idem, "0"));
-    long max_tokens;
+    long max_tokens = 0; /* an embedding generates nothing */
     enum MHD_Result answered;
-    if (cap_max_tokens(g, cc, c, req, chat, &max_tokens, &answered)) return answered;
+    if (!x->embeddings && cap_max_tokens(g, cc, c, req, chat, &max_tokens, &answered))
+        return answered;
     int changed;
     const char *rule;
     if (gw_guard_prompt(g->rules, req, chat, &changed, &rule)) {
@@ -438,7 +447,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
                     "the request was refused by the gateway's content policy (rule '%s')", rule);
     }
     if (g->lim && cc->have_key) {
-        long tokens = prompt_size(req, chat) + max_tokens;
+        long tokens = prompt_size(req, chat, x->embeddings) + max_tokens;
         int lr = gw_limiter_reserve(g->lim, &cc->key, tokens, &cc->adm);
         if (lr == GW_LIMIT_TOO_LARGE)
             return fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
@@ -462,13 +471,13 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     }
     if (g->ledger && cc->have_key) {
         enum MHD_Result refused;
-        if (spend_reserve(g, cc, c, req, prompt_size(req, chat), max_tokens, &refused))
+        if (spend_reserve(g, cc, c, req, prompt_size(req, chat, x->embeddings), max_tokens, &refused))
             return refused;
     }
-    if (g->cache && gw_cache_eligible(req) && !client_no_cache(c)) {
+    if (g->cache && gw_cache_eligible(req, x->embeddings) && !client_no_cache(c)) {
         api_buf hit = {0};
-        gw_cache_key(g->cfg.routes[x->route].name, g->cfg.cache_shared ? "" : x->key_id, chat,
-                     req, cc->ckey);
+        gw_cache_key(g->cfg.routes[x->route].name, g->cfg.cache_shared ? "" : x->key_id,
+                     x->embeddings ? 2 : chat, req, cc->ckey);
         if (gw_cache_get(g->cache, cc->ckey, &hit)) {
             x->cached = 1;
             x->ttft = -1;
@@ -541,7 +550,8 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
     if (cc->ep == EP_OTHER)
         return fail(cc, c, 404, "invalid_request_error", NULL, "unknown_url", NULL,
                     "unknown path %.64s (endpoints: POST /v1/completions, POST "
-                    "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics, "
+                    "/v1/chat/completions, POST /v1/embeddings, GET /v1/models, GET /health, "
+                    "GET /metrics, "
                     "/admin/...)", url);
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if (cc->ep != EP_HEALTH && g->keys) {
@@ -565,7 +575,7 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
         if (strcmp(method, "GET") && strcmp(method, "POST") && strcmp(method, "DELETE"))
             return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
                         "method %.16s is not allowed on %s", method, url);
-    } else if (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT) {
+    } else if (is_model_call(cc->ep)) {
         if (strcmp(method, "POST"))
             return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
                         "method %.16s is not allowed on %s", method, url);
@@ -656,7 +666,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         g->mx.stream_cancelled++;
         pthread_mutex_unlock(&g->mx.mu);
     }
-    if (status >= 100 && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN))
+    if (status >= 100 && (is_model_call(cc->ep) || cc->ep == EP_ADMIN))
         gw_metrics_request(&g->mx, cc->have_key ? cc->key.id : "", route, upstream, status);
     if (route >= 0 && complete) {
         pthread_mutex_lock(&g->mx.mu);
@@ -669,7 +679,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                               x->prompt_tokens, x->completion_tokens);
         pthread_mutex_unlock(&g->mx.mu);
     }
-    if (!g->cfg.quiet && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN)) {
+    if (!g->cfg.quiet && (is_model_call(cc->ep) || cc->ep == EP_ADMIN)) {
         char ttft[32] = "";
         if (cc->have_x && x->ttft >= 0) snprintf(ttft, sizeof(ttft), " ttft_ms=%.1f", 1e3 * x->ttft);
         fprintf(stderr, "minitrain: gateway: req=%s key=%s %s %s model=%s status=%d upstream=%s "
@@ -787,6 +797,7 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
         snprintf(up->url_completions, sizeof(up->url_completions), "%s/v1/completions", base);
         snprintf(up->url_chat, sizeof(up->url_chat), "%s/v1/chat/completions", base);
         snprintf(up->url_health, sizeof(up->url_health), "%s/health", base);
+        snprintf(up->url_embeddings, sizeof(up->url_embeddings), "%s/v1/embeddings", base);
     }
     g->rules = gw_rules_new(cfg, err, errlen);
     if (!g->rules) {

@@ -79,7 +79,7 @@ typedef struct {
     double ewma_ttft;     /* seconds: EWMA of time to first token (a whole answer when not
                              streamed) of successful attempts, weight GW_EWMA_ALPHA */
     uint64_t ewma_n;      /* samples in it (0: unmeasured, which the latency balancers try) */
-    char url_completions[600], url_chat[600], url_health[600];
+    char url_completions[600], url_chat[600], url_health[600], url_embeddings[600];
 } gw_upstream;
 
 /* Weight of the newest sample in an upstream's latency EWMA: about the last 1/α ≈ 3 answers
@@ -154,10 +154,11 @@ typedef struct {
 
 gw_cache *gw_cache_new(size_t cap_bytes);
 void gw_cache_free(gw_cache *c);
-/* 1 if req may be answered from the cache: temperature 0, or a seed (a deterministic answer). */
-int gw_cache_eligible(const cJSON *req);
-/* SHA-256 of the route, scope (a key id, or "" when shared), the endpoint and req in canonical
- * form (members sorted at every depth). */
+/* 1 if req may be answered from the cache: an embeddings request, or a completion with
+ * temperature 0 or a seed (a deterministic answer). */
+int gw_cache_eligible(const cJSON *req, int embeddings);
+/* SHA-256 of the route, scope (a key id, or "" when shared), the endpoint (chat: 0 completions,
+ * 1 chat, 2 embeddings) and req in canonical form (members sorted at every depth). */
 void gw_cache_key(const char *route, const char *scope, int chat, const cJSON *req,
                   unsigned char out[32]);
 /* A hit appends the stored bytes to *out and returns 1 (the entry becomes the newest); else 0. */
@@ -203,6 +204,7 @@ enum { GW_PH_EVENTS, GW_PH_FINISH, GW_PH_DONE, GW_PH_END };
 typedef struct {
     gw_gateway *g;
     int chat, stream, client_usage;
+    int embeddings;          /* POST /v1/embeddings (chat = stream = 0) */
     int route;               /* index into cfg.routes */
     cJSON *req;              /* the parsed (and guarded) request body, owned */
     char req_id[48];

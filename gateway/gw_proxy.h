@@ -276,6 +276,10 @@ void gw_budget_end_retry(gw_budget *b);
 gw_outcome gw_check_response(const char *body, size_t n, int chat, long *prompt_tokens,
                              long *completion_tokens);
 
+/* Judge a 200 body of /v1/embeddings: GW_OUT_OK, GW_OUT_BAD_BODY (not JSON, no "data" array) or
+ * GW_OUT_EMPTY (no embeddings); *prompt_tokens from "usage" when present. */
+gw_outcome gw_check_embeddings(const char *body, size_t n, long *prompt_tokens);
+
 /* SSE framing (https://html.spec.whatwg.org/multipage/server-sent-events.html): bytes in, whole
  * events out. An event ends at a blank line (\n\n, \r\n\r\n or \r\r). */
 typedef struct {

@@ -273,7 +273,7 @@ static char *target_body(gw_exchange *x, const gw_target *t) {
  * NULL when nothing needs to change. */
 static char *rewrite_response(gw_exchange *x, const char *body, size_t n, int renamed) {
     gw_gateway *g = x->g;
-    int guard = gw_rules_active(g->rules, GW_ON_COMPLETIONS);
+    int guard = !x->embeddings && gw_rules_active(g->rules, GW_ON_COMPLETIONS);
     if (!guard && !renamed) return NULL;
     cJSON *root = cJSON_ParseWithLength(body, n);
     if (!root) return NULL;
@@ -344,7 +344,9 @@ static void plain_finish(gw_exchange *x, gw_leg *L) {
     a->http = c->result == CURLE_OK ? c->status : 0;
     if (a->o == GW_OUT_OK) {
         long pt = -1, ct = -1;
-        a->o = gw_check_response(c->body.p ? c->body.p : "", c->body.len, x->chat, &pt, &ct);
+        a->o = x->embeddings ? gw_check_embeddings(c->body.p ? c->body.p : "", c->body.len, &pt)
+                             : gw_check_response(c->body.p ? c->body.p : "", c->body.len,
+                                                 x->chat, &pt, &ct);
         if (a->o == GW_OUT_OK) {
             x->prompt_tokens = pt;
             x->completion_tokens = ct;
@@ -447,7 +449,8 @@ void gw_leg_start(gw_exchange *x, int ti, int probe, gw_leg *L) {
     L->c = gw_call_get(g);
     L->t0 = api_now();
     L->deadline = L->t0 + g->cfg.pol.first_token_timeout_s;
-    gw_call_start(L->c, &g->cfg.pol, x->chat ? up->url_chat : up->url_completions,
+    gw_call_start(L->c, &g->cfg.pol,
+                  x->embeddings ? up->url_embeddings : x->chat ? up->url_chat : up->url_completions,
                   up->cfg.api_key, x->req_id, body, strlen(body), x->stream);
     free(body);
 }

@@ -59,6 +59,10 @@ struct srv_server {
     pthread_mutex_t fault_mu;
     rng_state fault_rng;
     unsigned long n_empty;
+    /* POST /v1/embeddings: one decode state, made on first use, one request at a time */
+    pthread_mutex_t embed_mu;
+    gpt_decode_state embed_st;
+    int embed_ready;
 };
 
 /* Per-request state (MHD's con_cls), freed in on_completed. */
@@ -104,9 +108,11 @@ static void new_id(srv_server *s, int chat, char *out, size_t cap) {
              (unsigned long long)(b & 0xffffffffu));
 }
 
-/* The two generation endpoints (POST, with a body). */
+/* The endpoints that run the model (POST, with a body): the two generation endpoints and
+ * embeddings. */
 static int is_generation(int endpoint) {
-    return endpoint == SRV_EP_COMPLETIONS || endpoint == SRV_EP_CHAT;
+    return endpoint == SRV_EP_COMPLETIONS || endpoint == SRV_EP_CHAT ||
+           endpoint == SRV_EP_EMBEDDINGS;
 }
 
 static uint64_t new_seed(srv_server *s) {
@@ -194,6 +200,7 @@ static int route(const char *url, const char **model_id) {
         *model_id = url + 11;
         return SRV_EP_MODELS;
     }
+    if (!strcmp(url, "/v1/embeddings")) return SRV_EP_EMBEDDINGS;
     if (!strcmp(url, "/health")) return SRV_EP_HEALTH;
     if (!strcmp(url, "/metrics")) return SRV_EP_METRICS;
     return SRV_EP_OTHER;
@@ -508,6 +515,26 @@ static enum MHD_Result handle_completion(srv_server *s, conn_ctx *cc, struct MHD
 
 /* ---- MHD callbacks ---------------------------------------------------------------------------- */
 
+static enum MHD_Result handle_embeddings(srv_server *s, conn_ctx *cc, struct MHD_Connection *c) {
+    api_error e;
+    if (!atomic_load(&s->ready)) {
+        api_fail(&e, 503, "server_error", NULL, "model_loading", "the model is still loading");
+        return reply_error(cc, c, &e);
+    }
+    api_buf b = {0};
+    pthread_mutex_lock(&s->embed_mu);
+    if (!s->embed_ready) {
+        gpt_decode_init(&s->embed_st, s->m);
+        s->embed_ready = 1;
+    }
+    int rc = srv_embeddings(s->m, &s->mi, &s->embed_st, cc->body.p ? cc->body.p : "",
+                            cc->body.len, &b, &e);
+    pthread_mutex_unlock(&s->embed_mu);
+    api_buf_free(&cc->body);
+    if (rc) return reply_error(cc, c, &e);
+    return reply_json(cc, c, 200, &b);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -533,7 +560,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (cc->endpoint == SRV_EP_OTHER) {
             api_fail(&e, 404, "invalid_request_error", NULL, "unknown_url",
                     "unknown path %.64s (endpoints: POST /v1/completions, POST "
-                    "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics)", url);
+                    "/v1/chat/completions, POST /v1/embeddings, GET /v1/models, GET /health, "
+                    "GET /metrics)", url);
             return reply_error(cc, c, &e);
         }
         if (is_generation(cc->endpoint) ? strcmp(method, "POST") != 0 : !is_get) {
@@ -564,6 +592,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 "the request body is over the limit of %zu bytes (--max-body)", s->o.max_body);
         return reply_error(cc, c, &e);
     }
+    if (cc->endpoint == SRV_EP_EMBEDDINGS) return handle_embeddings(s, cc, c);
     return handle_completion(s, cc, c);
 }
 
@@ -622,6 +651,7 @@ srv_server *srv_start(const srv_opts *o, char *err, size_t errlen) {
     pthread_mutex_init(&s->id_mu, NULL);
     rng_seed(&s->id_rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)s);
     pthread_mutex_init(&s->fault_mu, NULL);
+    pthread_mutex_init(&s->embed_mu, NULL);
     rng_seed(&s->fault_rng, o->fault_seed);
     if (s->o.fault_status == 0) s->o.fault_status = 500;
     if (s->o.fault_retry_after_s <= 0) s->o.fault_retry_after_s = 1;
@@ -670,5 +700,7 @@ void srv_stop(srv_server *s) {
     srv_metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->id_mu);
     pthread_mutex_destroy(&s->fault_mu);
+    if (s->embed_ready) gpt_decode_free(&s->embed_st);
+    pthread_mutex_destroy(&s->embed_mu);
     free(s);
 }

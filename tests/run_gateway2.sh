@@ -257,6 +257,33 @@ check "... ($h1), but not one sent with X-Idempotent: false ($h2 hedges after it
   bash -c "[ $h1 = 1 ] && [ $h2 = 1 ] && [ $st = 200 ] && grep -q 'hedged to h' $TMP/GH.err"
 stopgw GN; stopgw GH; for s in H1 H2 H3 H4; do stop $s || true; done
 
+echo "-- embeddings: serve's POST /v1/embeddings, routed by the gateway, through the openai npm client"
+start_serve E --run "$TMP/m" --model-name m
+EK=$(key --role user)
+start_gw GE --keys-db "$DB" --upstream "e=$URL_E" --route m=e --cache-bytes 1M --quiet
+NODE_DIR=${MT_NODE_DIR:-build/node}
+if [ ! -f "$NODE_DIR/node_modules/openai/package.json" ]; then
+  mkdir -p "$NODE_DIR"
+  [ -f "$NODE_DIR/package.json" ] || echo '{"name":"minitrain-openai-test","private":true}' > "$NODE_DIR/package.json"
+  (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error openai@5 >/dev/null) \
+    || { echo "npm install openai failed (is the npm registry reachable?)"; exit 1; }
+fi
+if MT_NODE_DIR=$NODE_DIR node tests/gateway_embeddings.js "$URL_GE/v1" "$EK" m 64 "$TMP/emb.json" > "$TMP/emb.out" 2>&1; then
+  ok "openai embeddings.create through the gateway ($(grep -c '^  ok' "$TMP/emb.out") checks)"
+else bad "openai embeddings.create through the gateway:"; cat "$TMP/emb.out"; fi
+$PY -c "print([[ord(c) for c in 'ROMEO:'], [ord(c) for c in 'hi'], [1, 2, 3]])" > "$TMP/emb_ids.json"
+check "the vectors = PyTorch's mean of the last hidden states, L2-normalised ($($PY tests/reference/embed_reference.py "$TMP/m/model.safetensors" "$TMP/emb.json" "$TMP/emb_ids.json" 2>&1 | tail -1))" \
+  bash -c "$PY tests/reference/embed_reference.py $TMP/m/model.safetensors $TMP/emb.json $TMP/emb_ids.json >/dev/null"
+post "$URL_E" /v1/embeddings '{"model":"m","input":"ROMEO:","encoding_format":"base64"}' >/dev/null; cp "$TMP/body" "$TMP/emb_direct"
+post "$URL_GE" /v1/embeddings '{"model":"m","input":"ROMEO:","encoding_format":"base64"}' "$EK" >/dev/null
+check "the gateway passes the answer through unchanged; a repeat is a cache hit" \
+  bash -c "cmp -s $TMP/body $TMP/emb_direct && [ \$(metric $URL_GE 'minitrain_gateway_cache_requests_total{result=\"hit\"}' $EK) -ge 1 ]"
+st=$(post "$URL_E" /v1/embeddings "{\"model\":\"m\",\"input\":[$(seq -s, 0 128)]}")
+check "an input over the context: 400 context_length_exceeded" bash -c "[ $st = 400 ] && grep -q context_length_exceeded $TMP/body"
+check "the key's ledger reserved and charged an embedding's 6 prompt tokens (nothing generated)" \
+  bash -c "[ \$(ufield $EK \"len([r for r in d['ledger'] if r['state'] == 'settled' and r['reserved_tokens'] == 6 and r['prompt_tokens'] == 6 and r['completion_tokens'] == 0])\") -ge 1 ]"
+stopgw GE; stop E || true
+
 check "no sanitizer or UBSan report from any gateway" \
   bash -c "! grep -l 'Sanitizer\|runtime error' $TMP/G*.err"
 finish gateway2
