@@ -116,6 +116,15 @@ static void tok_histogram(api_buf *b, const char *labels, const gw_tok_hist *h) 
                    (unsigned long long)h->count);
 }
 
+/* one histogram series per route, labelled with the OpenTelemetry request-model attribute */
+static void model_histograms(api_buf *b, const gw_config *c, const char *name, const gw_hist *h) {
+    for (int r = 0; r < c->n_routes; r++) {
+        char labels[200];
+        snprintf(labels, sizeof(labels), "gen_ai_request_model=\"%s\"", c->routes[r].name);
+        api_prom_histogram(b, name, labels, h[r].b, h[r].sum, h[r].count);
+    }
+}
+
 /* The OpenTelemetry GenAI metrics (semantic conventions, "Generative AI metrics"), in Prometheus
  * naming: dots become underscores, seconds get their unit suffix. The caller holds m->mu. */
 static void genai_metrics(gw_gateway *g, api_buf *b) {
@@ -138,21 +147,11 @@ static void genai_metrics(gw_gateway *g, api_buf *b) {
     api_prom_family(b, "gen_ai_server_time_to_first_token_seconds", "histogram",
                     "Time from a streamed request's arrival to its first token sent to the client "
                     "(OpenTelemetry gen_ai.server.time_to_first_token), by model.");
-    for (int r = 0; r < c->n_routes; r++) {
-        char labels[200];
-        snprintf(labels, sizeof(labels), "gen_ai_request_model=\"%s\"", c->routes[r].name);
-        api_prom_histogram(b, "gen_ai_server_time_to_first_token_seconds", labels,
-                           m->ttft[r].b, m->ttft[r].sum, m->ttft[r].count);
-    }
+    model_histograms(b, c, "gen_ai_server_time_to_first_token_seconds", m->ttft);
     api_prom_family(b, "gen_ai_client_operation_duration_seconds", "histogram",
                     "Duration of answered requests through the gateway, retries, fallbacks and "
                     "hedges included (OpenTelemetry gen_ai.client.operation.duration), by model.");
-    for (int r = 0; r < c->n_routes; r++) {
-        char labels[200];
-        snprintf(labels, sizeof(labels), "gen_ai_request_model=\"%s\"", c->routes[r].name);
-        api_prom_histogram(b, "gen_ai_client_operation_duration_seconds", labels,
-                           m->latency[r].b, m->latency[r].sum, m->latency[r].count);
-    }
+    model_histograms(b, c, "gen_ai_client_operation_duration_seconds", m->latency);
 }
 
 static void cache_metrics(gw_gateway *g, api_buf *b) {

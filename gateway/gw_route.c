@@ -156,17 +156,19 @@ static double lb_score(gw_gateway *g, int u, int lb) {
     return ewma * (in_flight + 1);
 }
 
+static void swap_cand(int *cand, double *score, int i, int j) {
+    double ts = score[i];
+    score[i] = score[j];
+    score[j] = ts;
+    int tc = cand[i];
+    cand[i] = cand[j];
+    cand[j] = tc;
+}
+
 /* order cand[0..nc) by score, ascending; ties keep the (random) order they came in */
 static void sort_by_score(int *cand, double *score, int nc) {
     for (int i = 1; i < nc; i++)
-        for (int j = i; j > 0 && score[j] < score[j - 1]; j--) {
-            double ts = score[j];
-            score[j] = score[j - 1];
-            score[j - 1] = ts;
-            int tc = cand[j];
-            cand[j] = cand[j - 1];
-            cand[j - 1] = tc;
-        }
+        for (int j = i; j > 0 && score[j] < score[j - 1]; j--) swap_cand(cand, score, j, j - 1);
 }
 
 /* One level's targets cand[0..nc) in the order the route's lb wants them, into out. */
@@ -188,14 +190,7 @@ static int order_level(gw_exchange *x, int lb, unsigned rr, int *cand, int nc, i
         double score[GW_MAX_TARGETS];
         for (int i = 0; i < nc; i++) score[i] = lb_score(g, r->t[cand[i]].upstream, lb);
         if (lb == GW_LB_P2C && nc > 2) { /* the two random choices are the shuffle's first two */
-            if (score[1] < score[0]) {
-                int t = cand[0];
-                cand[0] = cand[1];
-                cand[1] = t;
-                double ts = score[0];
-                score[0] = score[1];
-                score[1] = ts;
-            }
+            if (score[1] < score[0]) swap_cand(cand, score, 0, 1);
             out[n++] = cand[0];
             sort_by_score(cand + 1, score + 1, nc - 1); /* fallbacks: the rest, best first */
             for (int i = 1; i < nc; i++) out[n++] = cand[i];

@@ -2,7 +2,7 @@
 """tests/reference/embed_reference.py — check `minitrain serve`'s POST /v1/embeddings answer
 against PyTorch.
 
-Reads the served model.safetensors by hand (json + np.frombuffer, as read_safetensors.py), runs
+Reads the served model.safetensors by hand (ckpt_loss.parse: json + np.frombuffer), runs
 gpt_reference.hidden (the PyTorch GPT the C code is tested against) on each input's token ids,
 takes the mean over tokens and L2-normalises it, and compares with the answer's vectors (float
 arrays, or base64 of little-endian float32 when the answer is base64). Prints the largest
@@ -15,31 +15,20 @@ Usage: /usr/bin/python3 tests/reference/embed_reference.py MODEL.safetensors ANS
 import base64
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ckpt_loss import parse  # noqa: E402  (the hand-written safetensors reader)
 from gpt_reference import hidden  # noqa: E402
 
 
 def load(path):
-    with open(path, "rb") as fh:
-        blob = fh.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    meta = json.loads(header["__metadata__"]["minitrain.model"])
-    P = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        assert t["dtype"] == "F32", name
-        a, b = t["data_offsets"]
-        P[name] = torch.from_numpy(np.frombuffer(blob[8 + n + a:8 + n + b], dtype="<f4")
-                                   .reshape(t["shape"]).copy())
-    return P, meta
+    meta, tensors = parse(path)
+    P = {k: torch.from_numpy(v.copy()) for k, v in tensors.items()}
+    return P, json.loads(meta["minitrain.model"])
 
 
 def main():
