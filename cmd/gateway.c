@@ -44,7 +44,8 @@ static void policy_help(FILE *out) {
                  "  --hedge-after W           off (default), MS or pNN: a second attempt when the\n"
                  "                            first has no first token by then\n"
                  "  --cache-bytes N           response cache for deterministic requests (0 = off)\n"
-                 "  --cache-shared B          true: cached answers are shared across keys\n\n"
+                 "  --cache-shared B          true: cached answers are shared across keys\n"
+                 "  --cache-ttl-s S           > 0: the cache in Redis (--redis), entries expire\n\n"
                  "policy (the one table of thresholds; also [policy] keys of the file):\n");
     for (const gw_policy_key *k = gw_policy_keys; k->name; k++) {
         char flag[64];

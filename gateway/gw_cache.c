@@ -16,10 +16,16 @@
  *     whole cache).
  *   - One mutex over a chained hash table and an LRU list: a hit is a hash, a lookup and a copy,
  *     microseconds next to any model call, so striping the lock would buy nothing measurable.
+ *   - With cache_ttl_s the entries live in Redis instead (GET / SET EX, key "mt:cache:" + the
+ *     hash in hex), shared by every gateway on that Redis and expired by Redis; Redis's own
+ *     maxmemory policy bounds it. A cache is an optimisation: a Redis that does not answer is a
+ *     miss (and no store), never an error, and is retried at most once a second.
  */
 #include "gateway/gw_impl.h"
 
+#include <hiredis/hiredis.h>
 #include <openssl/sha.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,9 +39,17 @@ typedef struct entry {
     char *data;
 } entry;
 
+#define REDIS_TIMEOUT_MS 200
+
 struct gw_cache {
     pthread_mutex_t mu;
     size_t cap, bytes;
+    /* Redis mode (ttl_s > 0): one connection under mu */
+    int ttl_s;
+    char host[200];
+    int port;
+    redisContext *rc;
+    double next_connect;
     entry *bucket[NBUCKETS];
     entry *newest, *oldest;
     uint64_t entries, hits, misses, stores, evictions;
@@ -48,8 +62,75 @@ gw_cache *gw_cache_new(size_t cap_bytes) {
     return c;
 }
 
+gw_cache *gw_cache_new_redis(size_t cap_bytes, const char *addr, int ttl_s) {
+    gw_cache *c = gw_cache_new(cap_bytes);
+    c->ttl_s = ttl_s;
+    const char *colon = strrchr(addr, ':'); /* gw_config_set checked HOST:PORT */
+    snprintf(c->host, sizeof(c->host), "%.*s", (int)(colon - addr), addr);
+    c->port = atoi(colon + 1);
+    return c;
+}
+
+/* Connected (connecting if due)? Call with mu held. */
+static int redis_ready(gw_cache *c) {
+    if (c->rc) return 1;
+    if (api_now() < c->next_connect) return 0;
+    struct timeval tv = {0, REDIS_TIMEOUT_MS * 1000};
+    c->rc = redisConnectWithTimeout(c->host, c->port, tv);
+    if (!c->rc || c->rc->err) {
+        if (c->rc) redisFree(c->rc);
+        c->rc = NULL;
+        c->next_connect = api_now() + 1.0;
+        return 0;
+    }
+    redisSetTimeout(c->rc, tv);
+    return 1;
+}
+
+/* A reply of a command on the connection, or NULL (the connection is dropped). mu held. */
+static redisReply *redis_reply(gw_cache *c, redisReply *r) {
+    if (r && r->type != REDIS_REPLY_ERROR) return r;
+    if (r) freeReplyObject(r);
+    redisFree(c->rc);
+    c->rc = NULL;
+    c->next_connect = api_now() + 1.0;
+    return NULL;
+}
+
+static void hex_key(const unsigned char key[32], char out[80]) {
+    int n = snprintf(out, 80, "mt:cache:");
+    for (int i = 0; i < 32; i++) n += snprintf(out + n, (size_t)(80 - n), "%02x", key[i]);
+}
+
+static int redis_get(gw_cache *c, const unsigned char key[32], api_buf *out) {
+    char k[80];
+    hex_key(key, k);
+    int hit = 0;
+    if (redis_ready(c)) {
+        redisReply *r = redis_reply(c, redisCommand(c->rc, "GET %s", k));
+        if (r && r->type == REDIS_REPLY_STRING) {
+            api_buf_put(out, r->str, r->len);
+            hit = 1;
+        }
+        if (r) freeReplyObject(r);
+    }
+    return hit;
+}
+
+static void redis_put(gw_cache *c, const unsigned char key[32], const char *data, size_t n) {
+    char k[80];
+    hex_key(key, k);
+    if (!redis_ready(c)) return;
+    redisReply *r = redis_reply(c, redisCommand(c->rc, "SET %s %b EX %d", k, data, n, c->ttl_s));
+    if (r) {
+        c->stores++;
+        freeReplyObject(r);
+    }
+}
+
 void gw_cache_free(gw_cache *c) {
     if (!c) return;
+    if (c->rc) redisFree(c->rc);
     for (entry *e = c->newest; e;) {
         entry *next = e->older;
         free(e->data);
@@ -157,6 +238,13 @@ static void drop(gw_cache *c, entry *e) {
 
 int gw_cache_get(gw_cache *c, const unsigned char key[32], api_buf *out) {
     pthread_mutex_lock(&c->mu);
+    if (c->ttl_s > 0) {
+        int hit = redis_get(c, key, out);
+        if (hit) c->hits++;
+        else c->misses++;
+        pthread_mutex_unlock(&c->mu);
+        return hit;
+    }
     entry *e = *find(c, key);
     if (e) {
         lru_unlink(c, e);
@@ -172,6 +260,12 @@ int gw_cache_get(gw_cache *c, const unsigned char key[32], api_buf *out) {
 
 void gw_cache_put(gw_cache *c, const unsigned char key[32], const char *data, size_t n) {
     if (n == 0 || n > c->cap / 4) return;
+    if (c->ttl_s > 0) {
+        pthread_mutex_lock(&c->mu);
+        redis_put(c, key, data, n);
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
     entry *e = callocCheck(1, sizeof(entry));
     memcpy(e->key, key, 32);
     e->data = mallocCheck(n);

@@ -214,7 +214,8 @@ void gw_config_init(gw_config *c) {
 
 static const char *const GATEWAY_KEYS[] = {"host", "port", "keys_db", "redis", "redis_fail",
                                             "all_ejected", "quiet", "pii", "pii_on", "lb",
-                                            "cache_bytes", "cache_shared", "hedge_after", NULL};
+                                            "cache_bytes", "cache_shared", "cache_ttl_s",
+                                            "hedge_after", NULL};
 
 /* ---- issue 31: load balancing, the response cache, model prices ------------------------------- */
 
@@ -267,6 +268,12 @@ static int config_set_ext(gw_config *c, const char *k, const char *value, char *
     if (!strcmp(k, "lb")) return parse_lb(value, &c->lb, err, errlen);
     if (!strcmp(k, "hedge_after"))
         return parse_hedge(value, &c->hedge_after_ms, &c->hedge_quantile, err, errlen);
+    if (!strcmp(k, "cache_ttl_s")) {
+        long x;
+        if (parse_int("cache_ttl_s", value, 0, 30L * 86400, &x, err, errlen)) return -1;
+        c->cache_ttl_s = (int)x;
+        return 0;
+    }
     if (!strcmp(k, "cache_shared"))
         return parse_bool("cache_shared", value, &c->cache_shared, err, errlen);
     if (!strcmp(k, "cache_bytes")) {
@@ -763,6 +770,11 @@ int gw_config_validate(gw_config *c, char *err, size_t errlen) {
     if (c->pol.backoff_base_s > c->pol.backoff_max_s) {
         snprintf(err, errlen, "%s: backoff_base_s (%g) exceeds backoff_max_s (%g)", src,
                  c->pol.backoff_base_s, c->pol.backoff_max_s);
+        return -1;
+    }
+    if (c->cache_ttl_s > 0 && (!c->redis[0] || c->cache_bytes <= 0)) {
+        snprintf(err, errlen, "%s: cache_ttl_s puts the response cache in Redis: it needs redis = "
+                              "HOST:PORT and cache_bytes > 0", src);
         return -1;
     }
     if (c->redis[0] && !c->keys_db[0]) {

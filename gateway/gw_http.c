@@ -827,7 +827,10 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
             return NULL;
         }
     }
-    if (cfg->cache_bytes > 0) g->cache = gw_cache_new((size_t)cfg->cache_bytes);
+    if (cfg->cache_bytes > 0)
+        g->cache = cfg->cache_ttl_s > 0
+                       ? gw_cache_new_redis((size_t)cfg->cache_bytes, cfg->redis, cfg->cache_ttl_s)
+                       : gw_cache_new((size_t)cfg->cache_bytes);
     if (cfg->pol.health_interval_s > 0) health_round(g); /* know the upstreams before serving */
     api_listen_opts lo = {.host = cfg->host, .port = cfg->port, .who = "gateway",
                          .timeout_s = (unsigned)cfg->pol.client_timeout_s, .conn_limit = 1024u,

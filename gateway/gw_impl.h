@@ -153,6 +153,10 @@ typedef struct {
 } gw_cache_counts;
 
 gw_cache *gw_cache_new(size_t cap_bytes);
+/* The same in Redis at addr ("HOST:PORT"): entries expire after ttl_s seconds and are shared by
+ * every gateway on that Redis; cap_bytes only bounds one entry (a quarter of it). An unreachable
+ * Redis is a miss, retried at most once a second. */
+gw_cache *gw_cache_new_redis(size_t cap_bytes, const char *addr, int ttl_s);
 void gw_cache_free(gw_cache *c);
 /* 1 if req may be answered from the cache: an embeddings request, or a completion with
  * temperature 0 or a seed (a deterministic answer). */

@@ -152,6 +152,8 @@ typedef struct {
     int lb;              /* GW_LB_*: routes without their own lb */
     long cache_bytes;    /* response cache capacity; 0 = no cache */
     int cache_shared;    /* 1: one key's cached answer may answer another key */
+    int cache_ttl_s;     /* > 0: the cache lives in Redis (the redis address), entries this old
+                            expire; 0: in process, LRU under cache_bytes */
     double hedge_after_ms, hedge_quantile; /* routes without their own hedge_after */
     gw_policy pol;
     int n_up;

@@ -138,18 +138,20 @@ start_gw GR --upstream "u1=$URL_U1" --upstream "u2=$URL_U2" --upstream "u3=$URL_
 for _ in $(seq 30); do curl -s -o /dev/null -d "$C" "$URL_GR/v1/completions"; done
 check "lb = round_robin (the --lb flag): 30 requests, 10 to each ($(shares "$URL_GR"))" [ "$(shares "$URL_GR")" = "33 33 33" ]
 stopgw GR; stop U1 || true; stop U2 || true; stop U3 || true
-start_serve L1 --run "$TMP/m" --model-name m --fault-latency 1500
-start_serve L2 --run "$TMP/m" --model-name m --fault-latency 1500
-start_serve L3 --run "$TMP/m" --model-name m --fault-latency 1500
+start_serve L1 --run "$TMP/m" --model-name m --fault-latency 4000
+start_serve L2 --run "$TMP/m" --model-name m --fault-latency 4000
+start_serve L3 --run "$TMP/m" --model-name m --fault-latency 4000
 start_gw GB --upstream "l1=$URL_L1" --upstream "l2=$URL_L2" --upstream "l3=$URL_L3" --route 'm=l1|l2|l3' --lb least_busy --quiet
 inflight() { for u in l1 l2 l3; do metric "$URL_GB" "minitrain_gateway_upstream_in_flight{upstream=\"$u\"}"; done | tr '\n' ' '; }
 spread() { $PY -c "import sys; v=[int(x) for x in sys.argv[1:]]; print(max(v) - min(v), sum(v))" $1; }
+# sample once the gateway holds exactly N requests (the curls start late on a loaded machine)
+wait_inflight() { for _ in $(seq 100); do [ "$(metric "$URL_GB" minitrain_gateway_requests_in_flight)" = "$1" ] && return; sleep 0.05; done; }
 seq 7 | xargs -P 7 -I{} curl -s -o /dev/null -d "$C" "$URL_GB/v1/completions" &
 W1=$!
-sleep 0.7; f1=$(inflight)
+wait_inflight 7; f1=$(inflight)
 seq 5 | xargs -P 5 -I{} curl -s -o /dev/null -d "$C" "$URL_GB/v1/completions" &
 W2=$!
-sleep 0.5; f2=$(inflight)
+wait_inflight 12; f2=$(inflight)
 wait $W1 $W2 || true
 sp1=$(spread "$f1"); sp2=$(spread "$f2")
 check "lb = least_busy: in flight within ±1 across upstreams (7 at once: $f1; 5 more: $f2)" \
@@ -200,6 +202,29 @@ check "... its output sum ($outsum) is the completion tokens the gateway counted
 check "gen_ai_server_time_to_first_token_seconds has the one stream; operation duration every answer" \
   bash -c "[ \$(metric $URL_GC 'gen_ai_server_time_to_first_token_seconds_count{gen_ai_request_model=\"m\"}' $K1) = 1 ] && [ \$(metric $URL_GC 'gen_ai_client_operation_duration_seconds_count{gen_ai_request_model=\"m\"}' $K1) = 51 ]"
 stopgw GC; stop F || true
+
+echo "-- the response cache in Redis: shared by two gateways, expired by TTL"
+RP=$($PY -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
+redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no >"$TMP/redis.log" 2>&1 &
+RPID=$!; PIDS+=($RPID)
+for _ in $(seq 50); do redis-cli -p "$RP" ping >/dev/null 2>&1 && break; sleep 0.1; done
+start_serve F --run "$TMP/m" --model-name m
+RK=$(key --role user)
+start_gw GRA --keys-db "$DB" --redis "127.0.0.1:$RP" --upstream "f=$URL_F" --route m=f --cache-bytes 1M --cache-ttl-s 2 --quiet
+start_gw GRB --keys-db "$DB" --redis "127.0.0.1:$RP" --upstream "f=$URL_F" --route m=f --cache-bytes 1M --cache-ttl-s 2 --quiet
+post "$URL_GRA" /v1/completions "$R0" "$RK" >/dev/null; cp "$TMP/body" "$TMP/ra"
+post "$URL_GRB" /v1/completions "$R0" "$RK" >/dev/null
+check "an answer cached through one gateway is a hit, byte-identical, through the other" \
+  bash -c "cmp -s $TMP/ra $TMP/body && [ \$(metric $URL_GRB 'minitrain_gateway_cache_requests_total{result=\"hit\"}' $RK) = 1 ] && [ \$(metric $URL_GRB 'minitrain_gateway_upstream_attempts_total{upstream=\"f\"}' $RK) = 0 ] && [ \$(redis-cli -p $RP --scan --pattern 'mt:cache:*' | wc -l) = 1 ]"
+ttl=$(redis-cli -p "$RP" ttl "$(redis-cli -p "$RP" --scan --pattern 'mt:cache:*' | head -1)")
+sleep 2.2
+post "$URL_GRB" /v1/completions "$R0" "$RK" >/dev/null
+check "the entry had a TTL of $ttl s (<= 2); after it, the same request misses and goes upstream" \
+  bash -c "[ $ttl -ge 1 ] && [ $ttl -le 2 ] && [ \$(metric $URL_GRB 'minitrain_gateway_cache_requests_total{result=\"miss\"}' $RK) = 1 ] && [ \$(metric $URL_GRB 'minitrain_gateway_upstream_attempts_total{upstream=\"f\"}' $RK) = 1 ]"
+kill "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true
+st=$(post "$URL_GRA" /v1/completions "$R0" "$RK")
+check "with Redis gone the cache is a miss, not an error (status $st)" [ "$st" = 200 ]
+stopgw GRA; stopgw GRB; stop F || true
 
 echo "-- hedging (bench): 5% of one upstream's requests 10x slower"
 start_serve H1 --run "$TMP/m" --model-name m --fault-latency 200 --fault-latency-rate 0.05 --fault-seed 3
