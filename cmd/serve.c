@@ -185,8 +185,8 @@ int cmd_serve(int argc, char **argv) {
         .cmd = "serve",
         .synopsis = "usage: minitrain serve --run DIR|FILE [options]",
         .about = "Serve a trained model over HTTP with the OpenAI completions API:\n"
-                 "  POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,\n"
-                 "  GET /metrics (Prometheus).",
+                 "  POST /v1/completions, POST /v1/chat/completions, POST /v1/embeddings,\n"
+                 "  GET /v1/models, GET /health, GET /metrics (Prometheus).",
         .opts = opts,
         .epilog = "example:\n"
                   "  minitrain serve --run runs/shakespeare --port 8080\n"

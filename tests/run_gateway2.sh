@@ -177,8 +177,9 @@ p50=$($PY -c "
 import re, statistics
 v = [float(m.group(1)) for l in open('$TMP/GC.err') if 'cache=hit' in l for m in [re.search(r' ms=([0-9.]+)', l)] if m]
 print('%.3f' % statistics.median(v))")
-check "a hit takes $p50 ms in the gateway (p50 of 42, arrival to answer queued; < 1 ms)" \
-  $PY -c "assert $p50 < 1.0"
+limit=1.0; case $MT in *asan*) limit=5.0 ;; esac # AddressSanitizer roughly doubles it
+check "a hit takes $p50 ms in the gateway (p50 of 42, arrival to answer queued; < $limit ms)" \
+  $PY -c "assert $p50 < $limit"
 hits=$(metric "$URL_GC" 'minitrain_gateway_cache_requests_total{result="hit"}' "$K1")
 post "$URL_GC" /v1/completions "$R0" "$K2" >/dev/null
 post "$URL_GC" /v1/completions '{"model":"m","prompt":"ROMEO:","max_tokens":12,"temperature":0,"top_p":0.5}' "$K1" >/dev/null
