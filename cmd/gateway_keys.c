@@ -353,6 +353,27 @@ static const char *take_word(const args_opt *opts, int *argc, char **argv) {
     return NULL;
 }
 
+/* Command number k (the order of cmds in cmd_gateway_keys) on the open database. */
+static int run_command(int k, gw_keys *keys, const char *db, const char *id_arg,
+                       const cli_opts *o, const char *actor) {
+    char err[700];
+    gw_ledger *ledger = NULL;
+    if (k >= 6 && !(ledger = gw_ledger_open(db, err, sizeof(err)))) return mt_error("%s", err);
+    int rc;
+    switch (k) {
+    case 0: rc = cmd_add(keys, o, actor); break;
+    case 1: rc = cmd_ls(keys, o, actor); break;
+    case 2: rc = cmd_revoke(keys, id_arg, actor); break;
+    case 3: rc = cmd_enable(keys, id_arg, 1, actor); break;
+    case 4: rc = cmd_enable(keys, id_arg, 0, actor); break;
+    case 5: rc = cmd_audit(keys, o, actor); break;
+    case 6: rc = cmd_budget(keys, ledger, id_arg, o, actor); break;
+    default: rc = cmd_usage(keys, ledger, id_arg, o, actor);
+    }
+    gw_ledger_close(ledger);
+    return rc;
+}
+
 int cmd_gateway_keys(int argc, char **argv) {
     /* argv[0] = "keys", argv[1] = the command */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
@@ -461,22 +482,7 @@ int cmd_gateway_keys(int argc, char **argv) {
     gw_keys *keys = gw_keys_open(o.db, err, sizeof(err));
     if (!keys) return mt_error("%s", err);
     actor_name(actor, sizeof(actor));
-    gw_ledger *ledger = NULL;
-    if (k >= 6 && !(ledger = gw_ledger_open(o.db, err, sizeof(err)))) {
-        gw_keys_close(keys);
-        return mt_error("%s", err);
-    }
-    switch (k) {
-    case 0: rc = cmd_add(keys, &o, actor); break;
-    case 1: rc = cmd_ls(keys, &o, actor); break;
-    case 2: rc = cmd_revoke(keys, id_arg, actor); break;
-    case 3: rc = cmd_enable(keys, id_arg, 1, actor); break;
-    case 4: rc = cmd_enable(keys, id_arg, 0, actor); break;
-    case 5: rc = cmd_audit(keys, &o, actor); break;
-    case 6: rc = cmd_budget(keys, ledger, id_arg, &o, actor); break;
-    default: rc = cmd_usage(keys, ledger, id_arg, &o, actor);
-    }
-    gw_ledger_close(ledger);
+    rc = run_command(k, keys, o.db, id_arg, &o, actor);
     gw_keys_close(keys);
     return rc;
 }

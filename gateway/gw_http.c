@@ -54,9 +54,6 @@ typedef struct {
     gw_admission adm;
     int have_res;       /* a reservation to settle or release */
     long reserved;      /* its tokens */
-    int have_spend;     /* a ledger reservation to settle (gw_ledger.h) */
-    long long spend_res;
-    long prompt_est, max_tokens; /* the worst case it reserved: prompt estimate + max_tokens */
     int cacheable;      /* its answer may go into the response cache under ckey */
     unsigned char ckey[32];
     atomic_int refs;    /* the request + (when streaming) the response */
@@ -310,85 +307,6 @@ static int client_no_cache(struct MHD_Connection *c) {
     return cc && (strcasestr(cc, "no-cache") || strcasestr(cc, "no-store"));
 }
 
-/* the cost of tokens on route r at its configured prices (per million tokens) */
-static double route_cost(const gw_gateway *g, int r, long prompt, long completion) {
-    const gw_route_cfg *rt = &g->cfg.routes[r];
-    return (rt->price_input * (double)(prompt > 0 ? prompt : 0) +
-            rt->price_output * (double)(completion > 0 ? completion : 0)) * 1e-6;
-}
-
-/* Reserve the request's worst case in the spend ledger (its key's and its role's budgets).
- * Returns 1 when it answered the request (429 over a budget, 400 never admissible, 503 ledger
- * unavailable; *answered = MHD's result); a limiter reservation already made is released by
- * on_completed as for any unanswered request. */
-static int spend_reserve(gw_gateway *g, conn *cc, struct MHD_Connection *c, const cJSON *req,
-                         long prompt_est, long max_tokens, enum MHD_Result *answered) {
-    gw_exchange *x = &cc->x;
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(req, "model");
-    long long tokens = prompt_est + max_tokens;
-    double cost = route_cost(g, x->route, prompt_est, max_tokens);
-    gw_spend_decision d;
-    int rc = gw_ledger_reserve(g->ledger, cc->key.id, gw_role_name(cc->key.role), cc->req_id,
-                               model->valuestring, tokens, cost, &d);
-    if (rc == GW_SPEND_OK) {
-        cc->have_spend = 1;
-        cc->spend_res = d.reservation;
-        cc->prompt_est = prompt_est;
-        cc->max_tokens = max_tokens;
-        return 0;
-    }
-    if (rc == GW_SPEND_UNAVAILABLE) {
-        *answered = fail(cc, c, 503, "server_error", NULL, "ledger_unavailable", "1",
-                         "the spend ledger cannot be written right now; retry shortly");
-        return 1;
-    }
-    pthread_mutex_lock(&g->mx.mu);
-    g->mx.budget_refused++;
-    pthread_mutex_unlock(&g->mx.mu);
-    const char *whose = !strncmp(d.subject, "role:", 5) ? "role's" : "key's";
-    if (rc == GW_SPEND_TOO_LARGE) {
-        *answered = fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
-                         NULL, "this request reserves %g %s (prompt + max_tokens), more than "
-                         "the %s whole %s budget of %g", d.asked, d.what, whose, d.period,
-                         d.limit);
-        return 1;
-    }
-    long long wait = d.reset_at - (long long)time(NULL);
-    char ra[32];
-    snprintf(ra, sizeof(ra), "%lld", wait > 1 ? wait : 1);
-    *answered = fail(cc, c, 429, "insufficient_quota", NULL, "budget_exceeded", ra,
-                     "the %s %s budget of %g %s is spent (%g used, this request reserves %g); "
-                     "it resets at the next UTC %s boundary, in %s s", whose, d.period, d.limit,
-                     d.what, d.used, d.asked, d.period, ra);
-    return 1;
-}
-
-/* Settle the ledger reservation from how the request ended: a complete answer to the upstream's
- * usage (the reserved worst case where it reported none), a cut stream to the events it
- * produced, a cache hit and anything unanswered to nothing. */
-static void spend_settle(gw_gateway *g, conn *cc, int complete) {
-    gw_exchange *x = &cc->x;
-    int up = cc->have_x ? x->upstream : -1;
-    const char *upstream = up >= 0 ? g->cfg.up[up].name : "";
-    gw_settle_kind kind = GW_SETTLE_RELEASE;
-    long pt = 0, ct = 0;
-    if (cc->have_x && x->cached) {
-        kind = GW_SETTLE_CACHED;
-    } else if (complete && (!x->committed || x->finished)) {
-        kind = GW_SETTLE_DONE;
-        pt = x->prompt_tokens >= 0 ? x->prompt_tokens : cc->prompt_est;
-        ct = x->completion_tokens >= 0 ? x->completion_tokens : cc->max_tokens;
-    } else if (cc->have_x && x->committed && x->produced > 0) {
-        kind = GW_SETTLE_CUT;
-        pt = x->prompt_tokens >= 0 ? x->prompt_tokens : cc->prompt_est;
-        ct = x->completion_tokens >= 0 ? x->completion_tokens : x->produced;
-    }
-    double cost = cc->have_x && x->route >= 0 ? route_cost(g, x->route, pt, ct) : 0;
-    if (gw_ledger_settle(g->ledger, cc->spend_res, kind, upstream, pt, ct, cost) != 0)
-        gw_log(g, "req=%s could not settle ledger row %lld (the worst case stays charged)",
-               cc->req_id, cc->spend_res);
-}
-
 static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
     int chat = cc->ep == EP_CHAT;
     cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
@@ -470,9 +388,14 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
         cc->reserved = tokens;
     }
     if (g->ledger && cc->have_key) {
-        enum MHD_Result refused;
-        if (spend_reserve(g, cc, c, req, prompt_size(req, chat, x->embeddings), max_tokens, &refused))
-            return refused;
+        api_error e;
+        char ra[32] = "";
+        if (gw_spend_reserve(x, &cc->key, model->valuestring, prompt_size(req, chat, x->embeddings),
+                             max_tokens, &e, ra, sizeof(ra))) {
+            api_buf b = {0};
+            api_error_json(&b, &e);
+            return reply_json(cc, c, e.status, &b, ra);
+        }
     }
     if (g->cache && gw_cache_eligible(req, x->embeddings) && !client_no_cache(c)) {
         api_buf hit = {0};
@@ -658,7 +581,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         else g->mx.released++;
         pthread_mutex_unlock(&g->mx.mu);
     }
-    if (cc->have_spend) spend_settle(g, cc, complete);
+    if (cc->have_x && x->spend_active) gw_spend_settle(x, complete);
     if (cc->cacheable && complete && x->committed && x->finished && x->capture)
         gw_cache_put(g->cache, cc->ckey, x->captured.p, x->captured.len);
     if (cc->have_x && x->committed && !ok) { /* the client left a stream: upstream cancelled below */

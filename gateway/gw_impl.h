@@ -226,6 +226,9 @@ typedef struct {
     int cached;              /* answered from the response cache */
     int capture;             /* keep the stream's bytes for the cache */
     int no_hedge;            /* the client sent X-Idempotent: false */
+    int spend_active;        /* a ledger reservation to settle (gw_spend.c) */
+    long long spend_res;
+    long prompt_est, max_tokens_reserved; /* the worst case it reserved */
     api_buf captured;        /* ... here (dropped when over the cache's entry cap) */
     long produced;           /* streamed events with text passed on: the completion tokens a
                                 cut stream really produced (serve sends one token per event) */
@@ -305,6 +308,20 @@ int gw_proxy_run(gw_exchange *x);
 long gw_stream_read(gw_exchange *x, char *buf, size_t max);
 /* Give back everything x holds (the call, buffers, budget); x itself is the caller's. */
 void gw_exchange_free(gw_exchange *x);
+
+/* ---- spend budgets (gw_spend.c, on the ledger of gw_ledger.h) ---------------------------------- */
+/* The cost of tokens on route r at its prices (price_input / price_output per million tokens). */
+double gw_route_cost(const gw_gateway *g, int r, long prompt, long completion);
+/* Reserve x's worst case (prompt_est + max_tokens, and its cost) against key's and its role's
+ * budgets. 0 = reserved (x->spend_active); else the HTTP status to answer with *e filled and
+ * retry_after ("" or seconds): 429 insufficient_quota over a budget (Retry-After: the window's
+ * end), 400 when the worst case alone is over a whole budget, 503 when the ledger cannot be
+ * written. Counts refusals in /metrics. */
+int gw_spend_reserve(gw_exchange *x, const gw_key_info *key, const char *model, long prompt_est,
+                     long max_tokens, api_error *e, char *retry_after, size_t ra_cap);
+/* Settle x's reservation from how it ended (complete = the answer went out whole): the
+ * upstream's usage, a cut stream's produced events, or nothing (failed, cached). */
+void gw_spend_settle(gw_exchange *x, int complete);
 
 /* Guard the prompts of a parsed request body in place (gw_guard.c): 0 = pass (*changed if a
  * redaction or mask rewrote a string), 1 = blocked by *rule. */
