@@ -5,7 +5,7 @@
 # 127.0.0.1 with --port 0 and is stopped by pid. The ledger's calendar reset (an injected clock)
 # and its cross-connection atomicity are tests/test_gw_ledger.c.
 #
-#   bash tests/run_gateway2.sh        # uses ./minitrain; under a minute
+#   bash tests/run_gateway2.sh        # uses ./minitrain; about two minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MT=${MT:-./minitrain}
@@ -70,6 +70,43 @@ na=$(grep -c "^$URL_GA/.* 200$" "$TMP/cab" || true); nb=$(grep -c "^$URL_GB/.* 2
 check "two gateways sharing the store admit 10 together ($na through one + $nb through the other, of 100)" \
   bash -c "[ $((na + nb)) = 10 ] && [ \$(grep -c ' 429$' $TMP/cab) = 90 ]"
 stopgw GA; stopgw GB; stop A || true
+
+echo "-- cost budgets at the model's prices; a role's budget shared by its keys"
+start_serve F --run "$TMP/m" --model-name m
+cat > "$TMP/cost.ini" <<EOF
+[gateway]
+keys_db = $DB
+quiet = true
+[upstream f]
+url = $URL_F
+[model m]
+targets = f
+price_input = 100000
+price_output = 200000
+EOF
+start_gw GP --config "$TMP/cost.ini"
+COST=$(key --role user)
+"$MT" gateway keys budget --keys-db "$DB" "$COST" --cost-per-day 5 >/dev/null
+n=0; st=200
+while [ "$st" = 200 ] && [ $n -lt 10 ]; do st=$(post "$URL_GP" /v1/completions "$C" "$COST"); [ "$st" = 200 ] && n=$((n+1)); done
+# each request reserves 5 × 0.1 + 4 × 0.2 = 1.3; the ledger's cost must be the tokens at the prices
+chk=$(usage "$COST" | $PY -c "
+import json, sys
+d = json.load(sys.stdin); rows = [r for r in d['ledger'] if r['state'] == 'settled']
+want = sum(r['prompt_tokens'] * 0.1 + r['completion_tokens'] * 0.2 for r in rows)
+ok = len(rows) == $n and abs(d['day']['cost'] - want) < 1e-9 and d['day']['cost'] + 1.3 > 5 and d['day']['cost'] <= 5
+print('%s %.2f' % (ok, d['day']['cost']))")
+check "a cost budget of 5 at 0.1/0.2 per token: $n answered, then 429 (${chk#* } spent, each row priced from its tokens)" \
+  bash -c "[ $st = 429 ] && grep -q '\"cost\" budget\|budget of 5 cost' $TMP/body && [ '${chk%% *}' = True ]"
+A1=$(key --role admin); A2=$(key --role admin)
+"$MT" gateway keys budget --keys-db "$DB" role:admin --tokens-per-day 20 >/dev/null
+s1=$(post "$URL_GP" /v1/completions "$C" "$A1"); s2=$(post "$URL_GP" /v1/completions "$C" "$A2")
+s3=$(post "$URL_GP" /v1/completions "$C" "$A1"); cp "$TMP/body" "$TMP/role429"
+"$MT" gateway keys budget --keys-db "$DB" role:admin >/dev/null # all omitted: removed
+s4=$(post "$URL_GP" /v1/completions "$C" "$A1")
+check "role:admin's 20 tokens a day are shared by its keys: $s1, $s2, then $s3 (the role's budget); removed: $s4" \
+  bash -c "[ $s1 = 200 ] && [ $s2 = 200 ] && [ $s3 = 429 ] && grep -q \"role's day budget\" $TMP/role429 && [ $s4 = 200 ]"
+stopgw GP; stop F || true
 
 echo "-- streams settle to what was produced, cut streams included"
 start_serve F --run "$TMP/m" --model-name m
