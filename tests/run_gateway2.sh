@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# tests/run_gateway2.sh — the gateway's spend budgets, load balancing, response cache and GenAI
-# metrics end to end (issue 31): real `minitrain serve` upstreams (--fault-latency makes one slow),
-# real gateways on one keys database, curl/xargs for concurrency. Every process listens on
+# tests/run_gateway2.sh — the gateway's spend budgets, load balancing, response cache (in process
+# and in Redis), GenAI metrics, hedging and embeddings end to end (issue 31): real `minitrain
+# serve` upstreams (--fault-latency makes one slow), real gateways on one keys database, a real
+# redis-server, the openai npm client, curl/xargs for concurrency. Every process listens on
 # 127.0.0.1 with --port 0 and is stopped by pid. The ledger's calendar reset (an injected clock)
 # and its cross-connection atomicity are tests/test_gw_ledger.c.
 #
@@ -293,6 +294,17 @@ cut=$($PY -c "print('%.0f' % (100 * (1 - $p99h / $p99n)))"); extra=$($PY -c "pri
 echo "   p99 TTFT $p99n ms → $p99h ms hedged (p50 $p50n → $p50h ms); $nh hedges, $wins won by the hedge; upstream requests $an → $ah (+$extra%)"
 check "hedging cuts p99 time to first token by >= 40% ($cut%) at <= 10% extra upstream requests (+$extra%)" \
   $PY -c "assert $cut >= 40 and $extra <= 10 and $nh > 0 and $wins > 0"
+start_gw GQ --upstream "h1=$URL_H1" --upstream "h2=$URL_H2" --route 'm=h1|h2' --hedge-after p95
+hbench "$URL_GQ" p95
+read -r p99q nq <<<"$($PY -c "
+import re
+v = sorted(float(m.group(1)) for l in open('$TMP/GQ.err') for m in [re.search(r' ttft_ms=([0-9.]+)', l)] if m)
+print('%.1f' % v[int(0.99 * len(v))], len(v))")"
+hq=$(metric "$URL_GQ" 'minitrain_gateway_hedges_total{model="m"}')
+echo "   hedge_after = p95 (the route's own TTFT histogram): p99 $p99q ms, $hq hedges over $nq streams"
+check "hedge_after = p95 hedges once the route has 20 answers, within 10% extra ($hq of 300)" \
+  bash -c "[ $hq -gt 0 ] && [ $hq -le 30 ]"
+stopgw GQ
 dups=$($PY - "$TMP" <<'PYEOF'
 import glob, json, sys
 def text(f):
