@@ -141,7 +141,7 @@ void gw_cache_free(gw_cache *c) {
     free(c);
 }
 
-/* ---- the key ---------------------------------------------------------------------------------- */
+/* ---- the key --------------------------------------------------------------------------------- */
 
 static int by_name(const void *a, const void *b) {
     const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
@@ -198,7 +198,7 @@ void gw_cache_key(const char *route, const char *scope, int chat, const cJSON *r
     api_buf_free(&b);
 }
 
-/* ---- the table -------------------------------------------------------------------------------- */
+/* ---- the table ------------------------------------------------------------------------------- */
 
 static unsigned bucket_of(const unsigned char key[32]) {
     return ((unsigned)key[0] | (unsigned)key[1] << 8) % NBUCKETS;

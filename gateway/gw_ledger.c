@@ -176,8 +176,9 @@ static int read_window(gw_ledger *l, const char *subject, const char *period, co
 /* add to one window's counters (creating its row) */
 static int add_window(gw_ledger *l, const char *subject, const char *period, const char *win,
                       long long tokens, double cost, long long requests, long long open) {
-    sqlite3_stmt *st = prep(l, "INSERT INTO spend(subject, period, win, tokens, cost, requests, open)"
-                               " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(subject, period, win)"
+    sqlite3_stmt *st = prep(l, "INSERT INTO spend(subject, period, win, tokens, cost, requests,"
+                               " open) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                               " ON CONFLICT(subject, period, win)"
                                " DO UPDATE SET tokens = tokens + ?4, cost = cost + ?5,"
                                " requests = requests + ?6, open = open + ?7");
     if (!st) return -1;
@@ -193,7 +194,7 @@ static int add_window(gw_ledger *l, const char *subject, const char *period, con
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
-/* ---- budgets ---------------------------------------------------------------------------------- */
+/* ---- budgets --------------------------------------------------------------------------------- */
 
 int gw_ledger_set_budget(gw_ledger *l, const char *subject, const gw_budget_limits *b, char *err,
                          size_t errlen) {
@@ -234,7 +235,7 @@ int gw_ledger_get_budget(gw_ledger *l, const char *subject, gw_budget_limits *b)
     return rc == 0 ? 0 : 1;
 }
 
-/* ---- reserve and settle ----------------------------------------------------------------------- */
+/* ---- reserve and settle ---------------------------------------------------------------------- */
 
 /* Check one subject's budgets against the windows; 0 = room, GW_SPEND_REFUSED/TOO_LARGE with out
  * filled, -1 = database error. */
@@ -289,7 +290,8 @@ int gw_ledger_reserve(gw_ledger *l, const char *key_id, const char *role, const 
                 add_window(l, subs[s], "month", month, tokens, cost, 1, 1))
                 rc = -1;
         sqlite3_stmt *st = rc ? NULL
-                              : prep(l, "INSERT INTO ledger(key_id, role, request_id, model, state, "
+                              : prep(l, "INSERT INTO ledger(key_id, role, request_id, model, "
+                                        "state, "
                                         "reserved_tokens, reserved_cost, day, month, at) "
                                         "VALUES(?, ?, ?, ?, 'reserved', ?, ?, ?, ?, ?)");
         if (st) {
@@ -391,7 +393,7 @@ int gw_ledger_settle(gw_ledger *l, long long reservation, gw_settle_kind kind, c
     return -1;
 }
 
-/* ---- reading ---------------------------------------------------------------------------------- */
+/* ---- reading --------------------------------------------------------------------------------- */
 
 int gw_ledger_usage(gw_ledger *l, const char *subject, gw_usage *out) {
     memset(out, 0, sizeof(*out));
