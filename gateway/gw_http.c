@@ -356,7 +356,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
         return answered;
     int changed;
     const char *rule;
-    if (gw_guard_prompt(g->rules, req, chat, &changed, &rule)) {
+    if (gw_guard_prompt(g->rules, req, x->embeddings ? 2 : chat, &changed, &rule)) {
         pthread_mutex_lock(&g->mx.mu);
         g->mx.blocked_prompts++;
         pthread_mutex_unlock(&g->mx.mu);

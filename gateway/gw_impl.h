@@ -324,7 +324,8 @@ int gw_spend_reserve(gw_exchange *x, const gw_key_info *key, const char *model, 
 void gw_spend_settle(gw_exchange *x, int complete);
 
 /* Guard the prompts of a parsed request body in place (gw_guard.c): 0 = pass (*changed if a
- * redaction or mask rewrote a string), 1 = blocked by *rule. */
+ * redaction or mask rewrote a string), 1 = blocked by *rule. chat: 0 completions ("prompt"),
+ * 1 chat ("messages"), 2 embeddings ("input"). */
 int gw_guard_prompt(const gw_rules *rs, cJSON *req, int chat, int *changed, const char **rule);
 
 /* Report an attempt's outcome to upstream u's health machine (probe: it was the half-open probe

@@ -336,7 +336,20 @@ stopgw GN; stopgw GH; for s in H1 H2 H3 H4; do stop $s || true; done
 echo "-- embeddings: serve's POST /v1/embeddings, routed by the gateway, through the openai npm client"
 start_serve E --run "$TMP/m" --model-name m
 EK=$(key --role user)
-start_gw GE --keys-db "$DB" --upstream "e=$URL_E" --route m=e --cache-bytes 1M --quiet
+cat > "$TMP/emb.ini" <<EOF
+[gateway]
+keys_db = $DB
+cache_bytes = 1M
+quiet = true
+[upstream e]
+url = $URL_E
+[model m]
+targets = e
+[rule secrets]
+pattern = (?i)launch\s+codes
+on = prompts
+EOF
+start_gw GE --config "$TMP/emb.ini"
 NODE_DIR=${MT_NODE_DIR:-build/node}
 if [ ! -f "$NODE_DIR/node_modules/openai/package.json" ]; then
   mkdir -p "$NODE_DIR"
@@ -354,6 +367,9 @@ post "$URL_E" /v1/embeddings '{"model":"m","input":"ROMEO:","encoding_format":"b
 post "$URL_GE" /v1/embeddings '{"model":"m","input":"ROMEO:","encoding_format":"base64"}' "$EK" >/dev/null
 check "the gateway passes the answer through unchanged; a repeat is a cache hit" \
   bash -c "cmp -s $TMP/body $TMP/emb_direct && [ \$(metric $URL_GE 'minitrain_gateway_cache_requests_total{result=\"hit\"}' $EK) -ge 1 ]"
+st=$(post "$URL_GE" /v1/embeddings '{"model":"m","input":["fine","the LAUNCH codes"]}' "$EK")
+check "the prompt rules guard an embeddings input too: 400 content_policy_violation" \
+  bash -c "[ $st = 400 ] && grep -q content_policy_violation $TMP/body"
 st=$(post "$URL_E" /v1/embeddings "{\"model\":\"m\",\"input\":[$(seq -s, 0 128)]}")
 check "an input over the context: 400 context_length_exceeded" bash -c "[ $st = 400 ] && grep -q context_length_exceeded $TMP/body"
 check "the key's ledger reserved and charged an embedding's 6 prompt tokens (nothing generated)" \
