@@ -179,7 +179,7 @@ long gw_stream_read(gw_exchange *x, char *buf, size_t max) {
     for (;;) {
         long k = api_buf_drain(&x->out, &x->out_off, buf, max);
         if (k > 0 && x->capture) {
-            if (x->captured.len + (size_t)k <= (size_t)g->cfg.cache_bytes / 4) {
+            if (x->captured.len + (size_t)k <= g->cfg.cache_bytes / 4) {
                 api_buf_put(&x->captured, buf, (size_t)k);
             } else { /* too big to cache: stop keeping it */
                 x->capture = 0;
