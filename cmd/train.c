@@ -43,13 +43,13 @@ static void config_help(FILE *out) {
  * that does not load is left to the run's own check of it, which names the file. */
 static void take_rankfile_layout(mt_config *cfg, const char *path) {
     char err[512];
-    int tp, pp, dp, ep, world;
-    if (plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, err, sizeof(err)) != 0)
+    int tp, pp, dp, ep, world, cp;
+    if (plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, &cp, err, sizeof(err)) != 0)
         mt_fail("%s", err);
     const struct { const char *name; int *cur, want, def; } d[] = {
         {"tp", &cfg->tp, tp, 1}, {"pp", &cfg->pp, pp, 1}, {"dp", &cfg->dp, dp, 0},
-        {"ep", &cfg->ep, ep, 1}};
-    for (int i = 0; i < 4; i++) {
+        {"ep", &cfg->ep, ep, 1}, {"cp", &cfg->cp, cp, 1}};
+    for (int i = 0; i < 5; i++) {
         if (*d[i].cur != d[i].def && *d[i].cur != d[i].want)
             mt_fail("--rankfile %s was planned for %s %d, the config says %s %d", path,
                     d[i].name, d[i].want, d[i].name, *d[i].cur);
@@ -177,6 +177,23 @@ static void log_setup(const trainer *t, const mesh *ms) {
                  t->schedule == PP_GPIPE ? "GPipe" : "1F1B",
                  100 * pp_bubble_fraction(ms->pp, t->grad_accum));
     }
+    if (ms->cp > 1) {
+        int T = c->seq_len, Tl = T / ms->cp;
+        double mine = gpt_activation_floats(&t->model, c->batch_size, Tl) * 4.0 / 1048576.0;
+        double one = gpt_activation_floats_whole_sequence(&t->model, c->batch_size, T) * 4.0 /
+                     1048576.0;
+        log_info("context parallel: cp %d ring, head-tail chunks of %d positions (rank r holds "
+                 "chunks r and %d-r) | activation memory per rank %.2f MiB, without cp %.2f MiB "
+                 "(%.3fx)", ms->cp, T / (2 * ms->cp), 2 * ms->cp - 1, mine, one, mine / one);
+    }
+    if (c->sp) {
+        double mine = gpt_activation_floats(&t->model, c->batch_size, c->seq_len) * 4.0 / 1048576.0;
+        double one = gpt_activation_floats_whole_sequence(&t->model, c->batch_size, c->seq_len) *
+                     4.0 / 1048576.0;
+        log_info("sequence parallel: LayerNorm/residual rows sharded %d ways inside the TP group "
+                 "(all-reduce -> reduce-scatter + all-gather) | activation memory per rank %.2f "
+                 "MiB, without sp %.2f MiB (%.3fx)", c->tp, mine, one, mine / one);
+    }
     if (ms->world_size > 1) {
         double opt_mb = 2.0 * t->opt.n * sizeof(float) / 1048576.0;
         double full_mb = 2.0 * t->model.num_params * sizeof(float) / 1048576.0;
@@ -201,11 +218,11 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
     char err[1024];
     log_set_rank(comm_rank(j->world));
     int dp = cfg.dp;
-    if (mesh_check(comm_size(j->world), cfg.tp, cfg.pp, &dp, cfg.ep, err, sizeof(err)) != 0)
+    if (mesh_check(comm_size(j->world), cfg.tp, cfg.cp, cfg.pp, &dp, cfg.ep, err, sizeof(err)) != 0)
         return fail_run(j, MT_EXIT_USAGE, "", err);
     cfg.dp = dp;
     if (take_run_lock(j, &cfg, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
-    mesh_init(&j->ms, j->world, cfg.tp, cfg.pp, cfg.dp, cfg.ep);
+    mesh_init(&j->ms, j->world, cfg.tp, cfg.cp, cfg.pp, cfg.dp, cfg.ep);
     j->have_mesh = 1;
     mesh *ms = &j->ms;
     if (ms->world_size > 1) {

@@ -48,6 +48,8 @@ typedef struct {
     int stop_after; /* end cleanly after this step (0 = run to `steps`) */
     /* parallel layout (parallel runtime issues) */
     int tp, pp, dp, ep, zero;
+    int cp; /* context-parallel degree: the sequence split over a ring (parallel/cp.h) */
+    int sp; /* 1: Megatron sequence parallelism inside the TP group (parallel/sp.h) */
     /* mixture of experts */
     int moe_every;         /* every N-th block's MLP is a MoE layer (0 = dense model) */
     int n_experts, top_k;

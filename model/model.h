@@ -37,6 +37,18 @@ typedef struct {
     int moe_every, n_experts, top_k;
     float capacity_factor, aux_coef, z_coef;
     int ep, ep_rank;
+    /* context parallelism (parallel/cp.h): this rank holds T/cp positions of every sequence,
+     * CP rank cp_rank's head-tail chunks; attention is ring attention over cp_comm
+     * (model/ring_attention.h). B and T given to the passes are then the LOCAL T = seq_len/cp.
+     * 0 or 1 = no context parallelism. */
+    int cp, cp_rank;
+    /* sequence parallelism (parallel/sp.h, needs tp > 1): outside the column-/row-parallel
+     * linears (LayerNorms, residual stream, embedding, head and loss) this rank holds only
+     * positions [tp_rank·T/tp, (tp_rank+1)·T/tp) of every sequence; f and g become all-gather and
+     * reduce-scatter. The passes still take the whole (B, T) ids and targets and pick their rows;
+     * a pipeline stage's input and output are the local (B, T/tp, C). LayerNorm, embedding and
+     * head gradients are then partial over the TP group: gpt_sp_reduce_grads sums them. */
+    int sp;
 } gpt_config;
 
 /* One named parameter tensor inside the flat buffer. */
@@ -79,7 +91,7 @@ typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd; // (N, C), (N), (N)
     float *qkv;                       // (N, 3C)
     float *atty;                      // (N, C)
-    float *att;                       // (B, NH, T, T)
+    float *att;                       // (B, NH, T, T); context parallel: (B, NH, T, T·cp)
     float *res2;                      // (N, C) residual after attention
     float *ln2, *ln2_mean, *ln2_rstd; // (N, C), (N), (N)
     float *fch, *fch_gelu;            // (N, 4C)
@@ -117,6 +129,7 @@ typedef struct {
     gpt_config cfg;
     struct comm *tp_comm; /* tensor-parallel group (NULL or size 1 = none) */
     struct comm *ep_comm; /* expert-parallel group (NULL or size 1 = none), set before alloc */
+    struct comm *cp_comm; /* context-parallel ring (cfg.cp > 1), set before the first forward */
     float aux_grad;       /* d(objective)/d(aux + z) of each MoE layer per microbatch */
     gpt_moe_stats moe_stats; /* accumulated over forwards since the caller last cleared it */
     /* (n_local, E + 1) per local block: assignments per expert (over the EP group, before
@@ -153,6 +166,7 @@ typedef struct {
     /* backward scratch, shared by all slots */
     float *scratch;
     float *dres, *dln, *datty, *dqkv, *datt, *dfch, *dfch_gelu;
+    float *sp_full, *sp_work; /* sequence parallel: (N, C) each, gathered rows and a permute */
 } gpt_model;
 
 /* ---- the model shape as JSON (model/model_json.c) ---------------------------------------------
@@ -210,6 +224,9 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots);
 /* Floats of activation memory of one slot and of the shared backward scratch, for (B, T) on
  * this model's stage: for memory reports. */
 size_t gpt_activation_floats(const gpt_model *m, int B, int T);
+/* The same for this stage with the whole sequence on this rank — without context or sequence
+ * parallelism, B sequences of length T (what a cp or sp rank's share is measured against). */
+size_t gpt_activation_floats_whole_sequence(const gpt_model *m, int B, int T);
 
 /* Forward pass. inputs, targets (B,T) int token ids; targets may be NULL (no loss).
  * dloss: gradient scale of the mean loss for the backward that follows, normally
@@ -269,6 +286,13 @@ const float *gpt_stage_backward_input(gpt_model *m, int slot, const float *dout)
  * w.r.t. the embedding output (N, C) of that backward's slot (what FreeLB's ascent steps use),
  * valid until the next backward. */
 const float *gpt_embed_grad(const gpt_model *m);
+
+/* Sequence parallelism (cfg.sp): sum over the TP group the gradients each rank holds only for
+ * its own positions — every LayerNorm's, the token and position embeddings' (the tied head
+ * included). Row-parallel biases are complete already (their gradient is a sum over all rows,
+ * which every rank sees after the g backward's all-gather). Call once per optimizer step, after
+ * the accumulated backward; a no-op without sp. Collective over the TP group. */
+void gpt_sp_reduce_grads(gpt_model *m);
 
 /* Zero m->grads. */
 void gpt_zero_grad(gpt_model *m);

@@ -18,9 +18,11 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "parallel/sp.h"
 #include "parallel/tp.h"
 #include "model/model.h"
 #include "model/moe.h"
+#include "model/ring_attention.h"
 #include "ops/ops.h"
 #include "ops/prof.h"
 
@@ -31,17 +33,27 @@ static void activation_sizes(const gpt_model *m, int B, int T, size_t *slot, siz
     const gpt_config *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->d_model, V = c->vocab_size;
     size_t Cl = C / c->tp, NHl = c->n_head / c->tp; /* this rank's width and heads */
-    size_t att = (size_t)B * NHl * T * T;
-    size_t per_block = N * C /*ln1*/ + 2 * N + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + att +
-                       N * C /*res2*/ + N * C /*ln2*/ + 2 * N + N * 4 * Cl * 2 /*fch*/ + N * C;
-    *slot = N * C + (size_t)m->n_local * per_block + (m->last ? N * C + 2 * N + N * V + N : 0);
-    *scratch = N * C * 2 /*dres, dln*/ + N * Cl /*datty*/ + N * 3 * Cl + att + N * 4 * Cl * 2;
+    size_t att = (size_t)B * NHl * T * T * (c->cp > 1 ? c->cp : 1); /* keys: all T·cp */
+    size_t Nl = c->sp ? N / c->tp : N; /* rows of the sequence-local regions (parallel/sp.h) */
+    size_t per_block = Nl * C /*ln1*/ + 2 * Nl + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + att +
+                       Nl * C /*res2*/ + Nl * C /*ln2*/ + 2 * Nl + N * 4 * Cl * 2 /*fch*/ +
+                       Nl * C;
+    *slot = Nl * C + (size_t)m->n_local * per_block +
+            (m->last ? Nl * C + 2 * Nl + Nl * V + Nl : 0);
+    *scratch = N * C * 2 /*dres, dln*/ + N * Cl /*datty*/ + N * 3 * Cl + att + N * 4 * Cl * 2 +
+               (c->sp ? 2 * N * C : 0) /*sp_full, sp_work*/;
 }
 
 size_t gpt_activation_floats(const gpt_model *m, int B, int T) {
     size_t slot, scratch;
     activation_sizes(m, B, T, &slot, &scratch);
     return slot * (size_t)(m->n_slots > 0 ? m->n_slots : 1) + scratch;
+}
+
+size_t gpt_activation_floats_whole_sequence(const gpt_model *m, int B, int T) {
+    gpt_model one = *m; /* activation_sizes reads the config and the stage's shape only */
+    one.cfg.cp = 1, one.cfg.cp_rank = 0, one.cfg.sp = 0;
+    return gpt_activation_floats(&one, B, T);
 }
 
 void gpt_free_activations(gpt_model *m) {
@@ -66,6 +78,8 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     mtCheck(n_slots >= 1, "at least one activation slot is needed");
     size_t N = (size_t)B * T, C = c->d_model, V = c->vocab_size;
     size_t Cl = C / c->tp, NH = c->n_head / c->tp; /* local width and heads */
+    mtCheck(!c->sp || (c->tp > 1 && T % c->tp == 0), "sequence parallelism needs tp > 1 dividing T");
+    size_t Nl = c->sp ? N / c->tp : N; /* sequence-local rows */
     m->B = B;
     m->T = T;
     /* device memory; on cpu ops_alloc asks for huge pages, faulted now (core/mem.h) */
@@ -86,29 +100,29 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
         A->targets = A->inputs + N;
         A->pred = A->inputs + 2 * N;
         p = A->mem;
-        TAKE(A->encoded, N * C);
+        TAKE(A->encoded, Nl * C);
         for (int l = 0; l < m->n_local; l++) {
             gpt_block_acts *a = &A->acts[l];
-            TAKE(a->ln1, N * C);
-            TAKE(a->ln1_mean, N);
-            TAKE(a->ln1_rstd, N);
+            TAKE(a->ln1, Nl * C);
+            TAKE(a->ln1_mean, Nl);
+            TAKE(a->ln1_rstd, Nl);
             TAKE(a->qkv, N * 3 * Cl);
             TAKE(a->atty, N * Cl);
-            TAKE(a->att, (size_t)B * NH * T * T);
-            TAKE(a->res2, N * C);
-            TAKE(a->ln2, N * C);
-            TAKE(a->ln2_mean, N);
-            TAKE(a->ln2_rstd, N);
+            TAKE(a->att, (size_t)B * NH * T * T * (c->cp > 1 ? c->cp : 1));
+            TAKE(a->res2, Nl * C);
+            TAKE(a->ln2, Nl * C);
+            TAKE(a->ln2_mean, Nl);
+            TAKE(a->ln2_rstd, Nl);
             TAKE(a->fch, N * 4 * Cl);
             TAKE(a->fch_gelu, N * 4 * Cl);
-            TAKE(a->res3, N * C);
+            TAKE(a->res3, Nl * C);
         }
         if (m->last) {
-            TAKE(A->lnf, N * C);
-            TAKE(A->lnf_mean, N);
-            TAKE(A->lnf_rstd, N);
-            TAKE(A->logits, N * V);
-            TAKE(A->losses, N);
+            TAKE(A->lnf, Nl * C);
+            TAKE(A->lnf_mean, Nl);
+            TAKE(A->lnf_rstd, Nl);
+            TAKE(A->logits, Nl * V);
+            TAKE(A->losses, Nl);
         }
         mtCheck((size_t)(p - A->mem) == slot_floats, "activation layout mismatch");
         A->moe = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(struct moe_layer *));
@@ -127,9 +141,14 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     TAKE(m->dln, N * C);
     TAKE(m->datty, N * Cl);
     TAKE(m->dqkv, N * 3 * Cl);
-    TAKE(m->datt, (size_t)B * NH * T * T);
+    TAKE(m->datt, (size_t)B * NH * T * T * (c->cp > 1 ? c->cp : 1));
     TAKE(m->dfch, N * 4 * Cl);
     TAKE(m->dfch_gelu, N * 4 * Cl);
+    m->sp_full = m->sp_work = NULL;
+    if (c->sp) {
+        TAKE(m->sp_full, N * C);
+        TAKE(m->sp_work, N * C);
+    }
 #undef TAKE
     mtCheck((size_t)(p - m->scratch) == scratch_floats, "scratch layout mismatch");
 }
@@ -156,16 +175,92 @@ void gpt_zero_grad(gpt_model *m) {
 
 /* ---- forward -------------------------------------------------------------------------------- */
 
-/* Row-parallel linear + g: out (N, C) = Σ_tp inp_local (N, Cin_l) @ w_localᵀ, then + bias. */
+/* Row-parallel linear + g: out (N, C) = Σ_tp inp_local (N, Cin_l) @ w_localᵀ, then + bias,
+ * N = B·T. Sequence parallel: g is a reduce-scatter and out is this rank's rows (B, T/tp, C). */
 static void row_parallel_forward(const gpt_model *m, float *out, const float *inp, const float *w,
-                                 const float *bias, int N, int Cin_l, int C, prof_kind k) {
+                                 const float *bias, int B, int T, int Cin_l, int C, prof_kind k) {
+    const int N = B * T;
     if (m->cfg.tp == 1) {
         PROF(k, ops_matmul_forward(out, inp, w, bias, N, Cin_l, C));
+        return;
+    }
+    if (m->cfg.sp) { /* partial products of every row, then each rank keeps its own rows summed */
+        PROF(k, ops_matmul_forward(m->sp_full, inp, w, NULL, N, Cin_l, C));
+        sp_reduce_scatter(m->tp_comm, m->sp_full, out, m->sp_work, B, T, C);
+        ops_bias_add(out, bias, N / m->cfg.tp, C);
         return;
     }
     PROF(k, ops_matmul_forward(out, inp, w, NULL, N, Cin_l, C));
     tp_g_forward(m->tp_comm, out, (size_t)N * C);
     ops_bias_add(out, bias, N, C); /* once, after the all-reduce of the partial products */
+}
+
+/* f under sequence parallelism: the whole (B, T, C) from every rank's rows of `local` into
+ * m->sp_full (returned); without sp, local itself (f is the identity forward). */
+static const float *sp_gather(gpt_model *m, const float *local, int B, int T) {
+    if (!m->cfg.sp) return local;
+    sp_all_gather(m->tp_comm, local, m->sp_full, m->sp_work, B, T, m->cfg.d_model);
+    return m->sp_full;
+}
+
+/* The backward of f: the input gradient dln (B, T, C), partial over the TP group, summed —
+ * all-reduced in place (returned), or with sp reduce-scattered to this rank's rows in m->sp_work
+ * (returned). */
+static const float *f_backward(gpt_model *m, float *dln, int B, int T) {
+    if (!m->cfg.sp) {
+        tp_f_backward(m->tp_comm, dln, (size_t)B * T * m->cfg.d_model);
+        return dln;
+    }
+    sp_reduce_scatter(m->tp_comm, dln, m->sp_work, m->sp_full, B, T, m->cfg.d_model);
+    return m->sp_work;
+}
+
+/* The embedding of this rank's rows: ids (B, T) on the device; with sp, positions
+ * [tp_rank·T/tp, ...) of each sequence, else the whole (B, T) (cp: ring_attention's). */
+static void embed_forward(gpt_model *m, float *out, const int *ids, int B, int T) {
+    const gpt_config *c = &m->cfg;
+    const int C = c->d_model;
+    if (c->sp) {
+        const int Tl = T / c->tp, t0 = c->tp_rank * Tl;
+        for (int b = 0; b < B; b++)
+            ops_encoder_forward(out + (size_t)b * Tl * C, ids + (size_t)b * T + t0, m->wte,
+                                m->wpe + (size_t)t0 * C, 1, Tl, C);
+    } else if (c->cp > 1) { /* this shard's positions (parallel/cp.h) */
+        ring_attention_embed_forward(out, ids, m->wte, m->wpe, B, T, C, c->cp, c->cp_rank);
+    } else {
+        ops_encoder_forward(out, ids, m->wte, m->wpe, B, T, C);
+    }
+}
+
+static void embed_backward(gpt_model *m, const float *dout, const int *ids, int B, int T) {
+    const gpt_config *c = &m->cfg;
+    const int C = c->d_model;
+    if (c->sp) {
+        const int Tl = T / c->tp, t0 = c->tp_rank * Tl;
+        for (int b = 0; b < B; b++)
+            ops_encoder_backward(m->dwte, m->dwpe + (size_t)t0 * C, dout + (size_t)b * Tl * C,
+                                 ids + (size_t)b * T + t0, 1, Tl, C);
+    } else if (c->cp > 1) {
+        ring_attention_embed_backward(m->dwte, m->dwpe, dout, ids, B, T, C, c->cp, c->cp_rank);
+    } else {
+        ops_encoder_backward(m->dwte, m->dwpe, dout, ids, B, T, C);
+    }
+}
+
+void gpt_sp_reduce_grads(gpt_model *m) {
+    if (!m->cfg.sp || !m->grads) return;
+    const size_t C = m->cfg.d_model;
+    for (int l = 0; l < m->n_local; l++) {
+        gpt_block *g = &m->dblocks[l];
+        float *ln[4] = {g->ln1w, g->ln1b, g->ln2w, g->ln2b};
+        for (int i = 0; i < 4; i++) comm_all_reduce(m->tp_comm, ln[i], C, COMM_SUM);
+    }
+    if (m->last) {
+        comm_all_reduce(m->tp_comm, m->dlnfw, C, COMM_SUM);
+        comm_all_reduce(m->tp_comm, m->dlnfb, C, COMM_SUM);
+    }
+    if (m->i_wte >= 0) comm_all_reduce(m->tp_comm, m->dwte, m->tensors[m->i_wte].numel, COMM_SUM);
+    if (m->i_wpe >= 0) comm_all_reduce(m->tp_comm, m->dwpe, m->tensors[m->i_wpe].numel, COMM_SUM);
 }
 
 static gpt_acts *slot_of(gpt_model *m, int slot) {
@@ -192,10 +287,13 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
     gpt_acts *A = slot_of(m, slot);
     mtCheck(B <= m->B && T <= m->T, "microbatch larger than the activations were sized for");
     mtCheck(c->tp == 1 || m->tp_comm != NULL, "tensor-parallel model without a TP communicator");
+    mtCheck(c->cp <= 1 || m->cp_comm != NULL, "context-parallel model without a CP communicator");
     /* A smaller (B, T) uses a prefix of each buffer with its own strides, which is consistent
      * because every op takes B and T. */
     int C = c->d_model, V = c->vocab_size, N = B * T;
     int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head; /* local width, heads */
+    int Nl = c->sp ? N / c->tp : N; /* rows of the residual stream on this rank */
+    mtCheck(!c->sp || !probe, "probes (attacks) do not run with sequence parallelism");
     A->B = B;
     A->T = T;
     A->dloss = dloss;
@@ -203,7 +301,7 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
         for (int i = 0; i < N; i++)
             mtCheck(inputs[i] >= 0 && inputs[i] < V, "token id out of vocabulary range");
         ops_copy_h2d(A->inputs, inputs, (size_t)N * sizeof(int)); /* the loader's ids, in */
-        PROF(PROF_RESIDUAL, ops_encoder_forward(A->encoded, A->inputs, m->wte, m->wpe, B, T, C));
+        PROF(PROF_RESIDUAL, embed_forward(m, A->encoded, A->inputs, B, T));
         /* a perturbation of the token-embedding rows: (wte[tok] + wpe[t]) + delta; the host's
          * delta goes through dln, backward scratch that is free during a forward */
         if (probe && probe->delta) {
@@ -216,16 +314,20 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
         const gpt_block *w = &m->blocks[l];
         gpt_block_acts *a = &A->acts[l];
         PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w,
-                                                w->ln1b, N, C));
-        /* f (identity forward), then column-parallel qkv: this rank's heads only */
-        PROF(PROF_MM_QKV_FWD, ops_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C,
-                                                 3 * Cl)); // (N, 3, NHl, HS)
-        PROF(PROF_ATTN_FWD, ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS)); // (N, Cl)
-        row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, N, Cl, C,
+                                                w->ln1b, Nl, C));
+        /* f (identity forward; sp: all-gather), then column-parallel qkv: this rank's heads */
+        PROF(PROF_MM_QKV_FWD, ops_matmul_forward(a->qkv, sp_gather(m, a->ln1, B, T), w->qkvw,
+                                                 w->qkvb, N, C, 3 * Cl)); // (N, 3, NHl, HS)
+        if (c->cp > 1) /* the sequence is split over the ring */
+            PROF(PROF_ATTN_FWD, ring_attention_forward(m->cp_comm, a->atty, a->att, a->qkv, B, T,
+                                                       NHl, HS));
+        else
+            PROF(PROF_ATTN_FWD, ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS)); // (N, Cl)
+        row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, B, T, Cl, C,
                              PROF_MM_ATTPROJ_FWD); // g
-        PROF(PROF_RESIDUAL, ops_add_inplace(a->res2, x, (size_t)N * C)); // residual
+        PROF(PROF_RESIDUAL, ops_add_inplace(a->res2, x, (size_t)Nl * C)); // residual
         PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
-                                                w->ln2w, w->ln2b, N, C));
+                                                w->ln2w, w->ln2b, Nl, C));
         if (w->moe) { /* mixture of experts, replicated over TP (model/moe.h) */
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
             moe_stats st;
@@ -245,32 +347,40 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
                 row[E] += st.dropped;
             }
         } else {
-            PROF(PROF_MM_FC_FWD, ops_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C,
-                                                    4 * Cl)); // (N, 4Cl)
+            PROF(PROF_MM_FC_FWD, ops_matmul_forward(a->fch, sp_gather(m, a->ln2, B, T), w->fcw,
+                                                    w->fcb, N, C, 4 * Cl)); // (N, 4Cl)
             PROF(PROF_GELU_FWD, ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl));
-            row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * Cl, C,
-                                 PROF_MM_FCPROJ_FWD);
+            row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, B, T, 4 * Cl,
+                                 C, PROF_MM_FCPROJ_FWD);
         }
-        PROF(PROF_RESIDUAL, ops_add_inplace(a->res3, a->res2, (size_t)N * C)); // residual
+        PROF(PROF_RESIDUAL, ops_add_inplace(a->res3, a->res2, (size_t)Nl * C)); // residual
         x = a->res3;
     }
     if (n_counted) *n_counted = 0;
     if (!m->last) return 0.0;
     PROF(PROF_LN_FWD, ops_layernorm_forward(A->lnf, A->lnf_mean, A->lnf_rstd, x, m->lnfw, m->lnfb,
-                                            N, C));
-    PROF(PROF_MM_HEAD_FWD, ops_matmul_forward(A->logits, A->lnf, m->wte, NULL, N, C, V)); // (N, V)
+                                            Nl, C));
+    PROF(PROF_MM_HEAD_FWD, ops_matmul_forward(A->logits, A->lnf, m->wte, NULL, Nl, C, V)); // (N, V)
     if (probe && probe->pred) { /* before the loss overwrites the logits */
         ops_argmax_rows(A->pred, A->logits, N, V);
         ops_copy_d2h(probe->pred, A->pred, (size_t)N * sizeof(int));
     }
     if (!targets) return 0.0;
-    ops_copy_h2d(A->targets, targets, (size_t)N * sizeof(int));
+    if (c->sp) { /* this rank's positions of each sequence: the rows of its logits */
+        const int Tl = T / c->tp, t0 = c->tp_rank * Tl;
+        for (int b = 0; b < B; b++) {
+            ops_copy_h2d(A->targets + (size_t)b * Tl, targets + (size_t)b * T + t0,
+                         (size_t)Tl * sizeof(int));
+            for (int i = 0; n_counted && i < Tl; i++) *n_counted += targets[b * T + t0 + i] >= 0;
+        }
+    } else {
+        ops_copy_h2d(A->targets, targets, (size_t)N * sizeof(int));
+        for (int i = 0; n_counted && i < N; i++) *n_counted += targets[i] >= 0;
+    }
     double sum;
-    PROF(PROF_SOFTMAX_LOSS, sum = ops_softmax_crossentropy(A->logits, A->losses, A->targets, N, V,
-                                                           dloss));
+    PROF(PROF_SOFTMAX_LOSS, sum = ops_softmax_crossentropy(A->logits, A->losses, A->targets, Nl,
+                                                           V, dloss));
     if (probe && probe->losses) ops_copy_d2h(probe->losses, A->losses, (size_t)N * sizeof(float));
-    if (n_counted)
-        for (int i = 0; i < N; i++) *n_counted += targets[i] >= 0;
     return sum;
 }
 
@@ -300,22 +410,23 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
     int B = A->B, T = A->T;
     int C = c->d_model, V = c->vocab_size, N = B * T;
     int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head;
-    size_t NC = (size_t)N * C;
+    int Nl = c->sp ? N / c->tp : N; /* residual-stream rows on this rank (parallel/sp.h) */
+    size_t NC = (size_t)N * C, NCl = (size_t)Nl * C;
     if (m->last) {
         mtCheck(A->dloss != 0.0f, "backward needs a forward with dloss != 0 and targets");
         const float *x_last = m->n_local ? A->acts[m->n_local - 1].res3 : A->encoded;
         /* head: logits = lnf @ wteᵀ; A->logits holds dlogits now */
-        PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
+        PROF(PROF_RESIDUAL, ops_zero(m->dln, NCl * sizeof(float)));
         PROF(PROF_MM_HEAD_BWD, ops_matmul_backward(m->dln, params ? m->dwte : NULL, NULL,
-                                                   A->logits, A->lnf, m->wte, N, C, V));
-        PROF(PROF_RESIDUAL, ops_zero(m->dres, NC * sizeof(float)));
+                                                   A->logits, A->lnf, m->wte, Nl, C, V));
+        PROF(PROF_RESIDUAL, ops_zero(m->dres, NCl * sizeof(float)));
         PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, params ? m->dlnfw : NULL,
                                                  params ? m->dlnfb : NULL, m->dln, x_last,
-                                                 m->lnfw, A->lnf_mean, A->lnf_rstd, N, C));
+                                                 m->lnfw, A->lnf_mean, A->lnf_rstd, Nl, C));
         if (params) grads_ready(m, m->tensors[m->i_lnf].offset); /* ln_f is final */
     } else {
         mtCheck(dout != NULL, "a non-last pipeline stage needs the gradient of its output");
-        comm_copy(m->dres, dout, NC * sizeof(float)); /* dout: device, or a host buffer */
+        comm_copy(m->dres, dout, NCl * sizeof(float)); /* dout: device, or a host buffer */
     }
     gpt_block none; /* input gradient only: no parameter gradient anywhere */
     memset(&none, 0, sizeof(none));
@@ -325,6 +436,7 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         gpt_block_acts *a = &A->acts[l];
         const float *x_in = l ? A->acts[l - 1].res3 : A->encoded;
         PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
+        const float *dln = m->dln; /* the LayerNorm's output gradient, this rank's rows */
         if (w->moe) { /* replicated over TP: dln is already complete on every TP rank */
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
             moe_params mg = {g->router_w, g->efc_w, g->efc_b, g->eproj_w, g->eproj_b};
@@ -332,37 +444,47 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
                          params ? m->aux_grad : 0.0f);
         } else {
             /* MLP: res3 = res2 + fcproj(gelu(fc(ln2(res2)))); dres holds d res3 (g: identity) */
+            /* g backward: identity (sp: all-gather of every rank's rows) */
+            const float *dres_full = sp_gather(m, m->dres, B, T);
             PROF(PROF_RESIDUAL, ops_zero(m->dfch_gelu, (size_t)N * 4 * Cl * sizeof(float)));
             PROF(PROF_MM_FCPROJ_BWD, ops_matmul_backward(m->dfch_gelu, g->fcprojw, g->fcprojb,
-                                                         m->dres, a->fch_gelu, w->fcprojw, N,
+                                                         dres_full, a->fch_gelu, w->fcprojw, N,
                                                          4 * Cl, C));
             PROF(PROF_RESIDUAL, ops_zero(m->dfch, (size_t)N * 4 * Cl * sizeof(float)));
             PROF(PROF_GELU_BWD, ops_gelu_backward(m->dfch, a->fch, m->dfch_gelu,
                                                   (size_t)N * 4 * Cl));
-            PROF(PROF_MM_FC_BWD, ops_matmul_backward(m->dln, g->fcw, g->fcb, m->dfch, a->ln2,
-                                                     w->fcw, N, C, 4 * Cl));
-            tp_f_backward(m->tp_comm, m->dln, NC); /* f: sum the partial input gradients */
+            /* sp: the input was gathered in the forward and is gathered again (not kept) */
+            PROF(PROF_MM_FC_BWD, ops_matmul_backward(m->dln, g->fcw, g->fcb, m->dfch,
+                                                     sp_gather(m, a->ln2, B, T), w->fcw, N, C,
+                                                     4 * Cl));
+            dln = f_backward(m, m->dln, B, T); /* f: sum the partial input gradients */
         }
-        PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dln, a->res2,
-                                                 w->ln2w, a->ln2_mean, a->ln2_rstd, N,
+        PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln2w, g->ln2b, dln, a->res2,
+                                                 w->ln2w, a->ln2_mean, a->ln2_rstd, Nl,
                                                  C)); // dres = d res2
         /* attention: res2 = x + proj(attn(qkv(ln1(x)))) */
         PROF(PROF_RESIDUAL, ops_zero(m->datty, (size_t)N * Cl * sizeof(float)));
         PROF(PROF_MM_ATTPROJ_BWD, ops_matmul_backward(m->datty, g->attprojw, g->attprojb,
-                                                      m->dres, a->atty, w->attprojw, N, Cl, C));
+                                                      sp_gather(m, m->dres, B, T), a->atty,
+                                                      w->attprojw, N, Cl, C));
         PROF(PROF_RESIDUAL, ops_zero(m->dqkv, (size_t)N * 3 * Cl * sizeof(float)));
-        PROF(PROF_ATTN_BWD, ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att, B,
-                                                   T, NHl, HS));
+        if (c->cp > 1)
+            PROF(PROF_ATTN_BWD, ring_attention_backward(m->cp_comm, m->dqkv, m->datt, m->datty,
+                                                        a->qkv, a->atty, a->att, B, T, NHl, HS));
+        else
+            PROF(PROF_ATTN_BWD, ops_attention_backward(m->dqkv, m->datt, m->datty, a->qkv, a->att,
+                                                       B, T, NHl, HS));
         PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
-        PROF(PROF_MM_QKV_BWD, ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv, a->ln1,
-                                                  w->qkvw, N, C, 3 * Cl));
-        tp_f_backward(m->tp_comm, m->dln, NC); /* f */
-        PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dln, x_in, w->ln1w,
-                                                 a->ln1_mean, a->ln1_rstd, N, C)); // dres = d x
+        PROF(PROF_MM_QKV_BWD, ops_matmul_backward(m->dln, g->qkvw, g->qkvb, m->dqkv,
+                                                  sp_gather(m, a->ln1, B, T), w->qkvw, N, C,
+                                                  3 * Cl));
+        dln = f_backward(m, m->dln, B, T); /* f */
+        PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, dln, x_in, w->ln1w,
+                                                 a->ln1_mean, a->ln1_rstd, Nl, C)); // dres = d x
         if (params) grads_ready(m, m->tensors[m->block_t0[l]].offset); /* block l is final */
     }
     if (!m->first || !params) return; /* dres: gradient of the stage input */
-    PROF(PROF_RESIDUAL, ops_encoder_backward(m->dwte, m->dwpe, m->dres, A->inputs, B, T, C));
+    PROF(PROF_RESIDUAL, embed_backward(m, m->dres, A->inputs, B, T));
     grads_ready(m, 0);
 }
 

@@ -188,6 +188,15 @@ d1=$(db dp2 "SELECT train_loss FROM metrics WHERE step = 1 AND train_loss IS NOT
 check "dp 2 step 1 loss equals section 1's ($d1 vs $l1)" in_range "$d1" "$l1-1e-4" "$l1+1e-4"
 if [ "$N_200" -ge 200 ]; then check "dp 2 = section 1 through the warm-up (steps 1..100)" same_losses shakespeare dp2 1 100; fi
 
+# 4b. cp
+check "cp 2: layout line and the ring" bash -c "grep -q 'world 2 = tp 1 x cp 2 x pp 1 x dp 1' '$O/cp.out' && grep -q 'cp ring \\[0,1\\]' '$O/cp.out'"
+check "cp 2: head-tail chunks of 32 positions" grep -q "head-tail chunks of 32 positions (rank r holds chunks r and 3-r)" "$O/cp.out"
+check "cp 2: activation memory per rank 0.500x" grep -q "without cp .*(0.500x)" "$O/cp.out"
+check "cp 2 and dp 2: the same train losses at every step 1..$N_200" same_losses dp2 cp2 1 "$N_200"
+ring=$(grep -m1 "cp ring: step" "$O/cp.out" || true)
+check "cp 2: ring volume counted = formula, 24 MiB per rank per step" \
+  bash -c "[[ '$ring' == *'sent 24.000 MiB per rank (6291456 floats)'*'= 24.000 MiB (6291456 floats)'* ]]"
+
 # 5. pp
 check "pp: predicted bubble printed: 20.0%" grep -q "bubble (P-1)/(M+P-1) = 20.0%" "$O/pp.out"
 check "pp 2 and dp 2: the same train losses" same_losses dp2 pp2 1 "$N_200"

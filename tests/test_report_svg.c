@@ -148,6 +148,26 @@ static void test_layout_picture(void **state) {
     rundb_close(db);
 }
 
+/* tp 2 x cp 2 x dp 2: rank = t + 2·(c + 2·d); rows are (cp, dp) pairs, cp consecutive rows of
+ * a column are a ring; gradients sum over dp x cp. */
+static void test_layout_picture_cp(void **state) {
+    (void)state;
+    rundb *db = fresh_db("layout_cp", "{\"tp\":2,\"cp\":2,\"pp\":1,\"dp\":2,\"ep\":1,"
+                         "\"n_layer\":2,\"pp_layers\":\"\"}", 8);
+    int drawn;
+    char *svg = draw_text(svg_layout, db, &drawn);
+    assert_int_equal(drawn, 1);
+    assert_non_null(strstr(svg, "tp 2 × cp 2 × pp 1 × dp 2"));
+    assert_int_equal(count(svg, "class=\"layout-rank\""), 8);
+    assert_non_null(strstr(svg, "rank 5: tp 1, cp 0, pp 0, dp 1, ep 0"));
+    assert_non_null(strstr(svg, "CP rings (ring attention): {0,2} {1,3} {4,6} {5,7}"));
+    assert_non_null(strstr(svg, "DP x CP groups (gradient all-reduce): {0,2,4,6} {1,3,5,7}"));
+    assert_int_equal(count(svg, "class=\"layout-tp\""), 4); /* cp·dp rows */
+    assert_int_equal(count(svg, "class=\"layout-cp\""), 2 * 2); /* tp columns × dp rings */
+    free(svg);
+    rundb_close(db);
+}
+
 static void test_dense_run_has_no_pp_or_moe_picture(void **state) {
     (void)state;
     rundb *db = fresh_db("dense", "{\"tp\":1,\"pp\":1,\"dp\":1,\"ep\":1,\"n_layer\":2}", 1);
@@ -220,6 +240,7 @@ int main(void) {
         cmocka_unit_test(test_pipeline_picture),
         cmocka_unit_test(test_moe_picture),
         cmocka_unit_test(test_layout_picture),
+        cmocka_unit_test(test_layout_picture_cp),
         cmocka_unit_test(test_dense_run_has_no_pp_or_moe_picture),
         cmocka_unit_test(test_html_page),
     };

@@ -74,6 +74,7 @@ struct trainer {
     double last_step_s; /* wall time of the last optimizer step, seconds */
     double last_aux_loss; /* MoE: mean auxiliary loss of the last step */
     double last_comm_s; /* of which blocking communication */
+    double last_cp_floats; /* context parallel: floats this rank sent around the ring last step */
     rng_state sample_rng;
     int stop_requested; /* set by a hook (e.g. a failed checkpoint): end cleanly after this step */
     struct {

@@ -23,6 +23,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "parallel/comm.h"
+#include "parallel/cp.h"
 #include "parallel/pp.h"
 #include "model/flops.h"
 #include "model/interop.h"
@@ -83,7 +84,8 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
                      .layer_end = tr->stage_begin[ms->pp_rank + 1],
                      .moe_every = c->moe_every, .n_experts = c->n_experts, .top_k = c->top_k,
                      .capacity_factor = c->capacity_factor, .aux_coef = c->aux_loss_coef,
-                     .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank};
+                     .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank,
+                     .cp = ms->cp, .cp_rank = ms->cp_rank, .sp = c->sp};
     if (ms->ep > 1 && c->moe_every == 0) {
         snprintf(err, errlen, "ep %d needs a mixture-of-experts model (set moe_every)", ms->ep);
         return -1;
@@ -99,16 +101,17 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     }
     tr->model.tp_comm = ms->tp_group;
     tr->model.ep_comm = ms->ep_group;
+    tr->model.cp_comm = ms->cp_group;
     if (init) gpt_take_from_full(&tr->model, init); /* --init-from / ckpt import: every tensor */
     else gpt_init_weights(&tr->model, (uint64_t)c->seed);
     tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
     if (activations)
-        gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len,
+        gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len / ms->cp, /* this CP shard */
                         ms->pp > 1 ? pp_slots_needed(tr->schedule, ms->pp, ms->pp_rank,
                                                      tr->grad_accum) : 1);
     /* data parallel: bucketed all-reduce, or ZeRO-1 shards of a padded buffer */
     size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
-    dp_init(&tr->dp, ms->dp_group, tr->model.num_params, bucket, c->zero);
+    dp_init(&tr->dp, ms->dpcp_group, tr->model.num_params, bucket, c->zero); /* dp (x cp) */
     if (c->zero) gpt_reserve(&tr->model, tr->dp.padded);
     optim_init(&tr->opt, c->zero ? tr->dp.shard : tr->model.num_params, c->beta1, c->beta2,
                c->eps, c->weight_decay);
@@ -253,10 +256,53 @@ static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen)
     if (ops_select(c->device, lr ? atoi(lr) : 0, err, errlen) != 0) return -1;
     if (strcmp(ops_device(), "cuda") != 0) return 0;
     comm *groups[] = {ms->world, ms->tp_group, ms->dp_group, ms->pp_group, ms->ep_group,
-                      ms->edp_group, ms->embed_group};
+                      ms->edp_group, ms->embed_group, ms->cp_group, ms->dpcp_group};
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
         if (groups[i] && comm_enable_nccl(groups[i], err, errlen) != 0) return -1;
     return 0;
+}
+
+/* What context parallelism (cp > 1) does not combine with, refused before any work with one
+ * line each: 2·cp must divide seq_len (parallel/cp.h); ring attention runs on host memory (cpu
+ * device); the MoE statistics, ZeRO-1 shards and adversarial training are reduced over the
+ * data-parallel group alone, not yet over dp x cp. 0 or -1 with err. */
+static int check_cp(const mt_config *c, char *err, size_t errlen) {
+    if (cp_check(c->seq_len, c->cp, err, errlen) != 0) return -1;
+    if (c->cp == 1) return 0;
+    const char *why = strcmp(ops_device(), "cpu") != 0 ? "device = cpu (ring attention runs "
+                                                         "on host memory)"
+                    : c->moe_every > 0 ? "a dense model (moe_every = 0)"
+                    : c->zero ? "zero = 0"
+                    : strcmp(c->adv_train, "none") != 0 ? "adv_train = none"
+                    : NULL;
+    if (!why) return 0;
+    snprintf(err, errlen, "cp %d needs %s: not implemented together with context parallelism",
+             c->cp, why);
+    return -1;
+}
+
+/* Sequence parallelism (sp = 1) shards inside the TP group, so it needs tp > 1 dividing
+ * seq_len; the MoE layer, ZeRO-1, adversarial training (probes) and context parallelism are not
+ * implemented with it. 0, or -1 with one line in err. */
+static int check_sp(const mt_config *c, char *err, size_t errlen) {
+    if (!c->sp) return 0;
+    if (c->tp < 2) {
+        snprintf(err, errlen, "sp = 1 needs tp > 1: sequence parallelism shards the sequence "
+                 "inside the tensor-parallel group (tp %d)", c->tp);
+        return -1;
+    }
+    if (c->seq_len % c->tp != 0) {
+        snprintf(err, errlen, "sp = 1 needs tp (%d) to divide seq_len (%d): each TP rank holds "
+                 "seq_len/tp positions", c->tp, c->seq_len);
+        return -1;
+    }
+    const char *why = c->cp > 1 ? "cp = 1" : c->moe_every > 0 ? "a dense model (moe_every = 0)"
+                    : c->zero ? "zero = 0" : strcmp(c->adv_train, "none") != 0 ? "adv_train = none"
+                    : NULL;
+    if (!why) return 0;
+    snprintf(err, errlen, "sp = 1 needs %s: not implemented together with sequence parallelism",
+             why);
+    return -1;
 }
 
 /* trainer_init's body; *init receives the --init-from weights (freed by the caller). */
@@ -292,6 +338,7 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
                  "parallelism splits attention by heads", c->tp, c->n_head, c->d_model);
         return -1;
     }
+    if (check_cp(c, err, errlen) != 0 || check_sp(c, err, errlen) != 0) return -1;
 
     /* initial weights (--init-from): they fix the model's shape */
     char msg[512];
@@ -379,8 +426,8 @@ int trainer_init_weights(trainer *tr, const mt_config *cfg, mesh *ms, const gpt_
         c->top_k = w->top_k;
     }
     c->batch_size = c->global_batch = 1;
-    c->tp = c->pp = c->dp = c->ep = 1;
-    c->zero = 0;
+    c->tp = c->pp = c->dp = c->ep = c->cp = 1;
+    c->zero = c->sp = 0;
     if (ms->world_size != 1) {
         snprintf(err, errlen, "trainer_init_weights runs in one process");
         return -1;
