@@ -38,7 +38,14 @@ static void policy_help(FILE *out) {
                  "  --all-ejected M           longest (default: try the upstream out longest,\n"
                  "                            then 503 + Retry-After) or refuse (503 at once)\n"
                  "  --pii M                   off (default) or mask (safety/pii placeholders)\n"
-                 "  --pii-on W                prompts, completions or both (default both)\n\n"
+                 "  --pii-on W                prompts, completions or both (default both)\n"
+                 "  --lb M                    ordered (default), round_robin, least_busy,\n"
+                 "                            ewma_latency or p2c (a [model] may set its own)\n"
+                 "  --hedge-after W           off (default), MS or pNN: a second attempt when the\n"
+                 "                            first has no first token by then\n"
+                 "  --cache-bytes N           response cache for deterministic requests (0 = off)\n"
+                 "  --cache-shared B          true: cached answers are shared across keys\n"
+                 "  --cache-ttl-s S           > 0: the cache in Redis (--redis), entries expire\n\n"
                  "policy (the one table of thresholds; also [policy] keys of the file):\n");
     keytab_print_options(out, gw_policy_keys, NULL, 28);
 }
@@ -71,13 +78,14 @@ int cmd_gateway(int argc, char **argv) {
         .synopsis = "usage: minitrain gateway --config FILE [--KEY VALUE ...]\n"
                     "       minitrain gateway --port P --upstream NAME=URL [--upstream ...] "
                     "--route MODEL=A[,B...] [--keys-db FILE]\n"
-                    "       minitrain gateway keys add|ls|revoke|disable|enable|audit --keys-db "
+                    "       minitrain gateway keys add|ls|revoke|disable|enable|audit|budget|usage --keys-db "
                     "FILE ...",
         .about = "An AI gateway in front of model servers (`minitrain serve` or any "
                  "OpenAI-compatible\nserver): fallback, outlier ejection with half-open probes, "
                  "retries under a budget,\nAPI keys with roles, rate limits, guards. Serves POST "
-                 "/v1/completions, POST\n/v1/chat/completions, GET /v1/models, GET /health, GET "
-                 "/metrics and /admin/.",
+                 "/v1/completions, POST\n/v1/chat/completions, POST /v1/embeddings, GET "
+                 "/v1/models, GET /health, GET\n/metrics and /admin/. Spend budgets: `gateway "
+                 "keys budget|usage`.",
         .opts = opts,
         .epilog = "example:\n"
                   "  minitrain gateway --port 8090 --upstream a=http://127.0.0.1:8081 \\\n"

@@ -26,6 +26,7 @@
 #include "cmd/cmd.h"
 #include "core/check.h"
 #include "gateway/gw_keys.h"
+#include "gateway/gw_ledger.h"
 
 static const char *USAGE =
     "usage: minitrain gateway keys <command> --keys-db FILE [options]\n\n"
@@ -35,6 +36,8 @@ static const char *USAGE =
     "  revoke   revoke a key for good:   revoke ID|KEY\n"
     "  disable  stop a key until enabled: disable ID   (enable ID undoes it)\n"
     "  audit    the audit trail, newest first (--limit N)\n"
+    "  budget   set spend budgets:       budget ID|role:NAME --tokens-per-day N ...\n"
+    "  usage    spend in today's and this month's UTC windows: usage ID|KEY [--json]\n"
     "`minitrain gateway keys <command> --help` lists the command's options.\n\n"
     "example:\n"
     "  minitrain gateway keys add --keys-db gateway.db --role admin --name ops\n"
@@ -106,6 +109,8 @@ typedef struct {
     const char *db, *name, *models, *role, *expires;
     long long rpm, tpm;
     int maxc, maxtok, limit, all, json;
+    long long tpd, tpmo;  /* budget: tokens per day / per month */
+    double cpd, cpmo;     /* budget: cost per day / per month */
 } cli_opts;
 
 static int cmd_add(gw_keys *k, const cli_opts *o, const char *actor) {
@@ -257,6 +262,85 @@ static int cmd_audit(gw_keys *k, const cli_opts *o, const char *actor) {
     return MT_EXIT_OK;
 }
 
+/* ---- budgets and usage (gateway/gw_ledger.h) ------------------------------------------------- */
+
+/* ID|KEY|role:NAME → the ledger subject. Returns 0 or an exit code. */
+static int resolve_subject(gw_keys *k, const char *arg, char out[40]) {
+    if (!strncmp(arg, "role:", 5)) {
+        gw_role r;
+        if (gw_role_parse(arg + 5, &r))
+            return mt_error("'%s': the role must be admin, user or viewer", arg);
+        snprintf(out, 40, "%s", arg);
+        return 0;
+    }
+    char id[24];
+    int rc = resolve_id(k, arg, id);
+    if (!rc) snprintf(out, 40, "%s", id);
+    return rc;
+}
+
+static int cmd_budget(gw_keys *k, gw_ledger *l, const char *arg, const cli_opts *o,
+                      const char *actor) {
+    char subject[40], err[200], detail[200];
+    int rc = resolve_subject(k, arg, subject);
+    if (rc) return rc;
+    gw_budget_limits b = {o->tpd, o->tpmo, o->cpd, o->cpmo};
+    rc = gw_ledger_set_budget(l, subject, &b, err, sizeof(err));
+    snprintf(detail, sizeof(detail), "{\"tokens_per_day\":%lld,\"tokens_per_month\":%lld,"
+             "\"cost_per_day\":%g,\"cost_per_month\":%g}", b.tokens_per_day, b.tokens_per_month,
+             b.cost_per_day, b.cost_per_month);
+    gw_keys_audit(k, actor, "budget.set", subject, rc ? 500 : 200, detail);
+    if (rc) return mt_error("%s", err);
+    printf("minitrain: budgets of %s: %s\n", subject, detail);
+    return MT_EXIT_OK;
+}
+
+static int cmd_usage(gw_keys *k, gw_ledger *l, const char *arg, const cli_opts *o,
+                     const char *actor) {
+    char subject[40], dr[40], mr[40];
+    int rc = resolve_subject(k, arg, subject);
+    if (rc) return rc;
+    gw_usage u;
+    if (gw_ledger_usage(l, subject, &u)) return mt_error("cannot read the spend ledger");
+    gw_keys_audit(k, actor, "usage.read", subject, 200, NULL);
+    fmt_time(u.day.reset_at, dr, sizeof(dr));
+    fmt_time(u.month.reset_at, mr, sizeof(mr));
+    const gw_budget_limits *b = &u.limits;
+    if (o->json) {
+        printf("{\"subject\":\"%s\",\"budgets\":{\"tokens_per_day\":%lld,"
+               "\"tokens_per_month\":%lld,\"cost_per_day\":%.17g,\"cost_per_month\":%.17g},"
+               "\"day\":{\"window\":\"%s\",\"tokens\":%lld,\"cost\":%.17g,\"requests\":%lld,"
+               "\"resets_at\":\"%s\"},\"month\":{\"window\":\"%s\",\"tokens\":%lld,"
+               "\"cost\":%.17g,\"requests\":%lld,\"resets_at\":\"%s\"},\"open\":%lld,"
+               "\"ledger\":[", subject, b->tokens_per_day, b->tokens_per_month, b->cost_per_day,
+               b->cost_per_month, u.day.window, u.day.tokens, u.day.cost, u.day.requests, dr,
+               u.month.window, u.month.tokens, u.month.cost, u.month.requests, mr, u.open);
+        gw_ledger_row *rows;
+        int n = strncmp(subject, "role:", 5) ? gw_ledger_rows(l, subject, o->limit, &rows) : 0;
+        for (int i = 0; i < n; i++) /* ids, states and model names are checked ASCII */
+            printf("%s{\"id\":%lld,\"at\":%lld,\"request_id\":\"%s\",\"model\":\"%s\","
+                   "\"upstream\":\"%s\",\"state\":\"%s\",\"reserved_tokens\":%lld,"
+                   "\"prompt_tokens\":%lld,\"completion_tokens\":%lld,\"cost\":%.17g}",
+                   i ? "," : "", rows[i].id, rows[i].at, rows[i].request_id, rows[i].model,
+                   rows[i].upstream, rows[i].state, rows[i].reserved_tokens,
+                   rows[i].prompt_tokens, rows[i].completion_tokens, rows[i].cost);
+        if (n) free(rows);
+        printf("]}\n");
+        return MT_EXIT_OK;
+    }
+    printf("%s: %s\n", subject, u.has_limits ? "budgets below" : "no budgets (usage only)");
+    printf("  day   %s  tokens %lld%s%lld  cost %.6g%s%.6g  requests %lld  resets %s\n",
+           u.day.window, u.day.tokens, b->tokens_per_day ? " of " : "", b->tokens_per_day,
+           u.day.cost, b->cost_per_day ? " of " : "", b->cost_per_day, u.day.requests, dr);
+    printf("  month %s     tokens %lld%s%lld  cost %.6g%s%.6g  requests %lld  resets %s\n",
+           u.month.window, u.month.tokens, b->tokens_per_month ? " of " : "",
+           b->tokens_per_month, u.month.cost, b->cost_per_month ? " of " : "", b->cost_per_month,
+           u.month.requests, mr);
+    printf("  open reservations %lld (counted at their worst case until settled); ledger rows "
+           "%lld\n", u.open, u.ledger_rows);
+    return MT_EXIT_OK;
+}
+
 /* The one plain word (the key id) of revoke/disable/enable, taken out of argv so the option table
  * sees options only. Words that are the values of options are skipped. Returns the word or NULL;
  * *argc shrinks by one when found. */
@@ -276,6 +360,27 @@ static const char *take_word(const args_opt *opts, int *argc, char **argv) {
     return NULL;
 }
 
+/* Command number k (the order of cmds in cmd_gateway_keys) on the open database. */
+static int run_command(int k, gw_keys *keys, const char *db, const char *id_arg,
+                       const cli_opts *o, const char *actor) {
+    char err[700];
+    gw_ledger *ledger = NULL;
+    if (k >= 6 && !(ledger = gw_ledger_open(db, err, sizeof(err)))) return mt_error("%s", err);
+    int rc;
+    switch (k) {
+    case 0: rc = cmd_add(keys, o, actor); break;
+    case 1: rc = cmd_ls(keys, o, actor); break;
+    case 2: rc = cmd_revoke(keys, id_arg, actor); break;
+    case 3: rc = cmd_enable(keys, id_arg, 1, actor); break;
+    case 4: rc = cmd_enable(keys, id_arg, 0, actor); break;
+    case 5: rc = cmd_audit(keys, o, actor); break;
+    case 6: rc = cmd_budget(keys, ledger, id_arg, o, actor); break;
+    default: rc = cmd_usage(keys, ledger, id_arg, o, actor);
+    }
+    gw_ledger_close(ledger);
+    return rc;
+}
+
 int cmd_gateway_keys(int argc, char **argv) {
     /* argv[0] = "keys", argv[1] = the command */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
@@ -284,12 +389,14 @@ int cmd_gateway_keys(int argc, char **argv) {
         return argc < 2 ? MT_EXIT_USAGE : MT_EXIT_OK;
     }
     const char *cmd = argv[1];
-    static const char *const cmds[] = {"add", "ls", "revoke", "disable", "enable", "audit"};
+    static const char *const cmds[] = {"add",   "ls",    "revoke", "disable",
+                                       "enable", "audit", "budget", "usage"};
     int k = -1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         if (!strcmp(cmd, cmds[i])) k = i;
     if (k < 0)
-        return mt_error("unknown keys command '%s' (add, ls, revoke, disable, enable, audit; see "
+        return mt_error("unknown keys command '%s' (add, ls, revoke, disable, enable, audit, "
+                        "budget, usage; see "
                         "`minitrain gateway keys --help`)", cmd);
     cli_opts o = {.limit = 50};
     const args_opt db = {"keys-db", KEYTAB_STRING, &o.db, 0, 0, "FILE", "the gateway's key database "
@@ -321,20 +428,45 @@ int cmd_gateway_keys(int argc, char **argv) {
         {"limit", KEYTAB_INT, &o.limit, 1, 100000, "N", "rows to show", NULL},
         {0},
     };
+    const args_opt budget_opts[] = {
+        db,
+        {"tokens-per-day", KEYTAB_I64, &o.tpd, 0, 1e15, "N", "tokens per UTC day (0 = none)", NULL},
+        {"tokens-per-month", KEYTAB_I64, &o.tpmo, 0, 1e15, "N", "tokens per UTC month (0 = none)",
+         NULL},
+        {"cost-per-day", KEYTAB_DOUBLE, &o.cpd, 0, 1e12, "X", "cost per UTC day at the config's "
+         "model prices (0 = none)", NULL},
+        {"cost-per-month", KEYTAB_DOUBLE, &o.cpmo, 0, 1e12, "X", "cost per UTC month (0 = none)",
+         NULL},
+        {0},
+    };
+    const args_opt usage_opts[] = {
+        db,
+        {"json", KEYTAB_FLAG, &o.json, 0, 0, NULL, "one JSON object, with the newest ledger rows",
+         NULL},
+        {"limit", KEYTAB_INT, &o.limit, 1, 100000, "N", "ledger rows in --json", NULL},
+        {0},
+    };
     static const char *const synopsis[] = {
         "usage: minitrain gateway keys add --keys-db FILE [options]",
         "usage: minitrain gateway keys ls --keys-db FILE [--all] [--json]",
         "usage: minitrain gateway keys revoke --keys-db FILE ID|KEY",
         "usage: minitrain gateway keys disable --keys-db FILE ID|KEY",
         "usage: minitrain gateway keys enable --keys-db FILE ID|KEY",
-        "usage: minitrain gateway keys audit --keys-db FILE [--limit N]"};
+        "usage: minitrain gateway keys audit --keys-db FILE [--limit N]",
+        "usage: minitrain gateway keys budget --keys-db FILE ID|KEY|role:NAME [--tokens-per-day N]"
+        " [--tokens-per-month N] [--cost-per-day X] [--cost-per-month X]",
+        "usage: minitrain gateway keys usage --keys-db FILE ID|KEY|role:NAME [--json]"};
     static const char *const about[] = {
         "Create a key. It is printed once, alone on the last stdout line, and stored as a hash.",
         "List the keys (ids, roles, limits, states); never the keys themselves.",
         "Revoke a key for good (its hash is erased; the row stays for the audit trail).",
         "Stop a key until `keys enable`.", "Let a disabled key work again.",
-        "Show the audit trail of admin actions, newest first."};
-    const args_opt *opts = k == 0 ? add_opts : k == 1 ? ls_opts : k == 5 ? audit_opts : id_opts;
+        "Show the audit trail of admin actions, newest first.",
+        "Set the spend budgets of a key or a role (all omitted: remove them); they apply to the\n"
+        "next request, in calendar windows (UTC days and months).",
+        "Show the spend of a key or role in the current UTC day and month, from the ledger."};
+    const args_opt *opts = k == 0 ? add_opts : k == 1 ? ls_opts : k == 5 ? audit_opts
+                         : k == 6 ? budget_opts : k == 7 ? usage_opts : id_opts;
     char name[32];
     snprintf(name, sizeof(name), "gateway keys %s", cmd);
     const args_spec spec = {.cmd = name, .synopsis = synopsis[k], .about = about[k], .opts = opts,
@@ -344,7 +476,7 @@ int cmd_gateway_keys(int argc, char **argv) {
     if (sub_argc > 63) return mt_error("too many arguments");
     memcpy(sub_argv, argv + 1, (size_t)sub_argc * sizeof(char *));
     sub_argv[sub_argc] = NULL;
-    int takes_id = k >= 2 && k <= 4;
+    int takes_id = (k >= 2 && k <= 4) || k >= 6;
     const char *id_arg = takes_id ? take_word(opts, &sub_argc, sub_argv) : NULL;
     int rc = args_parse(&spec, sub_argc, sub_argv, NULL);
     if (rc != ARGS_CONTINUE) return rc;
@@ -357,14 +489,7 @@ int cmd_gateway_keys(int argc, char **argv) {
     gw_keys *keys = gw_keys_open(o.db, err, sizeof(err));
     if (!keys) return mt_error("%s", err);
     actor_name(actor, sizeof(actor));
-    switch (k) {
-    case 0: rc = cmd_add(keys, &o, actor); break;
-    case 1: rc = cmd_ls(keys, &o, actor); break;
-    case 2: rc = cmd_revoke(keys, id_arg, actor); break;
-    case 3: rc = cmd_enable(keys, id_arg, 1, actor); break;
-    case 4: rc = cmd_enable(keys, id_arg, 0, actor); break;
-    default: rc = cmd_audit(keys, &o, actor);
-    }
+    rc = run_command(k, keys, o.db, id_arg, &o, actor);
     gw_keys_close(keys);
     return rc;
 }

@@ -182,6 +182,8 @@ int cmd_serve(int argc, char **argv) {
          "with no choices or\nempty content and no finish_reason", NULL},
         {"fault-latency", KEYTAB_INT, &o.fault_latency_ms, 0, 600000, "MS", "TEST ONLY: wait MS "
          "milliseconds before answering each\ngeneration request", NULL},
+        {"fault-latency-rate", KEYTAB_DOUBLE, &o.fault_latency_rate, 0, 1, "P", "TEST ONLY: only a "
+         "fraction P of requests get\n--fault-latency (drawn with --fault-seed)", "1"},
         {"fault-seed", KEYTAB_U64, &o.fault_seed, 0, 1e18, "N", "TEST ONLY: seed of the fault draws "
          "(same seed, same faults)", NULL},
         {0},
@@ -190,8 +192,8 @@ int cmd_serve(int argc, char **argv) {
         .cmd = "serve",
         .synopsis = "usage: minitrain serve --run DIR|FILE [options]",
         .about = "Serve a trained model over HTTP with the OpenAI completions API:\n"
-                 "  POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,\n"
-                 "  GET /metrics (Prometheus).",
+                 "  POST /v1/completions, POST /v1/chat/completions, POST /v1/embeddings,\n"
+                 "  GET /v1/models, GET /health, GET /metrics (Prometheus).",
         .opts = opts,
         .epilog = "example:\n"
                   "  minitrain serve --run runs/shakespeare --port 8080\n"

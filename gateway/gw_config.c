@@ -148,8 +148,52 @@ static const keytab_key GATEWAY_KEYS[] = {
      "off"},
     {"pii_on", KEYTAB_WORD, KEYTAB_OFF(gw_config, pii_on), GW_ON_PROMPTS, 0,
      "prompts|completions|both", "what the PII guard reads", "both"},
+    /* issue 31: load balancing and the response cache (hedge_after is read in gw_config_set) */
+    {"lb", KEYTAB_WORD, KEYTAB_OFF(gw_config, lb), GW_LB_ORDERED, 0,
+     "ordered|round_robin|least_busy|ewma_latency|p2c", "routes without their own lb", "ordered"},
+    {"cache_bytes", KEYTAB_BYTES, KEYTAB_OFF(gw_config, cache_bytes), 0, 1e12, NULL,
+     "response cache capacity (0 = off)", "0"},
+    {"cache_shared", KEYTAB_BOOL, KEYTAB_OFF(gw_config, cache_shared), 0, 0, NULL,
+     "cached answers shared across keys", "0"},
+    {"cache_ttl_s", KEYTAB_INT, KEYTAB_OFF(gw_config, cache_ttl_s), 0, 30 * 86400, NULL,
+     "> 0: the cache in Redis, entries expire after this", "0"},
     {NULL, 0, NULL, 0, 0, NULL, NULL, NULL},
 };
+
+/* The [model NAME] keys besides targets and hedge_after (issue 31). lb GW_LB_DEFAULT and
+ * hedge_after -1 (set by route_named) mean: the [gateway] value. */
+static const keytab_key ROUTE_KEYS[] = {
+    {"lb", KEYTAB_WORD, KEYTAB_OFF(gw_route_cfg, lb), GW_LB_ORDERED, 0,
+     "ordered|round_robin|least_busy|ewma_latency|p2c", NULL, NULL},
+    {"price_input", KEYTAB_DOUBLE, KEYTAB_OFF(gw_route_cfg, price_input), 0, 1e9, NULL, NULL,
+     NULL},
+    {"price_output", KEYTAB_DOUBLE, KEYTAB_OFF(gw_route_cfg, price_output), 0, 1e9, NULL, NULL,
+     NULL},
+    {NULL, 0, NULL, 0, 0, NULL, NULL, NULL},
+};
+
+static const char *const LB_NAMES[] = {"ordered", "round_robin", "least_busy", "ewma_latency",
+                                       "p2c"};
+
+const char *gw_lb_name(int lb) { return lb >= 0 && lb <= GW_LB_P2C ? LB_NAMES[lb] : NULL; }
+
+/* hedge_after = off | MS | pNN (a quantile of the route's time to first token, p50..p99.9) */
+static int parse_hedge(const char *v, double *ms, double *q, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    if (!strcmp(v, "off") || !strcmp(v, "0")) return *ms = 0, *q = 0, 0;
+    if (v[0] == 'p') {
+        double x = strtod(v + 1, &end);
+        if (end != v + 1 && !*end && !errno && x >= 50 && x < 100) return *ms = 0, *q = x / 100, 0;
+    } else {
+        double x = strtod(v, &end);
+        if (end != v && (!*end || !strcmp(end, "ms")) && !errno && x >= 1 && x <= 600000)
+            return *ms = x, *q = 0, 0;
+    }
+    snprintf(err, errlen, "hedge_after must be off, a delay in ms (1..600000) or a quantile of the "
+                          "time to first token (p50..p99.9), got '%s'", v);
+    return -1;
+}
 
 void gw_config_init(gw_config *c) {
     char err[256];
@@ -162,7 +206,7 @@ void gw_config_init(gw_config *c) {
 int gw_config_has_key(const char *key) {
     char k[64];
     norm_key(key, k, sizeof(k));
-    if (!strcmp(k, "redis")) return 1;
+    if (!strcmp(k, "redis") || !strcmp(k, "hedge_after")) return 1;
     return keytab_find(GATEWAY_KEYS, k, strlen(k)) || keytab_find(gw_policy_keys, k, strlen(k));
 }
 
@@ -179,6 +223,8 @@ int gw_config_set(gw_config *c, const char *key, const char *value, char *err, s
         }
         return copy(c->redis, sizeof(c->redis), value, "redis", err, errlen);
     }
+    if (!strcmp(k, "hedge_after"))
+        return parse_hedge(value, &c->hedge_after_ms, &c->hedge_quantile, err, errlen);
     return gw_policy_set(&c->pol, k, value, err, errlen);
 }
 
@@ -281,6 +327,8 @@ static gw_route_cfg *route_named(gw_config *c, const char *name, char *err, size
     gw_route_cfg *r = &c->routes[c->n_routes++];
     memset(r, 0, sizeof(*r));
     snprintf(r->name, sizeof(r->name), "%s", name);
+    r->lb = GW_LB_DEFAULT;
+    r->hedge_after_ms = -1;
     return r;
 }
 
@@ -500,8 +548,16 @@ static int on_key(void *user, const char *section, const char *name, const char 
     if (!strcmp(kind, "model")) {
         gw_route_cfg *r = route_named(c, arg, msg, sizeof(msg));
         if (!r) return fail_at(x, msg);
+        const keytab_key *row = keytab_find(ROUTE_KEYS, name, strlen(name));
+        if (row) return keytab_parse(row, r, value, KEYTAB_KEY, msg, sizeof(msg)) ? fail_at(x, msg)
+                                                                                  : 1;
+        if (!strcmp(name, "hedge_after"))
+            return parse_hedge(value, &r->hedge_after_ms, &r->hedge_quantile, msg, sizeof(msg))
+                       ? fail_at(x, msg)
+                       : 1;
         if (strcmp(name, "targets")) {
-            snprintf(msg, sizeof(msg), "unknown key '%s' in [model %s] (targets)", name, arg);
+            snprintf(msg, sizeof(msg), "unknown key '%s' in [model %s] (targets, lb, price_input, "
+                                       "price_output, hedge_after)", name, arg);
             return fail_at(x, msg);
         }
         return parse_targets(r, value, msg, sizeof(msg)) ? fail_at(x, msg) : 1;
@@ -605,6 +661,11 @@ int gw_config_validate(gw_config *c, char *err, size_t errlen) {
     if (c->pol.backoff_base_s > c->pol.backoff_max_s) {
         snprintf(err, errlen, "%s: backoff_base_s (%g) exceeds backoff_max_s (%g)", src,
                  c->pol.backoff_base_s, c->pol.backoff_max_s);
+        return -1;
+    }
+    if (c->cache_ttl_s > 0 && (!c->redis[0] || c->cache_bytes == 0)) {
+        snprintf(err, errlen, "%s: cache_ttl_s puts the response cache in Redis: it needs redis = "
+                              "HOST:PORT and cache_bytes > 0", src);
         return -1;
     }
     if (c->redis[0] && !c->keys_db[0]) {

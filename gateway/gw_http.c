@@ -19,6 +19,7 @@
  *   - Privacy: the access log holds ids, counts, statuses and timings — never a prompt, a
  *     completion or a key (only the key's public id).
  */
+#define _GNU_SOURCE /* strcasestr */
 #include "gateway/gw_impl.h"
 #include "serve/api.h"
 #include "core/timer.h"
@@ -30,10 +31,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { EP_HEALTH, EP_METRICS, EP_MODELS, EP_COMPLETIONS, EP_CHAT, EP_ADMIN, EP_OTHER };
+enum { EP_HEALTH, EP_METRICS, EP_MODELS, EP_COMPLETIONS, EP_CHAT, EP_EMBEDDINGS, EP_ADMIN,
+       EP_OTHER };
 
 /* Per-request state (MHD's con_cls). */
 typedef struct {
@@ -53,6 +56,8 @@ typedef struct {
     gw_admission adm;
     int have_res;       /* a reservation to settle or release */
     long reserved;      /* its tokens */
+    int cacheable;      /* its answer may go into the response cache under ckey */
+    unsigned char ckey[32];
     atomic_int refs;    /* the request + (when streaming) the response */
     char req_id[48];
 } conn;
@@ -83,6 +88,11 @@ static void ratelimit_headers(conn *cc, struct MHD_Response *r) {
     }
 }
 
+/* the endpoints that call a model: POST with a JSON body, proxied upstream */
+static int is_model_call(int ep) {
+    return ep == EP_COMPLETIONS || ep == EP_CHAT || ep == EP_EMBEDDINGS;
+}
+
 /* Queue body (ownership taken). retry_after: "" or NULL = none. */
 static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, const char *ctype,
                              api_buf *body, const char *retry_after) {
@@ -94,7 +104,7 @@ static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, con
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
-                                cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT ? "POST"
+                                is_model_call(cc->ep) ? "POST"
                                 : cc->ep == EP_ADMIN ? "GET, POST, PATCH, DELETE"
                                                      : "GET, HEAD");
     ratelimit_headers(cc, r);
@@ -135,6 +145,7 @@ static int route_of(const char *url, char *model_id, size_t cap) {
     }
     if (!strcmp(url, "/v1/completions")) return EP_COMPLETIONS;
     if (!strcmp(url, "/v1/chat/completions")) return EP_CHAT;
+    if (!strcmp(url, "/v1/embeddings")) return EP_EMBEDDINGS;
     if (!strncmp(url, "/admin/", 7)) return EP_ADMIN; /* gw_admin_handle knows its paths */
     return EP_OTHER;
 }
@@ -227,11 +238,11 @@ static enum MHD_Result handle_get(gw_gateway *g, conn *cc, struct MHD_Connection
 
 /* bytes of prompt text: what a request reserves for its prompt (exact for byte-level tokenizers,
  * an over-estimate for BPE; the settle after the answer charges the real usage) */
-static long prompt_size(const cJSON *req, int chat) {
+static long prompt_size(const cJSON *req, int chat, int embeddings) {
     long n = 0;
     const cJSON *it;
     if (!chat) {
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(req, "prompt");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(req, embeddings ? "input" : "prompt");
         if (cJSON_IsString(p)) return (long)strlen(p->valuestring);
         cJSON_ArrayForEach(it, p) {
             if (cJSON_IsString(it)) n += (long)strlen(it->valuestring);
@@ -288,6 +299,13 @@ static int cap_max_tokens(gw_gateway *g, conn *cc, struct MHD_Connection *c, cJS
 
 static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connection *c);
 
+/* The client's Cache-Control says no-cache or no-store (RFC 9111 §5.2.1): the response cache is
+ * neither read nor written for this request. */
+static int client_no_cache(struct MHD_Connection *c) {
+    const char *cc = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CACHE_CONTROL);
+    return cc && (strcasestr(cc, "no-cache") || strcasestr(cc, "no-store"));
+}
+
 static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
     int chat = cc->ep == EP_CHAT;
     cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
@@ -328,16 +346,20 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
                     model->valuestring);
     }
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(req, "stream");
-    x->stream = cJSON_IsTrue(st);
+    x->embeddings = cc->ep == EP_EMBEDDINGS;
+    x->stream = !x->embeddings && cJSON_IsTrue(st);
     const cJSON *inc = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(req, "stream_options"), "include_usage");
     x->client_usage = cJSON_IsTrue(inc);
-    long max_tokens;
+    const char *idem = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Idempotent");
+    x->no_hedge = idem && (!strcasecmp(idem, "false") || !strcmp(idem, "0"));
+    long max_tokens = 0; /* an embedding generates nothing */
     enum MHD_Result answered;
-    if (cap_max_tokens(g, cc, c, req, chat, &max_tokens, &answered)) return answered;
+    if (!x->embeddings && cap_max_tokens(g, cc, c, req, chat, &max_tokens, &answered))
+        return answered;
     int changed;
     const char *rule;
-    if (gw_guard_prompt(g->rules, req, chat, &changed, &rule)) {
+    if (gw_guard_prompt(g->rules, req, x->embeddings ? 2 : chat, &changed, &rule)) {
         pthread_mutex_lock(&g->mx.mu);
         g->mx.blocked_prompts++;
         pthread_mutex_unlock(&g->mx.mu);
@@ -346,7 +368,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
                     "the request was refused by the gateway's content policy (rule '%s')", rule);
     }
     if (g->lim && cc->have_key) {
-        long tokens = prompt_size(req, chat) + max_tokens;
+        long tokens = prompt_size(req, chat, x->embeddings) + max_tokens;
         int lr = gw_limiter_reserve(g->lim, &cc->key, tokens, &cc->adm);
         if (lr == GW_LIMIT_TOO_LARGE)
             return fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
@@ -372,6 +394,31 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
         cc->have_res = 1;
         cc->reserved = tokens;
     }
+    if (g->ledger && cc->have_key) {
+        api_error e;
+        char ra[32] = "";
+        if (gw_spend_reserve(x, &cc->key, model->valuestring, prompt_size(req, chat, x->embeddings),
+                             max_tokens, &e, ra, sizeof(ra))) {
+            api_buf b = {0};
+            api_error_json(&b, &e);
+            return reply_json(cc, c, e.status, &b, ra);
+        }
+    }
+    if (g->cache && gw_cache_eligible(req, x->embeddings) && !client_no_cache(c)) {
+        api_buf hit = {0};
+        gw_cache_key(g->cfg.routes[x->route].name, g->cfg.cache_shared ? "" : x->key_id,
+                     x->embeddings ? 2 : chat, req, cc->ckey);
+        if (gw_cache_get(g->cache, cc->ckey, &hit)) {
+            x->cached = 1;
+            x->ttft = -1;
+            x->upstream = -1;
+            x->prompt_tokens = x->completion_tokens = 0; /* nothing charged */
+            return reply(cc, c, 200, x->stream ? "text/event-stream" : "application/json", &hit,
+                         NULL);
+        }
+        cc->cacheable = 1;
+        x->capture = x->stream;
+    }
     int rc = gw_proxy_run(x);
     if (rc < 0) return MHD_NO; /* the client is gone: nobody to answer */
     if (rc == 1) return stream_reply(g, cc, c);
@@ -384,6 +431,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
         api_buf_free(&b);
         b = v;
     }
+    if (cc->cacheable && x->status == 200) gw_cache_put(g->cache, cc->ckey, b.p, b.len);
     return reply_json(cc, c, x->status, &b, x->retry_after);
 }
 
@@ -451,7 +499,8 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
     if (cc->ep == EP_OTHER)
         return fail(cc, c, 404, "invalid_request_error", NULL, "unknown_url", NULL,
                     "unknown path %.64s (endpoints: POST /v1/completions, POST "
-                    "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics, "
+                    "/v1/chat/completions, POST /v1/embeddings, GET /v1/models, GET /health, "
+                    "GET /metrics, "
                     "/admin/...)", url);
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if (cc->ep != EP_HEALTH && g->keys) {
@@ -474,7 +523,7 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
     if (cc->ep == EP_ADMIN) {
         /* the methods of each admin path are gw_admin_handle's to allow (PATCH /admin/keys/ID
          * was documented and handled there, and refused here by a second, shorter list) */
-    } else if (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT) {
+    } else if (is_model_call(cc->ep)) {
         if (strcmp(method, "POST"))
             return fail(cc, c, 405, "invalid_request_error", NULL, "method_not_allowed", NULL,
                         "method %.16s is not allowed on %s", method, url);
@@ -557,12 +606,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         else g->mx.released++;
         pthread_mutex_unlock(&g->mx.mu);
     }
+    if (cc->have_x && x->spend_active) gw_spend_settle(x, complete);
+    if (cc->cacheable && complete && x->committed && x->finished && x->capture)
+        gw_cache_put(g->cache, cc->ckey, x->captured.p, x->captured.len);
     if (cc->have_x && x->committed && !ok) { /* the client left a stream: upstream cancelled below */
         pthread_mutex_lock(&g->mx.mu);
         g->mx.stream_cancelled++;
         pthread_mutex_unlock(&g->mx.mu);
     }
-    if (status >= 100 && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN))
+    if (status >= 100 && (is_model_call(cc->ep) || cc->ep == EP_ADMIN))
         gw_metrics_request(&g->mx, cc->have_key ? cc->key.id : "", route, upstream, status);
     if (route >= 0 && complete) {
         pthread_mutex_lock(&g->mx.mu);
@@ -570,19 +622,22 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         if (x->ttft >= 0) gw_metrics_observe(&g->mx.ttft[route], x->ttft);
         if (x->prompt_tokens > 0) g->mx.tokens_in[route] += (uint64_t)x->prompt_tokens;
         if (x->completion_tokens > 0) g->mx.tokens_out[route] += (uint64_t)x->completion_tokens;
+        if (!x->cached)
+            gw_metrics_tokens(&g->mx, route, cc->have_key ? (int)cc->key.role : -1,
+                              x->prompt_tokens, x->completion_tokens);
         pthread_mutex_unlock(&g->mx.mu);
     }
-    if (!g->cfg.quiet && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN)) {
+    if (!g->cfg.quiet && (is_model_call(cc->ep) || cc->ep == EP_ADMIN)) {
         char ttft[32] = "";
         if (cc->have_x && x->ttft >= 0) snprintf(ttft, sizeof(ttft), " ttft_ms=%.1f", 1e3 * x->ttft);
         fprintf(stderr, "minitrain: gateway: req=%s key=%s %s %s model=%s status=%d upstream=%s "
-                        "attempts=%s stream=%d tokens=%ld/%ld ms=%.1f%s\n",
+                        "attempts=%s stream=%d tokens=%ld/%ld ms=%.3f%s%s\n",
                 cc->req_id, cc->have_key ? cc->key.id : "-", cc->method, cc->path,
                 route >= 0 ? g->cfg.routes[route].name : "-", status,
                 upstream >= 0 ? g->cfg.up[upstream].name : "-",
                 cc->have_x && x->log.len ? x->log.p : "-", cc->have_x ? x->stream : 0,
                 cc->have_x ? x->prompt_tokens : -1, cc->have_x ? x->completion_tokens : -1,
-                1e3 * (now - cc->t0), ttft);
+                1e3 * (now - cc->t0), ttft, cc->have_x && x->cached ? " cache=hit" : "");
     }
     if (cc->have_x) { /* give back the upstream call (a cut stream: cancelled upstream) now */
         gw_exchange_free(x);
@@ -642,10 +697,13 @@ static void free_parts(gw_gateway *g) {
     gw_rules_free(g->rules);
     if (g->lim) gw_limiter_free(g->lim);
     if (g->keys) gw_keys_close(g->keys);
+    gw_ledger_close(g->ledger);
+    gw_cache_free(g->cache);
     gw_metrics_destroy(&g->mx);
     pthread_mutex_destroy(&g->budget_mu);
     pthread_mutex_destroy(&g->pool_mu);
     pthread_mutex_destroy(&g->rng_mu);
+    pthread_mutex_destroy(&g->lb_mu);
     pthread_mutex_destroy(&g->stop_mu);
     pthread_cond_destroy(&g->stop_cv);
     free(g);
@@ -663,6 +721,7 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
     pthread_mutex_init(&g->budget_mu, NULL);
     pthread_mutex_init(&g->pool_mu, NULL);
     pthread_mutex_init(&g->rng_mu, NULL);
+    pthread_mutex_init(&g->lb_mu, NULL);
     pthread_mutex_init(&g->stop_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -682,6 +741,7 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
         snprintf(up->url_completions, sizeof(up->url_completions), "%s/v1/completions", base);
         snprintf(up->url_chat, sizeof(up->url_chat), "%s/v1/chat/completions", base);
         snprintf(up->url_health, sizeof(up->url_health), "%s/health", base);
+        snprintf(up->url_embeddings, sizeof(up->url_embeddings), "%s/v1/embeddings", base);
     }
     g->rules = gw_rules_new(cfg, err, errlen);
     if (!g->rules) {
@@ -696,6 +756,12 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
             free_parts(g);
             return NULL;
         }
+        g->ledger = gw_ledger_open(cfg->keys_db, e2, sizeof(e2));
+        if (!g->ledger) {
+            snprintf(err, errlen, "keys_db '%s': %s", cfg->keys_db, e2);
+            free_parts(g);
+            return NULL;
+        }
         g->lim = gw_limiter_new(cfg->redis[0] ? cfg->redis : NULL, cfg->redis_fail_open, e2,
                                 sizeof(e2));
         if (!g->lim) {
@@ -705,6 +771,10 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
             return NULL;
         }
     }
+    if (cfg->cache_bytes > 0)
+        g->cache = cfg->cache_ttl_s > 0
+                       ? gw_cache_new_redis(cfg->cache_bytes, cfg->redis, cfg->cache_ttl_s)
+                       : gw_cache_new(cfg->cache_bytes);
     if (cfg->pol.health_interval_s > 0) health_round(g); /* know the upstreams before serving */
     api_listen_opts lo = {.host = cfg->host, .port = cfg->port, .who = "gateway",
                          .timeout_s = (unsigned)cfg->pol.client_timeout_s, .conn_limit = 1024u,

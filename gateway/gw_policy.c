@@ -219,6 +219,19 @@ gw_outcome gw_check_response(const char *body, size_t n, int chat, long *prompt_
     return o;
 }
 
+gw_outcome gw_check_embeddings(const char *body, size_t n, long *prompt_tokens) {
+    cJSON *root = cJSON_ParseWithLength(body, n);
+    if (!root) return GW_OUT_BAD_BODY;
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+    gw_outcome o = !cJSON_IsObject(root) || !cJSON_IsArray(data) ? GW_OUT_BAD_BODY
+                   : cJSON_GetArraySize(data) == 0               ? GW_OUT_EMPTY
+                                                                 : GW_OUT_OK;
+    long ignored = -1;
+    if (o == GW_OUT_OK) read_usage(root, prompt_tokens, &ignored);
+    cJSON_Delete(root);
+    return o;
+}
+
 /* ---- server-sent events ------------------------------------------------------------------------------ */
 
 void gw_sse_feed(gw_sse *s, const void *data, size_t n) {

@@ -140,6 +140,7 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
             }
         }
     } else if (ev.has_choice) {
+        if (tl > 0) x->produced++;
         if (ev.finish[0]) {
             x->finished = 1;
             snprintf(x->finish, sizeof(x->finish), "%s", ev.finish);
@@ -178,6 +179,14 @@ long gw_stream_read(gw_exchange *x, char *buf, size_t max) {
     gw_gateway *g = x->g;
     for (;;) {
         long k = api_buf_drain(&x->out, &x->out_off, buf, max);
+        if (k > 0 && x->capture) {
+            if (x->captured.len + (size_t)k <= g->cfg.cache_bytes / 4) {
+                api_buf_put(&x->captured, buf, (size_t)k);
+            } else { /* too big to cache: stop keeping it */
+                x->capture = 0;
+                api_buf_free(&x->captured);
+            }
+        }
         if (k >= 0) return k;
         if (x->phase == GW_PH_END) return 0;
         gw_call *c = x->call;

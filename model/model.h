@@ -386,6 +386,10 @@ void gpt_decode_reset(gpt_decode_state *s);
  * recomputed. Returns s->logits. */
 const float *gpt_decode_step(const gpt_model *m, gpt_decode_state *s, int token);
 void gpt_decode_free(gpt_decode_state *s);
+/* After gpt_decode_step: the last hidden state of the token it fed — the final LayerNorm's
+ * output (C floats, what the LM head multiplies; Hugging Face's last_hidden_state) — copied to
+ * out (host). */
+void gpt_decode_hidden(const gpt_model *m, const gpt_decode_state *s, float *out);
 
 /* --- continuous batching (model/decode_batch.c) ------------------------------------------------
  * One forward over the next tokens of several generations: each linear layer is one GEMM over

@@ -62,6 +62,10 @@ struct srv_server {
     pthread_mutex_t fault_mu;
     rng_state fault_rng;
     unsigned long n_empty;
+    /* POST /v1/embeddings: one decode state, made on first use, one request at a time */
+    pthread_mutex_t embed_mu;
+    gpt_decode_state embed_st;
+    int embed_ready;
 };
 
 /* Per-request state (MHD's con_cls), freed in on_completed. */
@@ -107,9 +111,11 @@ static void new_id(srv_server *s, int chat, char *out, size_t cap) {
              (unsigned long long)(b & 0xffffffffu));
 }
 
-/* The two generation endpoints (POST, with a body). */
+/* The endpoints that run the model (POST, with a body): the two generation endpoints and
+ * embeddings. */
 static int is_generation(int endpoint) {
-    return endpoint == SRV_EP_COMPLETIONS || endpoint == SRV_EP_CHAT;
+    return endpoint == SRV_EP_COMPLETIONS || endpoint == SRV_EP_CHAT ||
+           endpoint == SRV_EP_EMBEDDINGS;
 }
 
 static uint64_t new_seed(srv_server *s) {
@@ -185,6 +191,7 @@ static int route(const char *url, const char **model_id) {
         *model_id = url + 11;
         return SRV_EP_MODELS;
     }
+    if (!strcmp(url, "/v1/embeddings")) return SRV_EP_EMBEDDINGS;
     if (!strcmp(url, "/health")) return SRV_EP_HEALTH;
     if (!strcmp(url, "/metrics")) return SRV_EP_METRICS;
     return SRV_EP_OTHER;
@@ -350,6 +357,16 @@ static int fault_draw(srv_server *s, int *variant) {
     return f;
 }
 
+/* Does this request get --fault-latency? Every one, or a fraction --fault-latency-rate of them
+ * (a draw only then, so the status/empty sequence of a seed stays what it was without it). */
+static int latency_draw(srv_server *s) {
+    if (s->o.fault_latency_rate <= 0 || s->o.fault_latency_rate >= 1) return 1;
+    pthread_mutex_lock(&s->fault_mu);
+    int hit = rng_uniform(&s->fault_rng) < s->o.fault_latency_rate;
+    pthread_mutex_unlock(&s->fault_mu);
+    return hit;
+}
+
 /* Sleep --fault-latency, watching the client. Returns 0, or -1 if the client left. */
 static int fault_sleep(srv_server *s, int fd) {
     double until = timer_now() + s->o.fault_latency_ms / 1000.0;
@@ -401,7 +418,7 @@ static enum MHD_Result reply_empty(srv_server *s, conn_ctx *cc, struct MHD_Conne
 /* Apply --fault-* to a valid request: MHD_YES/NO if it was answered (or dropped), -1 if it goes
  * on to be generated. */
 static int apply_faults(srv_server *s, conn_ctx *cc, struct MHD_Connection *c, api_request *req) {
-    if (s->o.fault_latency_ms > 0 && fault_sleep(s, conn_fd(c)) != 0) {
+    if (s->o.fault_latency_ms > 0 && latency_draw(s) && fault_sleep(s, conn_fd(c)) != 0) {
         api_request_free(req);
         return MHD_NO; /* the client left while we stalled */
     }
@@ -500,6 +517,26 @@ static enum MHD_Result handle_completion(srv_server *s, conn_ctx *cc, struct MHD
 
 /* ---- MHD callbacks ---------------------------------------------------------------------------- */
 
+static enum MHD_Result handle_embeddings(srv_server *s, conn_ctx *cc, struct MHD_Connection *c) {
+    api_error e;
+    if (!atomic_load(&s->ready)) {
+        api_fail(&e, 503, "server_error", NULL, "model_loading", "the model is still loading");
+        return reply_error(cc, c, &e);
+    }
+    api_buf b = {0};
+    pthread_mutex_lock(&s->embed_mu);
+    if (!s->embed_ready) {
+        gpt_decode_init(&s->embed_st, s->m);
+        s->embed_ready = 1;
+    }
+    int rc = srv_embeddings(s->m, &s->mi, &s->embed_st, cc->body.p ? cc->body.p : "",
+                            cc->body.len, &b, &e);
+    pthread_mutex_unlock(&s->embed_mu);
+    api_buf_free(&cc->body);
+    if (rc) return reply_error(cc, c, &e);
+    return reply_json(cc, c, 200, &b);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -525,7 +562,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (cc->endpoint == SRV_EP_OTHER) {
             api_fail(&e, 404, "invalid_request_error", NULL, "unknown_url",
                     "unknown path %.64s (endpoints: POST /v1/completions, POST "
-                    "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics)", url);
+                    "/v1/chat/completions, POST /v1/embeddings, GET /v1/models, GET /health, "
+                    "GET /metrics)", url);
             return reply_error(cc, c, &e);
         }
         if (is_generation(cc->endpoint) ? strcmp(method, "POST") != 0 : !is_get) {
@@ -556,6 +594,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 "the request body is over the limit of %zu bytes (--max-body)", s->o.max_body);
         return reply_error(cc, c, &e);
     }
+    if (cc->endpoint == SRV_EP_EMBEDDINGS) return handle_embeddings(s, cc, c);
     return handle_completion(s, cc, c);
 }
 
@@ -614,6 +653,7 @@ srv_server *srv_start(const srv_opts *o, char *err, size_t errlen) {
     pthread_mutex_init(&s->id_mu, NULL);
     rng_seed(&s->id_rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)s);
     pthread_mutex_init(&s->fault_mu, NULL);
+    pthread_mutex_init(&s->embed_mu, NULL);
     rng_seed(&s->fault_rng, o->fault_seed);
     if (s->o.fault_status == 0) s->o.fault_status = 500;
     if (s->o.fault_retry_after_s <= 0) s->o.fault_retry_after_s = 1;
@@ -662,5 +702,7 @@ void srv_stop(srv_server *s) {
     srv_metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->id_mu);
     pthread_mutex_destroy(&s->fault_mu);
+    if (s->embed_ready) gpt_decode_free(&s->embed_st);
+    pthread_mutex_destroy(&s->embed_mu);
     free(s);
 }

@@ -23,12 +23,8 @@ PY=/usr/bin/python3
 . tests/gateway_lib.sh # (sources tests/lib.sh)
 tmp_dir mt_gateway
 export TMP
-# every gateway must stop cleanly on SIGTERM (under ASan: no leak, no report)
-stopgw() { local rc=0; stop "$1" || rc=$?; [ "$rc" = 0 ] || bad "gateway $1: exit $rc after SIGTERM"; }
 
-[ -x build/bench/serve_mkmodel ] || make -s build/bench/serve_mkmodel >/dev/null
-build/bench/serve_mkmodel "$TMP/m" 2 2 64 128 256 >/dev/null        # tiny: fast answers
-build/bench/serve_mkmodel "$TMP/slow" 4 4 256 1024 256 >/dev/null   # slow enough to cut a stream
+gw_models # $TMP/m (tiny), $TMP/slow
 C='{"model":"m","prompt":"hello","max_tokens":4}'
 
 echo "-- configuration errors: one clear line, exit 2"

@@ -106,6 +106,38 @@ static void test_config_file(void **state) {
     free(c);
 }
 
+/* issue 31's keys: load balancing, hedging, the cache, prices — per route and gateway-wide */
+static void test_config_balancing_cache_prices(void **state) {
+    (void)state;
+    gw_config *c = load_ok("[gateway]\nlb = least_busy\nhedge_after = p95\ncache_bytes = 2M\n"
+                           "cache_shared = yes\n"
+                           "[upstream a]\nurl = http://127.0.0.1:1\n[upstream b]\nurl = http://x:2\n"
+                           "[model m]\ntargets = a | b\nlb = p2c\nhedge_after = 40ms\n"
+                           "price_input = 0.5\nprice_output = 1.5\n[model n]\ntargets = a\n");
+    char err[512];
+    assert_int_equal(gw_config_validate(c, err, sizeof(err)), 0);
+    assert_int_equal(c->lb, GW_LB_LEAST_BUSY);
+    assert_true(c->hedge_after_ms == 0 && c->hedge_quantile == 0.95);
+    assert_int_equal(c->cache_bytes, 2 * 1048576);
+    assert_int_equal(c->cache_shared, 1);
+    assert_int_equal(c->routes[0].lb, GW_LB_P2C);
+    assert_true(c->routes[0].hedge_after_ms == 40 && c->routes[0].hedge_quantile == 0);
+    assert_true(c->routes[0].price_input == 0.5 && c->routes[0].price_output == 1.5);
+    assert_int_equal(c->routes[1].lb, GW_LB_DEFAULT);  /* inherits the [gateway] lb */
+    assert_true(c->routes[1].hedge_after_ms == -1);    /* ... and its hedge_after */
+    assert_string_equal(gw_lb_name(GW_LB_EWMA_LATENCY), "ewma_latency");
+    assert_null(gw_lb_name(GW_LB_DEFAULT));
+    assert_int_equal(gw_config_set(c, "lb", "round_robin", err, sizeof(err)), 0); /* --lb */
+    assert_int_equal(c->lb, GW_LB_ROUND_ROBIN);
+    assert_int_equal(gw_config_set(c, "hedge-after", "off", err, sizeof(err)), 0);
+    assert_true(c->hedge_after_ms == 0 && c->hedge_quantile == 0);
+    assert_int_equal(gw_config_set(c, "cache-bytes", "0", err, sizeof(err)), 0);
+    assert_int_equal(c->cache_bytes, 0);
+    assert_int_equal(gw_config_has_key("hedge-after"), 1);
+    free(c);
+    unlink(write_tmp(""));
+}
+
 /* each bad file must fail, and the message must name the line and the culprit */
 static void test_config_errors(void **state) {
     (void)state;
@@ -135,6 +167,12 @@ static void test_config_errors(void **state) {
         {"[gateway]\nthis line is not ini\n", ":2: malformed line"},
         {"[rule r]\npattern = x\naction = shout\n", ":3: rule r: 'action' must be block or redact, got 'shout'"},
         {"[gateway]\nredis = nohostport\n", ":2: redis must be HOST:PORT"},
+        {"[model m]\ntargets = a\nlb = fastest\n", ":3: 'lb' must be ordered, round_robin"},
+        {"[gateway]\nhedge_after = p101\n", ":2: hedge_after must be off, a delay in ms"},
+        {"[gateway]\nhedge_after = 5s\n", ":2: hedge_after must be off, a delay in ms"},
+        {"[model m]\ntargets = a\nprice_input = -1\n", ":3: 'price_input' = -1 is out of range"},
+        {"[gateway]\ncache_bytes = lots\n", ":2: 'cache_bytes' needs a byte count"},
+        {"[model m]\ntargets = a\nspeed = 3\n", ":3: unknown key 'speed' in [model m] (targets, lb"},
     };
     char err[512];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -578,6 +616,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_balancing_cache_prices),
         cmocka_unit_test(test_health_ejection),
         cmocka_unit_test(test_health_retry_after),
         cmocka_unit_test(test_health_active_and_decay),
