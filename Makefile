@@ -30,7 +30,7 @@ else
 endif
 ASAN ?= 0
 
-CFLAGS_BASE = -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. -MMD -MP
+CFLAGS_BASE = -std=gnu11 -O3 -g -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. -MMD -MP
 ifeq ($(ASAN),1)
   CFLAGS_BASE = -std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fopenmp -Wall -Wextra -Werror -I. -MMD -MP
