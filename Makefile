@@ -6,6 +6,8 @@
 #                   node + npm)
 #   make demo       deps + build + prepare Shakespeare + train examples/shakespeare.ini + sample
 #   make test       test-deps + build + every test (unit, reference, end-to-end, guard, no-MPI, asan)
+#   make test T=ckpt  one area: tests/run_ckpt.sh and the area's unit tests (UNITS_ckpt below)
+#   make test-quick the unit tests, the layering check, the map, run_e2e and run_ckpt (minutes)
 #   make guard      rerun the end-to-end scripts of GUARD_TESTS on the guard device (docs/gpu.md)
 #   make asan       build with AddressSanitizer/UBSan into build-asan/ and run the unit tests
 #   make nompi      build without MPI (MPICC=) into build-nompi/ and run the unit tests
@@ -209,7 +211,7 @@ ifeq ($(GPU),1)
   GPU_TOOLS = $(BUILD)/tests/gpu/gpu_parity
 endif
 
-.PHONY: all deps test-deps demo test unit guard asan nompi fuzz bench clean js-tiktoken
+.PHONY: all deps test-deps demo test test-quick test-area unit guard asan nompi fuzz bench clean js-tiktoken
 all: $(BIN) $(GPU_TOOLS)
 
 # V=1 shows full command lines
@@ -290,10 +292,18 @@ demo: deps
 unit: $(TEST_BINS)
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
 
+# $(call run_scripts,SCRIPTS): each end-to-end script in turn, its wall time after it (the lines
+# tests/README.md's durations are read from); the first failure stops the loop
+define run_scripts
+	@set -e; for s in $(1); do echo "== $$s"; t0=$$(date +%s); bash $$s; \
+	  echo "== $$s: $$(( $$(date +%s) - t0 )) s"; done
+endef
+
+ifeq ($(T),)
 test: test-deps
 	$(MAKE) minitrain
 	$(MAKE) unit
-	@set -e; for s in tests/run_*.sh; do echo "== $$s"; bash $$s; done
+	$(call run_scripts,$(wildcard tests/run_*.sh))
 	$(MAKE) guard
 	@echo "== a build without MPI (make nompi): -Werror, single-process unit tests"
 	$(MAKE) nompi
@@ -302,6 +312,59 @@ test: test-deps
 	@echo "== fuzzing (make fuzz): every harness for $(FUZZ_SECONDS) s"
 	$(MAKE) fuzz
 	@echo "all tests passed"
+else
+test: test-area
+endif
+
+# --- one area, a quick subset ---------------------------------------------------------------------
+# make test T=NAME: tests/run_NAME.sh (when there is one) and the unit tests of that area, UNITS_NAME
+# (default: every tests/test_NAME*.c). No package installs: run `make test-deps` once first.
+UNITS_ckpt = test_ckpt_bulkio test_ckpt_commit test_ckpt_peer test_ckpt_writer \
+             test_checkpoint_trainer test_reshard test_safetensors
+UNITS_peer_ckpt = test_ckpt_peer test_peer_topology
+UNITS_e2e = test_config test_args test_data test_tokenizer test_optim test_sample test_rundb
+UNITS_bad_inputs = test_config test_args
+UNITS_parallel = test_parallel_units test_reference test_perf_step
+UNITS_pipeline = test_parallel_units
+UNITS_moe_ep = test_moe
+UNITS_moe_train = test_moe
+UNITS_guard = test_guard
+UNITS_serve = test_serve test_serve_chat test_decode_batch
+UNITS_openai = test_serve_chat
+UNITS_gateway = test_gw_proxy test_gw_keys test_gw_limit
+UNITS_gw_redis = test_gw_limit
+UNITS_resilience = test_sched test_runlock
+UNITS_reliability = test_sched test_runlock
+UNITS_chaos = test_sched
+UNITS_events = test_events test_rundb
+UNITS_plan = test_plan test_replan test_peer_topology
+UNITS_slurm = test_replan
+UNITS_interop = test_interop test_safetensors
+UNITS_tokenizer_gpt2 = test_tokenizer test_interop
+UNITS_report_html = test_report_svg test_rundb
+UNITS_pii = test_pii
+UNITS_robust = test_robust
+UNITS_gpu_script = test_ops_cuda_launch
+UNITS_layers =
+UNITS_map =
+UNITS_tutorial =
+AREA_UNITS = $(if $(filter undefined,$(origin UNITS_$(T))), \
+               $(patsubst tests/%.c,%,$(wildcard tests/test_$(T)*.c)),$(UNITS_$(T)))
+AREA_SCRIPT = $(wildcard tests/run_$(T).sh)
+test-area:
+	@[ -n "$(AREA_SCRIPT)$(strip $(AREA_UNITS))" ] || { echo "make test T=$(T): no tests/run_$(T).sh and no \
+	unit tests for it; areas: $(patsubst tests/run_%.sh,%,$(wildcard tests/run_*.sh))"; exit 2; }
+	$(MAKE) minitrain $(AREA_UNITS:%=$(BUILD)/tests/%)
+	@set -e; for t in $(AREA_UNITS:%=$(BUILD)/tests/%); do echo "== $$t"; $$t; done
+	$(call run_scripts,$(AREA_SCRIPT))
+	@echo "area $(T): passed"
+
+QUICK_SCRIPTS = tests/run_layers.sh tests/run_map.sh tests/run_e2e.sh tests/run_ckpt.sh
+test-quick:
+	$(MAKE) minitrain
+	$(MAKE) unit
+	$(call run_scripts,$(QUICK_SCRIPTS))
+	@echo "quick tests passed (the whole suite: make test)"
 
 # The guard device (docs/gpu.md): these end-to-end scripts again with every model buffer PROT_NONE
 # outside the ops (MINITRAIN_DEVICE=guard overrides each run's device). Every layout is compared

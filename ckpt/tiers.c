@@ -256,6 +256,12 @@ int ckpt_tiers_choose(const ckpt_tiers *t, int64_t want, int *tier, int64_t *ste
         free(steps);
     }
     if (n > 0) qsort(c, (size_t)n, sizeof(*c), cmp_candidate);
+    char have[256] = ""; /* the steps there are, oldest first, each once: for a missing --resume N */
+    size_t hl = 0;
+    for (int i = n - 1; i >= 0 && hl < sizeof(have) - 24; i--)
+        if (i == n - 1 || c[i].step != c[i + 1].step)
+            hl += (size_t)snprintf(have + hl, sizeof(have) - hl, "%s%" PRId64, hl ? ", " : "",
+                                   c[i].step);
     int found = 0, seen = 0;
     for (int i = 0; i < n && !found; i++) {
         if (want >= 0 && c[i].step != want) continue;
@@ -274,8 +280,9 @@ int ckpt_tiers_choose(const ckpt_tiers *t, int64_t want, int *tier, int64_t *ste
     free(c);
     if (!found && want >= 0) {
         if (seen == 0)
-            mt_errf(err, errlen, "no committed checkpoint of step %" PRId64 " under %s%s%s", want,
-                    t->root[1], t->on[0] ? " or tier 0 " : "", t->on[0] ? t->root[0] : "");
+            mt_errf(err, errlen, "no committed checkpoint of step %" PRId64 " under %s%s%s "
+                    "(committed steps: %s)", want, t->root[1], t->on[0] ? " or tier 0 " : "",
+                    t->on[0] ? t->root[0] : "", n ? have : "none");
         else
             mt_errf(err, errlen, "checkpoint does not verify: %s", last);
         return -1;

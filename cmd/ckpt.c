@@ -23,6 +23,7 @@
 #include "cmd/cmd.h"
 #include "ckpt/ckpt.h"
 #include "core/check.h"
+#include "core/fs.h"
 #include "train/checkpoint.h"
 #include "model/interop.h"
 #include "train/import.h"
@@ -79,14 +80,14 @@ static int parse_args(ckpt_args *a, int argc, char **argv, int k) {
     memset(a, 0, sizeof(*a));
     long long step = -1;
     args_opt opts[] = {
-        {"run", ARG_STRING, &a->run, 0, 0, "DIR", "run directory (holds ckpt/ and run.db)", ""},
-        {"step", ARG_I64, &step, 0, 9.2e18, "N", "only this step (default: every step; export: "
+        {"run", KEYTAB_STRING, &a->run, 0, 0, "DIR", "run directory (holds ckpt/ and run.db)", ""},
+        {"step", KEYTAB_I64, &step, 0, 9.2e18, "N", "only this step (default: every step; export: "
          "the newest that\nverifies)", ""},
-        {"out", ARG_STRING, &a->out, 0, 0, "FILE", "the file to write (default "
+        {"out", KEYTAB_STRING, &a->out, 0, 0, "FILE", "the file to write (default "
          "DIR/hf/model.safetensors, llmc:\nDIR/llmc/model.bin or model_bf16.bin)", ""},
-        {"format", ARG_STRING, &a->format, 0, 0, "FMT", "hf (Hugging Face safetensors + "
+        {"format", KEYTAB_STRING, &a->format, 0, 0, "FMT", "hf (Hugging Face safetensors + "
          "config.json) or llmc (llm.c's\nmodel file)", "hf"},
-        {"dtype", ARG_STRING, &a->dtype, 0, 0, "T", "--format llmc: fp32 (version 3) or bf16 "
+        {"dtype", KEYTAB_STRING, &a->dtype, 0, 0, "T", "--format llmc: fp32 (version 3) or bf16 "
          "(version 5, round to\nnearest even)", "fp32"},
         {0},
     };
@@ -251,8 +252,10 @@ static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *d
     snprintf(tmp, sizeof(tmp), "%s", out);
     if (fs_mkdir_p(dirname(tmp), msg, sizeof(msg)) != 0) mt_fail("%s", msg);
     if (interop_llmc_write(m, out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, msg,
-                           sizeof(msg)) != 0)
-        mt_fail("writing %s: %s", out, msg);
+                           sizeof(msg)) != 0) {
+        if (m->cfg.moe_every > 0) mt_fail("%s", msg); /* refused before anything is written */
+        mt_fail_io("writing %s: %s", out, msg);
+    }
     struct stat st;
     printf("exported step %d from %s -> %s (llm.c model file, version %d %s, %s)\n", step, dir,
            out, bf16 ? INTEROP_LLMC_BF16 : INTEROP_LLMC_FP32, bf16 ? "bf16" : "fp32",
@@ -265,11 +268,11 @@ static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *d
 static int do_import(int argc, char **argv) {
     const char *from = NULL, *out = NULL, *tok = NULL, *src = NULL;
     const args_opt opts[] = {
-        {"from", ARG_STRING, &from, 0, 0, "KIND", "llmc (an llm.c model file) or hf (a Hugging "
+        {"from", KEYTAB_STRING, &from, 0, 0, "KIND", "llmc (an llm.c model file) or hf (a Hugging "
          "Face directory\nor .safetensors file with config.json beside it)", ""},
-        {"out", ARG_STRING, &out, 0, 0, "RUN_DIR", "the run directory to create (must hold no "
+        {"out", KEYTAB_STRING, &out, 0, 0, "RUN_DIR", "the run directory to create (must hold no "
          "checkpoints)", ""},
-        {"tokenizer", ARG_STRING, &tok, 0, 0, "FILE", "tokenizer to store as RUN_DIR/tokenizer.bin "
+        {"tokenizer", KEYTAB_STRING, &tok, 0, 0, "FILE", "tokenizer to store as RUN_DIR/tokenizer.bin "
          "(tiktoken, Hugging\nFace, llm.c or minitrain)", ""},
         {0},
     };
@@ -302,26 +305,20 @@ static int do_import(int argc, char **argv) {
     return MT_EXIT_OK;
 }
 
-/* 1 when paths a and b name the same file (the same inode, or the same string) */
-static int same_path(const char *a, const char *b) {
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    return strcmp(a, b) == 0;
-}
-
-/* An export never replaces the run's own files: `--out DIR/run.db` once turned the run database
- * into a safetensors file, and `--out DIR/model.safetensors` would swap the trained model for
- * the transposed HF layout. */
+/* An export goes through the one output rule (checkpoint_catalog_check_output): never the run's
+ * own files (`--out DIR/run.db` once turned the run database into a safetensors file), never into
+ * a checkpoint (then `ckpt verify` fails), never renamed over /dev/null, a FIFO or a symbolic
+ * link. For hf, config.json beside the output is held to the same rule. */
 static void export_check_out(const ckpt_args *a) {
-    static const char *const own[] = {"run.db", "run.db-wal", "run.db-shm", "model.safetensors",
-                                      "tokenizer.bin"};
-    for (size_t k = 0; a->out && k < sizeof(own) / sizeof(own[0]); k++) {
-        char p[CKPT_PATH_MAX];
-        snprintf(p, sizeof(p), "%.4000s/%s", a->run, own[k]);
-        if (same_path(a->out, p))
-            mt_fail("ckpt export: --out %s is the run's own %s; export elsewhere (default %s/hf/)",
-                    a->out, own[k], a->run);
-    }
+    if (!a->out) return;
+    char err[2 * CKPT_PATH_MAX], cfg[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX];
+    if (checkpoint_catalog_check_output(&a->cat, a->run, a->out, FS_OUT_MAKE_DIR, err, sizeof(err)) < 0)
+        mt_fail("ckpt export --out: %s", err);
+    if (a->format && !strcmp(a->format, "llmc")) return;
+    snprintf(tmp, sizeof(tmp), "%s", a->out);
+    snprintf(cfg, sizeof(cfg), "%.4000s/config.json", dirname(tmp));
+    if (checkpoint_catalog_check_output(&a->cat, a->run, cfg, FS_OUT_MAKE_DIR, err, sizeof(err)) < 0)
+        mt_fail("ckpt export --out: config.json goes beside it: %s", err);
 }
 
 static int do_export(ckpt_args *a) {
@@ -347,7 +344,12 @@ static int do_export(ckpt_args *a) {
     snprintf(tmp, sizeof(tmp), "%s", out);
     snprintf(outdir, sizeof(outdir), "%s", dirname(tmp)); /* dirname may modify its argument */
     char werr[CKPT_PATH_MAX + 2100]; /* "writing PATH: why" */
-    if (interop_hf_write(&m, out, step, werr, sizeof(werr)) != 0) mt_fail("%s", werr);
+    /* --out passed export_check_out: a failure is the disk's (exit 4), but for an MoE model,
+     * which the format cannot hold (refused before anything is written: exit 2) */
+    if (interop_hf_write(&m, out, step, werr, sizeof(werr)) != 0) {
+        if (m.cfg.moe_every > 0) mt_fail("%s", werr);
+        mt_fail_io("%s", werr);
+    }
     char sb[64];
     printf("exported step %d from %s -> %s (%s) and %s/config.json\n", step, dir, out,
            human((int64_t)m.num_params * 4, sb, sizeof(sb)), outdir);

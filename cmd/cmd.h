@@ -1,8 +1,8 @@
 /*
  * cmd/cmd.h — the subcommands of `minitrain`, one file each under cmd/.
  *
- * cmd/ is the top floor (DESIGN.md: core ← parallel, ckpt ← train ← safety, gateway, sched ← cmd
- * ← minitrain.c): the only one that may include every module. A subcommand parses its options
+ * cmd/ is the top floor (docs/design.md: core ← parallel, ckpt, text ← ops ← model ← train ←
+ * safety, sched ← cmd ← minitrain.c): the only one that may include every module. A subcommand parses its options
  * with the table parser (cmd/args.h), wires the modules together (e.g. cmd/train.c registers the
  * trainer's hooks, sched's among them) and calls their public functions; the work itself lives in
  * the modules.

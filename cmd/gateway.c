@@ -38,16 +38,16 @@ static void policy_help(FILE *out) {
                  "  --all-ejected M           longest (default: try the upstream out longest,\n"
                  "                            then 503 + Retry-After) or refuse (503 at once)\n"
                  "  --pii M                   off (default) or mask (safety/pii placeholders)\n"
-                 "  --pii-on W                prompts, completions or both (default both)\n\n"
+                 "  --pii-on W                prompts, completions or both (default both)\n"
+                 "  --lb M                    ordered (default), round_robin, least_busy,\n"
+                 "                            ewma_latency or p2c (a [model] may set its own)\n"
+                 "  --hedge-after W           off (default), MS or pNN: a second attempt when the\n"
+                 "                            first has no first token by then\n"
+                 "  --cache-bytes N           response cache for deterministic requests (0 = off)\n"
+                 "  --cache-shared B          true: cached answers are shared across keys\n"
+                 "  --cache-ttl-s S           > 0: the cache in Redis (--redis), entries expire\n\n"
                  "policy (the one table of thresholds; also [policy] keys of the file):\n");
-    for (const gw_policy_key *k = gw_policy_keys; k->name; k++) {
-        char flag[64];
-        size_t i = 0;
-        for (; k->name[i] && i < sizeof(flag) - 1; i++)
-            flag[i] = k->name[i] == '_' ? '-' : k->name[i];
-        flag[i] = 0;
-        fprintf(out, "  --%-23s %s (default %g)\n", flag, k->help, k->def);
-    }
+    keytab_print_options(out, gw_policy_keys, NULL, 28);
 }
 
 static void print_routes(const gw_config *cfg) {
@@ -68,9 +68,9 @@ int cmd_gateway(int argc, char **argv) {
     int quiet = 0;
     args_overrides ov = {0}; /* the [gateway]/[policy] keys, --upstream and --route, in order */
     const args_opt opts[] = {
-        {"config", ARG_STRING, &config_path, 0, 0, "FILE",
+        {"config", KEYTAB_STRING, &config_path, 0, 0, "FILE",
          "INI file: [gateway] [policy] [upstream NAME] [model NAME] [rule NAME]", ""},
-        {"quiet", ARG_FLAG, &quiet, 0, 0, NULL, "no access log", ""},
+        {"quiet", KEYTAB_FLAG, &quiet, 0, 0, NULL, "no access log", ""},
         {0},
     };
     const args_spec spec = {
@@ -78,13 +78,14 @@ int cmd_gateway(int argc, char **argv) {
         .synopsis = "usage: minitrain gateway --config FILE [--KEY VALUE ...]\n"
                     "       minitrain gateway --port P --upstream NAME=URL [--upstream ...] "
                     "--route MODEL=A[,B...] [--keys-db FILE]\n"
-                    "       minitrain gateway keys add|ls|revoke|disable|enable|audit --keys-db "
+                    "       minitrain gateway keys add|ls|revoke|disable|enable|audit|budget|usage --keys-db "
                     "FILE ...",
         .about = "An AI gateway in front of model servers (`minitrain serve` or any "
                  "OpenAI-compatible\nserver): fallback, outlier ejection with half-open probes, "
                  "retries under a budget,\nAPI keys with roles, rate limits, guards. Serves POST "
-                 "/v1/completions, POST\n/v1/chat/completions, GET /v1/models, GET /health, GET "
-                 "/metrics and /admin/.",
+                 "/v1/completions, POST\n/v1/chat/completions, POST /v1/embeddings, GET "
+                 "/v1/models, GET /health, GET\n/metrics and /admin/. Spend budgets: `gateway "
+                 "keys budget|usage`.",
         .opts = opts,
         .epilog = "example:\n"
                   "  minitrain gateway --port 8090 --upstream a=http://127.0.0.1:8081 \\\n"
@@ -96,7 +97,10 @@ int cmd_gateway(int argc, char **argv) {
         .help_tail = policy_help,
     };
     int prc = args_parse(&spec, argc, argv, NULL);
-    if (prc != ARGS_CONTINUE) return prc;
+    if (prc != ARGS_CONTINUE) {
+        args_overrides_free(&ov); /* those taken before the refused word */
+        return prc;
+    }
     if (ov.overflow)
         mt_fail("more than %d gateway options on the command line", ARGS_MAX_OVERRIDES);
     gw_config *cfg = callocCheck(1, sizeof(gw_config));

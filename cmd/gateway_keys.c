@@ -12,6 +12,7 @@
  * table (cmd/args.h); revoke, disable and enable also take the key id as a plain word.
  */
 #define _GNU_SOURCE /* timegm, strptime */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include "cmd/cmd.h"
 #include "core/check.h"
 #include "gateway/gw_keys.h"
+#include "gateway/gw_ledger.h"
 
 static const char *USAGE =
     "usage: minitrain gateway keys <command> --keys-db FILE [options]\n\n"
@@ -34,6 +36,8 @@ static const char *USAGE =
     "  revoke   revoke a key for good:   revoke ID|KEY\n"
     "  disable  stop a key until enabled: disable ID   (enable ID undoes it)\n"
     "  audit    the audit trail, newest first (--limit N)\n"
+    "  budget   set spend budgets:       budget ID|role:NAME --tokens-per-day N ...\n"
+    "  usage    spend in today's and this month's UTC windows: usage ID|KEY [--json]\n"
     "`minitrain gateway keys <command> --help` lists the command's options.\n\n"
     "example:\n"
     "  minitrain gateway keys add --keys-db gateway.db --role admin --name ops\n"
@@ -105,6 +109,8 @@ typedef struct {
     const char *db, *name, *models, *role, *expires;
     long long rpm, tpm;
     int maxc, maxtok, limit, all, json;
+    long long tpd, tpmo;  /* budget: tokens per day / per month */
+    double cpd, cpmo;     /* budget: cost per day / per month */
 } cli_opts;
 
 static int cmd_add(gw_keys *k, const cli_opts *o, const char *actor) {
@@ -130,11 +136,13 @@ static int cmd_add(gw_keys *k, const cli_opts *o, const char *actor) {
     gw_key_row row;
     if (gw_keys_create(k, actor, o->name, &spec, key, &row, err, sizeof(err)) != 0)
         return mt_error("%s", err);
-    char *detail = NULL;
-    if (asprintf(&detail, "{\"role\":\"%s\",\"via\":\"cli\"}", gw_role_name(row.info.role)) < 0)
-        detail = NULL;
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "role", gw_role_name(row.info.role));
+    cJSON_AddStringToObject(d, "via", "cli");
+    char *detail = cJSON_PrintUnformatted(d);
+    cJSON_Delete(d);
     gw_keys_audit(k, actor, "key.create", row.info.id, 201, detail);
-    free(detail);
+    cJSON_free(detail);
     print_limits(&row.info, lim, sizeof(lim));
     fmt_time(row.info.expires_at, exp, sizeof(exp));
     printf("minitrain: created key %s (role %s, models %s, %s, expires %s)%s%s\n", row.info.id,
@@ -152,8 +160,8 @@ static int cmd_ls(gw_keys *k, const cli_opts *o, const char *actor) {
     int n = gw_keys_list(k, o->all, &rows);
     gw_keys_audit(k, actor, "key.list", NULL, 200, NULL);
     long long now = gw_keys_now(k);
-    if (o->json) printf("[");
-    else if (n) printf("%-16s  %-6s  %-7s %-20s %8s %10s %5s %8s  %-20s  %s\n", "ID", "ROLE",
+    cJSON *list = o->json ? cJSON_CreateArray() : NULL;
+    if (!o->json && n) printf("%-16s  %-6s  %-7s %-20s %8s %10s %5s %8s  %-20s  %s\n", "ID", "ROLE",
                        "STATE", "MODELS", "RPM", "TPM", "CONC", "MAX_TOK", "EXPIRES", "NAME");
     for (int i = 0; i < n; i++) {
         const gw_key_row *r = &rows[i];
@@ -162,20 +170,19 @@ static int cmd_ls(gw_keys *k, const cli_opts *o, const char *actor) {
         char exp[40];
         fmt_time(r->info.expires_at, exp, sizeof(exp));
         if (o->json) {
-            /* ids, roles, states and timestamps are plain ASCII; name and models are checked
-             * on input (names may hold anything, so they are escaped minimally here) */
-            printf("%s{\"id\":\"%s\",\"role\":\"%s\",\"state\":\"%s\",\"models\":\"%s\","
-                   "\"rpm\":%ld,\"tpm\":%ld,\"max_concurrent\":%d,\"max_tokens\":%d,"
-                   "\"expires_at\":%lld,\"created_at\":%lld,\"name\":\"",
-                   i ? "," : "", r->info.id, gw_role_name(r->info.role), state,
-                   r->info.models[0] ? r->info.models : "*", r->info.rpm, r->info.tpm,
-                   r->info.max_concurrent, r->info.max_tokens, r->info.expires_at, r->created_at);
-            for (const char *p = r->name; *p; p++) {
-                if (*p == '"' || *p == '\\') printf("\\%c", *p);
-                else if ((unsigned char)*p < 0x20) printf("\\u%04x", *p);
-                else putchar(*p);
-            }
-            printf("\"}");
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "id", r->info.id);
+            cJSON_AddStringToObject(j, "role", gw_role_name(r->info.role));
+            cJSON_AddStringToObject(j, "state", state);
+            cJSON_AddStringToObject(j, "models", r->info.models[0] ? r->info.models : "*");
+            cJSON_AddNumberToObject(j, "rpm", (double)r->info.rpm);
+            cJSON_AddNumberToObject(j, "tpm", (double)r->info.tpm);
+            cJSON_AddNumberToObject(j, "max_concurrent", r->info.max_concurrent);
+            cJSON_AddNumberToObject(j, "max_tokens", r->info.max_tokens);
+            cJSON_AddNumberToObject(j, "expires_at", (double)r->info.expires_at);
+            cJSON_AddNumberToObject(j, "created_at", (double)r->created_at);
+            cJSON_AddStringToObject(j, "name", r->name);
+            cJSON_AddItemToArray(list, j);
         } else {
             printf("%-16s  %-6s  %-7s %-20.20s %8ld %10ld %5d %8d  %-20s  %s\n", r->info.id,
                    gw_role_name(r->info.role), state, r->info.models[0] ? r->info.models : "*",
@@ -183,8 +190,13 @@ static int cmd_ls(gw_keys *k, const cli_opts *o, const char *actor) {
                    r->name);
         }
     }
-    if (o->json) printf("]\n");
-    else if (n == 0) printf("minitrain: no keys%s in %s (create one: minitrain gateway keys add "
+    if (o->json) {
+        char *text = cJSON_PrintUnformatted(list);
+        mtCheck(text != NULL, "out of memory");
+        printf("%s\n", text);
+        cJSON_free(text);
+        cJSON_Delete(list);
+    } else if (n == 0) printf("minitrain: no keys%s in %s (create one: minitrain gateway keys add "
                             "--keys-db %s --role admin)\n", o->all ? "" : " (active)", o->db, o->db);
     free(rows);
     return MT_EXIT_OK;
@@ -250,6 +262,85 @@ static int cmd_audit(gw_keys *k, const cli_opts *o, const char *actor) {
     return MT_EXIT_OK;
 }
 
+/* ---- budgets and usage (gateway/gw_ledger.h) ------------------------------------------------- */
+
+/* ID|KEY|role:NAME → the ledger subject. Returns 0 or an exit code. */
+static int resolve_subject(gw_keys *k, const char *arg, char out[40]) {
+    if (!strncmp(arg, "role:", 5)) {
+        gw_role r;
+        if (gw_role_parse(arg + 5, &r))
+            return mt_error("'%s': the role must be admin, user or viewer", arg);
+        snprintf(out, 40, "%s", arg);
+        return 0;
+    }
+    char id[24];
+    int rc = resolve_id(k, arg, id);
+    if (!rc) snprintf(out, 40, "%s", id);
+    return rc;
+}
+
+static int cmd_budget(gw_keys *k, gw_ledger *l, const char *arg, const cli_opts *o,
+                      const char *actor) {
+    char subject[40], err[200], detail[200];
+    int rc = resolve_subject(k, arg, subject);
+    if (rc) return rc;
+    gw_budget_limits b = {o->tpd, o->tpmo, o->cpd, o->cpmo};
+    rc = gw_ledger_set_budget(l, subject, &b, err, sizeof(err));
+    snprintf(detail, sizeof(detail), "{\"tokens_per_day\":%lld,\"tokens_per_month\":%lld,"
+             "\"cost_per_day\":%g,\"cost_per_month\":%g}", b.tokens_per_day, b.tokens_per_month,
+             b.cost_per_day, b.cost_per_month);
+    gw_keys_audit(k, actor, "budget.set", subject, rc ? 500 : 200, detail);
+    if (rc) return mt_error("%s", err);
+    printf("minitrain: budgets of %s: %s\n", subject, detail);
+    return MT_EXIT_OK;
+}
+
+static int cmd_usage(gw_keys *k, gw_ledger *l, const char *arg, const cli_opts *o,
+                     const char *actor) {
+    char subject[40], dr[40], mr[40];
+    int rc = resolve_subject(k, arg, subject);
+    if (rc) return rc;
+    gw_usage u;
+    if (gw_ledger_usage(l, subject, &u)) return mt_error("cannot read the spend ledger");
+    gw_keys_audit(k, actor, "usage.read", subject, 200, NULL);
+    fmt_time(u.day.reset_at, dr, sizeof(dr));
+    fmt_time(u.month.reset_at, mr, sizeof(mr));
+    const gw_budget_limits *b = &u.limits;
+    if (o->json) {
+        printf("{\"subject\":\"%s\",\"budgets\":{\"tokens_per_day\":%lld,"
+               "\"tokens_per_month\":%lld,\"cost_per_day\":%.17g,\"cost_per_month\":%.17g},"
+               "\"day\":{\"window\":\"%s\",\"tokens\":%lld,\"cost\":%.17g,\"requests\":%lld,"
+               "\"resets_at\":\"%s\"},\"month\":{\"window\":\"%s\",\"tokens\":%lld,"
+               "\"cost\":%.17g,\"requests\":%lld,\"resets_at\":\"%s\"},\"open\":%lld,"
+               "\"ledger\":[", subject, b->tokens_per_day, b->tokens_per_month, b->cost_per_day,
+               b->cost_per_month, u.day.window, u.day.tokens, u.day.cost, u.day.requests, dr,
+               u.month.window, u.month.tokens, u.month.cost, u.month.requests, mr, u.open);
+        gw_ledger_row *rows;
+        int n = strncmp(subject, "role:", 5) ? gw_ledger_rows(l, subject, o->limit, &rows) : 0;
+        for (int i = 0; i < n; i++) /* ids, states and model names are checked ASCII */
+            printf("%s{\"id\":%lld,\"at\":%lld,\"request_id\":\"%s\",\"model\":\"%s\","
+                   "\"upstream\":\"%s\",\"state\":\"%s\",\"reserved_tokens\":%lld,"
+                   "\"prompt_tokens\":%lld,\"completion_tokens\":%lld,\"cost\":%.17g}",
+                   i ? "," : "", rows[i].id, rows[i].at, rows[i].request_id, rows[i].model,
+                   rows[i].upstream, rows[i].state, rows[i].reserved_tokens,
+                   rows[i].prompt_tokens, rows[i].completion_tokens, rows[i].cost);
+        if (n) free(rows);
+        printf("]}\n");
+        return MT_EXIT_OK;
+    }
+    printf("%s: %s\n", subject, u.has_limits ? "budgets below" : "no budgets (usage only)");
+    printf("  day   %s  tokens %lld%s%lld  cost %.6g%s%.6g  requests %lld  resets %s\n",
+           u.day.window, u.day.tokens, b->tokens_per_day ? " of " : "", b->tokens_per_day,
+           u.day.cost, b->cost_per_day ? " of " : "", b->cost_per_day, u.day.requests, dr);
+    printf("  month %s     tokens %lld%s%lld  cost %.6g%s%.6g  requests %lld  resets %s\n",
+           u.month.window, u.month.tokens, b->tokens_per_month ? " of " : "",
+           b->tokens_per_month, u.month.cost, b->cost_per_month ? " of " : "", b->cost_per_month,
+           u.month.requests, mr);
+    printf("  open reservations %lld (counted at their worst case until settled); ledger rows "
+           "%lld\n", u.open, u.ledger_rows);
+    return MT_EXIT_OK;
+}
+
 /* The one plain word (the key id) of revoke/disable/enable, taken out of argv so the option table
  * sees options only. Words that are the values of options are skipped. Returns the word or NULL;
  * *argc shrinks by one when found. */
@@ -259,7 +350,7 @@ static const char *take_word(const args_opt *opts, int *argc, char **argv) {
         if (!strncmp(a, "--", 2)) {
             if (strchr(a, '=')) continue;
             for (const args_opt *o = opts; o->name; o++)
-                if (!strcmp(a + 2, o->name) && o->kind != ARG_FLAG) i++;
+                if (!strcmp(a + 2, o->name) && o->type != KEYTAB_FLAG) i++;
             continue;
         }
         for (int j = i; j + 1 < *argc; j++) argv[j] = argv[j + 1];
@@ -267,6 +358,27 @@ static const char *take_word(const args_opt *opts, int *argc, char **argv) {
         return a;
     }
     return NULL;
+}
+
+/* Command number k (the order of cmds in cmd_gateway_keys) on the open database. */
+static int run_command(int k, gw_keys *keys, const char *db, const char *id_arg,
+                       const cli_opts *o, const char *actor) {
+    char err[700];
+    gw_ledger *ledger = NULL;
+    if (k >= 6 && !(ledger = gw_ledger_open(db, err, sizeof(err)))) return mt_error("%s", err);
+    int rc;
+    switch (k) {
+    case 0: rc = cmd_add(keys, o, actor); break;
+    case 1: rc = cmd_ls(keys, o, actor); break;
+    case 2: rc = cmd_revoke(keys, id_arg, actor); break;
+    case 3: rc = cmd_enable(keys, id_arg, 1, actor); break;
+    case 4: rc = cmd_enable(keys, id_arg, 0, actor); break;
+    case 5: rc = cmd_audit(keys, o, actor); break;
+    case 6: rc = cmd_budget(keys, ledger, id_arg, o, actor); break;
+    default: rc = cmd_usage(keys, ledger, id_arg, o, actor);
+    }
+    gw_ledger_close(ledger);
+    return rc;
 }
 
 int cmd_gateway_keys(int argc, char **argv) {
@@ -277,41 +389,61 @@ int cmd_gateway_keys(int argc, char **argv) {
         return argc < 2 ? MT_EXIT_USAGE : MT_EXIT_OK;
     }
     const char *cmd = argv[1];
-    static const char *const cmds[] = {"add", "ls", "revoke", "disable", "enable", "audit"};
+    static const char *const cmds[] = {"add",   "ls",    "revoke", "disable",
+                                       "enable", "audit", "budget", "usage"};
     int k = -1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 8; i++)
         if (!strcmp(cmd, cmds[i])) k = i;
     if (k < 0)
-        return mt_error("unknown keys command '%s' (add, ls, revoke, disable, enable, audit; see "
+        return mt_error("unknown keys command '%s' (add, ls, revoke, disable, enable, audit, "
+                        "budget, usage; see "
                         "`minitrain gateway keys --help`)", cmd);
     cli_opts o = {.limit = 50};
-    const args_opt db = {"keys-db", ARG_STRING, &o.db, 0, 0, "FILE", "the gateway's key database "
+    const args_opt db = {"keys-db", KEYTAB_STRING, &o.db, 0, 0, "FILE", "the gateway's key database "
                          "(SQLite; add creates it)", ""};
     const args_opt add_opts[] = {
         db,
-        {"name", ARG_STRING, &o.name, 0, 0, "NAME", "a label for humans", ""},
-        {"role", ARG_STRING, &o.role, 0, 0, "R", "admin | user | viewer", "user"},
-        {"models", ARG_STRING, &o.models, 0, 0, "M,...", "public model names it may call", "all"},
-        {"rpm", ARG_I64, &o.rpm, 0, 1e9, "N", "requests per minute (0 = unlimited)", NULL},
-        {"tpm", ARG_I64, &o.tpm, 0, 1e12, "N", "tokens per minute (0 = unlimited)", NULL},
-        {"max-concurrent", ARG_INT, &o.maxc, 0, 1e6, "N", "requests in flight at once (0 = "
+        {"name", KEYTAB_STRING, &o.name, 0, 0, "NAME", "a label for humans", ""},
+        {"role", KEYTAB_STRING, &o.role, 0, 0, "R", "admin | user | viewer", "user"},
+        {"models", KEYTAB_STRING, &o.models, 0, 0, "M,...", "public model names it may call", "all"},
+        {"rpm", KEYTAB_I64, &o.rpm, 0, 1e9, "N", "requests per minute (0 = unlimited)", NULL},
+        {"tpm", KEYTAB_I64, &o.tpm, 0, 1e12, "N", "tokens per minute (0 = unlimited)", NULL},
+        {"max-concurrent", KEYTAB_INT, &o.maxc, 0, 1e6, "N", "requests in flight at once (0 = "
          "unlimited)", NULL},
-        {"max-tokens", ARG_INT, &o.maxtok, 0, 1e9, "N", "cap on a request's max_tokens (0 = none)",
+        {"max-tokens", KEYTAB_INT, &o.maxtok, 0, 1e9, "N", "cap on a request's max_tokens (0 = none)",
          NULL},
-        {"expires", ARG_STRING, &o.expires, 0, 0, "WHEN", "30d, 12h, 90m, 3600s, 2w, 2026-01-31,\n"
+        {"expires", KEYTAB_STRING, &o.expires, 0, 0, "WHEN", "30d, 12h, 90m, 3600s, 2w, 2026-01-31,\n"
          "2026-01-31T12:00:00Z, @UNIXSECONDS or never", "never"},
         {0},
     };
     const args_opt ls_opts[] = {
         db,
-        {"all", ARG_FLAG, &o.all, 0, 0, NULL, "revoked keys too", NULL},
-        {"json", ARG_FLAG, &o.json, 0, 0, NULL, "one JSON array", NULL},
+        {"all", KEYTAB_FLAG, &o.all, 0, 0, NULL, "revoked keys too", NULL},
+        {"json", KEYTAB_FLAG, &o.json, 0, 0, NULL, "one JSON array", NULL},
         {0},
     };
     const args_opt id_opts[] = {db, {0}};
     const args_opt audit_opts[] = {
         db,
-        {"limit", ARG_INT, &o.limit, 1, 100000, "N", "rows to show", NULL},
+        {"limit", KEYTAB_INT, &o.limit, 1, 100000, "N", "rows to show", NULL},
+        {0},
+    };
+    const args_opt budget_opts[] = {
+        db,
+        {"tokens-per-day", KEYTAB_I64, &o.tpd, 0, 1e15, "N", "tokens per UTC day (0 = none)", NULL},
+        {"tokens-per-month", KEYTAB_I64, &o.tpmo, 0, 1e15, "N", "tokens per UTC month (0 = none)",
+         NULL},
+        {"cost-per-day", KEYTAB_DOUBLE, &o.cpd, 0, 1e12, "X", "cost per UTC day at the config's "
+         "model prices (0 = none)", NULL},
+        {"cost-per-month", KEYTAB_DOUBLE, &o.cpmo, 0, 1e12, "X", "cost per UTC month (0 = none)",
+         NULL},
+        {0},
+    };
+    const args_opt usage_opts[] = {
+        db,
+        {"json", KEYTAB_FLAG, &o.json, 0, 0, NULL, "one JSON object, with the newest ledger rows",
+         NULL},
+        {"limit", KEYTAB_INT, &o.limit, 1, 100000, "N", "ledger rows in --json", NULL},
         {0},
     };
     static const char *const synopsis[] = {
@@ -320,14 +452,21 @@ int cmd_gateway_keys(int argc, char **argv) {
         "usage: minitrain gateway keys revoke --keys-db FILE ID|KEY",
         "usage: minitrain gateway keys disable --keys-db FILE ID|KEY",
         "usage: minitrain gateway keys enable --keys-db FILE ID|KEY",
-        "usage: minitrain gateway keys audit --keys-db FILE [--limit N]"};
+        "usage: minitrain gateway keys audit --keys-db FILE [--limit N]",
+        "usage: minitrain gateway keys budget --keys-db FILE ID|KEY|role:NAME [--tokens-per-day N]"
+        " [--tokens-per-month N] [--cost-per-day X] [--cost-per-month X]",
+        "usage: minitrain gateway keys usage --keys-db FILE ID|KEY|role:NAME [--json]"};
     static const char *const about[] = {
         "Create a key. It is printed once, alone on the last stdout line, and stored as a hash.",
         "List the keys (ids, roles, limits, states); never the keys themselves.",
         "Revoke a key for good (its hash is erased; the row stays for the audit trail).",
         "Stop a key until `keys enable`.", "Let a disabled key work again.",
-        "Show the audit trail of admin actions, newest first."};
-    const args_opt *opts = k == 0 ? add_opts : k == 1 ? ls_opts : k == 5 ? audit_opts : id_opts;
+        "Show the audit trail of admin actions, newest first.",
+        "Set the spend budgets of a key or a role (all omitted: remove them); they apply to the\n"
+        "next request, in calendar windows (UTC days and months).",
+        "Show the spend of a key or role in the current UTC day and month, from the ledger."};
+    const args_opt *opts = k == 0 ? add_opts : k == 1 ? ls_opts : k == 5 ? audit_opts
+                         : k == 6 ? budget_opts : k == 7 ? usage_opts : id_opts;
     char name[32];
     snprintf(name, sizeof(name), "gateway keys %s", cmd);
     const args_spec spec = {.cmd = name, .synopsis = synopsis[k], .about = about[k], .opts = opts,
@@ -337,7 +476,7 @@ int cmd_gateway_keys(int argc, char **argv) {
     if (sub_argc > 63) return mt_error("too many arguments");
     memcpy(sub_argv, argv + 1, (size_t)sub_argc * sizeof(char *));
     sub_argv[sub_argc] = NULL;
-    int takes_id = k >= 2 && k <= 4;
+    int takes_id = (k >= 2 && k <= 4) || k >= 6;
     const char *id_arg = takes_id ? take_word(opts, &sub_argc, sub_argv) : NULL;
     int rc = args_parse(&spec, sub_argc, sub_argv, NULL);
     if (rc != ARGS_CONTINUE) return rc;
@@ -350,14 +489,7 @@ int cmd_gateway_keys(int argc, char **argv) {
     gw_keys *keys = gw_keys_open(o.db, err, sizeof(err));
     if (!keys) return mt_error("%s", err);
     actor_name(actor, sizeof(actor));
-    switch (k) {
-    case 0: rc = cmd_add(keys, &o, actor); break;
-    case 1: rc = cmd_ls(keys, &o, actor); break;
-    case 2: rc = cmd_revoke(keys, id_arg, actor); break;
-    case 3: rc = cmd_enable(keys, id_arg, 1, actor); break;
-    case 4: rc = cmd_enable(keys, id_arg, 0, actor); break;
-    default: rc = cmd_audit(keys, &o, actor);
-    }
+    rc = run_command(k, keys, o.db, id_arg, &o, actor);
     gw_keys_close(keys);
     return rc;
 }

@@ -70,8 +70,9 @@ static void print_report(const plan_topo *t, const plan_model *m, const plan_pla
                          double t_plan) {
     const char *names[3] = {"planned", "megatron", "naive"};
     int g = t->nodes[p[0].node[0]].gpus;
-    printf("plan: %d ranks = tp %d x pp %d x dp %d (ep %d) on %d of %d nodes x %d GPUs, %d "
-           "leaves, %d spare(s)\n", p[0].world, m->tp, m->pp, m->dp, m->ep, p[0].n_used_nodes,
+    printf("plan: %d ranks = tp %d x cp %d x pp %d x dp %d (ep %d) on %d of %d nodes x %d GPUs, "
+           "%d leaves, %d spare(s)\n", p[0].world, m->tp, m->cp > 1 ? m->cp : 1, m->pp, m->dp,
+           m->ep, p[0].n_used_nodes,
            t->n_nodes, g, t->n_leaves, p[0].n_spares);
     printf("model: L %d, d %d, T %d, V %d; %d microbatch(es) of %d; %d-byte elements; links "
            "GB/s: nvlink %g, node %g, leaf %g, spine %g\n", m->n_layer, m->d_model, m->seq_len,
@@ -79,9 +80,10 @@ static void print_report(const plan_topo *t, const plan_model *m, const plan_pla
            t->intranode_gbs, t->nic_gbs, t->nic_gbs / t->oversub);
     double b[PLAN_NDIM];
     plan_bytes(m, b);
-    printf("bytes/step/rank: TP %.3g, DP %.3g, PP %.3g, EP %.3g\n", b[0], b[1], b[2], b[3]);
-    printf("\n%-9s  %-19s  %-19s  %-19s  %-19s  %-10s  %s\n", "order", "TP", "DP", "PP", "EP",
-           "total/step", "rules");
+    printf("bytes/step/rank: TP %.3g, DP %.3g, PP %.3g, EP %.3g, CP %.3g\n", b[0], b[1], b[2],
+           b[3], b[4]);
+    printf("\n%-9s  %-19s  %-19s  %-19s  %-19s  %-19s  %-10s  %s\n", "order", "TP", "DP", "PP",
+           "EP", "CP", "total/step", "rules");
     for (int o = 0; o < 3; o++) print_row(names[o], &c[o], broken[o]);
     for (int o = 0; o < 3; o++)
         if (broken[o] && !quiet) {
@@ -118,43 +120,44 @@ static void load_topology(plan_topo *t, const char *topology, int from_hwloc, in
 int cmd_plan(int argc, char **argv) {
     const char *topology = NULL, *exclude = NULL, *out = NULL, *config = NULL;
     int nodes = 0, gpn = 0, per_leaf = 0, from_hwloc = 0, from_slurm = 0, spares = 0, quiet = 0;
-    int tp = -1, pp = -1, dp = -1, ep = -1, n_layer = -1, d_model = -1, seq_len = -1,
+    int tp = -1, pp = -1, dp = -1, ep = -1, cp = -1, n_layer = -1, d_model = -1, seq_len = -1,
         vocab = -1, mbatch = -1, mbs = -1, bytes = 4;
     double nvlink = NAN, nic = NAN, oversub = NAN;
     const args_opt opts[] = {
-        {"topology", ARG_STRING, &topology, 0, 0, "FILE", "topology file (docs/placement.md)", ""},
-        {"nodes", ARG_INT, &nodes, 1, 1e6, "N", "uniform topology: N nodes named node0..", ""},
-        {"gpus-per-node", ARG_INT, &gpn, 1, 4096, "G", "... of G GPUs sharing one scale-up "
+        {"topology", KEYTAB_STRING, &topology, 0, 0, "FILE", "topology file (docs/placement.md)", ""},
+        {"nodes", KEYTAB_INT, &nodes, 1, 1e6, "N", "uniform topology: N nodes named node0..", ""},
+        {"gpus-per-node", KEYTAB_INT, &gpn, 1, 4096, "G", "... of G GPUs sharing one scale-up "
          "domain", ""},
-        {"nodes-per-leaf", ARG_INT, &per_leaf, 0, 1e6, "K", "... K nodes per leaf switch (0 = "
+        {"nodes-per-leaf", KEYTAB_INT, &per_leaf, 0, 1e6, "K", "... K nodes per leaf switch (0 = "
          "one leaf)", ""},
-        {"from-hwloc", ARG_FLAG, &from_hwloc, 0, 0, NULL, "the local node, as hwloc sees it", NULL},
-        {"from-slurm", ARG_FLAG, &from_slurm, 0, 0, NULL, "the nodes of the current Slurm "
+        {"from-hwloc", KEYTAB_FLAG, &from_hwloc, 0, 0, NULL, "the local node, as hwloc sees it", NULL},
+        {"from-slurm", KEYTAB_FLAG, &from_slurm, 0, 0, NULL, "the nodes of the current Slurm "
          "allocation", NULL},
-        {"tp", ARG_INT, &tp, 1, 1e6, "T", "tensor-parallel degree", "config's"},
-        {"pp", ARG_INT, &pp, 1, 1e6, "P", "pipeline stages", "config's"},
-        {"dp", ARG_INT, &dp, 0, 1e6, "D", "data-parallel degree (0 = every usable GPU)",
+        {"tp", KEYTAB_INT, &tp, 1, 1e6, "T", "tensor-parallel degree", "config's"},
+        {"pp", KEYTAB_INT, &pp, 1, 1e6, "P", "pipeline stages", "config's"},
+        {"dp", KEYTAB_INT, &dp, 0, 1e6, "D", "data-parallel degree (0 = every usable GPU)",
          "config's"},
-        {"ep", ARG_INT, &ep, 1, 1e6, "E", "expert-parallel degree (divides dp)", "config's"},
-        {"exclude", ARG_STRING, &exclude, 0, 0, "HOSTS", "comma-separated hosts never to use "
+        {"ep", KEYTAB_INT, &ep, 1, 1e6, "E", "expert-parallel degree (divides dp)", "config's"},
+        {"cp", KEYTAB_INT, &cp, 1, 1e6, "C", "context-parallel degree (ring attention)", "config's"},
+        {"exclude", KEYTAB_STRING, &exclude, 0, 0, "HOSTS", "comma-separated hosts never to use "
          "(cordoned)", ""},
-        {"spares", ARG_INT, &spares, 0, 1e6, "N", "nodes held back as spares", NULL},
-        {"out", ARG_STRING, &out, 0, 0, "FILE", "write the Open MPI rankfile here", ""},
-        {"config", ARG_STRING, &config, 0, 0, "FILE", "training config: the model shape and "
+        {"spares", KEYTAB_INT, &spares, 0, 1e6, "N", "nodes held back as spares", NULL},
+        {"out", KEYTAB_STRING, &out, 0, 0, "FILE", "write the Open MPI rankfile here", ""},
+        {"config", KEYTAB_STRING, &config, 0, 0, "FILE", "training config: the model shape and "
          "layout", ""},
-        {"n-layer", ARG_INT, &n_layer, 1, 1e6, "L", "model: layers", "12"},
-        {"d-model", ARG_INT, &d_model, 1, 1e7, "D", "model: width", "768"},
-        {"seq-len", ARG_INT, &seq_len, 1, 1e8, "T", "model: sequence length", "1024"},
-        {"vocab-size", ARG_INT, &vocab, 1, 1e8, "V", "model: vocabulary", "50257"},
-        {"micro-batch", ARG_INT, &mbatch, 1, 1e6, "B", "sequences per microbatch", "1"},
-        {"microbatches", ARG_INT, &mbs, 1, 1e6, "M", "microbatches per step", "8"},
-        {"bytes", ARG_INT, &bytes, 1, 8, "N", "bytes per element moved (4 fp32, 2 bf16)", NULL},
-        {"nvlink-gbs", ARG_DOUBLE, &nvlink, 1e-3, 1e6, "X", "override: scale-up GB/s per GPU",
+        {"n-layer", KEYTAB_INT, &n_layer, 1, 1e6, "L", "model: layers", "12"},
+        {"d-model", KEYTAB_INT, &d_model, 1, 1e7, "D", "model: width", "768"},
+        {"seq-len", KEYTAB_INT, &seq_len, 1, 1e8, "T", "model: sequence length", "1024"},
+        {"vocab-size", KEYTAB_INT, &vocab, 1, 1e8, "V", "model: vocabulary", "50257"},
+        {"micro-batch", KEYTAB_INT, &mbatch, 1, 1e6, "B", "sequences per microbatch", "1"},
+        {"microbatches", KEYTAB_INT, &mbs, 1, 1e6, "M", "microbatches per step", "8"},
+        {"bytes", KEYTAB_INT, &bytes, 1, 8, "N", "bytes per element moved (4 fp32, 2 bf16)", NULL},
+        {"nvlink-gbs", KEYTAB_DOUBLE, &nvlink, 1e-3, 1e6, "X", "override: scale-up GB/s per GPU",
          ""},
-        {"nic-gbs", ARG_DOUBLE, &nic, 1e-3, 1e6, "X", "override: network GB/s per GPU", ""},
-        {"oversubscription", ARG_DOUBLE, &oversub, 1, 1e3, "X", "override: spine "
+        {"nic-gbs", KEYTAB_DOUBLE, &nic, 1e-3, 1e6, "X", "override: network GB/s per GPU", ""},
+        {"oversubscription", KEYTAB_DOUBLE, &oversub, 1, 1e3, "X", "override: spine "
          "oversubscription", ""},
-        {"quiet", ARG_FLAG, &quiet, 0, 0, NULL, "print only the table", NULL},
+        {"quiet", KEYTAB_FLAG, &quiet, 0, 0, NULL, "print only the table", NULL},
         {0},
     };
     const args_spec spec = {
@@ -163,8 +166,8 @@ int cmd_plan(int argc, char **argv) {
                     "[--nodes-per-leaf K]\n                      | --from-hwloc | --from-slurm) "
                     "--tp T --pp P --dp D [--ep E]\n                      [--exclude HOSTS] "
                     "[--spares N] [--out rankfile]",
-        .about = "Place the ranks of the 4D mesh on a topology: TP (then EP) groups inside a "
-                 "scale-up\ndomain, DP groups rail-aligned and inside one leaf when they fit, PP "
+        .about = "Place the ranks of the 5D mesh on a topology: TP (then CP rings, then EP) "
+                 "groups inside a scale-up\ndomain, DP groups rail-aligned and inside one leaf when they fit, PP "
                  "stages across\nnodes, excluded hosts never used, spares held back. Prints the "
                  "predicted communication\ntime per step of each dimension (bytes per step x bus "
                  "factor / slowest link) for\nthe plan, Megatron's default order (ranks in host "
@@ -189,30 +192,28 @@ int cmd_plan(int argc, char **argv) {
 
     /* the rankfile must not replace an input (`--topology t.ini --out t.ini` did) */
     const char *inputs[2] = {topology, config}, *input_flag[2] = {"--topology", "--config"};
-    for (int i = 0; out && i < 2; i++) {
-        struct stat so, si;
-        if (inputs[i] && (!strcmp(out, inputs[i]) || (stat(out, &so) == 0 &&
-                          stat(inputs[i], &si) == 0 && so.st_dev == si.st_dev &&
-                          so.st_ino == si.st_ino)))
+    for (int i = 0; out && i < 2; i++)
+        if (inputs[i] && fs_same_file(out, inputs[i]))
             mt_fail("plan: --out %s is the %s file; write the rankfile elsewhere", out,
                     input_flag[i]);
-    }
+    char oerr[8192]; /* and the one output rule (core/fs.h): no FIFO, link or directory */
+    if (out && fs_check_output(out, NULL, 0, oerr, sizeof(oerr)) < 0) mt_fail("plan: --out %s", oerr);
     mt_config cfg;
     config_defaults(&cfg);
     char err[512];
-    plan_model m = {.tp = 1, .pp = 1, .dp = 0, .ep = 1, .n_layer = 12, .d_model = 768,
+    plan_model m = {.tp = 1, .pp = 1, .dp = 0, .ep = 1, .cp = 1, .n_layer = 12, .d_model = 768,
                     .seq_len = 1024, .vocab_size = 50257, .micro_batch = 1, .microbatches = 8,
                     .bytes_per_elem = bytes};
     if (config) {
         if (config_load_ini(&cfg, config, err, sizeof(err)) != 0) mt_fail("%s", err);
-        m.tp = cfg.tp, m.pp = cfg.pp, m.dp = cfg.dp, m.ep = cfg.ep;
+        m.tp = cfg.tp, m.pp = cfg.pp, m.dp = cfg.dp, m.ep = cfg.ep, m.cp = cfg.cp;
         m.n_layer = cfg.n_layer, m.d_model = cfg.d_model, m.seq_len = cfg.seq_len;
         if (cfg.vocab_size > 0) m.vocab_size = cfg.vocab_size;
         m.micro_batch = cfg.batch_size;
         m.moe_every = cfg.moe_every, m.top_k = cfg.top_k;
     }
 #define OVER(field, v) if ((v) >= 0) m.field = (v)
-    OVER(tp, tp); OVER(pp, pp); OVER(dp, dp); OVER(ep, ep); OVER(n_layer, n_layer);
+    OVER(tp, tp); OVER(pp, pp); OVER(dp, dp); OVER(ep, ep); OVER(cp, cp); OVER(n_layer, n_layer);
     OVER(d_model, d_model); OVER(seq_len, seq_len); OVER(vocab_size, vocab);
     OVER(micro_batch, mbatch); OVER(microbatches, mbs);
 #undef OVER
@@ -253,7 +254,7 @@ int cmd_plan(int argc, char **argv) {
         FILE *fp = fs_stream_open(&af, out, err, sizeof(err));
         if (!fp) mt_fail("plan: %s", err);
         plan_write_rankfile(fp, &t, &m, &p[0]);
-        if (fs_stream_commit(&af, fp, err, sizeof(err)) != 0) mt_fail("plan: %s", err);
+        if (fs_stream_commit(&af, fp, err, sizeof(err)) != 0) mt_fail_io("plan: %s", err);
         printf("wrote %s (%d ranks)\n", out, p[0].world);
     }
     for (int o = 0; o < 3; o++) plan_placement_free(&p[o]);

@@ -108,6 +108,40 @@ static uint8_t *scrub_text(uint8_t *text, size_t *n, const char *mode_s, const c
     return (uint8_t *)sc;
 }
 
+/* --out must not be a run directory (its tokenizer.bin would be replaced under the run) nor lie
+ * in a checkpoint (a directory holding manifest.json) or a run's checkpoint tier root RUN/ckpt:
+ * the rule fs_check_output applies to outputs that are files, for this output directory. */
+static void check_out_dir(const char *out) {
+    char real[FS_PATH_MAX], p[FS_PATH_MAX + 32];
+    struct stat st;
+    char up[FS_PATH_MAX];
+    snprintf(up, sizeof(up), "%s", out);
+    int exists = 1;
+    while (realpath(up, real) == NULL) { /* not there yet: its nearest existing ancestor */
+        exists = 0;
+        char *cut = strrchr(up, '/');
+        if (cut == up) return; /* "/x": the root exists */
+        if (cut == NULL) snprintf(up, sizeof(up), "."); /* "x": the current directory */
+        else *cut = '\0';
+    }
+    snprintf(p, sizeof(p), "%s/run.db", real);
+    if (exists && stat(p, &st) == 0)
+        mt_fail("prepare: --out %s is a run directory (it holds run.db): its tokenizer.bin would "
+                "be replaced; prepare into a directory of its own", out);
+    for (char *slash = real + strlen(real); slash > real; slash = strrchr(real, '/')) {
+        *slash = '\0'; /* real is now each ancestor in turn (the first pass: out itself) */
+        snprintf(p, sizeof(p), "%s/manifest.json", real);
+        if (stat(p, &st) == 0)
+            mt_fail("prepare: --out %s lies inside the checkpoint %s (its files are verified by "
+                    "their checksums); prepare elsewhere", out, real);
+        const char *base = strrchr(real, '/');
+        snprintf(p, sizeof(p), "%s/../run.db", real);
+        if (base && !strcmp(base, "/ckpt") && stat(p, &st) == 0)
+            mt_fail("prepare: --out %s lies inside the checkpoint tier %s; prepare elsewhere", out,
+                    real);
+    }
+}
+
 /* The whole input file (one clear line and exit 2 when it is missing, not a regular file or
  * empty). */
 static uint8_t *read_input(const char *input, size_t *n) {
@@ -175,25 +209,25 @@ int cmd_prepare(int argc, char **argv) {
     snprintf(vocab_help, sizeof(vocab_help), "bpe: 257..%d (default %d); byte: 256 only",
              PREP_MAX_VOCAB, PREP_DEFAULT_BPE_VOCAB);
     const args_opt opts[] = {
-        {"input", ARG_STRING, &input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
-        {"out", ARG_STRING, &out, 0, 0, "DIR", "output directory (created if missing)", ""},
-        {"tokenizer", ARG_STRING, &kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
+        {"input", KEYTAB_STRING, &input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
+        {"out", KEYTAB_STRING, &out, 0, 0, "DIR", "output directory (created if missing)", ""},
+        {"tokenizer", KEYTAB_STRING, &kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
          "bpe (byte-level BPE\ntrained on FILE), or a tokenizer FILE to encode with: GPT-2's as a\n"
          "tiktoken rank file, Hugging Face tokenizer.json or vocab.json +\nmerges.txt, or any "
          "minitrain tokenizer.bin (docs/interop.md);\nDIR/tokenizer.bin is its minitrain copy", ""},
-        {"doc-separator", ARG_STRING, &docsep_arg, 0, 0, "TEXT", "with a tokenizer that has "
+        {"doc-separator", KEYTAB_STRING, &docsep_arg, 0, 0, "TEXT", "with a tokenizer that has "
          "<|endoftext|>: cut the input into\ndocuments after each TEXT (escapes \\n \\t \\\\), "
          "each preceded\nby <|endoftext|> (llm.c's dev/data scripts); default: one document", ""},
-        {"vocab-size", ARG_I64, &vocab, -1e18, 1e18, "N", vocab_help, ""},
-        {"val-fraction", ARG_DOUBLE, &valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
+        {"vocab-size", KEYTAB_I64, &vocab, -1e18, 1e18, "N", vocab_help, ""},
+        {"val-fraction", KEYTAB_DOUBLE, &valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
          "ones) kept for validation,\n0 < F <= 0.5", NULL},
-        {"scrub-pii", ARG_STRING, &scrub, 0, 0, "[MODE]", "scrub PII before tokenizing: mask "
+        {"scrub-pii", KEYTAB_STRING, &scrub, 0, 0, "[MODE]", "scrub PII before tokenizing: mask "
          "(the default when MODE is left\nout), hash or drop-line (see minitrain scrub --help); "
          "the counts go\nto DIR/pii_report.json; a bpe tokenizer keeps each placeholder\nwhole "
          "(one token)", ""},
-        {"pii-types", ARG_STRING, &pii_types, 0, 0, "LIST", "with --scrub-pii: all, or a comma "
+        {"pii-types", KEYTAB_STRING, &pii_types, 0, 0, "LIST", "with --scrub-pii: all, or a comma "
          "list (email,phone,card,...)", "all"},
-        {"hash-key-file", ARG_STRING, &keyfile, 0, 0, "FILE", "with --scrub-pii hash: the HMAC key",
+        {"hash-key-file", KEYTAB_STRING, &keyfile, 0, 0, "FILE", "with --scrub-pii hash: the HMAC key",
          ""},
         {0},
     };
@@ -236,10 +270,12 @@ int cmd_prepare(int argc, char **argv) {
     if (!(valf > 0.0 && valf <= 0.5))
         mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", valf);
 
+    check_out_dir(out);
     size_t nbytes;
     uint8_t *text = read_input(input, &nbytes);
-    if (fs_mkdir_p(out, NULL, 0) != 0)
-        mt_fail("prepare: cannot create output directory '%s': %s", out, strerror(errno));
+    char why[FS_PATH_MAX + 64]; /* fs_mkdir_p's own words: "'X' exists and is not a directory" */
+    if (fs_mkdir_p(out, why, sizeof(why)) != 0)
+        mt_fail("prepare: cannot create output directory: %s", why);
     pii_mode pmode = PII_MASK;
     unsigned ptypes = 0;
     size_t input_bytes = nbytes;

@@ -15,8 +15,10 @@
 #include "cmd/args.h"
 #include "cmd/cmd.h"
 #include "core/check.h"
+#include "core/fs.h"
 #include "safety/robust.h"
 #include "report/report.h"
+#include "train/checkpoint.h"
 
 /* safety's adversarial-loss-vs-eps panel (user = the run database) */
 static void robust_panel(void *user, FILE *f, int x0, int h) { robust_svg_panel(user, f, x0, h); }
@@ -55,55 +57,32 @@ static int robust_section(void *user, FILE *f, int table) {
 }
 static int robust_html(void *user, FILE *f) { return robust_section(user, f, 1); }
 
-/* 1 when paths a and b name the same file: the same inode when both exist, else the same
- * string (an output that does not exist yet cannot be an existing input). */
-static int same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    return strcmp(a, b) == 0;
-}
-
-/* An output (--svg, --html) must not overwrite the run database it is drawn from, nor the other
- * output: `report --html runs/x/run.db` once replaced a run's only record with a web page.
- * Returns 0, or MT_EXIT_USAGE after one line on stderr. */
+/* An output (--svg, --html) goes through the one output rule (checkpoint_catalog_check_output):
+ * never the run database it is drawn from (`report --html runs/x/run.db` once replaced a run's
+ * only record with a web page), never into a checkpoint (`--svg RUN/ckpt/step_N/manifest.json`
+ * made `ckpt verify` fail), never renamed over a FIFO or a link; nor the other output. Checked
+ * before the summary is printed, so a bad path fails alone. Returns 0, or MT_EXIT_USAGE after one
+ * line on stderr. */
 static int check_outputs(const char *run_dir, const char *svg, const char *html) {
-    static const char *const db_files[] = {"run.db", "run.db-wal", "run.db-shm"};
     const char *outs[2] = {svg, html}, *names[2] = {"--svg", "--html"};
-    for (int o = 0; o < 2; o++) {
-        if (outs[o] == NULL) continue;
-        for (size_t k = 0; k < sizeof(db_files) / sizeof(db_files[0]); k++) {
-            char db[4096];
-            snprintf(db, sizeof(db), "%s/%s", run_dir, db_files[k]);
-            if (same_file(outs[o], db)) {
-                fprintf(stderr, "minitrain: error: report %s %s would overwrite the run database "
-                        "(%s); write the output elsewhere\n", names[o], outs[o], db);
-                return MT_EXIT_USAGE;
-            }
+    checkpoint_catalog cat;
+    checkpoint_catalog_open(&cat, run_dir);
+    int rc = 0;
+    for (int o = 0; o < 2 && rc == 0; o++) {
+        char err[8192];
+        if (outs[o] && checkpoint_catalog_check_output(&cat, run_dir, outs[o], 0, err,
+                                                       sizeof(err)) < 0) {
+            fprintf(stderr, "minitrain: error: report %s %s\n", names[o], err);
+            rc = MT_EXIT_USAGE;
         }
     }
-    for (int o = 0; o < 2; o++) { /* before the summary is printed: a bad path fails alone */
-        if (outs[o] == NULL) continue;
-        char dir[4096];
-        snprintf(dir, sizeof(dir), "%s", outs[o]);
-        char *slash = strrchr(dir, '/');
-        if (slash == NULL) snprintf(dir, sizeof(dir), ".");
-        else if (slash == dir) dir[1] = '\0';
-        else *slash = '\0';
-        struct stat sd;
-        int bad = stat(dir, &sd) != 0 ? errno : !S_ISDIR(sd.st_mode) ? ENOTDIR
-                  : access(dir, W_OK) != 0 ? errno : 0;
-        if (bad) {
-            fprintf(stderr, "minitrain: error: report %s %s: cannot write into directory '%s' "
-                    "(%s)\n", names[o], outs[o], dir, strerror(bad));
-            return MT_EXIT_USAGE;
-        }
-    }
-    if (svg && html && same_file(svg, html)) {
+    checkpoint_catalog_close(&cat);
+    if (rc == 0 && svg && html && fs_same_file(svg, html)) {
         fprintf(stderr, "minitrain: error: report: --svg and --html name the same file (%s); give "
                 "each its own\n", svg);
-        return MT_EXIT_USAGE;
+        rc = MT_EXIT_USAGE;
     }
-    return 0;
+    return rc;
 }
 static int robust_picture(void *user, FILE *f) { return robust_section(user, f, 0); }
 
@@ -111,13 +90,13 @@ int cmd_report(int argc, char **argv) {
     const char *run_dir = NULL, *svg = NULL, *html = NULL;
     int json = 0;
     const args_opt opts[] = {
-        {"run", ARG_STRING, &run_dir, 0, 0, "DIR", "run directory (holds run.db)", ""},
-        {"json", ARG_FLAG, &json, 0, 0, NULL, "print one JSON object instead of text", NULL},
-        {"svg", ARG_STRING, &svg, 0, 0, "FILE", "also draw loss vs wall time with failures and "
+        {"run", KEYTAB_STRING, &run_dir, 0, 0, "DIR", "run directory (holds run.db)", ""},
+        {"json", KEYTAB_FLAG, &json, 0, 0, NULL, "print one JSON object instead of text", NULL},
+        {"svg", KEYTAB_STRING, &svg, 0, 0, "FILE", "also draw loss vs wall time with failures and "
          "restarts marked\n(adversarial loss vs eps beside it when the run has robustness evals),"
          "\nand each other picture that applies as FILE-NAME.svg: metrics,\npipeline (pp runs), "
          "moe (MoE runs), layout, robustness", ""},
-        {"html", ARG_STRING, &html, 0, 0, "FILE", "write one self-contained HTML page: summary, "
+        {"html", KEYTAB_STRING, &html, 0, 0, "FILE", "write one self-contained HTML page: summary, "
          "config and layout,\nevery picture, checkpoint catalog, events, ETTR and MFU tables",
          ""},
         {0},
@@ -156,20 +135,20 @@ int cmd_report(int argc, char **argv) {
     int drew = svg ? report_svg(&r, &beside, svg, err, sizeof(err)) : 0;
     if (drew < 0) {
         fprintf(stderr, "minitrain: error: report --svg: %s\n", err);
-        ret = MT_EXIT_USAGE;
+        ret = MT_EXIT_IO; /* the path passed check_outputs: a write that failed */
     } else if (svg) { /* drew 1: no steps logged yet; the file says so, as --html's page does */
         if (!json) printf("plot:           %s%s%s%s\n", svg, drew ? " (" : "", drew ? err : "",
                           drew ? ")" : "");
         report_section pic = {"robustness", "Robustness", robust_picture, r.db};
         if (report_svg_pictures(&r, &pic, 1, svg, !json, err, sizeof(err)) < 0) {
             fprintf(stderr, "minitrain: error: report --svg: %s\n", err);
-            ret = MT_EXIT_USAGE;
+            ret = MT_EXIT_IO;
         }
     }
     report_section sec = {"robustness", "Robustness: adversarial loss vs ε", robust_html, r.db};
     if (html && report_html(&r, NULL, &sec, 1, html, err, sizeof(err)) != 0) {
         fprintf(stderr, "minitrain: error: report --html: %s\n", err);
-        ret = MT_EXIT_USAGE;
+        ret = MT_EXIT_IO;
     } else if (html && !json) {
         printf("html:           %s\n", html);
     }

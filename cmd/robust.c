@@ -88,8 +88,12 @@ static void progress(int done, int total, void *user) {
 }
 
 /* The saved model (step < 0: the newest), the tokenizer's vocabulary size, the run's config and
- * its validation split (data NULL: the run's own `data`). User errors end the job (cli_fail). */
-static void load_inputs(const char *run, int step, const char *data, int tp, int pp,
+ * its validation split (data NULL: the run's own `data`). The tokenizer is tokenizer, else
+ * RUN/tokenizer.bin; a run without one (trained on llm.c shards with --vocab-size) is attacked on
+ * token ids over the model's whole vocabulary, as robust_every does. User errors end the job
+ * (cli_fail). */
+static void load_inputs(const char *run, int step, const char *data, const char *tokenizer,
+                        int tp, int pp,
                         gpt_model *full, int *model_step, int *vocab_limit, run_info *ri,
                         data_loader *val) {
     char err[1024], path[1100];
@@ -103,9 +107,22 @@ static void load_inputs(const char *run, int step, const char *data, int tp, int
         cli_fail("pp (%d) exceeds the model's %d layers", pp, full->cfg.n_layer);
     tok_tokenizer tok;
     snprintf(path, sizeof(path), "%s/tokenizer.bin", run);
-    if (tok_load(&tok, path, err, sizeof(err)) != 0) cli_fail("%s", err);
-    *vocab_limit = tok_vocab_size(&tok);
-    tok_free(&tok);
+    struct stat sb;
+    if (!tokenizer && stat(path, &sb) != 0) {
+        *vocab_limit = full->cfg.vocab_size; /* ids only: the attacks need no text */
+        if (g_rank == 0)
+            fprintf(stderr, "robust: %s has no tokenizer.bin: attacking token ids over the "
+                    "model's %d-token vocabulary (give --tokenizer FILE to limit it)\n", run,
+                    full->cfg.vocab_size);
+    } else {
+        if (tok_load(&tok, tokenizer ? tokenizer : path, err, sizeof(err)) != 0)
+            cli_fail("%s", err);
+        *vocab_limit = tok_vocab_size(&tok);
+        tok_free(&tok);
+        if (*vocab_limit > full->cfg.vocab_size)
+            cli_fail("the tokenizer %s has %d tokens, more than the model's vocabulary (%d)",
+                     tokenizer ? tokenizer : path, *vocab_limit, full->cfg.vocab_size);
+    }
     read_run(run, ri);
     if (!data) data = ri->data;
     if (!data[0]) cli_fail("run '%s' records no data directory (no run.db?): give --data DIR", run);
@@ -143,7 +160,7 @@ static const char ABOUT[] =
     "table evals (kind 'cli'), unless --no-db. Under mpirun, --tp/--pp/--dp choose the layout.";
 
 int cmd_robust(int argc, char **argv) {
-    const char *run = NULL, *data = NULL, *attack = "pgd", *norm = "l2",
+    const char *run = NULL, *data = NULL, *tokenizer = NULL, *attack = "pgd", *norm = "l2",
                *eps = "0,0.01,0.03,0.1";
     int step = -1, json = 0, no_db = 0, tp = 1, pp = 1, dp = 0, threads = 0, batch_size = 0;
     long long seed = -1;
@@ -151,32 +168,34 @@ int cmd_robust(int argc, char **argv) {
     robust_opts o;
     robust_opts_default(&o);
     const args_opt opts[] = {
-        {"run", ARG_STRING, &run, 0, 0, "DIR", "run directory written by `minitrain train`", ""},
-        {"step", ARG_INT, &step, 0, 2e9, "N", "evaluate exactly this step (default: the newest)",
+        {"run", KEYTAB_STRING, &run, 0, 0, "DIR", "run directory written by `minitrain train`", ""},
+        {"step", KEYTAB_INT, &step, 0, 2e9, "N", "evaluate exactly this step (default: the newest)",
          ""},
-        {"attack", ARG_STRING, &attack, 0, 0, "A", "pgd | fgsm (one step of size eps) | hotflip "
+        {"attack", KEYTAB_STRING, &attack, 0, 0, "A", "pgd | fgsm (one step of size eps) | hotflip "
          "(token swaps)", "pgd"},
-        {"norm", ARG_STRING, &norm, 0, 0, "N", "l2: one ball per sequence | linf: per element",
+        {"norm", KEYTAB_STRING, &norm, 0, 0, "N", "l2: one ball per sequence | linf: per element",
          "l2"},
-        {"eps", ARG_STRING, &eps, 0, 0, "LIST", "comma list of relative eps", "0,0.01,0.03,0.1"},
-        {"steps", ARG_INT, &o.steps, 1, 10000, "K", "PGD ascent steps", NULL},
-        {"alpha-mult", ARG_DOUBLE, &o.alpha_mult, 1e-6, 1e6, "A", "PGD step size alpha = A*eps/K "
+        {"eps", KEYTAB_STRING, &eps, 0, 0, "LIST", "comma list of relative eps", "0,0.01,0.03,0.1"},
+        {"steps", KEYTAB_INT, &o.steps, 1, 10000, "K", "PGD ascent steps", NULL},
+        {"alpha-mult", KEYTAB_DOUBLE, &o.alpha_mult, 1e-6, 1e6, "A", "PGD step size alpha = A*eps/K "
          "(Madry et al. 2018)", NULL},
-        {"random-start", ARG_FLAG, &o.random_start, 0, 0, NULL, "PGD starts at a uniform random "
+        {"random-start", KEYTAB_FLAG, &o.random_start, 0, 0, NULL, "PGD starts at a uniform random "
          "point of the ball", NULL},
-        {"flips", ARG_INT, &o.flips, 1, 1e6, "K", "HotFlip: token swaps per sequence", NULL},
-        {"beam", ARG_INT, &o.beam, 1, 10, "W", "HotFlip: 1 = greedy, up to 10 = beam search", NULL},
-        {"batches", ARG_INT, &o.batches, 1, 1e9, "N", "validation batches attacked", NULL},
-        {"batch-size", ARG_INT, &batch_size, 1, 1e6, "B", "sequences per batch", "the run's"},
-        {"seed", ARG_I64, &seed, 0, 9e18, "S", "seed of the random starts", "the run's"},
-        {"data", ARG_STRING, &data, 0, 0, "DIR", "validation data", "the run's `data`"},
-        {"tp", ARG_INT, &tp, 1, 1024, "N", "tensor-parallel degree (under mpirun)", NULL},
-        {"pp", ARG_INT, &pp, 1, 256, "N", "pipeline-parallel degree (under mpirun)", NULL},
-        {"dp", ARG_INT, &dp, 0, 1e6, "N", "data-parallel degree (0 = world / (tp x pp))", NULL},
-        {"threads", ARG_INT, &threads, 0, 1024, "N", "CPU threads per rank (0 = cores / ranks)",
+        {"flips", KEYTAB_INT, &o.flips, 1, 1e6, "K", "HotFlip: token swaps per sequence", NULL},
+        {"beam", KEYTAB_INT, &o.beam, 1, 10, "W", "HotFlip: 1 = greedy, up to 10 = beam search", NULL},
+        {"batches", KEYTAB_INT, &o.batches, 1, 1e9, "N", "validation batches attacked", NULL},
+        {"batch-size", KEYTAB_INT, &batch_size, 1, 1e6, "B", "sequences per batch", "the run's"},
+        {"seed", KEYTAB_I64, &seed, 0, 9e18, "S", "seed of the random starts", "the run's"},
+        {"data", KEYTAB_STRING, &data, 0, 0, "DIR", "validation data", "the run's `data`"},
+        {"tokenizer", KEYTAB_STRING, &tokenizer, 0, 0, "FILE", "the tokenizer (limits HotFlip's "
+         "candidates to its\nvocabulary; none: token ids)", "RUN/tokenizer.bin"},
+        {"tp", KEYTAB_INT, &tp, 1, 1024, "N", "tensor-parallel degree (under mpirun)", NULL},
+        {"pp", KEYTAB_INT, &pp, 1, 256, "N", "pipeline-parallel degree (under mpirun)", NULL},
+        {"dp", KEYTAB_INT, &dp, 0, 1e6, "N", "data-parallel degree (0 = world / (tp x pp))", NULL},
+        {"threads", KEYTAB_INT, &threads, 0, 1024, "N", "CPU threads per rank (0 = cores / ranks)",
          NULL},
-        {"json", ARG_FLAG, &json, 0, 0, NULL, "print one JSON object with a `rows` array", NULL},
-        {"no-db", ARG_FLAG, &no_db, 0, 0, NULL, "do not write the rows into run.db", NULL},
+        {"json", KEYTAB_FLAG, &json, 0, 0, NULL, "print one JSON object with a `rows` array", NULL},
+        {"no-db", KEYTAB_FLAG, &no_db, 0, 0, NULL, "do not write the rows into run.db", NULL},
         {0},
     };
     const args_spec spec = {
@@ -202,9 +221,9 @@ int cmd_robust(int argc, char **argv) {
     comm *world = comm_init_world(NULL, NULL);
     g_rank = comm_rank(world);
     log_set_rank(g_rank);
-    if (mesh_check(comm_size(world), tp, pp, &dp, 1, err, sizeof(err)) != 0) cli_fail("%s", err);
+    if (mesh_check(comm_size(world), tp, 1, pp, &dp, 1, err, sizeof(err)) != 0) cli_fail("%s", err);
     mesh ms;
-    mesh_init(&ms, world, tp, pp, dp, 1);
+    mesh_init(&ms, world, tp, 1, pp, dp, 1);
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     int local_ranks = local && atoi(local) > 0 ? atoi(local) : 1;
     if (threads <= 0) threads = omp_get_num_procs() / local_ranks;
@@ -217,7 +236,10 @@ int cmd_robust(int argc, char **argv) {
     int model_step = 0;
     data_loader val;
     run_info ri;
-    load_inputs(run, step, data, tp, pp, &full, &model_step, &o.vocab_limit, &ri, &val);
+    load_inputs(run, step, data, tokenizer, tp, pp, &full, &model_step, &o.vocab_limit, &ri, &val);
+    if (o.attack == ROBUST_HOTFLIP && o.flips > full.cfg.seq_len)
+        cli_fail("--flips %d is more swaps than a sequence has tokens (seq_len %d)",
+                 o.flips, full.cfg.seq_len);
     o.batch_size = batch_size > 0 ? batch_size : ri.batch_size > 0 ? ri.batch_size : 8;
     o.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)(ri.seed > 0 ? ri.seed : 1337);
     make_shard(&m, &full, &ms);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cmd/args.h"
 #include "cmd/cmd.h"
@@ -18,12 +19,34 @@
 #include "model/sample.h"
 #include "text/tokenizer.h"
 
-/* Write a generated token's bytes as soon as it is chosen. */
+/* Write a generated token's bytes as soon as it is chosen (without a tokenizer: its id). */
 static void emit_token(int token, void *user) {
-    size_t len;
-    const uint8_t *b = tok_token_bytes(user, (uint32_t)token, &len);
-    fwrite(b, 1, len, stdout);
+    if (tok_vocab_size(user) == 0) {
+        printf(" %d", token);
+    } else {
+        size_t len;
+        const uint8_t *b = tok_token_bytes(user, (uint32_t)token, &len);
+        fwrite(b, 1, len, stdout);
+    }
     fflush(stdout);
+}
+
+/* --prompt as token ids ("15496 11 995", commas or spaces) for a run without a tokenizer; 0 ids
+ * or one outside [0, vocab) is refused. Returns the count. */
+static size_t parse_ids(const char *prompt, int vocab, uint32_t *ids) {
+    size_t n = 0;
+    for (const char *p = prompt; *p;) {
+        while (*p == ' ' || *p == ',' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= vocab)
+            mt_fail("the run has no tokenizer, so --prompt is token ids (e.g. \"15496 11\") in "
+                    "[0, %d); got '%.40s' (or give --tokenizer FILE)", vocab, p);
+        ids[n++] = (uint32_t)v;
+        p = end;
+    }
+    return n;
 }
 
 /* The most tokens one `sample` generates: past the context it slides on without end, so the bound
@@ -31,21 +54,24 @@ static void emit_token(int token, void *user) {
 #define SAMPLE_MAX_TOKENS 1000000
 
 int cmd_sample(int argc, char **argv) {
-    const char *run = NULL, *prompt = "\n", *device = "cpu";
+    const char *run = NULL, *prompt = "\n", *device = "cpu", *tok_path = NULL;
     int max_tokens = 256, top_k = 0;
     unsigned long long seed = 1337;
     double temperature = 1.0, top_p = 1.0;
     const args_opt opts[] = {
-        {"run", ARG_STRING, &run, 0, 0, "DIR", "run directory written by `minitrain train`", ""},
-        {"prompt", ARG_STRING, &prompt, 0, 0, "TEXT", "text to continue (default: a newline)", ""},
-        {"max-tokens", ARG_INT, &max_tokens, 1, SAMPLE_MAX_TOKENS, "N", "tokens to generate, 1.."
+        {"run", KEYTAB_STRING, &run, 0, 0, "DIR", "run directory written by `minitrain train`", ""},
+        {"prompt", KEYTAB_STRING, &prompt, 0, 0, "TEXT", "text to continue (default: a newline); a "
+         "run without a\ntokenizer takes token ids (\"15496 11\") and prints ids", ""},
+        {"tokenizer", KEYTAB_STRING, &tok_path, 0, 0, "FILE", "tokenizer (tiktoken, Hugging Face, "
+         "minitrain); must be the\nmodel's", "DIR/tokenizer.bin"},
+        {"max-tokens", KEYTAB_INT, &max_tokens, 1, SAMPLE_MAX_TOKENS, "N", "tokens to generate, 1.."
          "1000000 (default 256; past the context,\nthe last context/2 tokens are re-read as a "
          "fresh context)", ""},
-        {"temperature", ARG_DOUBLE, &temperature, 0, 10, "T", "0 = greedy, range 0..10", NULL},
-        {"top-k", ARG_INT, &top_k, 0, 1e9, "K", "keep the K most likely tokens (0 = all)", NULL},
-        {"top-p", ARG_DOUBLE, &top_p, 1e-6, 1, "P", "nucleus sampling threshold in (0, 1]", NULL},
-        {"seed", ARG_U64, &seed, 0, 1.8e19, "S", "random seed", NULL},
-        {"device", ARG_STRING, &device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
+        {"temperature", KEYTAB_DOUBLE, &temperature, 0, 10, "T", "0 = greedy, range 0..10", NULL},
+        {"top-k", KEYTAB_INT, &top_k, 0, 1e9, "K", "keep the K most likely tokens (0 = all)", NULL},
+        {"top-p", KEYTAB_DOUBLE, &top_p, 1e-6, 1, "P", "nucleus sampling threshold in (0, 1]", NULL},
+        {"seed", KEYTAB_U64, &seed, 0, 1.8e19, "S", "random seed", NULL},
+        {"device", KEYTAB_STRING, &device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
          "MINITRAIN_DEVICE overrides", NULL},
         {0},
     };
@@ -68,14 +94,22 @@ int cmd_sample(int argc, char **argv) {
     gpt_model m;
     if (model_io_load(&m, run, NULL, err, sizeof(err)) != 0) mt_fail("%s", err);
     tok_tokenizer tok;
-    snprintf(path, sizeof(path), "%s/tokenizer.bin", run);
-    if (tok_load(&tok, path, err, sizeof(err)) != 0) mt_fail("%s", err);
-    int ctx = m.cfg.seq_len, tv = tok_vocab_size(&tok);
+    memset(&tok, 0, sizeof(tok)); /* vocab 0: ids in, ids out */
+    snprintf(path, sizeof(path), "%s", tok_path ? tok_path : run);
+    if (!tok_path) snprintf(path, sizeof(path), "%.1000s/tokenizer.bin", run);
+    struct stat st;
+    int have_tok = tok_path || stat(path, &st) == 0;
+    if (have_tok && tok_load(&tok, path, err, sizeof(err)) != 0) mt_fail("%s", err);
+    if (have_tok && tok_check_vocab(&tok, path, m.cfg.vocab_size, tok_path != NULL, err,
+                                    sizeof(err)) != 0)
+        mt_fail("%s", err);
+    int ctx = m.cfg.seq_len, tv = have_tok ? tok_vocab_size(&tok) : m.cfg.vocab_size;
 
     size_t plen = strlen(prompt);
     uint32_t *ids = mallocCheck((plen + 1) * sizeof(uint32_t));
-    size_t n = tok_encode(&tok, (const uint8_t *)prompt, plen, ids);
-    if (!tok_can_encode(&tok))
+    size_t n = have_tok ? tok_encode(&tok, (const uint8_t *)prompt, plen, ids)
+                        : parse_ids(prompt, m.cfg.vocab_size, ids);
+    if (have_tok && !tok_can_encode(&tok))
         mt_fail("%s is llm.c's decode-only tokenizer (no merges): it cannot encode the prompt; "
                 "import the run with a tiktoken or Hugging Face tokenizer (docs/interop.md)", path);
     if (n == 0) mt_fail("the prompt is empty after encoding");
@@ -86,10 +120,11 @@ int cmd_sample(int argc, char **argv) {
     rng_state rng;
     rng_seed(&rng, seed);
     fwrite(prompt, 1, plen, stdout);
+    if (!have_tok) fputs(" |", stdout); /* the prompt's ids, then the generated ones */
     sample_generate(&m, ids, n, max_tokens, tv, &sp, &rng, emit_token, &tok);
     fputc('\n', stdout);
     free(ids);
-    tok_free(&tok);
+    if (have_tok) tok_free(&tok);
     gpt_free(&m);
     return MT_EXIT_OK;
 }

@@ -40,12 +40,6 @@ static int file_write(void *ctx, const char *p, size_t n) {
     return fwrite(p, 1, n, (FILE *)ctx) == n ? 0 : -1;
 }
 
-static int same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-           sa.st_ino == sb.st_ino;
-}
-
 /* The output: stdout ("-"), a non-regular file written in place (/dev/null, a FIFO), or a
  * regular file written durably and atomically (core/fs.h: a partial file, renamed when
  * complete). */
@@ -62,11 +56,11 @@ static void out_open(out_file *o, const char *outp) {
     memset(o, 0, sizeof(*o));
     o->path = outp;
     o->fp = stdout;
-    struct stat st;
     char err[1024];
-    if (strcmp(outp, "-") && stat(outp, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode))
-            mt_fail("scrub: --out '%s' is a directory", outp);
+    int kind = strcmp(outp, "-") ? fs_check_output(outp, NULL, FS_OUT_ALLOW_IN_PLACE, err,
+                                                   sizeof(err)) : FS_OUT_ATOMIC;
+    if (kind < 0) mt_fail("scrub: --out %s", err);
+    if (kind == FS_OUT_IN_PLACE) {
         o->in_place = 1; /* /dev/null, a FIFO: written as it is, never renamed over */
         o->fp = fopen(outp, "wb");
         if (o->fp == NULL)
@@ -88,9 +82,9 @@ static void out_abort(out_file *o) {
 static void out_commit(out_file *o) {
     char err[1024];
     if (o->in_place && fclose(o->fp) != 0)
-        mt_fail("scrub: cannot write '%s': %s", o->path, strerror(errno));
+        mt_fail_io("scrub: cannot write '%s': %s", o->path, strerror(errno));
     if (o->atomic && fs_stream_commit(&o->file, o->fp, err, sizeof(err)) != 0)
-        mt_fail("scrub: %s", err);
+        mt_fail_io("scrub: %s", err);
 }
 
 /* Read `in` to its end into the scrubber, with a progress line about every second.
@@ -145,20 +139,20 @@ int cmd_scrub(int argc, char **argv) {
                *keyfile = NULL;
     int quiet = 0;
     const args_opt opts[] = {
-        {"input", ARG_STRING, &input, 0, 0, "FILE", "text to scrub ('-' = stdin; any bytes)", ""},
-        {"out", ARG_STRING, &outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); a file is "
+        {"input", KEYTAB_STRING, &input, 0, 0, "FILE", "text to scrub ('-' = stdin; any bytes)", ""},
+        {"out", KEYTAB_STRING, &outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); a file is "
          "written as FILE.tmp,\nthen renamed", ""},
-        {"mode", ARG_STRING, &mode_s, 0, 0, "M", "mask: <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>, "
+        {"mode", KEYTAB_STRING, &mode_s, 0, 0, "M", "mask: <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>, "
          "<IPV6>, <SSN>,\n<CNID>, <SECRET>; hash: <EMAIL:1a2b3c4d> (HMAC-SHA256 with\n"
          "--hash-key-file: the same value gives the same token);\ndrop-line: remove every line "
          "that holds a match", "mask"},
-        {"types", ARG_STRING, &types_s, 0, 0, "LIST", "all, or a comma list of: email, phone, "
+        {"types", KEYTAB_STRING, &types_s, 0, 0, "LIST", "all, or a comma list of: email, phone, "
          "card, iban, ipv4,\nipv6 (ip = both), ssn, cnid (PRC resident ID), secret", "all"},
-        {"report", ARG_STRING, &report, 0, 0, "FILE", "write the counts per type as JSON (never "
+        {"report", KEYTAB_STRING, &report, 0, 0, "FILE", "write the counts per type as JSON (never "
          "the matched text)", ""},
-        {"hash-key-file", ARG_STRING, &keyfile, 0, 0, "FILE", "the HMAC key for --mode hash (the "
+        {"hash-key-file", KEYTAB_STRING, &keyfile, 0, 0, "FILE", "the HMAC key for --mode hash (the "
          "file's bytes, one trailing\nnewline removed; 16 random bytes or more)", ""},
-        {"quiet", ARG_FLAG, &quiet, 0, 0, NULL, "no progress or summary on stderr", ""},
+        {"quiet", KEYTAB_FLAG, &quiet, 0, 0, NULL, "no progress or summary on stderr", ""},
         {0},
     };
     const args_spec spec = {
@@ -197,7 +191,7 @@ int cmd_scrub(int argc, char **argv) {
     } else if (keyfile != NULL)
         mt_warn("scrub: --hash-key-file is only used with --mode hash");
     int from_stdin = !strcmp(input, "-");
-    if (strcmp(outp, "-") && !from_stdin && same_file(input, outp))
+    if (strcmp(outp, "-") && !from_stdin && fs_same_file(input, outp))
         mt_fail("scrub: --out is the same file as --input");
     FILE *in = from_stdin ? stdin : fopen(input, "rb");
     if (in == NULL)
@@ -208,14 +202,17 @@ int cmd_scrub(int argc, char **argv) {
         total = (uint64_t)st.st_size;
     /* the report's partial file is opened before the scrub: a bad --report path fails now, not
      * after the whole input is scrubbed and --out already committed under its name */
-    fs_afile rep;
-    FILE *rep_fp = NULL;
-    if (report && ((!from_stdin && same_file(input, report)) ||
-                   (strcmp(outp, "-") && (same_file(outp, report) || !strcmp(outp, report)))))
-        mt_fail("scrub: --report is the same file as --%s", !from_stdin && same_file(input, report)
+    fs_afile rep; /* written with write(2) (fs_afile): a full disk is seen at once */
+    int rep_open = 0;
+    if (report && ((!from_stdin && fs_same_file(input, report)) ||
+                   (strcmp(outp, "-") && (fs_same_file(outp, report) || !strcmp(outp, report)))))
+        mt_fail("scrub: --report is the same file as --%s", !from_stdin && fs_same_file(input, report)
                                                                  ? "input" : "out");
-    if (report && (rep_fp = fs_stream_open(&rep, report, err, sizeof(err))) == NULL)
+    if (report && fs_check_output(report, NULL, 0, err, sizeof(err)) < 0)
+        mt_fail("scrub: --report %s", err);
+    if (report && fs_afile_open(&rep, report, err, sizeof(err)) != 0)
         mt_fail("scrub: --report: %s", err);
+    rep_open = report != NULL;
     out_file of;
     out_open(&of, outp);
 
@@ -229,8 +226,8 @@ int cmd_scrub(int argc, char **argv) {
     if (rc != 0) {
         int e = errno;
         out_abort(&of);
-        if (rep_fp) fs_stream_abort(&rep, rep_fp);
-        mt_fail("scrub: %s error on '%s': %s", rc == 1 ? "read" : "write",
+        if (rep_open) fs_afile_abort(&rep);
+        mt_fail_io("scrub: %s error on '%s': %s", rc == 1 ? "read" : "write",
                 rc == 1 ? input : outp, strerror(e));
     }
     out_commit(&of);
@@ -248,9 +245,14 @@ int cmd_scrub(int argc, char **argv) {
         size_t jn = strlen(js);
         /* a text file ends in a newline (`cat` then keeps lines apart) */
         err[0] = 0;
-        if (fwrite(js, 1, jn, rep_fp) != jn || fputc('\n', rep_fp) == EOF ||
-            fs_stream_commit(&rep, rep_fp, err, sizeof(err)) != 0)
-            mt_fail("scrub: --report: %s", err[0] ? err : strerror(errno));
+        if (fs_afile_write(&rep, js, jn, err, sizeof(err)) != 0 ||
+            fs_afile_write(&rep, "\n", 1, err, sizeof(err)) != 0 ||
+            fs_afile_commit(&rep, err, sizeof(err)) != 0) {
+            /* --out is complete and committed: a failed report is an I/O error, not a usage
+             * error (exit 4, as the trainer's disk-full exit) */
+            mt_fail_io("scrub: --report: %s (--out %s is complete)", err[0] ? err : strerror(errno),
+                       outp);
+        }
         free(js);
     }
     if (!quiet) {

@@ -50,6 +50,16 @@ static inline MT_NORETURN MT_PRINTF(1, 2) void mt_fail(const char *fmt, ...) {
     exit(MT_EXIT_USAGE);
 }
 
+/* The same line, exiting with MT_EXIT_IO: for a file that could not be written or read once the
+ * input was accepted (disk full, I/O error) — not the user's usage mistake. */
+static inline MT_NORETURN MT_PRINTF(1, 2) void mt_fail_io(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mt_verror(fmt, ap);
+    va_end(ap);
+    exit(MT_EXIT_IO);
+}
+
 /* The same line, without exiting: returns MT_EXIT_USAGE for a subcommand to return. */
 static inline MT_PRINTF(1, 2) int mt_error(const char *fmt, ...) {
     va_list ap;

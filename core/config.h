@@ -1,9 +1,10 @@
 /*
  * core/config.h — the training configuration: one struct, one table of keys.
  *
- * Every key lives in a single descriptor table (core/config.c) with its type, default, range and
- * help text, so the INI loader (inih), the command-line overrides (`--key value`), validation,
- * `--help` and the JSON dump recorded in run.db all read the same list and cannot drift apart.
+ * Every key lives in a single table (core/config.c, in core/keytab.h's format) with its type,
+ * default, range and help text, so the INI loader (inih), the command-line overrides
+ * (`--key value`), validation, `--help` and the JSON dump recorded in run.db all read the same
+ * list and cannot drift apart.
  * INI files may use [sections] for readability; keys are global and the section is ignored.
  * Unknown keys and out-of-range values are refused by name.
  */
@@ -17,6 +18,7 @@ typedef struct {
     char data[512];    /* token shards: a directory or a glob pattern (text/data.h) */
     char tokenizer[512]; /* tokenizer file ("" = DATA/tokenizer.bin, see trainer_init) */
     char init_from[512]; /* initial weights ("" = random init, see trainer_init) */
+    int init_any_tokenizer; /* 1: init_from may use another tokenizer than the source run's */
     char run_dir[512]; /* default runs/<config name> */
     char name[128];    /* run name; default: config file's base name */
     /* model (GPT-2 architecture) */
@@ -47,6 +49,8 @@ typedef struct {
     int stop_after; /* end cleanly after this step (0 = run to `steps`) */
     /* parallel layout (parallel runtime issues) */
     int tp, pp, dp, ep, zero;
+    int cp; /* context-parallel degree: the sequence split over a ring (parallel/cp.h) */
+    int sp; /* 1: Megatron sequence parallelism inside the TP group (parallel/sp.h) */
     /* mixture of experts */
     int moe_every;         /* every N-th block's MLP is a MoE layer (0 = dense model) */
     int n_experts, top_k;
@@ -54,7 +58,8 @@ typedef struct {
     float aux_loss_coef, z_loss_coef;
     int microbatches;     /* pipeline microbatches per step (0 = global_batch / (batch_size·dp)) */
     char pp_layers[256];  /* layers per stage, e.g. "3,4" ("" = even split) */
-    char pp_schedule[16]; /* 1f1b | gpipe */
+    char pp_schedule[16]; /* 1f1b | gpipe | interleaved | zb-h1 */
+    int virtual_stages;   /* model chunks per pipeline stage (interleaved) */
     char device[16];      /* cpu | guard | cuda: the ops backend (ops/ops.h) */
     float comm_timeout;  /* seconds before the collective watchdog aborts the job */
     float bucket_mb;     /* data-parallel gradient bucket size */

@@ -370,3 +370,87 @@ int fs_remove_tree(const char *path, char *err, size_t errlen) {
     }
     return -1;
 }
+
+int fs_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return strcmp(a, b) == 0;
+}
+
+/* 1 when the directory dir (a real path) is root or lies under it */
+static int dir_within(const char *dir, const char *root) {
+    size_t n = strlen(root);
+    if (n == 1 && root[0] == '/') return 1;
+    return strncmp(dir, root, n) == 0 && (dir[n] == '\0' || dir[n] == '/');
+}
+
+int fs_check_output(const char *path, const char *const *protect, int flags, char *err,
+                    size_t errlen) {
+    char dir[FS_PATH_MAX], real_dir[FS_PATH_MAX];
+    struct stat st, sd;
+    if (parent_dir(dir, sizeof(dir), path) != 0) {
+        mt_errf(err, errlen, "output path too long: '%.200s...'", path);
+        return -1;
+    }
+    if (flags & FS_OUT_MAKE_DIR) /* the nearest ancestor that exists stands for dir */
+        while (stat(dir, &sd) != 0 && errno == ENOENT && strcmp(dir, ".") && strcmp(dir, "/")) {
+            char up[FS_PATH_MAX];
+            snprintf(up, sizeof(up), "%s", dir);
+            if (parent_dir(dir, sizeof(dir), up) != 0) break;
+        }
+    int why = stat(dir, &sd) != 0 ? errno : !S_ISDIR(sd.st_mode) ? ENOTDIR
+              : access(dir, W_OK) != 0 ? errno : 0;
+    if (why) {
+        mt_errf(err, errlen, "%s: cannot write into directory '%s' (%s)", path, dir,
+                strerror(why));
+        return -1;
+    }
+    int answer = FS_OUT_ATOMIC;
+    if (lstat(path, &st) == 0) {
+        if (S_ISLNK(st.st_mode)) {
+            char target[FS_PATH_MAX];
+            ssize_t n = readlink(path, target, sizeof(target) - 1);
+            target[n > 0 ? n : 0] = '\0';
+            mt_errf(err, errlen, "%s is a symbolic link (to '%s'): writing would replace the link, "
+                    "not its target; name the target itself", path, target);
+            return -1;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            mt_errf(err, errlen, "%s is a directory; name a file inside it", path);
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            if (!(flags & FS_OUT_ALLOW_IN_PLACE)) {
+                mt_errf(err, errlen, "%s is not a regular file (%s): this output is written "
+                        "under a temporary name and renamed over, which would replace it; name a "
+                        "regular file", path, S_ISFIFO(st.st_mode) ? "a FIFO"
+                        : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device node" : "a socket");
+                return -1;
+            }
+            answer = FS_OUT_IN_PLACE;
+        }
+    }
+    if (realpath(dir, real_dir) == NULL) {
+        mt_errf(err, errlen, "%s: cannot resolve directory '%s' (%s)", path, dir, strerror(errno));
+        return -1;
+    }
+    for (int k = 0; protect && protect[k]; k++) {
+        struct stat sp;
+        char real_p[FS_PATH_MAX];
+        if (stat(protect[k], &sp) != 0) continue;
+        if (S_ISDIR(sp.st_mode)) {
+            if (realpath(protect[k], real_p) && dir_within(real_dir, real_p)) {
+                mt_errf(err, errlen, "%s lies inside %s, whose files an output must not "
+                        "replace; write the output elsewhere",
+                        path, protect[k]);
+                return -1;
+            }
+        } else if (fs_same_file(path, protect[k])) {
+            mt_errf(err, errlen, "%s is %s, which minitrain keeps; write the output elsewhere",
+                    path, protect[k]);
+            return -1;
+        }
+    }
+    return answer;
+}

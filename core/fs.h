@@ -74,4 +74,27 @@ int fs_remove_tree(const char *path, char *err, size_t errlen);
 /* dir + "/" + name into buf[len]. Returns 0, or -1 ("path too long" in err) when it does not fit. */
 int fs_join(char *buf, size_t len, const char *dir, const char *name, char *err, size_t errlen);
 
+/* 1 when paths a and b name the same file: the same inode when both exist, else the same string
+ * (an output that does not exist yet cannot be an existing input). */
+int fs_same_file(const char *a, const char *b);
+
+/* fs_check_output's answers (and its flags) */
+#define FS_OUT_ATOMIC 0   /* a new or regular file: write it with fs_afile (renamed over) */
+#define FS_OUT_IN_PLACE 1 /* a FIFO, device or socket: open and write it as it is */
+#define FS_OUT_ALLOW_IN_PLACE 1 /* flag: the caller can stream into a non-regular file */
+#define FS_OUT_MAKE_DIR 2       /* flag: the caller creates missing directories (fs_mkdir_p): the
+                                   nearest existing ancestor must be a writable directory */
+
+/* The one rule for a file a user names as an output (`ckpt export --out`, `report --svg/--html`,
+ * `scrub --out/--report`, `plan --out`, ...), checked before any work: its directory exists and is
+ * writable; it is not a directory nor a symbolic link (a rename would replace the link, not its
+ * target); a FIFO, device node or socket is refused unless flags has FS_OUT_ALLOW_IN_PLACE (a
+ * rename would turn /dev/null into a regular file); and it is neither one of the files in
+ * protect[] nor anywhere inside one of its directories (protect: NULL-terminated, may be NULL;
+ * missing entries are skipped; the run database, a checkpoint tier root). Directories are compared
+ * by real path, so "DIR/./ckpt/../ckpt/x" is inside DIR/ckpt. Returns FS_OUT_ATOMIC or
+ * FS_OUT_IN_PLACE, or -1 with one line in err naming the path and why. */
+int fs_check_output(const char *path, const char *const *protect, int flags, char *err,
+                    size_t errlen);
+
 #endif /* MT_FS_H */

@@ -119,8 +119,9 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
         mt_errf(err, errlen, "run directory is empty");
         return NULL;
     }
-    if (fs_mkdir_p(run_dir, NULL, 0) != 0) {
-        mt_errf(err, errlen, "cannot create run directory '%s': %s", run_dir, strerror(errno));
+    char why[FS_PATH_MAX + 64]; /* fs_mkdir_p's own words: "'X' exists and is not a directory" */
+    if (fs_mkdir_p(run_dir, why, sizeof(why)) != 0) {
+        mt_errf(err, errlen, "cannot create run directory: %s", why);
         return NULL;
     }
     char path[4200];

@@ -90,7 +90,9 @@ int runlock_acquire(runlock *l, const char *run_dir, const char *what, char *err
         return -1;
     }
     if (mkdir_p(run_dir, &l->created_dir) != 0) {
-        snprintf(err, errlen, "cannot create run directory '%s': %s", run_dir, strerror(errno));
+        snprintf(err, errlen, "cannot create run directory '%s': %s", run_dir,
+                 errno == ENOTDIR || errno == EEXIST ? "it, or a directory above it, exists as a "
+                                                       "file" : strerror(errno));
         return -1;
     }
     int fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -356,8 +356,8 @@ int gw_guard_prompt(const gw_rules *rs, cJSON *req, int chat, int *changed, cons
     *changed = 0;
     *rule = NULL;
     if (!gw_rules_active(rs, GW_ON_PROMPTS)) return 0;
-    if (!chat) {
-        cJSON *p = cJSON_GetObjectItemCaseSensitive(req, "prompt");
+    if (chat != 1) { /* a completion's prompt, an embeddings request's input: the same shapes */
+        cJSON *p = cJSON_GetObjectItemCaseSensitive(req, chat == 2 ? "input" : "prompt");
         if (cJSON_IsString(p)) return guard_string(rs, p, changed, rule);
         cJSON *it;
         cJSON_ArrayForEach(it, p) /* an array of strings; token-id arrays are not text */

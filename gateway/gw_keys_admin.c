@@ -307,7 +307,7 @@ static int admin_audit(audit_ctx *a, const char *query, char **out) {
     if (q) {
         char *end;
         long v = strtol(q + 6, &end, 10);
-        if (end == q + 6 || v < 1 || v > 10000)
+        if (end == q + 6 || (*end && *end != '&') || v < 1 || v > 10000)
             return finish(a, error_body(out, 400, BAD, "limit", "invalid_value",
                                         "'limit' must be an integer in [1, 10000]"));
         limit = (int)v;

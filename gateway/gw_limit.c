@@ -495,6 +495,8 @@ void gw_limiter_release(gw_limiter *l, unsigned long long reservation) {
     finish(l, reservation, 0, 0);
 }
 
+int gw_limiter_fails_open(gw_limiter *l) { return l->fail_open; }
+
 int gw_limiter_redis_up(gw_limiter *l) {
     pthread_mutex_lock(&l->rmu);
     int up = l->use_redis && l->up;

@@ -63,6 +63,8 @@ void gw_limiter_release(gw_limiter *l, unsigned long long reservation);
 
 /* 1 when configured with Redis and the last contact succeeded; 0 otherwise. */
 int gw_limiter_redis_up(gw_limiter *l);
+/* 1 when a Redis outage falls back to in-process buckets (fail_open), 0 when it refuses. */
+int gw_limiter_fails_open(gw_limiter *l);
 /* Reservations not yet settled or released (in this process). */
 int gw_limiter_open_reservations(gw_limiter *l);
 /* Test hook: seconds from now(ctx) instead of the monotonic clock (in-process) or Redis TIME. */

@@ -68,6 +68,112 @@ void gw_metrics_observe(gw_hist *h, double seconds) {
     h->sum += seconds;
 }
 
+double gw_hist_quantile(const gw_hist *h, double q, uint64_t min_count) {
+    if (h->count < min_count || h->count == 0) return -1;
+    double want = q * (double)h->count, cum = 0;
+    for (int i = 0; i <= API_LAT_NBUCKETS; i++) {
+        double lo = i ? api_latency_bounds[i - 1] : 0;
+        if (i == API_LAT_NBUCKETS) return lo; /* in +Inf: the last finite bound */
+        double hi = api_latency_bounds[i];
+        if (cum + (double)h->b[i] >= want && h->b[i] > 0)
+            return lo + (hi - lo) * (want - cum) / (double)h->b[i];
+        cum += (double)h->b[i];
+    }
+    return -1;
+}
+
+static const double TOK_BOUNDS[GW_TOK_NBUCKETS] = {1,      4,       16,      64,      256,
+                                                   1024,   4096,    16384,   65536,   262144,
+                                                   1048576, 4194304, 16777216, 67108864};
+
+static void tok_observe(gw_tok_hist *h, long n) {
+    int b = 0;
+    while (b < GW_TOK_NBUCKETS && (double)n > TOK_BOUNDS[b]) b++;
+    h->b[b]++;
+    h->count++;
+    h->sum += (double)n;
+}
+
+void gw_metrics_tokens(gw_metrics *m, int route, int role, long input, long output) {
+    int r = role >= 0 && role < GW_MX_ROLES - 1 ? role : GW_MX_ROLES - 1;
+    if (input >= 0) tok_observe(&m->tokens[route][r][0], input);
+    if (output >= 0) tok_observe(&m->tokens[route][r][1], output);
+}
+
+static void tok_histogram(api_buf *b, const char *labels, const gw_tok_hist *h) {
+    uint64_t cum = 0;
+    for (int i = 0; i <= GW_TOK_NBUCKETS; i++) {
+        cum += h->b[i];
+        if (i < GW_TOK_NBUCKETS)
+            api_buf_printf(b, "gen_ai_client_token_usage_bucket{%s,le=\"%g\"} %llu\n", labels,
+                           TOK_BOUNDS[i], (unsigned long long)cum);
+        else
+            api_buf_printf(b, "gen_ai_client_token_usage_bucket{%s,le=\"+Inf\"} %llu\n", labels,
+                           (unsigned long long)cum);
+    }
+    api_buf_printf(b, "gen_ai_client_token_usage_sum{%s} %.17g\n", labels, h->sum);
+    api_buf_printf(b, "gen_ai_client_token_usage_count{%s} %llu\n", labels,
+                   (unsigned long long)h->count);
+}
+
+/* one histogram series per route, labelled with the OpenTelemetry request-model attribute */
+static void model_histograms(api_buf *b, const gw_config *c, const char *name, const gw_hist *h) {
+    for (int r = 0; r < c->n_routes; r++) {
+        char labels[200];
+        snprintf(labels, sizeof(labels), "gen_ai_request_model=\"%s\"", c->routes[r].name);
+        api_prom_histogram(b, name, labels, h[r].b, h[r].sum, h[r].count);
+    }
+}
+
+/* The OpenTelemetry GenAI metrics (semantic conventions, "Generative AI metrics"), in Prometheus
+ * naming: dots become underscores, seconds get their unit suffix. The caller holds m->mu. */
+static void genai_metrics(gw_gateway *g, api_buf *b) {
+    const gw_config *c = &g->cfg;
+    gw_metrics *m = &g->mx;
+    static const char *const ROLE[GW_MX_ROLES] = {"viewer", "user", "admin", "none"};
+    api_prom_family(b, "gen_ai_client_token_usage", "histogram",
+                    "Tokens per answered request (OpenTelemetry gen_ai.client.token.usage), by "
+                    "token type (input = prompt, output = completion), model and key role.");
+    for (int r = 0; r < c->n_routes; r++)
+        for (int k = 0; k < GW_MX_ROLES; k++)
+            for (int t = 0; t < 2; t++) {
+                if (!m->tokens[r][k][t].count) continue;
+                char labels[256];
+                snprintf(labels, sizeof(labels), "gen_ai_request_model=\"%s\","
+                         "gen_ai_token_type=\"%s\",role=\"%s\"", c->routes[r].name,
+                         t ? "output" : "input", ROLE[k]);
+                tok_histogram(b, labels, &m->tokens[r][k][t]);
+            }
+    api_prom_family(b, "gen_ai_server_time_to_first_token_seconds", "histogram",
+                    "Time from a streamed request's arrival to its first token sent to the client "
+                    "(OpenTelemetry gen_ai.server.time_to_first_token), by model.");
+    model_histograms(b, c, "gen_ai_server_time_to_first_token_seconds", m->ttft);
+    api_prom_family(b, "gen_ai_client_operation_duration_seconds", "histogram",
+                    "Duration of answered requests through the gateway, retries, fallbacks and "
+                    "hedges included (OpenTelemetry gen_ai.client.operation.duration), by model.");
+    model_histograms(b, c, "gen_ai_client_operation_duration_seconds", m->latency);
+}
+
+static void cache_metrics(gw_gateway *g, api_buf *b) {
+    gw_cache_counts cc = {0};
+    if (g->cache) gw_cache_stats(g->cache, &cc);
+    api_prom_family(b, "minitrain_gateway_cache_requests_total", "counter",
+                    "Lookups of cacheable requests (temperature 0 or a seed) in the response "
+                    "cache.");
+    api_buf_printf(b, "minitrain_gateway_cache_requests_total{result=\"hit\"} %llu\n",
+                   (unsigned long long)cc.hits);
+    api_buf_printf(b, "minitrain_gateway_cache_requests_total{result=\"miss\"} %llu\n",
+                   (unsigned long long)cc.misses);
+    api_prom_gauge(b, "minitrain_gateway_cache_entries", "Answers held by the response cache.",
+                   (long long)cc.entries);
+    api_prom_gauge(b, "minitrain_gateway_cache_bytes",
+                   "Bytes of answers held by the response cache (at most cache_bytes).",
+                   (long long)cc.bytes);
+    api_prom_counter(b, "minitrain_gateway_cache_evictions_total",
+                     "Least recently used answers dropped to stay under cache_bytes.",
+                     cc.evictions);
+}
+
 static void histogram(api_buf *b, const char *name, const char *model, const gw_hist *h) {
     char labels[160];
     snprintf(labels, sizeof(labels), "model=\"%s\"", model);
@@ -90,6 +196,7 @@ static void upstream_metrics(gw_gateway *g, api_buf *b) {
     uint64_t state[GW_MAX_UPSTREAMS], in_flight[GW_MAX_UPSTREAMS], attempts[GW_MAX_UPSTREAMS],
         retries[GW_MAX_UPSTREAMS], ejections[GW_MAX_UPSTREAMS];
     uint64_t failures[GW_MAX_UPSTREAMS][GW_OUT_COUNT];
+    double ewma[GW_MAX_UPSTREAMS];
     for (int u = 0; u < c->n_up; u++) {
         gw_upstream *up = &g->up[u];
         name[u] = c->up[u].name;
@@ -100,6 +207,7 @@ static void upstream_metrics(gw_gateway *g, api_buf *b) {
         retries[u] = up->retries;
         ejections[u] = up->h.ejections;
         memcpy(failures[u], up->failures, sizeof(failures[u]));
+        ewma[u] = up->ewma_n ? up->ewma_ttft : 0;
         pthread_mutex_unlock(&up->mu);
     }
     per_name(b, "minitrain_gateway_upstream_state", "gauge",
@@ -107,6 +215,12 @@ static void upstream_metrics(gw_gateway *g, api_buf *b) {
              "probing (half-open).", "upstream", name, c->n_up, state);
     per_name(b, "minitrain_gateway_upstream_in_flight", "gauge", "Requests in flight per upstream.",
              "upstream", name, c->n_up, in_flight);
+    api_prom_family(b, "minitrain_gateway_upstream_ttft_ewma_seconds", "gauge",
+                    "EWMA of each upstream's time to first token (whole answer when not "
+                    "streamed) over successful attempts: what ewma_latency and p2c rank by.");
+    for (int u = 0; u < c->n_up; u++)
+        api_buf_printf(b, "minitrain_gateway_upstream_ttft_ewma_seconds{upstream=\"%s\"} %.6f\n",
+                       name[u], ewma[u]);
     per_name(b, "minitrain_gateway_upstream_attempts_total", "counter",
              "Attempts sent to each upstream (first tries, retries, fallbacks, probes).",
              "upstream", name, c->n_up, attempts);
@@ -157,6 +271,12 @@ void gw_metrics_render(gw_gateway *g, api_buf *b) {
     per_name(b, "minitrain_gateway_fallbacks_total", "counter",
              "Requests that moved on to another upstream after a failure.", "model", model,
              c->n_routes, m->fallbacks);
+    per_name(b, "minitrain_gateway_hedges_total", "counter",
+             "Hedged requests: a second attempt sent because the first had no first token after "
+             "hedge_after.", "model", model, c->n_routes, m->hedges);
+    per_name(b, "minitrain_gateway_hedge_wins_total", "counter",
+             "Hedged requests the second attempt won (the first was cancelled).", "model", model,
+             c->n_routes, m->hedge_wins);
     api_prom_counter(b, "minitrain_gateway_retry_budget_exhausted_total",
                     "Retries not made because the retry budget was spent (the request fell back "
                     "instead).", m->budget_exhausted);
@@ -175,6 +295,10 @@ void gw_metrics_render(gw_gateway *g, api_buf *b) {
                   (unsigned long long)m->settled);
     api_buf_printf(b, "minitrain_gateway_reservations_total{outcome=\"released\"} %llu\n",
                   (unsigned long long)m->released);
+    api_prom_counter(b, "minitrain_gateway_budget_refused_total",
+                    "Requests refused because a key's or role's spend budget would be exceeded "
+                    "(429 insufficient_quota, or 400 when one request is over the whole budget).",
+                    m->budget_refused);
     api_prom_counter(b, "minitrain_gateway_streams_cancelled_total",
                     "Streams whose client went away (the upstream call was cancelled).",
                     m->stream_cancelled);
@@ -200,5 +324,7 @@ void gw_metrics_render(gw_gateway *g, api_buf *b) {
            "Time from a streamed request's arrival to its first event sent to the client.");
     for (int r = 0; r < c->n_routes; r++)
         histogram(b, "minitrain_gateway_ttft_seconds", c->routes[r].name, &m->ttft[r]);
+    genai_metrics(g, b);
     pthread_mutex_unlock(&m->mu);
+    cache_metrics(g, b);
 }

@@ -25,7 +25,7 @@ void gw_health_init(gw_health *h, double now) {
 }
 
 int gw_health_state(const gw_health *h, double now) {
-    if (h->active_down) return GW_UP_EJECTED;
+    if (h->active_down || now < h->not_before) return GW_UP_EJECTED;
     if (!h->ejected) return GW_UP_HEALTHY;
     return now < h->eject_until ? GW_UP_EJECTED : GW_UP_PROBING;
 }
@@ -92,7 +92,16 @@ void gw_health_active(gw_health *h, const gw_policy *p, int ok, double now) {
     }
 }
 
+void gw_health_retry_after(gw_health *h, double seconds, int status, double now) {
+    if (!(seconds >= 0) || now + seconds <= h->not_before) return;
+    h->not_before = now + seconds;
+    h->not_before_status = status;
+}
+
+int gw_health_resting(const gw_health *h, double now) { return now < h->not_before; }
+
 double gw_health_wait(const gw_health *h, double now) {
+    if (now < h->not_before) return h->not_before - now;
     if (!h->ejected || now >= h->eject_until) return 0;
     return h->eject_until - now;
 }
@@ -206,6 +215,19 @@ gw_outcome gw_check_response(const char *body, size_t n, int chat, long *prompt_
         else if ((!text || !text[0]) && !finished) o = GW_OUT_EMPTY;
     }
     if (o == GW_OUT_OK) read_usage(root, prompt_tokens, completion_tokens);
+    cJSON_Delete(root);
+    return o;
+}
+
+gw_outcome gw_check_embeddings(const char *body, size_t n, long *prompt_tokens) {
+    cJSON *root = cJSON_ParseWithLength(body, n);
+    if (!root) return GW_OUT_BAD_BODY;
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+    gw_outcome o = !cJSON_IsObject(root) || !cJSON_IsArray(data) ? GW_OUT_BAD_BODY
+                   : cJSON_GetArraySize(data) == 0               ? GW_OUT_EMPTY
+                                                                 : GW_OUT_OK;
+    long ignored = -1;
+    if (o == GW_OUT_OK) read_usage(root, prompt_tokens, &ignored);
     cJSON_Delete(root);
     return o;
 }

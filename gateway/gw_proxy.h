@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/keytab.h"
 #include "serve/api.h" /* api_buf, api_error */
 
 /* ---- the policy table (gw_config.c) -------------------------------------------------------------
@@ -55,24 +56,16 @@ typedef struct {
     double first_token_timeout_s; /* a stream's first event */
     double stream_idle_timeout_s; /* between two events of a stream */
     double client_timeout_s;      /* idle client connections are closed after this */
-    long max_body;                /* bytes of a request body; 413 above */
-    long max_response;            /* bytes of an upstream body; larger is a failure */
+    size_t max_body;              /* bytes of a request body; 413 above */
+    size_t max_response;          /* bytes of an upstream body; larger is a failure */
     int max_tokens;               /* cap on a request's max_tokens (0 = none); 400 above */
     int default_max_tokens;       /* what a request without max_tokens reserves */
 } gw_policy;
 
-typedef enum { GW_PK_INT, GW_PK_LONG, GW_PK_DOUBLE, GW_PK_BYTES } gw_policy_kind;
-
-typedef struct {
-    const char *name; /* INI key and, with dashes, the flag */
-    gw_policy_kind kind;
-    size_t offset;    /* into gw_policy */
-    double def, lo, hi;
-    const char *help;
-} gw_policy_key;
-
-/* The table, terminated by an entry with name NULL. */
-extern const gw_policy_key gw_policy_keys[];
+/* The policy's keys as core/keytab.h rows over gw_policy (name, type, offset, range, help,
+ * default), terminated by an entry with name NULL: the INI [policy] section, the command-line
+ * flags, the defaults and --help all read them. */
+extern const keytab_key gw_policy_keys[];
 
 void gw_policy_defaults(gw_policy *p);
 /* Set one key from text ("1M" and "64K" are accepted for byte counts). Dashes in key read as
@@ -102,10 +95,24 @@ typedef struct {
     int level;                 /* 0 = primary; targets of one level share load by weight */
 } gw_target;
 
+/* Load balancing within one priority level of a route (gw_route.c, docs/gateway.md):
+ *   ordered      weighted random order (upstream weights), the default;
+ *   round_robin  each request starts one further along the level;
+ *   least_busy   fewest requests in flight first;
+ *   ewma_latency lowest EWMA of time to first token × (in flight + 1) first;
+ *   p2c          power of two choices: two at random, the lower of that score first. */
+enum { GW_LB_DEFAULT = -1, GW_LB_ORDERED = 0, GW_LB_ROUND_ROBIN, GW_LB_LEAST_BUSY,
+       GW_LB_EWMA_LATENCY, GW_LB_P2C };
+
 typedef struct {
     char name[128];            /* public model name */
     int n_targets;
     gw_target t[GW_MAX_TARGETS];
+    int lb;                    /* GW_LB_*; GW_LB_DEFAULT = the [gateway] lb */
+    double price_input, price_output; /* cost per million prompt / completion tokens (budgets) */
+    double hedge_after_ms;     /* hedging: > 0 a fixed delay, 0 off, -1 = the [gateway] one */
+    double hedge_quantile;     /* > 0: hedge after this quantile (0.95 for p95) of the route's
+                                  time to first token instead of a fixed delay */
 } gw_route_cfg;
 
 enum { GW_ON_PROMPTS = 1, GW_ON_COMPLETIONS = 2, GW_ON_BOTH = 3 };
@@ -135,6 +142,12 @@ typedef struct {
     int quiet;           /* no access log */
     int pii;             /* GW_PII_* */
     int pii_on;          /* GW_ON_* */
+    int lb;              /* GW_LB_*: routes without their own lb */
+    size_t cache_bytes;  /* response cache capacity; 0 = no cache */
+    int cache_shared;    /* 1: one key's cached answer may answer another key */
+    int cache_ttl_s;     /* > 0: the cache lives in Redis (the redis address), entries this old
+                            expire; 0: in process, LRU under cache_bytes */
+    double hedge_after_ms, hedge_quantile; /* routes without their own hedge_after */
     gw_policy pol;
     int n_up;
     gw_upstream_cfg up[GW_MAX_UPSTREAMS];
@@ -148,7 +161,8 @@ typedef struct {
  * policy defaults. */
 void gw_config_init(gw_config *c);
 /* Read an INI file on top of c. Sections: [gateway] (the gw_config keys above, and any policy
- * key), [policy], [upstream NAME], [model NAME] (targets = a, b/name, c|d), [rule NAME].
+ * key), [policy], [upstream NAME], [model NAME] (targets = a, b/name, c|d; lb; price_input,
+ * price_output; hedge_after), [rule NAME].
  * Returns 0, or -1 with "FILE:LINE: ..." in err (unknown section or key, bad value, duplicate). */
 int gw_config_load(gw_config *c, const char *path, char *err, size_t errlen);
 /* One [gateway] or [policy] key from text, e.g. from a flag. 0, 1 = unknown key, -1 = bad value. */
@@ -163,6 +177,8 @@ int gw_config_add_route(gw_config *c, const char *spec, char *err, size_t errlen
 /* Resolve target names and check the whole: at least one route, every target names a known
  * upstream, URLs are http(s), ejection_base ≤ ejection_max, ... 0 or -1 with err. */
 int gw_config_validate(gw_config *c, char *err, size_t errlen);
+/* "ordered", "round_robin", ... for GW_LB_* (NULL for another value). */
+const char *gw_lb_name(int lb);
 
 /* ---- health: passive outlier ejection + half-open probe (gw_policy.c) ------------------------------
  * States (the values /metrics reports as minitrain_gateway_upstream_state):
@@ -184,6 +200,8 @@ typedef struct {
     int active_down;       /* 1 while GET /health fails */
     double ejected_at, eject_until, healthy_since;
     double down_since;     /* when active_down last became 1 */
+    double not_before;     /* the upstream's own Retry-After: no request before this (0 = none) */
+    int not_before_status; /* the status (429, 503) that carried it */
     uint64_t ejections;    /* total, for metrics */
 } gw_health;
 
@@ -198,8 +216,15 @@ int gw_health_acquire(gw_health *h, double now, int *probe);
 int gw_health_result(gw_health *h, const gw_policy *p, int failure, int was_probe, double now);
 /* The result of one active check (ok = GET /health answered 200). */
 void gw_health_active(gw_health *h, const gw_policy *p, int ok, double now);
-/* Seconds until the ejection ends (0 if not ejected or already over). */
+/* The upstream answered status with Retry-After: seconds: it takes no request (not even the
+ * all-targets-ejected attempt) before now + seconds. A later, shorter value does not shorten it. */
+void gw_health_retry_after(gw_health *h, double seconds, int status, double now);
+/* Seconds until the upstream may be tried again: while it rests on its own Retry-After, the time
+ * left of that (what clients are told, consistent with the upstream's value); else until the
+ * ejection ends (0 if not ejected or already over). */
 double gw_health_wait(const gw_health *h, double now);
+/* 1 while the upstream rests on its own Retry-After. */
+int gw_health_resting(const gw_health *h, double now);
 /* Since when the upstream has been out of service (ejected or failing its active check), for the
  * all-targets-ejected policy ("the one ejected longest ago"); now if it is in service. */
 double gw_health_out_since(const gw_health *h, double now);
@@ -254,6 +279,10 @@ void gw_budget_end_retry(gw_budget *b);
  * *completion_tokens from "usage" when present (else leaves them). */
 gw_outcome gw_check_response(const char *body, size_t n, int chat, long *prompt_tokens,
                              long *completion_tokens);
+
+/* Judge a 200 body of /v1/embeddings: GW_OUT_OK, GW_OUT_BAD_BODY (not JSON, no "data" array) or
+ * GW_OUT_EMPTY (no embeddings); *prompt_tokens from "usage" when present. */
+gw_outcome gw_check_embeddings(const char *body, size_t n, long *prompt_tokens);
 
 /* SSE framing (https://html.spec.whatwg.org/multipage/server-sent-events.html): bytes in, whole
  * events out. An event ends at a blank line (\n\n, \r\n\r\n or \r\r). */

@@ -74,6 +74,19 @@ static int up_acquire(gw_gateway *g, int u, int *probe, int *why) {
     return ok;
 }
 
+int gw_up_acquire_healthy(gw_gateway *g, int u) {
+    gw_upstream *up = &g->up[u];
+    pthread_mutex_lock(&up->mu);
+    int ok = gw_health_state(&up->h, api_now()) == GW_UP_HEALTHY &&
+             !(up->cfg.max_concurrent > 0 && up->in_flight >= up->cfg.max_concurrent);
+    if (ok) {
+        up->in_flight++;
+        up->attempts++;
+    }
+    pthread_mutex_unlock(&up->mu);
+    return ok;
+}
+
 /* force = the all-targets-ejected attempt (taken without asking the health machine) */
 static void up_force(gw_gateway *g, int u) {
     gw_upstream *up = &g->up[u];
@@ -83,11 +96,15 @@ static void up_force(gw_gateway *g, int u) {
     pthread_mutex_unlock(&up->mu);
 }
 
-void gw_up_report(gw_exchange *x, int u, gw_outcome o, int probe) {
+void gw_up_report(gw_exchange *x, int u, gw_outcome o, int http, double retry_after, int probe) {
     gw_gateway *g = x->g;
     gw_upstream *up = &g->up[u];
     int failure = gw_outcome_is_failure(o);
     pthread_mutex_lock(&up->mu);
+    /* the upstream said when to come back (429/503 + Retry-After): no request before that, not
+     * even the "at least one target is always tried" one */
+    if ((o == GW_OUT_429 || o == GW_OUT_5XX) && retry_after >= 0)
+        gw_health_retry_after(&up->h, retry_after, http, api_now());
     int was_ejected = up->h.ejected;
     if (failure) up->failures[o]++;
     int ejected = gw_health_result(&up->h, &g->cfg.pol, failure, probe && was_ejected, api_now());
@@ -124,11 +141,89 @@ int gw_route_available(gw_gateway *g, int route) {
     return n;
 }
 
-/* ---- the order of targets ---------------------------------------------------------------------------- */
+/* ---- the order of targets: priority levels, and load balancing within a level ------------------ */
+
+static int route_lb(const gw_gateway *g, int route) {
+    int lb = g->cfg.routes[route].lb;
+    return lb == GW_LB_DEFAULT ? g->cfg.lb : lb;
+}
+
+/* The balancers' view of upstream u: least_busy ranks by requests in flight per unit of weight;
+ * ewma_latency and p2c by the latency EWMA × (in flight + 1), the expected wait of one more
+ * request there (Finagle's "peak EWMA" cost). Unmeasured upstreams score 0, so they get tried. */
+static double lb_score(gw_gateway *g, int u, int lb) {
+    gw_upstream *up = &g->up[u];
+    pthread_mutex_lock(&up->mu);
+    double in_flight = up->in_flight, ewma = up->ewma_n ? up->ewma_ttft : 0;
+    pthread_mutex_unlock(&up->mu);
+    if (lb == GW_LB_LEAST_BUSY) return in_flight / up->cfg.weight;
+    return ewma * (in_flight + 1);
+}
+
+static void swap_cand(int *cand, double *score, int i, int j) {
+    double ts = score[i];
+    score[i] = score[j];
+    score[j] = ts;
+    int tc = cand[i];
+    cand[i] = cand[j];
+    cand[j] = tc;
+}
+
+/* order cand[0..nc) by score, ascending; ties keep the (random) order they came in */
+static void sort_by_score(int *cand, double *score, int nc) {
+    for (int i = 1; i < nc; i++)
+        for (int j = i; j > 0 && score[j] < score[j - 1]; j--) swap_cand(cand, score, j, j - 1);
+}
+
+/* One level's targets cand[0..nc) in the order the route's lb wants them, into out. */
+static int order_level(gw_exchange *x, int lb, unsigned rr, int *cand, int nc, int *out) {
+    gw_gateway *g = x->g;
+    const gw_route_cfg *r = &g->cfg.routes[x->route];
+    int n = 0;
+    if (lb == GW_LB_ROUND_ROBIN) {
+        for (int i = 0; i < nc; i++) out[n++] = cand[(rr + (unsigned)i) % (unsigned)nc];
+        return n;
+    }
+    if (lb != GW_LB_ORDERED) { /* a uniform shuffle first: ties are broken at random */
+        for (int i = nc - 1; i > 0; i--) {
+            int j = (int)(gw_rand01(g) * (i + 1));
+            int t = cand[i];
+            cand[i] = cand[j];
+            cand[j] = t;
+        }
+        double score[GW_MAX_TARGETS];
+        for (int i = 0; i < nc; i++) score[i] = lb_score(g, r->t[cand[i]].upstream, lb);
+        if (lb == GW_LB_P2C && nc > 2) { /* the two random choices are the shuffle's first two */
+            if (score[1] < score[0]) swap_cand(cand, score, 0, 1);
+            out[n++] = cand[0];
+            sort_by_score(cand + 1, score + 1, nc - 1); /* fallbacks: the rest, best first */
+            for (int i = 1; i < nc; i++) out[n++] = cand[i];
+            return n;
+        }
+        sort_by_score(cand, score, nc);
+        for (int i = 0; i < nc; i++) out[n++] = cand[i];
+        return n;
+    }
+    while (nc > 0) { /* ordered: a weighted draw without replacement */
+        double total = 0;
+        for (int i = 0; i < nc; i++) total += g->up[r->t[cand[i]].upstream].cfg.weight;
+        double pick = gw_rand01(g) * total;
+        int i = 0;
+        for (; i < nc - 1; i++) {
+            pick -= g->up[r->t[cand[i]].upstream].cfg.weight;
+            if (pick < 0) break;
+        }
+        out[n++] = cand[i];
+        cand[i] = cand[--nc];
+    }
+    return n;
+}
 
 static int build_order(gw_exchange *x, int *order) {
     gw_gateway *g = x->g;
     const gw_route_cfg *r = &g->cfg.routes[x->route];
+    int lb = route_lb(g, x->route);
+    unsigned rr = lb == GW_LB_ROUND_ROBIN ? atomic_fetch_add(&g->rr[x->route], 1u) : 0;
     int n = 0, max_level = 0;
     for (int t = 0; t < r->n_targets; t++)
         if (r->t[t].level > max_level) max_level = r->t[t].level;
@@ -136,20 +231,19 @@ static int build_order(gw_exchange *x, int *order) {
         int cand[GW_MAX_TARGETS], nc = 0;
         for (int t = 0; t < r->n_targets; t++)
             if (r->t[t].level == lv) cand[nc++] = t;
-        while (nc > 0) { /* weighted draw without replacement */
-            double total = 0;
-            for (int i = 0; i < nc; i++) total += g->up[r->t[cand[i]].upstream].cfg.weight;
-            double pick = gw_rand01(g) * total;
-            int i = 0;
-            for (; i < nc - 1; i++) {
-                pick -= g->up[r->t[cand[i]].upstream].cfg.weight;
-                if (pick < 0) break;
-            }
-            order[n++] = cand[i];
-            cand[i] = cand[--nc];
-        }
+        n += order_level(x, lb, rr, cand, nc, order + n);
     }
     return n;
+}
+
+/* A successful attempt on u took `seconds` to its first token: into u's EWMA. */
+static void lb_observe(gw_gateway *g, int u, double seconds) {
+    gw_upstream *up = &g->up[u];
+    pthread_mutex_lock(&up->mu);
+    up->ewma_ttft = up->ewma_n ? GW_EWMA_ALPHA * seconds + (1 - GW_EWMA_ALPHA) * up->ewma_ttft
+                               : seconds;
+    up->ewma_n++;
+    pthread_mutex_unlock(&up->mu);
 }
 
 /* ---- request bodies ----------------------------------------------------------------------------------- */
@@ -178,7 +272,7 @@ static char *target_body(gw_exchange *x, const gw_target *t) {
  * NULL when nothing needs to change. */
 static char *rewrite_response(gw_exchange *x, const char *body, size_t n, int renamed) {
     gw_gateway *g = x->g;
-    int guard = gw_rules_active(g->rules, GW_ON_COMPLETIONS);
+    int guard = !x->embeddings && gw_rules_active(g->rules, GW_ON_COMPLETIONS);
     if (!guard && !renamed) return NULL;
     cJSON *root = cJSON_ParseWithLength(body, n);
     if (!root) return NULL;
@@ -220,15 +314,7 @@ static char *rewrite_response(gw_exchange *x, const char *body, size_t n, int re
     return s;
 }
 
-/* ---- one attempt --------------------------------------------------------------------------------------- */
-
-typedef struct {
-    gw_outcome o;
-    int gone;            /* the client went away */
-    int http;            /* the upstream's status, 0 = none */
-    double retry_after;  /* seconds, -1 = none */
-    char detail[96];     /* for logs and messages: never prompt or completion text */
-} attempt_result;
+/* ---- one attempt, as a leg that can be driven alone or beside a hedge ------------------------------- */
 
 static void keep_answer(gw_exchange *x, gw_call *c) {
     x->status = c->status;
@@ -239,7 +325,7 @@ static void keep_answer(gw_exchange *x, gw_call *c) {
         snprintf(x->retry_after, sizeof(x->retry_after), "%.31s", c->retry_after);
 }
 
-static void describe(attempt_result *a, gw_call *c) {
+static void describe(gw_attempt_result *a, gw_call *c) {
     if (a->o == GW_OUT_CONNECT || a->o == GW_OUT_TRANSPORT || (a->o == GW_OUT_TIMEOUT && !a->http))
         snprintf(a->detail, sizeof(a->detail), "%.95s",
                  c->errbuf[0] ? c->errbuf : curl_easy_strerror(c->result));
@@ -249,29 +335,21 @@ static void describe(attempt_result *a, gw_call *c) {
         snprintf(a->detail, sizeof(a->detail), "%s", gw_outcome_name(a->o));
 }
 
-/* Wait for the end of a non-streamed (or error) body. -1 = client gone. */
-static int pump_to_end(gw_exchange *x, gw_call *c) {
-    while (!c->done) {
-        int r = gw_call_pump(x->g, c, 1.0, x->client_fd);
-        if (r < 0) return -1;
-    }
-    return 0;
-}
-
-static void attempt_plain(gw_exchange *x, gw_call *c, int renamed, attempt_result *a) {
-    if (pump_to_end(x, c) < 0) {
-        a->gone = 1;
-        return;
-    }
+/* A non-streamed attempt whose transfer is done: judge it, keep the answer. */
+static void plain_finish(gw_exchange *x, gw_leg *L) {
+    gw_call *c = L->c;
+    gw_attempt_result *a = &L->a;
     a->o = gw_call_outcome(c);
     a->http = c->result == CURLE_OK ? c->status : 0;
     if (a->o == GW_OUT_OK) {
         long pt = -1, ct = -1;
-        a->o = gw_check_response(c->body.p ? c->body.p : "", c->body.len, x->chat, &pt, &ct);
+        a->o = x->embeddings ? gw_check_embeddings(c->body.p ? c->body.p : "", c->body.len, &pt)
+                             : gw_check_response(c->body.p ? c->body.p : "", c->body.len,
+                                                 x->chat, &pt, &ct);
         if (a->o == GW_OUT_OK) {
             x->prompt_tokens = pt;
             x->completion_tokens = ct;
-            char *nb = rewrite_response(x, c->body.p, c->body.len, renamed);
+            char *nb = rewrite_response(x, c->body.p, c->body.len, L->renamed);
             x->status = c->status;
             api_buf_free(&x->body);
             if (nb) {
@@ -288,124 +366,164 @@ static void attempt_plain(gw_exchange *x, gw_call *c, int renamed, attempt_resul
     a->retry_after = gw_retry_after_s(c->retry_after, (double)time(NULL));
 }
 
-/* A stream until its first event with text or a finish reason (commit) or a failure. */
-static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
+/* A streamed attempt: look at what arrived. Decided (1) at its first event with text or a finish
+ * reason (a->o = OK: the stashed events and the rest are put back for gw_stream_read) or at a
+ * failure; else 0 with *left = how long it may still wait. */
+static int stream_poll(gw_exchange *x, gw_leg *L, double *left) {
     gw_gateway *g = x->g;
-    double deadline = api_now() + g->cfg.pol.first_token_timeout_s;
-    api_buf stash = {0}, raw = {0}, data = {0};
-    for (;;) {
-        if (c->status == 200) {
-            while (gw_sse_next(&c->sse, &raw, &data)) {
-                if (data.len == 0) continue; /* comments, keep-alives */
-                gw_event_info ev;
-                char *text;
-                size_t tl;
-                if (gw_event_parse(data.p, data.len, x->chat, &ev, &text, &tl) != 0) {
-                    a->o = GW_OUT_BAD_BODY;
-                } else if (ev.is_error) {
-                    a->o = GW_OUT_5XX;
-                } else if (ev.done) {
-                    a->o = GW_OUT_EMPTY; /* [DONE] before any text or finish reason */
-                } else if (ev.has_choice && (tl > 0 || ev.finish[0])) {
-                    free(text);
-                    /* commit: the stashed events and this one are replayed by gw_stream_read */
-                    gw_sse replay = {0};
-                    gw_sse_feed(&replay, stash.p ? stash.p : "", stash.len);
-                    gw_sse_feed(&replay, raw.p, raw.len);
-                    const char *rest = c->sse.in.p ? c->sse.in.p + c->sse.off : "";
-                    gw_sse_feed(&replay, rest, c->sse.in.len - c->sse.off);
-                    gw_sse_free(&c->sse);
-                    c->sse = replay;
-                    a->o = GW_OUT_OK;
-                    a->http = 200;
-                    api_buf_free(&stash);
-                    api_buf_free(&raw);
-                    api_buf_free(&data);
-                    return;
-                }
+    gw_call *c = L->c;
+    gw_attempt_result *a = &L->a;
+    if (c->status == 200) {
+        while (gw_sse_next(&c->sse, &L->raw, &L->data)) {
+            if (L->data.len == 0) continue; /* comments, keep-alives */
+            gw_event_info ev;
+            char *text;
+            size_t tl;
+            if (gw_event_parse(L->data.p, L->data.len, x->chat, &ev, &text, &tl) != 0) {
+                a->o = GW_OUT_BAD_BODY;
+            } else if (ev.is_error) {
+                a->o = GW_OUT_5XX;
+            } else if (ev.done) {
+                a->o = GW_OUT_EMPTY; /* [DONE] before any text or finish reason */
+            } else if (ev.has_choice && (tl > 0 || ev.finish[0])) {
                 free(text);
-                if (a->o != GW_OUT_OK) { /* a failure decided above */
-                    a->http = 200;
-                    goto out;
-                }
-                api_buf_put(&stash, raw.p, raw.len); /* a role-only delta, a usage chunk */
-                raw.len = 0;
+                /* commit: the stashed events and this one are replayed by gw_stream_read */
+                gw_sse replay = {0};
+                gw_sse_feed(&replay, L->stash.p ? L->stash.p : "", L->stash.len);
+                gw_sse_feed(&replay, L->raw.p, L->raw.len);
+                const char *rest = c->sse.in.p ? c->sse.in.p + c->sse.off : "";
+                gw_sse_feed(&replay, rest, c->sse.in.len - c->sse.off);
+                gw_sse_free(&c->sse);
+                c->sse = replay;
+                a->o = GW_OUT_OK;
+                a->http = 200;
+                return 1;
             }
-            raw.len = 0;
-        }
-        if (c->done) {
-            if (c->status == 200 || c->result != CURLE_OK) {
-                a->o = c->result == CURLE_OK ? GW_OUT_EMPTY : gw_call_outcome(c);
-                a->http = c->result == CURLE_OK ? c->status : 0;
-                if (a->o == GW_OUT_OK) a->o = GW_OUT_EMPTY;
-            } else { /* an error status with its body */
-                a->o = gw_call_outcome(c);
-                a->http = c->status;
-                keep_answer(x, c);
-                a->retry_after = gw_retry_after_s(c->retry_after, (double)time(NULL));
+            free(text);
+            if (a->o != GW_OUT_OK) { /* a failure decided above */
+                a->http = 200;
+                return 1;
             }
-            goto out;
+            api_buf_put(&L->stash, L->raw.p, L->raw.len); /* a role-only delta, a usage chunk */
+            L->raw.len = 0;
         }
-        double left = deadline - api_now();
-        if (c->status && c->status != 200) left = g->cfg.pol.timeout_s; /* reading an error body */
-        if (left <= 0) {
-            a->o = GW_OUT_FIRST_TOKEN;
-            a->http = c->status;
-            snprintf(a->detail, sizeof(a->detail), "no first event in %.1f s",
-                     g->cfg.pol.first_token_timeout_s);
-            goto out;
-        }
-        int r = gw_call_pump(g, c, left, x->client_fd);
-        if (r < 0) {
-            a->gone = 1;
-            goto out;
-        }
+        L->raw.len = 0;
     }
-out:
-    api_buf_free(&stash);
-    api_buf_free(&raw);
-    api_buf_free(&data);
+    if (c->done) {
+        if (c->status == 200 || c->result != CURLE_OK) {
+            a->o = c->result == CURLE_OK ? GW_OUT_EMPTY : gw_call_outcome(c);
+            a->http = c->result == CURLE_OK ? c->status : 0;
+            if (a->o == GW_OUT_OK) a->o = GW_OUT_EMPTY;
+        } else { /* an error status with its body */
+            a->o = gw_call_outcome(c);
+            a->http = c->status;
+            keep_answer(x, c);
+            a->retry_after = gw_retry_after_s(c->retry_after, (double)time(NULL));
+        }
+        return 1;
+    }
+    *left = L->deadline - api_now();
+    if (c->status && c->status != 200) *left = g->cfg.pol.timeout_s; /* reading an error body */
+    if (*left <= 0) {
+        a->o = GW_OUT_FIRST_TOKEN;
+        a->http = c->status;
+        snprintf(a->detail, sizeof(a->detail), "no first event in %.1f s",
+                 g->cfg.pol.first_token_timeout_s);
+        return 1;
+    }
+    return 0;
 }
 
-/* One attempt at target ti. On a committed stream the call stays in x (x->committed). */
-static void attempt(gw_exchange *x, int ti, int probe, attempt_result *a) {
+void gw_leg_start(gw_exchange *x, int ti, int probe, gw_leg *L) {
     gw_gateway *g = x->g;
     const gw_target *t = &g->cfg.routes[x->route].t[ti];
     gw_upstream *up = &g->up[t->upstream];
-    memset(a, 0, sizeof(*a));
-    a->retry_after = -1;
-    int renamed = t->model[0] && strcmp(t->model, g->cfg.routes[x->route].name);
+    memset(L, 0, sizeof(*L));
+    L->a.retry_after = -1;
+    L->ti = ti;
+    L->u = t->upstream;
+    L->probe = probe;
+    L->renamed = t->model[0] && strcmp(t->model, g->cfg.routes[x->route].name);
     char *body = target_body(x, t);
-    gw_call *c = gw_call_get(g);
-    double t0 = api_now();
-    gw_call_start(c, &g->cfg.pol, x->chat ? up->url_chat : up->url_completions, up->cfg.api_key,
-                  x->req_id, body, strlen(body), x->stream);
+    L->c = gw_call_get(g);
+    L->t0 = api_now();
+    L->deadline = L->t0 + g->cfg.pol.first_token_timeout_s;
+    gw_call_start(L->c, &g->cfg.pol,
+                  x->embeddings ? up->url_embeddings : x->chat ? up->url_chat : up->url_completions,
+                  up->cfg.api_key, x->req_id, body, strlen(body), x->stream);
     free(body);
-    if (x->stream) attempt_stream(x, c, a);
-    else attempt_plain(x, c, renamed, a);
+}
+
+int gw_leg_poll(gw_exchange *x, gw_leg *L, double *left) {
+    if (x->stream) return stream_poll(x, L, left);
+    if (!L->c->done) {
+        *left = 1.0; /* the transfer's own timeout (timeout_s) ends it */
+        return 0;
+    }
+    plain_finish(x, L);
+    return 1;
+}
+
+static void leg_free_bufs(gw_leg *L) {
+    api_buf_free(&L->stash);
+    api_buf_free(&L->raw);
+    api_buf_free(&L->data);
+}
+
+void gw_leg_end(gw_exchange *x, gw_leg *L) {
+    gw_gateway *g = x->g;
+    gw_upstream *up = &g->up[L->u];
+    gw_attempt_result *a = &L->a;
+    leg_free_bufs(L);
     if (a->gone) {
-        gw_call_put(g, c);
+        gw_call_put(g, L->c);
+        L->c = NULL;
         return;
     }
-    if (!a->detail[0]) describe(a, c);
+    if (a->o == GW_OUT_OK) lb_observe(g, L->u, api_now() - L->t0);
+    if (!a->detail[0]) describe(a, L->c);
     api_buf_printf(&x->log, "%s%s:%s", x->log.len ? "," : "", up->cfg.name, gw_outcome_name(a->o));
     if (gw_outcome_is_failure(a->o))
         gw_log(g, "req=%s attempt %d upstream=%s failed: %s (%s) after %.1f ms%s", x->req_id,
                x->attempts, up->cfg.name, gw_outcome_name(a->o), a->detail,
-               1e3 * (api_now() - t0), probe ? " [probe]" : "");
+               1e3 * (api_now() - L->t0), L->probe ? " [probe]" : "");
     if (x->stream && a->o == GW_OUT_OK) {
         x->committed = 1;
-        x->call = c;
-        x->call_up = t->upstream;
-        x->call_probe = probe;
-        x->renamed = renamed;
-        x->upstream = t->upstream;
+        x->call = L->c;
+        x->call_up = L->u;
+        x->call_probe = L->probe;
+        x->renamed = L->renamed;
+        x->upstream = L->u;
         x->status = 200;
         x->t_last = api_now();
+        L->c = NULL;
         return;
     }
-    if (a->o == GW_OUT_OK || a->o == GW_OUT_CLIENT_ERROR) x->upstream = t->upstream;
-    gw_call_put(g, c);
+    if (a->o == GW_OUT_OK || a->o == GW_OUT_CLIENT_ERROR) x->upstream = L->u;
+    gw_call_put(g, L->c);
+    L->c = NULL;
+}
+
+void gw_leg_cancel(gw_exchange *x, gw_leg *L, const char *why) {
+    gw_gateway *g = x->g;
+    leg_free_bufs(L);
+    gw_call_put(g, L->c); /* its connection is closed: the upstream stops generating */
+    L->c = NULL;
+    gw_up_done(g, L->u);
+    api_buf_printf(&x->log, "%s%s:%s", x->log.len ? "," : "", g->up[L->u].cfg.name, why);
+}
+
+/* One attempt at target ti, driven to its decision. On a committed stream the call stays in x
+ * (x->committed). */
+static void attempt(gw_exchange *x, int ti, int probe, gw_leg *L) {
+    gw_leg_start(x, ti, probe, L);
+    double left;
+    while (!gw_leg_poll(x, L, &left))
+        if (gw_call_pump(x->g, L->c, left, x->client_fd) < 0) {
+            L->a.gone = 1;
+            break;
+        }
+    gw_leg_end(x, L);
 }
 
 /* ---- the final answer when every attempt failed ------------------------------------------------------- */
@@ -429,7 +547,7 @@ static void answer_error(gw_exchange *x, int status, const char *code, const cha
     snprintf(x->retry_after, sizeof(x->retry_after), "%s", retry_after ? retry_after : "");
 }
 
-static void final_failure(gw_exchange *x, const attempt_result *last) {
+static void final_failure(gw_exchange *x, const gw_attempt_result *last) {
     const char *model = x->g->cfg.routes[x->route].name;
     x->upstream = -1;
     if ((last->o == GW_OUT_5XX || last->o == GW_OUT_429) && x->status == last->http &&
@@ -487,18 +605,30 @@ static int all_out(gw_exchange *x, int any_full) {
     gw_gateway *g = x->g;
     const gw_route_cfg *r = &g->cfg.routes[x->route];
     double now = api_now(), wait = 1e30, oldest = 1e300;
-    int pick = -1;
+    int pick = -1, resting = 0, rest_429 = 0;
     for (int t = 0; t < r->n_targets; t++) {
         gw_upstream *up = &g->up[r->t[t].upstream];
         pthread_mutex_lock(&up->mu);
         double w = gw_health_wait(&up->h, now), since = gw_health_out_since(&up->h, now);
         int full = up->cfg.max_concurrent > 0 && up->in_flight >= up->cfg.max_concurrent;
+        int rests = gw_health_resting(&up->h, now); /* on its own Retry-After: never forced */
+        rest_429 |= rests && up->h.not_before_status == 429;
         pthread_mutex_unlock(&up->mu);
+        resting += rests;
         if (w < wait) wait = w;
-        if (!full && since < oldest) oldest = since, pick = t;
+        if (!full && !rests && since < oldest) oldest = since, pick = t;
     }
     char ra[32];
     snprintf(ra, sizeof(ra), "%d", (int)ceil(wait < 1 ? 1 : wait));
+    if (resting == r->n_targets) { /* every target said when: tell the client the same */
+        if (rest_429)
+            answer_error(x, 429, "upstream_rate_limited", ra, "every upstream of model %s is "
+                         "rate-limited (its Retry-After); retry after %s s", r->name, ra);
+        else
+            answer_error(x, 503, "no_healthy_upstream", ra, "every upstream of model %s is "
+                         "unavailable until its Retry-After; retry after %s s", r->name, ra);
+        return 0;
+    }
     if (any_full && pick < 0) {
         answer_error(x, 503, "upstreams_busy", "1",
                      "every upstream of model %s is at its max_concurrent; retry shortly",
@@ -518,15 +648,24 @@ static int all_out(gw_exchange *x, int any_full) {
            x->req_id, r->name, g->up[u].cfg.name);
     up_force(g, u);
     x->attempts++;
-    attempt_result a;
-    attempt(x, pick, 1, &a);
+    gw_leg leg;
+    attempt(x, pick, 1, &leg);
+    gw_attempt_result a = leg.a;
     if (a.gone) {
         gw_up_done(g, u);
         return -1;
     }
-    gw_up_report(x, u, a.o, 1);
+    gw_up_report(x, u, a.o, a.http, a.retry_after, 1);
     if (!x->committed) gw_up_done(g, u);
     if (a.o == GW_OUT_OK || a.o == GW_OUT_CLIENT_ERROR) return x->committed ? 1 : 0;
+    if (a.retry_after >= 0) /* the upstream's own Retry-After is the one to pass on */
+        snprintf(ra, sizeof(ra), "%d", (int)ceil(a.retry_after < 1 ? 1 : a.retry_after));
+    if (a.o == GW_OUT_429) {
+        answer_error(x, 429, "upstream_rate_limited", ra, "every upstream of model %s is ejected "
+                     "and %s, tried anyway, is rate-limited; retry after %s s", r->name,
+                     g->up[u].cfg.name, ra);
+        return 0;
+    }
     answer_error(x, 503, "no_healthy_upstream", ra,
                  "every upstream of model %s is ejected and %s, tried anyway, failed (%s); "
                  "retry after %s s", r->name, g->up[u].cfg.name, a.detail, ra);
@@ -546,14 +685,24 @@ int gw_proxy_run(gw_exchange *x) {
     x->prompt_tokens = x->completion_tokens = -1;
     gw_filter_init(&x->filt, g->rules);
     int order[GW_MAX_TARGETS];
+    /* balancers that read the load choose and take their upstream in one step, so requests
+     * arriving together do not all see the same least-loaded upstream */
+    int lb = route_lb(g, x->route), serial = lb != GW_LB_ORDERED && lb != GW_LB_ROUND_ROBIN;
+    if (serial) pthread_mutex_lock(&g->lb_mu);
     int n = build_order(x, order), any_full = 0, prev_up = -1;
-    attempt_result last;
+    gw_attempt_result last;
     memset(&last, 0, sizeof(last));
+    double hedge_delay = -1;
+    int may_hedge = gw_hedge_delay(x, &hedge_delay);
     for (int k = 0; k < n && x->attempts < p->max_attempts; k++) {
         int ti = order[k], u = r->t[ti].upstream, probe, why;
         if (!up_acquire(g, u, &probe, &why)) {
             any_full |= why == WHY_FULL;
             continue;
+        }
+        if (serial) {
+            pthread_mutex_unlock(&g->lb_mu);
+            serial = 0;
         }
         if (prev_up >= 0) {
             pthread_mutex_lock(&g->mx.mu);
@@ -562,7 +711,17 @@ int gw_proxy_run(gw_exchange *x) {
         }
         for (int try = 0;; try++) {
             x->attempts++;
-            attempt(x, ti, probe, &last);
+            gw_leg legs[2], *res = &legs[0];
+            int hedged = 0;
+            if (try == 0 && may_hedge && !probe) { /* a half-open probe is never raced */
+                may_hedge = 0; /* one hedge per request */
+                hedged = gw_attempt_hedged(x, order, k, n, hedge_delay, &legs[0], &legs[1], &res);
+                u = res->u;
+                probe = res->probe;
+            } else {
+                attempt(x, ti, probe, &legs[0]);
+            }
+            last = res->a;
             if (try > 0) {
                 pthread_mutex_lock(&g->budget_mu);
                 gw_budget_end_retry(&g->budget);
@@ -572,13 +731,13 @@ int gw_proxy_run(gw_exchange *x) {
                 gw_up_done(g, u);
                 return -1;
             }
-            gw_up_report(x, u, last.o, probe);
+            gw_up_report(x, u, last.o, last.http, last.retry_after, probe);
             if (!x->committed) gw_up_done(g, u);
             if (last.o == GW_OUT_OK) return x->committed ? 1 : 0;
             if (last.o == GW_OUT_CLIENT_ERROR) return 0; /* the client's own mistake */
             prev_up = u;
             if (x->attempts >= p->max_attempts || try >= p->retries_per_target ||
-                last.o == GW_OUT_CONNECT || probe)
+                last.o == GW_OUT_CONNECT || probe || hedged)
                 break;
             double wait = gw_backoff_s(p, try, gw_rand01(g));
             if (last.retry_after >= 0) {
@@ -610,6 +769,7 @@ int gw_proxy_run(gw_exchange *x) {
             count_retry(g, u);
         }
     }
+    if (serial) pthread_mutex_unlock(&g->lb_mu);
     if (x->attempts == 0) return all_out(x, any_full);
     final_failure(x, &last);
     return 0;
@@ -638,5 +798,6 @@ void gw_exchange_free(gw_exchange *x) {
     api_buf_free(&x->out);
     api_buf_free(&x->ev_raw);
     api_buf_free(&x->ev_data);
+    api_buf_free(&x->captured);
     gw_filter_free(&x->filt);
 }

@@ -23,7 +23,7 @@ static void put_event(api_buf *out, cJSON *root) {
     char *s = cJSON_PrintUnformatted(root);
     mtCheck(s != NULL, "out of memory writing a stream event");
     api_buf_puts(out, "data: ");
-    api_buf_puts(out, s);
+    api_buf_put_utf8(out, (const uint8_t *)s, strlen(s)); /* an upstream's bytes: made valid */
     api_buf_puts(out, "\n\n");
     free(s);
 }
@@ -94,7 +94,7 @@ static void stream_broken(gw_exchange *x, const char *why) {
         pthread_mutex_lock(&g->mx.mu);
         g->mx.stream_broken++;
         pthread_mutex_unlock(&g->mx.mu);
-        gw_up_report(x, x->call_up, GW_OUT_TRANSPORT, 0);
+        gw_up_report(x, x->call_up, GW_OUT_TRANSPORT, 0, -1, 0);
         gw_log(g, "req=%s stream from %s broke after its first event: %s", x->req_id,
                g->up[x->call_up].cfg.name, why);
     }
@@ -125,7 +125,7 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
         }
         end_stream(x);
     } else if (ev.is_error) {
-        api_buf_put(&x->out, raw, raw_len);
+        api_buf_put_utf8(&x->out, (const uint8_t *)raw, raw_len);
         x->finished = 1;
     } else if (ev.usage_only) {
         if (x->client_usage) {
@@ -135,16 +135,17 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
                 put_event(&x->out, root);
                 cJSON_Delete(root);
             } else {
-                api_buf_put(&x->out, raw, raw_len);
+                api_buf_put_utf8(&x->out, (const uint8_t *)raw, raw_len);
             }
         }
     } else if (ev.has_choice) {
+        if (tl > 0) x->produced++;
         if (ev.finish[0]) {
             x->finished = 1;
             snprintf(x->finish, sizeof(x->finish), "%s", ev.finish);
         }
         if (!guard && !x->renamed) {
-            api_buf_put(&x->out, raw, raw_len);
+            api_buf_put_utf8(&x->out, (const uint8_t *)raw, raw_len);
         } else {
             api_buf rel = {0};
             int blocked = gw_filter_push(&x->filt, text ? text : "", tl, ev.finish[0] != 0, &rel);
@@ -177,6 +178,14 @@ long gw_stream_read(gw_exchange *x, char *buf, size_t max) {
     gw_gateway *g = x->g;
     for (;;) {
         long k = api_buf_drain(&x->out, &x->out_off, buf, max);
+        if (k > 0 && x->capture) {
+            if (x->captured.len + (size_t)k <= g->cfg.cache_bytes / 4) {
+                api_buf_put(&x->captured, buf, (size_t)k);
+            } else { /* too big to cache: stop keeping it */
+                x->capture = 0;
+                api_buf_free(&x->captured);
+            }
+        }
         if (k >= 0) return k;
         if (x->phase == GW_PH_END) return 0;
         gw_call *c = x->call;

@@ -83,6 +83,11 @@ const float *gpt_decode_step(const gpt_model *m, gpt_decode_state *s, int token)
     return s->logits;
 }
 
+void gpt_decode_hidden(const gpt_model *m, const gpt_decode_state *s, float *out) {
+    /* gpt_decode_step leaves ln_f(x) in the scratch right after the attention row */
+    ops_copy_d2h(out, s->scratch + s->max_T, (size_t)m->cfg.d_model * sizeof(float));
+}
+
 void gpt_decode_free(gpt_decode_state *s) {
     ops_free(s->k);
     ops_free(s->v);

@@ -2,7 +2,7 @@
  * model/flops.h — FLOPs per token, peak FLOP/s (measured and theoretical) and MFU: the one place
  * both sides of the MFU fraction are defined (the trainer and bench/ only call these).
  *
- * MFU = flops_per_token × tokens/s ÷ peak FLOP/s (DESIGN.md "Numbers that define good").
+ * MFU = flops_per_token × tokens/s ÷ peak FLOP/s (docs/design.md, "What good means").
  * The numerator is the model's FLOPs (what the math needs, not what the kernels happen to do);
  * the denominator is, on CPUs, both a measured sgemm peak (the best this machine's BLAS reaches on
  * a large square matmul) and a theoretical peak (cores × clock × FLOP/cycle of the ISA); on GPUs a

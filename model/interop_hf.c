@@ -14,12 +14,14 @@
  * .split(n_embd, dim=2)); transposed, its rows are q; k; v — exactly minitrain's qkv rows.
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
@@ -246,14 +248,20 @@ int interop_hf_read(gpt_model *m, const char *path, char *err, size_t errlen) {
                                            : "");
             return -1;
         }
+    } else if (stat(path, &st) != 0) { /* the source itself, before anything beside it */
+        snprintf(err, errlen, "Hugging Face weights '%s': %s (give a directory with config.json "
+                 "and model.safetensors, or the .safetensors file)", path, strerror(errno));
+        return -1;
     } else {
         snprintf(wpath, sizeof(wpath), "%s", path);
         snprintf(tmp, sizeof(tmp), "%s", path);
         snprintf(cpath, sizeof(cpath), "%.4000s/config.json", dirname(tmp));
     }
-    if (stat(cpath, &st) != 0) {
-        snprintf(err, errlen, "Hugging Face weights '%s' need config.json beside them ('%s' is "
-                 "missing)", wpath, cpath);
+    int missing = stat(cpath, &st) != 0;
+    if (missing || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "Hugging Face weights '%s' need config.json beside them ('%s' %s)",
+                 wpath, cpath, missing ? "is missing" : S_ISDIR(st.st_mode)
+                 ? "is a directory, not a file" : "is not a regular file");
         return -1;
     }
     gpt_config cfg;
@@ -277,16 +285,36 @@ int interop_hf_read(gpt_model *m, const char *path, char *err, size_t errlen) {
     return rc;
 }
 
-int interop_hf_write(gpt_model *m, const char *path, int step, char *err, size_t errlen) {
-    /* the directory beside path: config.json goes there */
-    char tmp[CKPT_PATH_MAX], outdir[CKPT_PATH_MAX], msg[2048];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    snprintf(outdir, sizeof(outdir), "%s", dirname(tmp)); /* dirname may modify its argument */
-    if (fs_mkdir_p(outdir, msg, sizeof(msg)) != 0) {
-        snprintf(err, errlen, "%s", msg);
-        return -1;
-    }
-    /* HF layout: same names; Conv1D weights transposed (out, in) -> (in, out) */
+/* config.json for m: Hugging Face GPT2Config keys (malloc'd text) */
+static char *hf_config_text(const gpt_model *m, int step) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(c, "model_type", "gpt2");
+    cJSON_AddNumberToObject(c, "vocab_size", m->cfg.vocab_size);
+    cJSON_AddNumberToObject(c, "n_positions", m->cfg.seq_len);
+    cJSON_AddNumberToObject(c, "n_ctx", m->cfg.seq_len);
+    cJSON_AddNumberToObject(c, "n_embd", m->cfg.d_model);
+    cJSON_AddNumberToObject(c, "n_layer", m->cfg.n_layer);
+    cJSON_AddNumberToObject(c, "n_head", m->cfg.n_head);
+    cJSON_AddNullToObject(c, "n_inner"); /* = 4 * n_embd */
+    cJSON_AddStringToObject(c, "activation_function", "gelu_new"); /* tanh approximation */
+    cJSON_AddNumberToObject(c, "layer_norm_epsilon", 1e-5);
+    cJSON_AddNumberToObject(c, "resid_pdrop", 0.0);
+    cJSON_AddNumberToObject(c, "embd_pdrop", 0.0);
+    cJSON_AddNumberToObject(c, "attn_pdrop", 0.0);
+    cJSON_AddNumberToObject(c, "initializer_range", 0.02);
+    cJSON_AddBoolToObject(c, "scale_attn_weights", 1);
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", 1);
+    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    cJSON_AddNumberToObject(c, "minitrain_step", step);
+    char *text = cJSON_Print(c);
+    cJSON_Delete(c);
+    return text;
+}
+
+/* The safetensors file: HF names, Conv1D weights transposed (out, in) -> (in, out). */
+static int hf_write_tensors(gpt_model *m, const char *path, int step, char *msg, size_t len) {
     float *hf = mallocCheck(m->num_params * sizeof(float));
     st_tensor *t = callocCheck((size_t)m->n_tensors, sizeof(*t));
     const float *hp = gpt_params_host(m); /* the host mirror of the parameters */
@@ -317,42 +345,52 @@ int interop_hf_write(gpt_model *m, const char *path, int step, char *err, size_t
     int ok = cJSON_PrintPreallocated(mo, meta, sizeof(meta), 0);
     cJSON_Delete(mo);
     int rc = 0;
-    if (!ok || st_write(path, t, m->n_tensors, meta, msg, sizeof(msg)) != 0) {
-        snprintf(err, errlen, "writing %s: %s", path, ok ? msg : "metadata too long");
+    if (!ok) {
+        snprintf(msg, len, "metadata too long");
         rc = -1;
-    }
+    } else rc = st_write(path, t, m->n_tensors, meta, msg, len);
     free(t);
     free(hf);
-    if (rc != 0) return -1;
-    /* config.json: Hugging Face GPT2Config keys */
-    cJSON *c = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
-    cJSON_AddStringToObject(c, "model_type", "gpt2");
-    cJSON_AddNumberToObject(c, "vocab_size", m->cfg.vocab_size);
-    cJSON_AddNumberToObject(c, "n_positions", m->cfg.seq_len);
-    cJSON_AddNumberToObject(c, "n_ctx", m->cfg.seq_len);
-    cJSON_AddNumberToObject(c, "n_embd", m->cfg.d_model);
-    cJSON_AddNumberToObject(c, "n_layer", m->cfg.n_layer);
-    cJSON_AddNumberToObject(c, "n_head", m->cfg.n_head);
-    cJSON_AddNullToObject(c, "n_inner"); /* = 4 * n_embd */
-    cJSON_AddStringToObject(c, "activation_function", "gelu_new"); /* tanh approximation */
-    cJSON_AddNumberToObject(c, "layer_norm_epsilon", 1e-5);
-    cJSON_AddNumberToObject(c, "resid_pdrop", 0.0);
-    cJSON_AddNumberToObject(c, "embd_pdrop", 0.0);
-    cJSON_AddNumberToObject(c, "attn_pdrop", 0.0);
-    cJSON_AddNumberToObject(c, "initializer_range", 0.02);
-    cJSON_AddBoolToObject(c, "scale_attn_weights", 1);
-    cJSON_AddBoolToObject(c, "tie_word_embeddings", 1);
-    cJSON_AddStringToObject(c, "torch_dtype", "float32");
-    cJSON_AddNumberToObject(c, "minitrain_step", step);
-    char *text = cJSON_Print(c);
-    cJSON_Delete(c);
-    rc = ckpt_write_json(outdir, "config.json", text, msg, sizeof(msg));
-    free(text);
-    if (rc != 0) {
-        snprintf(err, errlen, "writing config.json: %s", msg);
+    return rc;
+}
+
+int interop_hf_write(gpt_model *m, const char *path, int step, char *err, size_t errlen) {
+    if (m->cfg.moe_every > 0) { /* GPT2Config has no experts: neither HF nor interop_hf_read
+                                   could load what would be written */
+        snprintf(err, errlen, "Hugging Face's GPT-2 (GPT2Config) has no mixture-of-experts "
+                 "layers; this model has experts every %d blocks (%d experts, top-%d)",
+                 m->cfg.moe_every, m->cfg.n_experts, m->cfg.top_k);
         return -1;
     }
-    return 0;
+    /* the directory beside path: config.json goes there */
+    char tmp[CKPT_PATH_MAX], outdir[CKPT_PATH_MAX], cfgpath[CKPT_PATH_MAX], msg[2048];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    snprintf(outdir, sizeof(outdir), "%s", dirname(tmp)); /* dirname may modify its argument */
+    struct stat sd;
+    int made_dir = stat(outdir, &sd) != 0;
+    if (fs_mkdir_p(outdir, msg, sizeof(msg)) != 0 ||
+        fs_join(cfgpath, sizeof(cfgpath), outdir, "config.json", msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
+    /* The pair is written both or neither: config.json goes to its partial file first (fsynced,
+     * not yet renamed), then the tensors are written and renamed, then config.json is renamed.
+     * A full disk at any point leaves the previous pair (or nothing) in place. */
+    char *text = hf_config_text(m, step);
+    fs_afile cfg;
+    int rc = fs_afile_open(&cfg, cfgpath, msg, sizeof(msg));
+    if (rc == 0) rc = fs_afile_write(&cfg, text, strlen(text), msg, sizeof(msg));
+    if (rc == 0) rc = fs_afile_write(&cfg, "\n", 1, msg, sizeof(msg));
+    free(text);
+    if (rc != 0) snprintf(err, errlen, "writing config.json: %s", msg);
+    else if (hf_write_tensors(m, path, step, msg, sizeof(msg)) != 0) {
+        fs_afile_abort(&cfg);
+        snprintf(err, errlen, "writing %s: %s", path, msg);
+        rc = -1;
+    } else if (fs_afile_commit(&cfg, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "writing config.json: %s", msg);
+        rc = -1;
+    }
+    if (rc != 0 && made_dir) rmdir(outdir); /* no empty hf/ left behind (fails if not empty) */
+    return rc;
 }

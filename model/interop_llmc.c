@@ -92,6 +92,12 @@ int interop_llmc_read(gpt_model *m, const char *path, int *version_out, char *er
         return -1;
     }
     int32_t h[LLMC_HEADER_INTS];
+    if (!S_ISREG(st.st_mode)) { /* a directory "reads" as its st_size (4096) of nothing */
+        snprintf(err, errlen, "llm.c model file '%s' is %s, not a file (give the .bin file, e.g. "
+                 "gpt2_124M.bin)", path, S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+        fclose(f);
+        return -1;
+    }
     if (st.st_size < (off_t)sizeof(h) || fread(h, sizeof(h), 1, f) != 1) {
         snprintf(err, errlen, "llm.c model file '%s': truncated (%lld bytes; the header alone is "
                  "%zu)", path, (long long)st.st_size, sizeof(h));
@@ -101,7 +107,10 @@ int interop_llmc_read(gpt_model *m, const char *path, int *version_out, char *er
     if (h[0] != INTEROP_LLMC_MAGIC) {
         const char *is = h[0] == 20240328 ? " (it is an llm.c tokenizer file)"
                          : h[0] == 20240327 ? " (it is an llm.c debug state file)"
-                         : h[0] == 20240520 ? " (it is a token shard)" : "";
+                         : h[0] == 20240520 ? " (it is a token shard)"
+                         /* safetensors: an 8-byte little-endian header length, then '{' */
+                         : ((const char *)h)[8] == '{' && h[1] == 0
+                             ? " (it is a safetensors file: import it with --from hf)" : "";
         snprintf(err, errlen, "llm.c model file '%s': wrong magic %d, expected %d%s", path, h[0],
                  INTEROP_LLMC_MAGIC, is);
         fclose(f);

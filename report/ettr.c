@@ -247,32 +247,48 @@ static int table_stalls(sqlite3 *db, double *sum_s) {
     return n;
 }
 
-/* Checkpoint stalls from events: one EV_CHECKPOINT event per committed tier carries the save's
- * snapshot_ms, so take one per (run, step); EV_CKPT_WAIT events add the time a save waited for
- * the previous one (waited_ms). Returns the number of saves. */
+/* The stall in seconds that event i adds: an EV_CHECKPOINT carries its save's snapshot_ms once
+ * per committed tier, so only the first of a (run, step) counts; an EV_CKPT_WAIT adds the time a
+ * save waited for the previous one (waited_ms). NAN for any other event. */
+static double event_stall(const job_data *j, long long i) {
+    const event_row *e = &j->ev[i];
+    if (!strcmp(e->kind, EV_CKPT_WAIT)) {
+        double ms = detail_num(e->detail, EVK_WAITED_MS);
+        return isfinite(ms) ? ms / 1e3 : NAN;
+    }
+    if (strcmp(e->kind, EV_CHECKPOINT) != 0) return NAN;
+    double s = save_stall_s(e->detail);
+    if (!isfinite(s)) return NAN;
+    double step = detail_num(e->detail, EVK_STEP);
+    for (long long k = i - 1; k >= 0; k--) /* the same save reported for another tier */
+        if (j->ev[k].run_id == e->run_id && !strcmp(j->ev[k].kind, EV_CHECKPOINT) &&
+            detail_num(j->ev[k].detail, EVK_STEP) == step && isfinite(step))
+            return NAN;
+    return s;
+}
+
+/* Checkpoint stalls from events (event_stall). Returns the number of saves. */
 static int event_stalls(const job_data *j, double *sum_s) {
     *sum_s = 0;
     int n = 0;
     for (long long i = 0; i < j->nev; i++) {
-        const event_row *e = &j->ev[i];
-        if (!strcmp(e->kind, EV_CKPT_WAIT)) {
-            double ms = detail_num(e->detail, EVK_WAITED_MS);
-            if (isfinite(ms)) *sum_s += ms / 1e3;
-            continue;
-        }
-        if (strcmp(e->kind, EV_CHECKPOINT) != 0) continue;
-        double s = save_stall_s(e->detail);
+        double s = event_stall(j, i);
         if (!isfinite(s)) continue;
-        double step = detail_num(e->detail, EVK_STEP);
-        int dup = 0; /* the same save reported for another tier */
-        for (long long k = i - 1; k >= 0 && !dup; k--)
-            dup = j->ev[k].run_id == e->run_id && !strcmp(j->ev[k].kind, EV_CHECKPOINT) &&
-                  detail_num(j->ev[k].detail, EVK_STEP) == step && isfinite(step);
-        if (dup) continue;
         *sum_s += s;
-        n++;
+        n += strcmp(j->ev[i].kind, EV_CHECKPOINT) == 0;
     }
     return n;
+}
+
+/* The stalls of saves logged in (a, b]: a save before an attempt's first step (the step-0
+ * checkpoint of `ckpt import`) lies inside its start-up, which must not count it twice. */
+static double event_stalls_in(const job_data *j, double a, double b) {
+    double sum = 0;
+    for (long long i = 0; i < j->nev; i++) {
+        double s = j->ev[i].time > a && j->ev[i].time <= b ? event_stall(j, i) : NAN;
+        if (isfinite(s)) sum += s;
+    }
+    return sum;
 }
 
 /* ---- the accounting --------------------------------------------------------------------------- */
@@ -485,10 +501,13 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
         double init = init_end - (k == 0 ? t0 : lo);
         double ld = fmin(load_s[k], fmax(init, 0));
         r->ckpt_load_s += ld;
+        /* the categories partition the wall time: a stall inside start-up is a stall */
+        double st = fmin(event_stalls_in(&j, (k == 0 ? t0 : lo) - 1e-9, init_end),
+                         fmax(init - ld, 0));
         if (k == 0)
-            r->startup_s += init - ld;
+            r->startup_s += init - ld - st;
         else
-            r->relaunch_s += init - ld;
+            r->relaunch_s += init - ld - st;
     }
     r->launches = na;
     r->restarts = na > 0 ? na - 1 : 0;

@@ -20,6 +20,7 @@
 #include <sqlite3.h>
 
 #include "core/check.h"
+#include "core/events.h"
 #include "core/fs.h"
 #include "report/report.h"
 #include "report/svg.h"
@@ -236,9 +237,11 @@ static void checkpoints_section(FILE *f, const report_summary *r) {
     int n = 0;
     if (sqlite3_prepare_v2(r->db, "SELECT run_id, step, tier, state, bytes, snapshot_ms, write_ms,"
                            " path FROM checkpoints ORDER BY step, tier, time", -1, &st, NULL) == SQLITE_OK) {
-        fputs("<table class=\"checkpoints\"><tr><th>run</th><th>step</th><th>tier</th><th>state"
-              "</th><th>MiB</th><th>stall (ms)</th><th>write (ms)</th><th>path</th></tr>\n", f);
         while (sqlite3_step(st) == SQLITE_ROW) {
+            if (n == 0) /* the header only above rows: no empty table */
+                fputs("<table class=\"checkpoints\"><tr><th>run</th><th>step</th><th>tier</th>"
+                      "<th>state</th><th>MiB</th><th>stall (ms)</th><th>write (ms)</th><th>path"
+                      "</th></tr>\n", f);
             char b[3][32];
             double x[3];
             for (int i = 0; i < 3; i++)
@@ -254,9 +257,21 @@ static void checkpoints_section(FILE *f, const report_summary *r) {
             n++;
         }
         sqlite3_finalize(st);
-        fputs("</table>\n", f);
+        if (n > 0) fputs("</table>\n", f);
     }
-    if (n == 0) fputs("<p class=\"note\">no checkpoints recorded (ckpt_every = 0)</p>\n", f);
+    if (n == 0) { /* why, from the job's own config: never a default it did not run with */
+        cJSON *c = r->config ? cJSON_Parse(r->config) : NULL;
+        const cJSON *ce = cJSON_GetObjectItemCaseSensitive(c, "ckpt_every");
+        if (!cJSON_IsNumber(ce))
+            fputs("<p class=\"note\">no checkpoints recorded (no trainer run started in this "
+                  "database)</p>\n", f);
+        else if (ce->valueint == 0)
+            fputs("<p class=\"note\">no checkpoints recorded (ckpt_every = 0)</p>\n", f);
+        else
+            fprintf(f, "<p class=\"note\">no checkpoints recorded (ckpt_every = %d; none was "
+                    "committed)</p>\n", ce->valueint);
+        cJSON_Delete(c);
+    }
     fputs("<p class=\"note\">tiers: 0 own memory, 1 run directory, 2 durable.</p>\n</section>\n", f);
 }
 
@@ -269,13 +284,20 @@ static void events_section(FILE *f, const report_summary *r) {
         esc(f, e->string);
         fprintf(f, "</code> %d", (int)e->valuedouble);
     }
-    fputs(". Per-step <code>moe</code> and <code>pp_timeline</code> rows are drawn in the "
-          "pictures, not listed.</p>\n", f);
+    fputs(". Per-step <code>" EV_MOE "</code>, <code>" EV_PP_TIMELINE "</code> and <code>"
+          EV_PP_IDLE "</code> rows are drawn in the pictures, not listed.</p>\n", f);
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(r->db, "SELECT time, run_id, kind, rank, detail FROM events WHERE kind"
-                           " NOT IN ('moe', 'pp_timeline') ORDER BY time, rowid LIMIT 2000", -1,
-                           &st, NULL) == SQLITE_OK) {
+                           " NOT IN ('" EV_MOE "', '" EV_PP_TIMELINE "', '" EV_PP_IDLE "') ORDER BY"
+                           " time, rowid LIMIT 2000", -1, &st, NULL) == SQLITE_OK) {
         double t0 = isfinite(r->job_start) ? r->job_start : NAN;
+        /* t = 0 is the earlier of the job's start and its first event (an import or an earlier
+         * launch logs before the supervisor's start): no negative times */
+        sqlite3_stmt *q0 = NULL;
+        if (sqlite3_prepare_v2(r->db, "SELECT MIN(time) FROM events", -1, &q0, NULL) == SQLITE_OK &&
+            sqlite3_step(q0) == SQLITE_ROW && sqlite3_column_type(q0, 0) != SQLITE_NULL)
+            t0 = isfinite(t0) ? fmin(t0, sqlite3_column_double(q0, 0)) : sqlite3_column_double(q0, 0);
+        sqlite3_finalize(q0);
         fputs("<table class=\"events\"><tr><th>t (s)</th><th>run</th><th>kind</th><th>rank</th>"
               "<th>detail</th></tr>\n", f);
         while (sqlite3_step(st) == SQLITE_ROW) {
@@ -359,9 +381,13 @@ int report_html(const report_summary *r, const svg_panel *beside, const report_s
     metrics_section(f, r);
     picture_section(f, r, "pipeline", "Pipeline timeline (measured)", svg_pipeline,
                     "Each box is one microbatch's forward (dark) or backward (light, hatched) on "
-                    "one stage, over the time the trainer measured (event pp_timeline); the dotted "
-                    "background is idle time. The ideal bubble (p−1)/(m+p−1) assumes equal "
-                    "stage times and free communication. Drawn: the logged step of median "
+                    "one stage, over the time the trainer measured (event pp_timeline); with "
+                    "zb-h1 the backward is B (input gradient, hatched) and W (weight gradient, "
+                    "green, dashed); with interleaved chunks a box reads microbatch.chunk. The "
+                    "dotted background is idle time. The schedule's ideal idle fraction (1F1B, "
+                    "GPipe (p−1)/(m+p−1); interleaved (p−1)/(v·m+p−1); ZB-H1 "
+                    "(p−1)(F+B−W)/(m(F+B+W)+(p−1)(F+B−W)) from the measured mean pass times) "
+                    "assumes equal stage times and free communication. Drawn: the logged step of median "
                     "duration, of the pipeline of tp rank 0, dp rank 0 (the others run the same "
                     "schedule).");
     picture_section(f, r, "moe", "Mixture of experts: expert load and drops", svg_moe, NULL);

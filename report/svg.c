@@ -166,8 +166,9 @@ int svg_loss_draw(sqlite3 *db, const ettr_report *e, const svg_panel *beside, FI
         fprintf(f, "\"/>\n");
         for (size_t k = i; k < j; k++)
             if (isfinite(p[k].val))
-                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#000\"/>\n", X(p[k].t),
-                        Y(p[k].val));
+                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"white\" stroke=\"%s\" "
+                        "stroke-width=\"2\"/>\n", X(p[k].t), Y(p[k].val), SVGD_COLORS[1]);
+                /* the val-loss marker of every picture (report/svg_metrics.c): one look */
         i = j;
         run_no++;
     }

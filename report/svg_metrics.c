@@ -40,28 +40,48 @@ static double col(sqlite3_stmt *st, int i) {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
 }
 
-/* A polyline of field k per run (dash NULL = solid), or dots when dots. The latest launch is
- * drawn full; earlier ones (whose last steps a restart recomputed) faint and dotted. */
+/* The first step any run after the one ending at index end (exclusive) logged: where a later
+ * launch resumed, so steps from there on of this run were recomputed. INFINITY when none. */
+static double resumed_at(const mrow *p, size_t n, size_t end) {
+    double m = INFINITY;
+    for (size_t j = end; j < n; j++) m = fmin(m, p[j].step);
+    return m;
+}
+
+/* One polyline (or dots) of field k over p[i..j) with steps in [lo, hi]. */
+static void piece(FILE *f, const svgd_frame *fr, const mrow *p, size_t i, size_t j, int k,
+                  double lo, double hi, const char *color, const char *dash, int faint, int dots) {
+    if (!dots)
+        fprintf(f, "<polyline class=\"series\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s%s%s%s "
+                "points=\"", color, dash ? " stroke-dasharray=\"" : "", dash ? dash : "",
+                dash ? "\"" : "", faint ? " stroke-opacity=\"0.55\"" : "");
+    for (size_t q = i; q < j; q++) {
+        double v = field(&p[q], k);
+        if (!isfinite(v) || p[q].step < lo || p[q].step > hi) continue;
+        if (dots)
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"white\" stroke=\"%s\" "
+                    "stroke-width=\"2\"%s/>\n", svgd_x(fr, p[q].step), svgd_y(fr, v), color,
+                    faint ? " stroke-opacity=\"0.55\"" : "");
+        else
+            fprintf(f, "%.1f,%.1f ", svgd_x(fr, p[q].step), svgd_y(fr, v));
+    }
+    if (!dots) fputs("\"/>\n", f);
+}
+
+/* A polyline of field k per run (dash NULL = solid), or dots when dots. A run's steps that a
+ * later launch logged again (from the step it resumed at) are the recomputed ones: drawn faint
+ * and dotted; the rest of that run, kept, is drawn full like the latest launch. */
 static void series(FILE *f, const svgd_frame *fr, const mrow *p, size_t n, int k,
                    const char *color, const char *dash, int dots) {
     for (size_t i = 0; i < n;) {
         size_t j = i;
-        int old = p[i].run != p[n - 1].run;
-        const char *d = old ? "2,3" : dash;
-        if (!dots)
-            fprintf(f, "<polyline class=\"series\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s%s%s%s "
-                    "points=\"", color, d ? " stroke-dasharray=\"" : "", d ? d : "", d ? "\"" : "",
-                    old ? " stroke-opacity=\"0.55\"" : "");
-        for (; j < n && p[j].run == p[i].run; j++) {
-            double v = field(&p[j], k);
-            if (!isfinite(v)) continue;
-            if (dots)
-                fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"white\" stroke=\"%s\" "
-                        "stroke-width=\"2\"/>\n", svgd_x(fr, p[j].step), svgd_y(fr, v), color);
-            else
-                fprintf(f, "%.1f,%.1f ", svgd_x(fr, p[j].step), svgd_y(fr, v));
-        }
-        if (!dots) fputs("\"/>\n", f);
+        while (j < n && p[j].run == p[i].run) j++;
+        double r = resumed_at(p, n, j);
+        /* kept: up to the resume point (a line reaches it; a dot there is the recomputed one) */
+        piece(f, fr, p, i, j, k, -INFINITY, dots ? nextafter(r, -INFINITY) : r, color, dash, 0,
+              dots);
+        if (isfinite(r)) /* recomputed: from the resume point on, the boundary point shared */
+            piece(f, fr, p, i, j, k, r, INFINITY, color, "2,3", 1, dots);
         i = j;
     }
 }
@@ -142,7 +162,7 @@ int svg_metrics(sqlite3 *db, FILE *f) {
     if (launches > 1) {
         fprintf(f, "<g stroke-opacity=\"0.55\">");
         svgd_legend(f, x + 110, y, NULL, SVGD_COLORS[0], "2,3", 1,
-                    "an earlier launch (dotted, faint): the steps after its last checkpoint were "
+                    "an earlier launch's steps after its last checkpoint (dotted, faint): "
                     "recomputed");
         fputs("</g>\n", f);
     }

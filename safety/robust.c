@@ -87,9 +87,11 @@ int robust_parse_eps(const char *list, robust_opts *o, char *err, size_t errlen)
     while (*p) {
         char *end;
         double v = strtod(p, &end);
-        if (end == p || !isfinite(v) || v < 0 || (*end != ',' && *end != 0)) {
-            snprintf(err, errlen, "eps must be a comma list of numbers >= 0 (e.g. 0,0.03,0.1), "
-                     "got '%s'", list);
+        /* "0.1," and "0.1,,0.2" are refused as ",0.1" is: every comma separates two numbers */
+        if (end == p || !isfinite(v) || v < 0 || v > ROBUST_EPS_MAX ||
+            (*end != ',' && *end != 0) || (*end == ',' && end[1] == 0)) {
+            snprintf(err, errlen, "eps must be a comma list of numbers in [0, %g] (e.g. "
+                     "0,0.03,0.1), got '%s'", ROBUST_EPS_MAX, list);
             return -1;
         }
         if (n == ROBUST_MAX_EPS) {

@@ -56,6 +56,10 @@
 #include "train/trainer.h"
 
 #define ROBUST_MAX_EPS 16
+/* The largest relative ε accepted (as adv_eps's bound, core/config.c): ε = 100 already puts the
+ * ball 100 embedding norms wide; beyond, the perturbation's squared norm overflows fp32 (1e20 made
+ * the attack's own finiteness check abort the process). */
+#define ROBUST_EPS_MAX 100.0
 
 typedef enum { ROBUST_FGSM = 0, ROBUST_PGD = 1, ROBUST_HOTFLIP = 2 } robust_attack;
 typedef enum { ROBUST_L2 = 0, ROBUST_LINF = 1 } robust_norm;

@@ -73,9 +73,15 @@ static void eval_hook(trainer *tr, int step, int final, void *user) {
                      robust_attack_name(w->eval.attack),
                      w->eval.attack == ROBUST_HOTFLIP ? "" : " ",
                      w->eval.attack == ROBUST_HOTFLIP ? "" : robust_norm_name(w->eval.norm));
-    for (int i = 0; i < r.n_rows && n < (int)sizeof(line) - 64; i++)
-        n += snprintf(line + n, sizeof(line) - n, "%s eps %g adv %.4f (clean %.4f)", i ? " |" : "",
-                      r.rows[i].eps_rel, r.rows[i].adv_loss, r.rows[i].clean_loss);
+    for (int i = 0; i < r.n_rows && n < (int)sizeof(line) - 64; i++) {
+        if (w->eval.attack == ROBUST_HOTFLIP) /* no ball: its budget is swaps, not eps */
+            n += snprintf(line + n, sizeof(line) - n, "%s flips %d adv %.4f (clean %.4f)",
+                          i ? " |" : "", w->eval.flips, r.rows[i].adv_loss, r.rows[i].clean_loss);
+        else
+            n += snprintf(line + n, sizeof(line) - n, "%s eps %g adv %.4f (clean %.4f)",
+                          i ? " |" : "", r.rows[i].eps_rel, r.rows[i].adv_loss,
+                          r.rows[i].clean_loss);
+    }
     log_info("%s", line);
 }
 

@@ -9,7 +9,7 @@
  * The fault hook runs first so a rank that is killed or hangs at step N never reports step N:
  * the supervisor blames the rank whose heartbeat is behind.
  *
- * train/ does not include sched/ (DESIGN.md: arrows point down): cmd/train.c, a floor above both,
+ * train/ does not include sched/ (docs/design.md: arrows point down): cmd/train.c, a floor above both,
  * includes this header and registers the hooks.
  */
 #ifndef MT_SCHED_HOOKS_H

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fs.h"
 #include "sched/plan.h"
@@ -28,7 +29,8 @@ void replan_free(replan_rankfile *rf) {
 
 int replan_read(const char *path, replan_rankfile *rf, char *err, size_t errlen) {
     memset(rf, 0, sizeof(*rf));
-    if (plan_read_rankfile(path, &rf->tp, &rf->pp, &rf->dp, &rf->ep, &rf->world, err, errlen))
+    if (plan_read_rankfile(path, &rf->tp, &rf->pp, &rf->dp, &rf->ep, &rf->world, &rf->cp, err,
+                           errlen))
         return -1;
     rf->host = calloc((size_t)rf->world, sizeof(*rf->host));
     rf->slot = calloc((size_t)rf->world, sizeof(*rf->slot));
@@ -85,7 +87,25 @@ int replan_host_of_rank(const replan_rankfile *rf, const sup_hosts *h, int rank)
     return host_index(h, rf->host[rank]);
 }
 
+/* 1 when name is this machine: mpirun binds its slots to cores that must exist here */
+static int is_local_host(const char *name) {
+    char me[256] = "";
+    if (!strcmp(name, "localhost") || !strcmp(name, "127.0.0.1")) return 1;
+    if (gethostname(me, sizeof(me) - 1) != 0) return 0;
+    size_t n = strlen(name);
+    return !strcmp(name, me) || (!strncmp(me, name, n) && me[n] == '.'); /* short vs FQDN */
+}
+
 int replan_check_hosts(const replan_rankfile *rf, const sup_hosts *h, char *err, size_t errlen) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    for (int r = 0; r < rf->world; r++) /* a slot past this machine's cores: mpirun exits 1
+                                           without a word, and the supervisor would retry */
+        if (cores > 0 && rf->slot[r] >= cores && is_local_host(rf->host[r])) {
+            snprintf(err, errlen, "the rankfile places rank %d on host %s slot %d, but this "
+                     "machine has %ld core%s (slots 0..%ld): mpirun cannot bind it", r,
+                     rf->host[r], rf->slot[r], cores, cores == 1 ? "" : "s", cores - 1);
+            return -1;
+        }
     for (int r = 0; r < rf->world; r++)
         if (host_index(h, rf->host[r]) < 0) {
             snprintf(err, errlen, "the rankfile places rank %d on host %s, which is not among the "
@@ -157,7 +177,7 @@ int replan_write(replan_rankfile *rf, const sup_hosts *h, int spares, const char
         return -1;
     }
     /* only the layout matters for placing; the shape (GPT-2 124M's) only feeds the cost model */
-    plan_model m = {.tp = rf->tp, .pp = rf->pp, .dp = rf->dp, .ep = rf->ep, .n_layer = 12,
+    plan_model m = {.tp = rf->tp, .pp = rf->pp, .dp = rf->dp, .ep = rf->ep, .cp = rf->cp, .n_layer = 12,
                     .d_model = 768, .seq_len = 1024, .vocab_size = 50257, .micro_batch = 1,
                     .microbatches = 8, .bytes_per_elem = 4};
     plan_placement p;

@@ -19,7 +19,7 @@
 
 /* A rankfile written by `minitrain plan` (or by replan_write), as the supervisor uses it. */
 typedef struct {
-    int tp, pp, dp, ep, world;
+    int tp, pp, dp, ep, world, cp;
     char (*host)[REPLAN_HOST_MAX]; /* (world) host of each rank */
     int *slot;                     /* (world) its slot=S, -1 when not a plain number (socket:core) */
     int n_spares;                  /* "# spare HOST" lines */
@@ -41,8 +41,9 @@ int replan_host_of_rank(const replan_rankfile *rf, const sup_hosts *h, int rank)
 int replan_write(replan_rankfile *rf, const sup_hosts *h, int spares, const char *out, char *err,
                  size_t errlen);
 
-/* Every host of rf is in h, and every slot=S below that host's slot count in h (else -1 with err
- * naming the first rank that is not). */
+/* Every host of rf is in h, and every slot=S below that host's slot count in h and, on this
+ * machine (localhost or its own name), below its online core count (else -1 with err naming the
+ * first rank that is not). */
 int replan_check_hosts(const replan_rankfile *rf, const sup_hosts *h, char *err, size_t errlen);
 
 /* Every slot=S of rf below the GPU count its host has in topology t (`train --rankfile F` with a

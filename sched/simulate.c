@@ -160,10 +160,14 @@ void sim_many(const sim_params *p, int n, uint64_t seed, sim_summary *out) {
 static void print_line(const char *label, const sim_params *p, int trials, uint64_t seed) {
     sim_summary s;
     sim_many(p, trials, seed, &s);
-    printf("  %-22s interval %8.4g s | ETTR %.4f ± %.4f (p5 %.4f, p95 %.4f) | first-order %.4f"
+    /* sim_first_order_ettr clamps at 0: a clamped 0 is the model out of its range, not a value */
+    char fo[64];
+    double e = sim_first_order_ettr(p);
+    if (e > 0) snprintf(fo, sizeof(fo), "%.4f", e);
+    else snprintf(fo, sizeof(fo), "n/a (losses exceed the interval)");
+    printf("  %-22s interval %8.4g s | ETTR %.4f ± %.4f (p5 %.4f, p95 %.4f) | first-order %s"
            " | %.1f failures/job\n",
-           label, p->interval_s, s.mean, s.std, s.p5, s.p95, sim_first_order_ettr(p),
-           s.mean_failures);
+           label, p->interval_s, s.mean, s.std, s.p5, s.p95, fo, s.mean_failures);
 }
 
 /* --preset NAME: the published settings of a large job (Llama 3, ByteRobust) for every value
@@ -303,6 +307,9 @@ int sim_study_run(const sim_study *st) {
         printf("  preset byterobust: 9,600 GPUs, 97%% ETTR reported (ByteRobust, 2025); per-GPU "
                "failure rate assumed equal to Llama 3's\n");
     printf("Young/Daly interval sqrt(2*C*M) = %.4g s\n", yd);
+    if (isfinite(M) && C > 0 && 2 * C > M / 2) /* Young 1974 / Daly 2006 assume C << M */
+        printf("  note: the formula assumes C << M; here C = %.3g s against M = %.3g s, so "
+               "sqrt(2*C*M) is only a rough guide (compare the Monte Carlo ETTR lines)\n", C, M);
     sim_params p = {M, C, R, yd, D};
     if (replay && isfinite(run_tau) && isnan(st->interval_s)) {
         sim_params q = {M, C, R, run_tau, D};

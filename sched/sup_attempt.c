@@ -256,10 +256,14 @@ typedef struct {
     double next_kill;                       /* monotonic time of the next kill, or INFINITY */
 } watch_state;
 
-/* The launch process exited with wait status st: 0 (clean; 3 when SIGUSR1 asked for the stop),
+/* The launch process exited with wait status st: 0 (clean; 3 when SIGUSR1 asked for the stop,
+ * to the supervisor or to the ranks),
  * 2 (usage error, exit 2), or 1 with f filled (the kind from the exit code, the rank blamed). */
 static int launch_exited(const watch_state *w, int st, sup_failure *f) {
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return sup_ckpt_now ? 3 : 0;
+    /* the ranks got SIGUSR1 themselves (`sbatch --signal=USR1@T` without B:) and stopped after a
+     * checkpoint (sched/preempt.h): the same stop as the supervisor's own SIGUSR1 */
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGUSR1) return 3;
     if (WIFEXITED(st) && WEXITSTATUS(st) == MT_EXIT_USAGE) return 2;
     f->kind = failure_kind(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     f->code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -381,13 +385,25 @@ int sup_watch(sup *s, pid_t child, int attempt, double last_fail_unix, sup_failu
     w.recovered = attempt == 1, w.killed_rank = -1;
     w.killed_at = NAN;
     w.n = 0;
+    double stop_asked = NAN; /* when a SIGINT/SIGTERM was forwarded as the checkpoint request */
     for (;;) {
-        if (sup_stop_sig) return -1;
+        if (sup_stop_sig && isnan(stop_asked)) { /* `train` promises a checkpoint for the same
+                                                    signal: take the agreed-step path */
+            stop_asked = timer_now();
+            int ok = fs_write_atomic(s->stop_path, "STOP\n", 5, NULL, 0) == 0;
+            sup_say("attempt %d: %s: asking the job to checkpoint now and stop (send it again to "
+                    "stop at once)%s", attempt, strsignal((int)sup_stop_sig),
+                    ok ? "" : " (cannot write the request file: stopping now)");
+            if (!ok) return -1;
+        }
+        if (!isnan(stop_asked) && (sup_stop_count > 1 || timer_now() - stop_asked > s->hb_timeout_s))
+            return -1; /* a second signal, or the job did not stop within a heartbeat timeout */
         if (sup_ckpt_now == 1) ask_checkpoint_now(s, attempt);
         int st;
         pid_t p = waitpid(child, &st, WNOHANG);
         w.n = hb_scan(s->hb_dir, w.hb, HB_MAX_RANKS);
         if (p == child) {
+            if (!isnan(stop_asked)) return -1; /* stopped (after its checkpoint) as asked */
             int rc = launch_exited(&w, st, f);
             if (rc != 1) return rc;
             break;

@@ -29,6 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sqlite3.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,8 +50,11 @@ double sup_backoff_s(double min_s, double max_s, int consecutive) {
 
 /* ---- the supervisor --------------------------------------------------------------------------- */
 
-volatile sig_atomic_t sup_stop_sig = 0, sup_ckpt_now = 0;
-static void on_signal(int sig) { sup_stop_sig = sig; }
+volatile sig_atomic_t sup_stop_sig = 0, sup_ckpt_now = 0, sup_stop_count = 0;
+static void on_signal(int sig) {
+    sup_stop_sig = sig;
+    sup_stop_count++;
+}
 static void on_usr1(int sig) { (void)sig; sup_ckpt_now = 1; }
 
 void sup_say(const char *fmt, ...) {
@@ -229,6 +234,23 @@ const char *sup_launch_run_dir(char **launch, int nlaunch) {
     }
     return NULL;
 }
+/* The run directory already holds a job the supervisor saw complete: ETTR accounts every
+ * supervisor of a run.db as one job, so this launch counts as a restart of it and lowers its ETTR.
+ * Say so before anything is launched (a new job wants a new --run-dir). */
+static void warn_finished_job(sup *s) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(rundb_sqlite(s->db), "SELECT json_extract(detail, '$." EVK_STATUS "') "
+                           "FROM events WHERE run_id = 0 AND kind = '" EV_SUPERVISOR_END "' "
+                           "ORDER BY time DESC LIMIT 1", -1, &q, NULL) != SQLITE_OK)
+        return;
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0) &&
+        !strcmp((const char *)sqlite3_column_text(q, 0), EV_SUP_COMPLETED))
+        sup_say("note: %s holds a job that already completed; this launch is accounted as a "
+                "restart of that job (its ETTR falls by the time this one takes). For a new job, "
+                "give a new --run-dir", s->run_dir);
+    sqlite3_finalize(q);
+}
+
 
 /* Set up the job: the settings, the hosts (setup_hosts), RUN_DIR's lock and run.db, the heartbeat
  * directory and the supervisor's record in it, the subreaper bit and the signal handlers; then
@@ -265,6 +287,7 @@ static void start(sup *s, const sup_opts *o, char **launch_argv, int nlaunch) {
         runlock_release(&s->lock);
         mt_fail("run: %s", err);
     }
+    warn_finished_job(s);
     snprintf(s->hb_dir, sizeof(s->hb_dir), "%s/heartbeat", s->run_dir);
     snprintf(s->active_hostfile, sizeof(s->active_hostfile), "%s/hostfile.active", s->run_dir);
     snprintf(s->sup_path, sizeof(s->sup_path), "%s/%s", s->hb_dir, HB_SUP_FILE);

@@ -62,7 +62,9 @@ typedef struct {
 
 /* Set by the signal handlers of sup_run: the signal that asks the supervisor to stop (0: none);
  * 1 when SIGUSR1 asked for a checkpoint now, 2 once the job was asked (sup_watch). */
-extern volatile sig_atomic_t sup_stop_sig, sup_ckpt_now;
+/* sup_stop_count: SIGINT/SIGTERM/SIGHUP received (the first asks the job to checkpoint and stop,
+ * a second stops it at once) */
+extern volatile sig_atomic_t sup_stop_sig, sup_ckpt_now, sup_stop_count;
 
 /* "minitrain run: " + the message + newline on stderr, flushed. */
 MT_PRINTF(1, 2) void sup_say(const char *fmt, ...);

@@ -4,7 +4,7 @@
  *
  * Why it is shaped so:
  *   - Everything here is a pure function of its arguments (no sockets, no threads), so every
- *     status code the server can answer for a bad body is unit-tested (tests/test_gateway.c).
+ *     status code the server can answer for a bad body is unit-tested (tests/test_serve.c).
  *   - cJSON parses; responses are written by hand through api_buf because model output is raw
  *     bytes: a byte-level model can emit half a UTF-8 character or a NUL, which cJSON strings
  *     cannot carry. api_buf_json_string escapes and turns invalid bytes into U+FFFD, so every body
@@ -58,6 +58,22 @@ void api_buf_printf(api_buf *b, const char *fmt, ...) {
     vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     b->len += (size_t)n;
+}
+
+void api_buf_put_utf8(api_buf *b, const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        size_t run = i; /* the longest valid stretch first: one copy, not one per byte */
+        while (run < n) {
+            int L = s[run] < 0x80 ? 1 : api_utf8_seq_len(s + run, n - run);
+            if (L == 0) break;
+            run += (size_t)L;
+        }
+        if (run > i) api_buf_put(b, s + i, run - i);
+        if (run == n) return;
+        api_buf_put(b, "\xEF\xBF\xBD", 3);
+        i = run + utf8_maximal_subpart(s + run, n - run);
+    }
 }
 
 void api_buf_json_string(api_buf *b, const uint8_t *s, size_t n) {
@@ -115,6 +131,14 @@ int api_body_take(api_buf *body, int *too_large, size_t *discarded, const char *
     api_buf_free(body);
     *discarded += n;
     return *discarded <= 16 * max;
+}
+
+void api_buf_put_json(api_buf *b, cJSON *o) {
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    mtCheck(text != NULL, "out of memory");
+    api_buf_puts(b, text);
+    cJSON_free(text);
 }
 
 long api_buf_drain(api_buf *b, size_t *off, char *dst, size_t max) {
@@ -249,6 +273,34 @@ static int has_nul_escape(const char *s, size_t n) {
         size_t j = i + 1;
         if (s[j] == '\\') { i = j; continue; } /* an escaped backslash: skip both */
         if (s[j] == 'u' && !memcmp(s + j + 1, "0000", 4)) return 1;
+    }
+    return 0;
+}
+
+/* The 4 hex digits of a \\u escape at s (n bytes left), or -1. */
+static long hex4(const char *s, size_t n) {
+    if (n < 4) return -1;
+    char h[5] = {s[0], s[1], s[2], s[3], 0}, *end;
+    long v = strtol(h, &end, 16);
+    return end == h + 4 ? v : -1;
+}
+
+/* 1 when a string holds a \\u escape of a lone surrogate (a high half U+D800..DBFF not followed
+ * by a \\u low half U+DC00..DFFF, or a low half alone): no Unicode scalar value, so cJSON refuses
+ * the text, and the generic parse error's hint (NaN, Infinity) would mislead. */
+static int has_lone_surrogate(const char *s, size_t n) {
+    for (size_t i = 0; i + 5 < n; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == '\\') { i++; continue; } /* an escaped backslash: skip both */
+        if (s[i + 1] != 'u') continue;
+        long v = hex4(s + i + 2, n - i - 2);
+        if (v >= 0xDC00 && v <= 0xDFFF) return 1;
+        if (v >= 0xD800 && v <= 0xDBFF) {
+            long lo = i + 11 < n && s[i + 6] == '\\' && s[i + 7] == 'u' ? hex4(s + i + 8, n - i - 8)
+                                                                        : -1;
+            if (lo < 0xDC00 || lo > 0xDFFF) return 1;
+            i += 11; /* the pair */
+        }
     }
     return 0;
 }
@@ -522,6 +574,11 @@ cJSON *api_json_body(const char *body, size_t len, api_error *err) {
     if (has_nul_escape(body, len))
         return FAIL_NULL(err, 400, BAD, NULL, "invalid_value",
                          "strings must not contain \\u0000 (NUL)");
+    if (has_lone_surrogate(body, len))
+        return FAIL_NULL(err, 400, BAD, NULL, "invalid_value",
+                         "strings must not contain a lone surrogate escape (\\ud800..\\udfff "
+                         "without its other half): JSON text encodes Unicode scalar values "
+                         "(RFC 8259 section 8.2)");
     if (!json_controls_ok(body, len))
         return FAIL_NULL(err, 400, BAD, NULL, "invalid_json",
                          "We could not parse the JSON body of your request (a raw NUL or an "

@@ -15,7 +15,8 @@
 #include <string.h>
 
 static const char *const EP_NAMES[SRV_EP_COUNT] = {"completions", "chat_completions", "models",
-                                                  "health", "metrics", "other"};
+                                                  "health",      "metrics",          "embeddings",
+                                                  "other"};
 
 const char *srv_endpoint_name(int endpoint) {
     return endpoint >= 0 && endpoint < SRV_EP_COUNT ? EP_NAMES[endpoint] : "other";

@@ -27,6 +27,7 @@
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "serve/server.h"
 
+#include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <poll.h>
 #include <stdio.h>
@@ -59,6 +60,10 @@ struct srv_server {
     pthread_mutex_t fault_mu;
     rng_state fault_rng;
     unsigned long n_empty;
+    /* POST /v1/embeddings: one decode state, made on first use, one request at a time */
+    pthread_mutex_t embed_mu;
+    gpt_decode_state embed_st;
+    int embed_ready;
 };
 
 /* Per-request state (MHD's con_cls), freed in on_completed. */
@@ -104,9 +109,11 @@ static void new_id(srv_server *s, int chat, char *out, size_t cap) {
              (unsigned long long)(b & 0xffffffffu));
 }
 
-/* The two generation endpoints (POST, with a body). */
+/* The endpoints that run the model (POST, with a body): the two generation endpoints and
+ * embeddings. */
 static int is_generation(int endpoint) {
-    return endpoint == SRV_EP_COMPLETIONS || endpoint == SRV_EP_CHAT;
+    return endpoint == SRV_EP_COMPLETIONS || endpoint == SRV_EP_CHAT ||
+           endpoint == SRV_EP_EMBEDDINGS;
 }
 
 static uint64_t new_seed(srv_server *s) {
@@ -134,21 +141,9 @@ static int conn_fd(struct MHD_Connection *c) {
 static enum MHD_Result reply(conn_ctx *cc, struct MHD_Connection *c, int status,
                              const char *ctype, api_buf *body, const char *hname,
                              const char *hval) {
-    struct MHD_Response *r;
-    if (body->len == 0) {
-        api_buf_free(body);
-        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    } else {
-        r = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
-        memset(body, 0, sizeof(*body)); /* MHD frees it */
-    }
-    if (r == NULL) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    if (hname) MHD_add_response_header(r, hname, hval);
-    enum MHD_Result q = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    if (q == MHD_YES) cc->status = status;
-    return q;
+    struct MHD_Response *r = api_response(body, ctype);
+    if (r && hname) MHD_add_response_header(r, hname, hval);
+    return api_queue(c, status, r, &cc->status);
 }
 
 static enum MHD_Result reply_error(conn_ctx *cc, struct MHD_Connection *c, const api_error *e) {
@@ -194,6 +189,7 @@ static int route(const char *url, const char **model_id) {
         *model_id = url + 11;
         return SRV_EP_MODELS;
     }
+    if (!strcmp(url, "/v1/embeddings")) return SRV_EP_EMBEDDINGS;
     if (!strcmp(url, "/health")) return SRV_EP_HEALTH;
     if (!strcmp(url, "/metrics")) return SRV_EP_METRICS;
     return SRV_EP_OTHER;
@@ -201,15 +197,21 @@ static int route(const char *url, const char **model_id) {
 
 /* ---- GET endpoints ---------------------------------------------------------------------------- */
 
-static void model_object(srv_server *s, api_buf *b) {
+/* The /v1/models entry of the served model (OpenAI's model object plus its shape). */
+static cJSON *model_object(srv_server *s) {
     const gpt_config *c = &s->m->cfg;
-    api_buf_puts(b, "{\"id\":");
-    api_buf_json_string(b, (const uint8_t *)s->o.model_name, strlen(s->o.model_name));
-    api_buf_printf(b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\","
-                     "\"context_length\":%d,\"vocab_size\":%d,\"n_layer\":%d,\"n_head\":%d,"
-                     "\"d_model\":%d,\"step\":%d}",
-                  s->started, c->seq_len, s->mi.n_vocab, c->n_layer, c->n_head, c->d_model,
-                  s->step);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", s->o.model_name);
+    cJSON_AddStringToObject(o, "object", "model");
+    cJSON_AddNumberToObject(o, "created", (double)s->started);
+    cJSON_AddStringToObject(o, "owned_by", "minitrain");
+    cJSON_AddNumberToObject(o, "context_length", c->seq_len);
+    cJSON_AddNumberToObject(o, "vocab_size", s->mi.n_vocab);
+    cJSON_AddNumberToObject(o, "n_layer", c->n_layer);
+    cJSON_AddNumberToObject(o, "n_head", c->n_head);
+    cJSON_AddNumberToObject(o, "d_model", c->d_model);
+    cJSON_AddNumberToObject(o, "step", s->step);
+    return o;
 }
 
 static enum MHD_Result handle_get(srv_server *s, conn_ctx *cc, struct MHD_Connection *c,
@@ -218,9 +220,12 @@ static enum MHD_Result handle_get(srv_server *s, conn_ctx *cc, struct MHD_Connec
     api_error e;
     int ready = atomic_load(&s->ready);
     switch (cc->endpoint) {
-    case SRV_EP_HEALTH:
-        api_buf_puts(&b, ready ? "{\"status\":\"ok\"}" : "{\"status\":\"loading\"}");
+    case SRV_EP_HEALTH: {
+        cJSON *h = cJSON_CreateObject();
+        cJSON_AddStringToObject(h, "status", ready ? "ok" : "loading");
+        api_buf_put_json(&b, h);
         return reply_json(cc, c, ready ? 200 : 503, &b);
+    }
     case SRV_EP_METRICS: {
         srv_gauges g = {.ready = ready, .slots_total = s->o.slots, .queue_capacity = s->o.queue};
         if (ready) srv_pool_stats(s->pool, &g.queue_depth, &g.slots_busy);
@@ -238,11 +243,12 @@ static enum MHD_Result handle_get(srv_server *s, conn_ctx *cc, struct MHD_Connec
                         "The model '%.64s' does not exist", model_id);
                 return reply_error(cc, c, &e);
             }
-            model_object(s, &b);
+            api_buf_put_json(&b, model_object(s));
         } else {
-            api_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
-            model_object(s, &b);
-            api_buf_puts(&b, "]}");
+            cJSON *list = cJSON_CreateObject();
+            cJSON_AddStringToObject(list, "object", "list");
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(list, "data"), model_object(s));
+            api_buf_put_json(&b, list);
         }
         return reply_json(cc, c, 200, &b);
     }
@@ -349,6 +355,16 @@ static int fault_draw(srv_server *s, int *variant) {
     return f;
 }
 
+/* Does this request get --fault-latency? Every one, or a fraction --fault-latency-rate of them
+ * (a draw only then, so the status/empty sequence of a seed stays what it was without it). */
+static int latency_draw(srv_server *s) {
+    if (s->o.fault_latency_rate <= 0 || s->o.fault_latency_rate >= 1) return 1;
+    pthread_mutex_lock(&s->fault_mu);
+    int hit = rng_uniform(&s->fault_rng) < s->o.fault_latency_rate;
+    pthread_mutex_unlock(&s->fault_mu);
+    return hit;
+}
+
 /* Sleep --fault-latency, watching the client. Returns 0, or -1 if the client left. */
 static int fault_sleep(srv_server *s, int fd) {
     double until = api_now() + s->o.fault_latency_ms / 1000.0;
@@ -382,13 +398,17 @@ static enum MHD_Result reply_empty(srv_server *s, conn_ctx *cc, struct MHD_Conne
         if (req->chat) api_chat_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
         else api_completion_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
     } else {
-        api_buf_puts(&b, "{\"id\":");
-        api_buf_json_string(&b, (const uint8_t *)id, strlen(id));
-        api_buf_printf(&b, ",\"object\":\"%s\",\"created\":%ld,\"model\":",
-                      req->chat ? "chat.completion" : "text_completion", now);
-        api_buf_json_string(&b, (const uint8_t *)model, strlen(model));
-        api_buf_printf(&b, ",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":0,"
-                          "\"total_tokens\":%d}}", req->n_prompt, req->n_prompt);
+        cJSON *o = cJSON_CreateObject(); /* a completion with no choices at all */
+        cJSON_AddStringToObject(o, "id", id);
+        cJSON_AddStringToObject(o, "object", req->chat ? "chat.completion" : "text_completion");
+        cJSON_AddNumberToObject(o, "created", (double)now);
+        cJSON_AddStringToObject(o, "model", model);
+        cJSON_AddArrayToObject(o, "choices");
+        cJSON *u = cJSON_AddObjectToObject(o, "usage");
+        cJSON_AddNumberToObject(u, "prompt_tokens", req->n_prompt);
+        cJSON_AddNumberToObject(u, "completion_tokens", 0);
+        cJSON_AddNumberToObject(u, "total_tokens", req->n_prompt);
+        api_buf_put_json(&b, o);
     }
     return reply_json(cc, c, 200, &b);
 }
@@ -396,7 +416,7 @@ static enum MHD_Result reply_empty(srv_server *s, conn_ctx *cc, struct MHD_Conne
 /* Apply --fault-* to a valid request: MHD_YES/NO if it was answered (or dropped), -1 if it goes
  * on to be generated. */
 static int apply_faults(srv_server *s, conn_ctx *cc, struct MHD_Connection *c, api_request *req) {
-    if (s->o.fault_latency_ms > 0 && fault_sleep(s, conn_fd(c)) != 0) {
+    if (s->o.fault_latency_ms > 0 && latency_draw(s) && fault_sleep(s, conn_fd(c)) != 0) {
         api_request_free(req);
         return MHD_NO; /* the client left while we stalled */
     }
@@ -466,10 +486,7 @@ static enum MHD_Result handle_completion(srv_server *s, conn_ctx *cc, struct MHD
         }
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        enum MHD_Result q = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        if (q == MHD_YES) cc->status = 200;
-        return q;
+        return api_queue(c, 200, r, &cc->status);
     }
     int done = 0, finish = 0, n_gen = 0;
     size_t len = 0;
@@ -498,6 +515,26 @@ static enum MHD_Result handle_completion(srv_server *s, conn_ctx *cc, struct MHD
 
 /* ---- MHD callbacks ---------------------------------------------------------------------------- */
 
+static enum MHD_Result handle_embeddings(srv_server *s, conn_ctx *cc, struct MHD_Connection *c) {
+    api_error e;
+    if (!atomic_load(&s->ready)) {
+        api_fail(&e, 503, "server_error", NULL, "model_loading", "the model is still loading");
+        return reply_error(cc, c, &e);
+    }
+    api_buf b = {0};
+    pthread_mutex_lock(&s->embed_mu);
+    if (!s->embed_ready) {
+        gpt_decode_init(&s->embed_st, s->m);
+        s->embed_ready = 1;
+    }
+    int rc = srv_embeddings(s->m, &s->mi, &s->embed_st, cc->body.p ? cc->body.p : "",
+                            cc->body.len, &b, &e);
+    pthread_mutex_unlock(&s->embed_mu);
+    api_buf_free(&cc->body);
+    if (rc) return reply_error(cc, c, &e);
+    return reply_json(cc, c, 200, &b);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -523,7 +560,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (cc->endpoint == SRV_EP_OTHER) {
             api_fail(&e, 404, "invalid_request_error", NULL, "unknown_url",
                     "unknown path %.64s (endpoints: POST /v1/completions, POST "
-                    "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics)", url);
+                    "/v1/chat/completions, POST /v1/embeddings, GET /v1/models, GET /health, "
+                    "GET /metrics)", url);
             return reply_error(cc, c, &e);
         }
         if (is_generation(cc->endpoint) ? strcmp(method, "POST") != 0 : !is_get) {
@@ -554,6 +592,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 "the request body is over the limit of %zu bytes (--max-body)", s->o.max_body);
         return reply_error(cc, c, &e);
     }
+    if (cc->endpoint == SRV_EP_EMBEDDINGS) return handle_embeddings(s, cc, c);
     return handle_completion(s, cc, c);
 }
 
@@ -612,6 +651,7 @@ srv_server *srv_start(const srv_opts *o, char *err, size_t errlen) {
     pthread_mutex_init(&s->id_mu, NULL);
     rng_seed(&s->id_rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)s);
     pthread_mutex_init(&s->fault_mu, NULL);
+    pthread_mutex_init(&s->embed_mu, NULL);
     rng_seed(&s->fault_rng, o->fault_seed);
     if (s->o.fault_status == 0) s->o.fault_status = 500;
     if (s->o.fault_retry_after_s <= 0) s->o.fault_retry_after_s = 1;
@@ -660,5 +700,7 @@ void srv_stop(srv_server *s) {
     srv_metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->id_mu);
     pthread_mutex_destroy(&s->fault_mu);
+    if (s->embed_ready) gpt_decode_free(&s->embed_st);
+    pthread_mutex_destroy(&s->embed_mu);
     free(s);
 }

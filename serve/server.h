@@ -31,8 +31,8 @@
 
 /* ---- metrics (metrics.c) --------------------------------------------------------------------- */
 
-enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_MODELS, SRV_EP_HEALTH, SRV_EP_METRICS, SRV_EP_OTHER,
-       SRV_EP_COUNT };
+enum { SRV_EP_COMPLETIONS, SRV_EP_CHAT, SRV_EP_MODELS, SRV_EP_HEALTH, SRV_EP_METRICS,
+       SRV_EP_EMBEDDINGS, SRV_EP_OTHER, SRV_EP_COUNT };
 
 typedef struct {
     pthread_mutex_t mu;
@@ -145,9 +145,19 @@ typedef struct {
     int fault_retry_after_s; /* the Retry-After of a 429/503 fault (default 1) */
     double fault_empty;      /* probability of a 200 with no choices / empty content and no
                                 finish_reason (alternating between the two shapes) */
-    int fault_latency_ms;    /* added before every generation answer (and before a fault) */
+    int fault_latency_ms;    /* added before every generation answer (and before a fault) ... */
+    double fault_latency_rate; /* ... or before this fraction of them (0 = not set: all) */
     unsigned long long fault_seed;
 } srv_opts;
+
+/* ---- embeddings (serve/embed.c) ------------------------------------------------------------- */
+/* Answer one POST /v1/embeddings body: 0 with the OpenAI-shaped list in *out (data[i].embedding:
+ * d_model floats, the mean of the input's last hidden states, L2-normalised; as a JSON array or,
+ * with encoding_format "base64", base64 of the little-endian float32 bytes; usage.prompt_tokens),
+ * or -1 with *e (400 for a bad input, over-long input or an unsupported parameter, 404 for
+ * another model). st: a decode state of m the caller owns (not used concurrently). */
+int srv_embeddings(const gpt_model *m, const api_model_info *mi, gpt_decode_state *st,
+                   const char *body, size_t n, api_buf *out, api_error *e);
 
 typedef struct srv_server srv_server;
 

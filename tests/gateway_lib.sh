@@ -18,6 +18,18 @@ start_gw() {
   start_bg "$name" 'listening on http://127.0.0.1:' "$MT" gateway --port 0 "$@"
 }
 
+# stopgw NAME : stop a gateway; anything but exit 0 after SIGTERM (under ASan: a leak, a report)
+# is a failed check
+stopgw() { local rc=0; stop "$1" || rc=$?; [ "$rc" = 0 ] || bad "gateway $1: exit $rc after SIGTERM"; }
+
+# gw_models : $TMP/m (tiny: fast answers) and $TMP/slow (slow enough to cut a stream), random
+# weights, byte-level tokenizer (bench/serve_mkmodel)
+gw_models() {
+  [ -x build/bench/serve_mkmodel ] || make -s build/bench/serve_mkmodel >/dev/null
+  build/bench/serve_mkmodel "$TMP/m" 2 2 64 128 256 >/dev/null
+  build/bench/serve_mkmodel "$TMP/slow" 4 4 256 1024 256 >/dev/null
+}
+
 # stop NAME : SIGTERM and wait; returns the exit code
 stop() { local v="PID_$1"; stop_pid "${!v}"; }
 # kill9 NAME : SIGKILL and reap

@@ -23,12 +23,8 @@ PY=/usr/bin/python3
 . tests/gateway_lib.sh # (sources tests/lib.sh)
 tmp_dir mt_gateway
 export TMP
-# every gateway must stop cleanly on SIGTERM (under ASan: no leak, no report)
-stopgw() { local rc=0; stop "$1" || rc=$?; [ "$rc" = 0 ] || bad "gateway $1: exit $rc after SIGTERM"; }
 
-[ -x build/bench/serve_mkmodel ] || make -s build/bench/serve_mkmodel >/dev/null
-build/bench/serve_mkmodel "$TMP/m" 2 2 64 128 256 >/dev/null        # tiny: fast answers
-build/bench/serve_mkmodel "$TMP/slow" 4 4 256 1024 256 >/dev/null   # slow enough to cut a stream
+gw_models # $TMP/m (tiny), $TMP/slow
 C='{"model":"m","prompt":"hello","max_tokens":4}'
 
 echo "-- configuration errors: one clear line, exit 2"
@@ -42,7 +38,7 @@ consecutive_failures = lots
 EOF
 rc=0; "$MT" gateway --config "$TMP/bad.ini" 2>"$TMP/err" >/dev/null || rc=$?
 check "malformed config value: exit 2, FILE:LINE names the key" \
-  bash -c "[ $rc = 2 ] && grep -q 'bad.ini:6: consecutive_failures needs a number' $TMP/err"
+  bash -c "[ $rc = 2 ] && grep -q \"bad.ini:6: 'consecutive_failures' needs a whole number, got 'lots'\" $TMP/err"
 printf '[gateway]\nport 8090\n' > "$TMP/bad2.ini"
 rc=0; "$MT" gateway --config "$TMP/bad2.ini" 2>"$TMP/err" >/dev/null || rc=$?
 check "malformed line: exit 2 with the line number" \
@@ -182,8 +178,25 @@ check "Retry-After over retry_after_max_s: no wait, straight to the fallback" \
   bash -c "[ $st = 200 ] && $PY -c 'import sys; sys.exit(0 if $t1-$t0 < 0.9 else 1)'"
 stopgw G6; stop T || true
 
+echo "-- one upstream answering 429 + Retry-After 3: honoured as the earliest next try, across requests"
+start_serve T --run "$TMP/m" --model-name m --fault-status 429 --fault-retry-after 3
+start_gw G6 --upstream "t=$URL_T" --route m=t --retry-after-max-s 0.5 --quiet
+st=$(post "$URL_G6" /v1/completions "$C"); first=$(header retry-after)
+ras=""; codes=""
+for i in $(seq 12); do st2=$(post "$URL_G6" /v1/completions "$C"); codes="$codes $st2"; ras="$ras $(header retry-after)"; sleep 0.15; done
+att=$(metric $URL_G6 'minitrain_gateway_upstream_attempts_total{upstream="t"}')
+check "the first client gets the upstream's 429 + Retry-After 3; 12 more within 2 s never reach it (attempts $att), each 429 with Retry-After 1..3, never climbing:$ras" \
+  bash -c "[ $st = 429 ] && [ '$first' = 3 ] && [ $att = 1 ] && [ \"\$(echo $codes | tr ' ' '\n' | sort -u)\" = 429 ] && $PY -c 'import sys; v=[int(x) for x in sys.argv[1:]]; sys.exit(0 if v and all(1 <= x <= 3 for x in v) and all(b <= a for a, b in zip(v, v[1:])) else 1)' $ras && grep -q upstream_rate_limited $TMP/body"
+sleep 3.1
+st=$(post "$URL_G6" /v1/completions "$C")
+check "after the Retry-After the upstream is tried again (attempts $(metric $URL_G6 'minitrain_gateway_upstream_attempts_total{upstream="t"}'))" \
+  bash -c "[ $st = 429 ] && [ \$(metric $URL_G6 'minitrain_gateway_upstream_attempts_total{upstream=\"t\"}') = 2 ]"
+stopgw G6; stop T || true
+
 echo "-- all targets ejected"
-start_serve P --run "$TMP/m" --model-name m --fault-rate 1 --fault-status 503
+# 502, not 503: a 503 carries Retry-After, which the gateway honours (no request before it), so
+# that upstream would rest rather than collect 5 failures in a row
+start_serve P --run "$TMP/m" --model-name m --fault-rate 1 --fault-status 502
 start_serve Q --run "$TMP/m" --model-name m --fault-rate 1 --fault-status 500
 start_gw G7 --upstream "p=$URL_P" --upstream "q=$URL_Q" --route m=p,q --retries-per-target 0 \
   --ejection-base-s 20 --quiet
@@ -338,6 +351,27 @@ check "429 with Retry-After and x-ratelimit-remaining-requests: 0" \
 kid=$("$MT" gateway keys ls --keys-db "$DB" --json | $PY -c "import json,sys; d=json.load(sys.stdin); d=d.get('keys',d) if isinstance(d,dict) else d; print([k['id'] for k in d if k.get('rpm')==10][0])" 2>/dev/null || echo unknown)
 check "/metrics counts them by key id ($kid)" \
   bash -c "[ \$(metric $URL_GK 'minitrain_gateway_rate_limited_total{key=\"$kid\"}' $ADMIN) = 41 ] && [ \$(metric $URL_GK 'minitrain_gateway_requests_total{key=\"$kid\",model=\"m\",upstream=\"f\",code=\"200\"}' $ADMIN) = 10 ]"
+st=$(curl -s -o "$TMP/body" -w '%{http_code}' -X PATCH -H "Authorization: Bearer $ADMIN" -d '{"rpm":20}' "$URL_GK/admin/keys/$kid")
+check "PATCH /admin/keys/ID (documented) changes the key: 200, rpm 20" \
+  bash -c "[ $st = 200 ] && $PY -c \"import json; assert json.load(open('$TMP/body'))['rpm'] == 20\""
+st=$(curl -s -o /dev/null -D "$TMP/hdr" -w '%{http_code}' -X PUT -H "Authorization: Bearer $ADMIN" -d '{}' "$URL_GK/admin/keys/$kid")
+check "PUT /admin/keys/ID: 405 with Allow naming the admin methods" \
+  bash -c "[ $st = 405 ] && grep -qi 'allow: GET, POST, PATCH, DELETE' $TMP/hdr"
+a1=$(code -H "Authorization: Bearer $ADMIN" "$URL_GK/admin/audit?limit=-1"); a2=$(code -H "Authorization: Bearer $ADMIN" "$URL_GK/admin/audit?limit=abc")
+a3=$(code -H "Authorization: Bearer $ADMIN" "$URL_GK/admin/audit?limit=2")
+check "/admin/audit?limit=-1|abc: 400 (the query reaches the admin API), limit=2: 200 with at most 2 rows ($a1 $a2 $a3)" \
+  bash -c "[ $a1 = 400 ] && [ $a2 = 400 ] && [ $a3 = 200 ] && $PY -c \"import json; assert len(json.load(open('$TMP/body'))['data']) <= 2\""
+check "gateway --help prints byte defaults whole (1M, not 1.04858e+06)" \
+  bash -c "$MT gateway --help | grep -q 'default 1M)' && ! $MT gateway --help | grep -q 'e+0'"
+ONLY=$(key --role user --models other)
+post "$URL_GK" /v1/completions "$C" "$ONLY" >/dev/null
+post "$URL_GK" /v1/completions '{"model":"nope","prompt":"x"}' "$USER" >/dev/null
+check "the access log names no upstream for requests that reached none (403, 404)" \
+  bash -c "grep -q 'status=403 upstream=- attempts=- stream=0 tokens=-1/-1' $TMP/GK.err && grep -q 'model=- status=404 upstream=- ' $TMP/GK.err && ! grep -Eq 'status=40[34] upstream=f' $TMP/GK.err"
+head -c 20000000 /dev/zero > "$TMP/big.body"
+up=$(curl -s -o /dev/null -w '%{http_code} %{size_upload}' -H 'Expect:' -H "Authorization: Bearer $USER" --data-binary @"$TMP/big.body" "$URL_GK/v1/completions")
+check "a 20 MB Content-Length is refused from the header (413) before the body is read (sent: ${up#* } bytes)" \
+  bash -c "[ '${up% *}' = 413 ] && [ ${up#* } -lt 8000000 ]"
 stopgw GK
 
 RP=$($PY -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
@@ -355,6 +389,12 @@ wait $XA $XB || true
 na=$(grep -c '^200$' "$TMP/ca" || true); nb=$(grep -c '^200$' "$TMP/cb" || true)
 check "two gateways sharing one redis-server admit 10 together ($na + $nb of 50)" [ $((na + nb)) = 10 ]
 stopgw GA; stopgw GB; kill "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true
+ONE_RPM=$(key --role user --rpm 1)
+start_gw GR --keys-db "$DB" --redis "127.0.0.1:$RP" --upstream "f=$URL_F" --route m=f
+s1=$(post "$URL_GR" /v1/completions "$C" "$ONE_RPM"); s2=$(post "$URL_GR" /v1/completions "$C" "$ONE_RPM")
+check "Redis gone, redis_fail = open (default): an empty local bucket is 429 + Retry-After naming the open policy, not 503 'closed' ($s1, $s2)" \
+  bash -c "[ $s1 = 200 ] && [ $s2 = 429 ] && [ \"\$(header retry-after)\" -ge 1 ] && grep -q 'redis_fail = open' $TMP/body && ! grep -q 'redis_fail = closed' $TMP/body"
+stopgw GR
 
 echo "-- a client disconnecting mid-stream"
 start_serve S --run "$TMP/slow" --model-name m
@@ -386,6 +426,43 @@ wait "$CP" || true
 check "the upstream dies mid-stream: the client gets an in-band error and [DONE], no retry (f never tried)" \
   bash -c "grep -q upstream_stream_broken $TMP/broken && tail -2 $TMP/broken | grep -q '\[DONE\]' && [ \$(metric $URL_GD 'minitrain_gateway_upstream_attempts_total{upstream=\"f\"}') = 0 ] && [ \$(metric $URL_GD minitrain_gateway_streams_broken_total) = 1 ]"
 stopgw GD
+
+echo "-- an upstream sending invalid UTF-8: the client gets valid UTF-8 (U+FFFD), as from serve"
+cat > "$TMP/bad_utf8.py" <<'PYEOF'
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def send(self, code, body, ctype="application/json"):
+        self.send_response(code); self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_GET(self): self.send(200, b'{"status":"ok"}')
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        usage = b'"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}'
+        if req.get("stream"):
+            ev = b'data: {"id":"x","object":"text_completion","model":"m","choices":[{"index":0,"text":"ab\xff\xc0cd","finish_reason":null}]}\n\n'
+            end = b'data: {"id":"x","object":"text_completion","model":"m","choices":[{"index":0,"text":"","finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+            self.send(200, ev + end, "text/event-stream")
+        else:
+            self.send(200, b'{"id":"x","object":"text_completion","model":"m","choices":[{"index":0,"text":"ab\xff\xed\xa0\x80cd","finish_reason":"stop"}],' + usage + b'}')
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print("listening on http://127.0.0.1:%d" % s.server_address[1], flush=True)
+s.serve_forever()
+PYEOF
+start_bg U8 'listening on http://127.0.0.1:' $PY "$TMP/bad_utf8.py"
+start_gw GU --upstream "u=$URL_U8" --route m=u --quiet
+curl -s -d '{"model":"m","prompt":"x","max_tokens":2}' "$URL_GU/v1/completions" > "$TMP/u8"
+curl -sN -d '{"model":"m","prompt":"x","max_tokens":2,"stream":true}' "$URL_GU/v1/completions" > "$TMP/u8s"
+check "invalid UTF-8 from an upstream reaches the client as U+FFFD, one per maximal subpart (as Python decodes it), plain and streamed" \
+  $PY -c "
+import json
+b = open('$TMP/u8', 'rb').read(); s = open('$TMP/u8s', 'rb').read()
+t = json.loads(b.decode('utf-8'))['choices'][0]['text']
+assert t == b'ab\xff\xed\xa0\x80cd'.decode('utf-8', 'replace'), repr(t)
+s.decode('utf-8')
+ev = [json.loads(l[6:]) for l in s.decode().splitlines() if l.startswith('data: {')]
+assert ev[0]['choices'][0]['text'] == b'ab\xff\xc0cd'.decode('utf-8', 'replace'), ev"
+stopgw GU; kill "$PID_U8" 2>/dev/null || true
 
 echo "-- OpenAI's npm client through the gateway"
 NODE_DIR=${MT_NODE_DIR:-build/node}

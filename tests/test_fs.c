@@ -1,6 +1,6 @@
 /*
  * tests/test_fs.c — cmocka tests of core/fs: atomic writes (plain and as a stdio stream), copy,
- * read, mkdir -p, remove tree.
+ * read, mkdir -p, remove tree, the rule for user-named outputs (fs_check_output).
  *
  * Independent checks: contents are read back here with stdio and compared byte for byte with
  * what was written; "no partial file left" is checked by listing the directory here; the tree
@@ -215,6 +215,45 @@ static void test_remove_tree(void **state) {
     assert_non_null(strstr(err, "path too long"));
 }
 
+/* fs_check_output: the one rule for a user-named output */
+static void test_check_output(void **state) {
+    (void)state;
+    char prot[512], in_prot[600], plain[512], fifo[512], link[512], err[2048], deep[600];
+    tu_path(prot, sizeof prot, "keep/ckpt");
+    assert_int_equal(fs_mkdir_p(prot, err, sizeof err), 0);
+    snprintf(in_prot, sizeof in_prot, "%s/../ckpt/./x.svg", prot); /* inside, spelled around */
+    tu_path(plain, sizeof plain, "plain.txt");
+    assert_int_equal(fs_write_atomic(plain, "p", 1, err, sizeof err), 0);
+    const char *protect[] = {prot, plain, NULL};
+    char fresh[512];
+    tu_path(fresh, sizeof fresh, "fresh.txt");
+    assert_int_equal(fs_check_output(fresh, protect, 0, err, sizeof err), FS_OUT_ATOMIC);
+    assert_int_equal(fs_check_output(in_prot, protect, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "lies inside"));
+    assert_int_equal(fs_check_output(plain, protect, 0, err, sizeof err), -1);
+    assert_int_equal(fs_check_output(plain, NULL, 0, err, sizeof err), FS_OUT_ATOMIC);
+    tu_path(fifo, sizeof fifo, "fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(fs_check_output(fifo, NULL, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "a FIFO"));
+    assert_int_equal(fs_check_output(fifo, NULL, FS_OUT_ALLOW_IN_PLACE, err, sizeof err),
+                     FS_OUT_IN_PLACE);
+    tu_path(link, sizeof link, "link");
+    assert_int_equal(symlink(plain, link), 0);
+    assert_int_equal(fs_check_output(link, NULL, FS_OUT_ALLOW_IN_PLACE, err, sizeof err), -1);
+    assert_non_null(strstr(err, "symbolic link"));
+    assert_int_equal(fs_check_output(tu_dir, NULL, 0, err, sizeof err), -1); /* a directory */
+    snprintf(deep, sizeof deep, "%s/new/dirs/x", tu_dir);
+    assert_int_equal(fs_check_output(deep, NULL, 0, err, sizeof err), -1); /* missing dir */
+    assert_non_null(strstr(err, "cannot write into directory"));
+    assert_int_equal(fs_check_output(deep, NULL, FS_OUT_MAKE_DIR, err, sizeof err), FS_OUT_ATOMIC);
+    snprintf(deep, sizeof deep, "%s/new/x", plain); /* under a regular file: never creatable */
+    assert_int_equal(fs_check_output(deep, NULL, FS_OUT_MAKE_DIR, err, sizeof err), -1);
+    snprintf(deep, sizeof deep, "%s/new/x", prot); /* a new directory inside a protected one */
+    assert_int_equal(fs_check_output(deep, protect, FS_OUT_MAKE_DIR, err, sizeof err), -1);
+    assert_true(fs_same_file(plain, plain) && !fs_same_file(plain, fresh));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_atomic_write_replace_and_abort),
@@ -222,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_copy_and_read),
         cmocka_unit_test(test_mkdir_p),
         cmocka_unit_test(test_remove_tree),
+        cmocka_unit_test(test_check_output),
     };
     return cmocka_run_group_tests(tests, tu_setup, tu_teardown);
 }

@@ -84,8 +84,58 @@ static void test_config_file(void **state) {
     assert_int_equal(c->rules[0].action, GW_ACT_REDACT);
     assert_int_equal(c->rules[0].on, GW_ON_COMPLETIONS);
     assert_string_equal(c->rules[0].pattern, "\\d{4}-\\d{4}");
+    assert_string_equal(c->rules[0].replacement, "[REDACTED]"); /* the rule table's default */
+    assert_int_equal(c->rules[0].window, 64);
+    /* defaults the file leaves alone, from the key tables */
+    assert_string_equal(c->host, "127.0.0.1");
+    assert_int_equal(c->redis_fail_open, 1);
+    assert_int_equal(c->pii, GW_PII_OFF);
+    assert_int_equal(c->pii_on, GW_ON_BOTH);
+    assert_int_equal(c->up[1].weight, 1);
     unlink(write_tmp(""));
     free(c);
+    /* the word keys, each word once */
+    c = load_ok("[gateway]\nredis_fail = closed\npii = mask\npii_on = prompts\n"
+                "[rule r]\npattern = x\non = both\n");
+    assert_int_equal(c->redis_fail_open, 0);
+    assert_int_equal(c->pii, GW_PII_MASK);
+    assert_int_equal(c->pii_on, GW_ON_PROMPTS);
+    assert_int_equal(c->rules[0].action, GW_ACT_BLOCK);
+    assert_int_equal(c->rules[0].on, GW_ON_BOTH);
+    unlink(write_tmp(""));
+    free(c);
+}
+
+/* issue 31's keys: load balancing, hedging, the cache, prices — per route and gateway-wide */
+static void test_config_balancing_cache_prices(void **state) {
+    (void)state;
+    gw_config *c = load_ok("[gateway]\nlb = least_busy\nhedge_after = p95\ncache_bytes = 2M\n"
+                           "cache_shared = yes\n"
+                           "[upstream a]\nurl = http://127.0.0.1:1\n[upstream b]\nurl = http://x:2\n"
+                           "[model m]\ntargets = a | b\nlb = p2c\nhedge_after = 40ms\n"
+                           "price_input = 0.5\nprice_output = 1.5\n[model n]\ntargets = a\n");
+    char err[512];
+    assert_int_equal(gw_config_validate(c, err, sizeof(err)), 0);
+    assert_int_equal(c->lb, GW_LB_LEAST_BUSY);
+    assert_true(c->hedge_after_ms == 0 && c->hedge_quantile == 0.95);
+    assert_int_equal(c->cache_bytes, 2 * 1048576);
+    assert_int_equal(c->cache_shared, 1);
+    assert_int_equal(c->routes[0].lb, GW_LB_P2C);
+    assert_true(c->routes[0].hedge_after_ms == 40 && c->routes[0].hedge_quantile == 0);
+    assert_true(c->routes[0].price_input == 0.5 && c->routes[0].price_output == 1.5);
+    assert_int_equal(c->routes[1].lb, GW_LB_DEFAULT);  /* inherits the [gateway] lb */
+    assert_true(c->routes[1].hedge_after_ms == -1);    /* ... and its hedge_after */
+    assert_string_equal(gw_lb_name(GW_LB_EWMA_LATENCY), "ewma_latency");
+    assert_null(gw_lb_name(GW_LB_DEFAULT));
+    assert_int_equal(gw_config_set(c, "lb", "round_robin", err, sizeof(err)), 0); /* --lb */
+    assert_int_equal(c->lb, GW_LB_ROUND_ROBIN);
+    assert_int_equal(gw_config_set(c, "hedge-after", "off", err, sizeof(err)), 0);
+    assert_true(c->hedge_after_ms == 0 && c->hedge_quantile == 0);
+    assert_int_equal(gw_config_set(c, "cache-bytes", "0", err, sizeof(err)), 0);
+    assert_int_equal(c->cache_bytes, 0);
+    assert_int_equal(gw_config_has_key("hedge-after"), 1);
+    free(c);
+    unlink(write_tmp(""));
 }
 
 /* each bad file must fail, and the message must name the line and the culprit */
@@ -94,17 +144,31 @@ static void test_config_errors(void **state) {
     static const struct {
         const char *ini, *want;
     } cases[] = {
-        {"[gateway]\nport = 80000\n", ":2: port = 80000 is out of range"},
+        {"[gateway]\nport = 80000\n", ":2: 'port' = 80000 is out of range [0, 65535]"},
         {"[gateway]\n\nbogus = 1\n", ":3: unknown key 'bogus' in [gateway]"},
-        {"[policy]\nconsecutive_failures = 0\n", ":2: consecutive_failures = 0 is out of range"},
-        {"[policy]\nejection_base_s = soon\n", ":2: ejection_base_s needs a number"},
+        {"[policy]\nconsecutive_failures = 0\n", ":2: 'consecutive_failures' = 0 is out of range [1, 1000]"},
+        {"[policy]\nejection_base_s = soon\n", ":2: 'ejection_base_s' needs a number, got 'soon'"},
+        {"[policy]\nmax_body = 1.5\n", ":2: 'max_body' needs a byte count like 1048576 or 1M"},
+        {"[upstream a]\nweight = 0\n", ":2: 'weight' = 0 is out of range [1, 1000]"},
+        {"[rule r]\npattern = x\nwindow = many\n", ":3: rule r: 'window' needs a whole number, got 'many'"},
+        {"[rule r]\npattern = x\ncaseless = maybe\n", ":3: rule r: 'caseless' needs true or false"},
+        {"[rule r]\npattern = x\non = everything\n",
+         ":3: rule r: 'on' must be prompts, completions or both, got 'everything'"},
+        {"[gateway]\nredis_fail = maybe\n", ":2: 'redis_fail' must be closed or open, got 'maybe'"},
+        {"[gateway]\npii = on\n", ":2: 'pii' must be off or mask, got 'on'"},
         {"[upstream a]\nurl = ftp://x\n", ":2: upstream a: url must start with http://"},
         {"[upstream a]\nurl = http://x\nurl = http://y\n", ":3: 'url' is set twice"},
         {"[upstreams a]\nurl = http://x\n", ":2: unknown section [upstreams a]"},
         {"[model]\ntargets = a\n", ":2: [model] needs a name"},
         {"[gateway]\nthis line is not ini\n", ":2: malformed line"},
-        {"[rule r]\npattern = x\naction = shout\n", ":3: rule r: action must be block or redact"},
+        {"[rule r]\npattern = x\naction = shout\n", ":3: rule r: 'action' must be block or redact, got 'shout'"},
         {"[gateway]\nredis = nohostport\n", ":2: redis must be HOST:PORT"},
+        {"[model m]\ntargets = a\nlb = fastest\n", ":3: 'lb' must be ordered, round_robin"},
+        {"[gateway]\nhedge_after = p101\n", ":2: hedge_after must be off, a delay in ms"},
+        {"[gateway]\nhedge_after = 5s\n", ":2: hedge_after must be off, a delay in ms"},
+        {"[model m]\ntargets = a\nprice_input = -1\n", ":3: 'price_input' = -1 is out of range"},
+        {"[gateway]\ncache_bytes = lots\n", ":2: 'cache_bytes' needs a byte count"},
+        {"[model m]\ntargets = a\nspeed = 3\n", ":3: unknown key 'speed' in [model m] (targets, lb"},
     };
     char err[512];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -144,6 +208,38 @@ static void test_config_errors(void **state) {
 }
 
 /* ---- health ------------------------------------------------------------------------------------ */
+
+/* Default policy (5 failures, 30 s base, 300 s cap) and a healthy upstream at t = 0. */
+static void health_fresh(gw_policy *p, gw_health *h) {
+    gw_policy_defaults(p);
+    gw_health_init(h, 0);
+}
+
+/* An upstream's own Retry-After: no request before it; clients are told the time left of it, not
+ * the (longer, growing) ejection; a shorter later value does not shorten it. */
+static void test_health_retry_after(void **state) {
+    (void)state;
+    gw_policy p;
+    gw_health h;
+    health_fresh(&p, &h);
+    int probe;
+    double t = 100;
+    gw_health_retry_after(&h, 3, 429, t);
+    assert_true(gw_health_resting(&h, t + 2.9));
+    assert_int_equal(gw_health_acquire(&h, t + 2.9, &probe), 0);
+    assert_true(fabs(gw_health_wait(&h, t + 1) - 2) < 1e-9);
+    gw_health_retry_after(&h, 1, 503, t + 1); /* ends before t + 3: ignored */
+    assert_true(fabs(gw_health_wait(&h, t + 1.5) - 1.5) < 1e-9);
+    assert_int_equal(h.not_before_status, 429);
+    for (int i = 0; i < 5; i++) gw_health_result(&h, &p, 1, 0, t); /* ejected for 30 s too */
+    assert_true(fabs(gw_health_wait(&h, t + 1) - 2) < 1e-9); /* the upstream's value wins */
+    assert_false(gw_health_resting(&h, t + 3));
+    assert_true(fabs(gw_health_wait(&h, t + 3) - 27) < 1e-9); /* then the ejection's */
+    gw_health_init(&h, 0);
+    gw_health_retry_after(&h, 2, 429, t);
+    assert_int_equal(gw_health_acquire(&h, t + 2, &probe), 1); /* healthy again at t + 2 */
+    assert_int_equal(probe, 0);
+}
 
 static void test_health_ejection(void **state) {
     (void)state;
@@ -201,9 +297,8 @@ static void test_health_ejection(void **state) {
 static void test_health_active_and_decay(void **state) {
     (void)state;
     gw_policy p;
-    gw_policy_defaults(&p);
     gw_health h;
-    gw_health_init(&h, 0);
+    health_fresh(&p, &h);
     int probe;
     gw_health_active(&h, &p, 0, 10); /* /health is 503 (loading) */
     assert_int_equal(gw_health_state(&h, 10), GW_UP_EJECTED);
@@ -517,7 +612,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_balancing_cache_prices),
         cmocka_unit_test(test_health_ejection),
+        cmocka_unit_test(test_health_retry_after),
         cmocka_unit_test(test_health_active_and_decay),
         cmocka_unit_test(test_backoff_and_retry_after),
         cmocka_unit_test(test_retry_budget),

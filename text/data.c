@@ -155,6 +155,12 @@ static int open_shard(data_shard *s, const char *path, char *err, size_t errlen)
             close(fd);
         return -1;
     }
+    if (!S_ISREG(st.st_mode)) { /* a directory a pattern matched reads as 4096 bytes of nothing */
+        snprintf(err, errlen, "shard '%s' is %s, not a token shard file", path,
+                 S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+        close(fd);
+        return -1;
+    }
     off_t size = st.st_size;
     uint8_t header[DATA_HEADER_BYTES];
     if (size < DATA_HEADER_BYTES) {
@@ -217,8 +223,7 @@ static int open_shard(data_shard *s, const char *path, char *err, size_t errlen)
     return 0;
 }
 
-/* "'file'" or "'pattern' (N files, first 'file')" for messages */
-static void describe(const data_loader *dl, char *out, size_t len) {
+void data_loader_describe(const data_loader *dl, char *out, size_t len) {
     if (dl->nfiles == 1)
         snprintf(out, len, "'%s'", dl->first_file);
     else
@@ -241,6 +246,15 @@ int data_loader_open(data_loader *dl, const char *dir_or_pattern, const char *sp
     char *pattern = split_pattern(dir_or_pattern, split);
     glob_t g;
     int grc = glob(pattern, GLOB_BRACE, NULL, &g);
+    struct stat st;
+    if (grc == GLOB_NOMATCH && strpbrk(dir_or_pattern, "*?[{") == NULL &&
+        stat(dir_or_pattern, &st) != 0) { /* a plain path that is not there */
+        snprintf(err, errlen, "no such data: '%s' (%s; give a directory written by `minitrain "
+                 "prepare`, llm.c's shard directory or a shard file pattern)", dir_or_pattern,
+                 strerror(errno));
+        free(pattern);
+        return -1;
+    }
     if (grc != 0) {
         snprintf(err, errlen, "no '%s' shard files match '%s'%s", split, pattern,
                  grc == GLOB_NOMATCH ? " (run `minitrain prepare` or check the path)" : "");
@@ -276,7 +290,7 @@ int data_loader_open(data_loader *dl, const char *dir_or_pattern, const char *sp
     globfree(&g);
     if (dl->ntokens < (uint64_t)T + 1) {
         char where[700];
-        describe(dl, where, sizeof(where));
+        data_loader_describe(dl, where, sizeof(where));
         snprintf(err, errlen,
                  "split '%s' in %s holds %llu tokens, fewer than T+1 = %llu for one sequence",
                  split, where, (unsigned long long)dl->ntokens, (unsigned long long)T + 1);
@@ -293,7 +307,7 @@ int data_loader_open(data_loader *dl, const char *dir_or_pattern, const char *sp
 
 int data_loader_check_fit(const data_loader *dl, int B, char *err, size_t errlen) {
     char where[700];
-    describe(dl, where, sizeof(where));
+    data_loader_describe(dl, where, sizeof(where));
     if (B < 1) {
         snprintf(err, errlen, "split '%s' in %s: batch size B=%d must be >= 1", dl->split, where,
                  B);

@@ -75,6 +75,10 @@ int data_write_shard(const char *path, const uint32_t *tokens, size_t n, int voc
 int data_loader_open(data_loader *dl, const char *dir_or_pattern, const char *split, int T,
                      uint64_t seed, int shuffle, char *err, size_t errlen);
 
+/* "'file'" or "'pattern' (N files, first 'file')": the shards an open loader reads, for logs and
+ * messages. */
+void data_loader_describe(const data_loader *dl, char *out, size_t len);
+
 /* Check that the split holds at least B*T+1 tokens (a full microbatch of B sequences of the
  * loader's T, plus the last target). 0 ok, -1 with a message naming the files and sizes. */
 int data_loader_check_fit(const data_loader *dl, int B, char *err, size_t errlen);

@@ -132,6 +132,14 @@ int tok_ranked_build(tok_tokenizer *t, int kind, tok_entries *es, const char *pa
             snprintf(err, errlen, "id %u is given twice", es->e[i].id);
             return -1;
         }
+    if (maxid + 1 != es->n) { /* sorted and unique: the first id whose slot is not its own */
+        size_t k = 0;
+        while (k < es->n && es->e[k].id == k) k++;
+        snprintf(err, errlen, "token ids are not contiguous: id %zu is missing, and %zu tokens "
+                 "span ids 0..%u (a vocabulary of %u rows, %u of them empty)", k, es->n, maxid,
+                 maxid + 1, maxid + 1 - (uint32_t)es->n);
+        return -1;
+    }
     int V = (int)maxid + 1;
     t->kind = kind;
     t->vocab_size = V;

@@ -298,6 +298,18 @@ int tok_eot(const tok_tokenizer *t) {
     return t->kind == TOK_KIND_RANKED || t->kind == TOK_KIND_DECODE ? t->eot : -1;
 }
 
+int tok_check_vocab(const tok_tokenizer *t, const char *path, int model_vocab, int exact,
+                    char *err, size_t errlen) {
+    int v = tok_vocab_size(t);
+    if (v > model_vocab || (exact && v != model_vocab)) {
+        snprintf(err, errlen, "tokenizer '%s' has %d tokens but the model's vocabulary has %d "
+                 "rows: %s", path, v, model_vocab, v > model_vocab ? "its ids run past the "
+                 "embedding table" : "it is not this model's tokenizer");
+        return -1;
+    }
+    return 0;
+}
+
 const char *tok_describe(const tok_tokenizer *t, char *buf, size_t len) {
     if (t->kind == TOK_KIND_BYTE) snprintf(buf, len, "byte");
     else if (t->kind == TOK_KIND_BPE) snprintf(buf, len, "bpe");

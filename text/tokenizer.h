@@ -103,6 +103,13 @@ const char *tok_describe(const tok_tokenizer *t, char *buf, size_t len);
 
 int tok_vocab_size(const tok_tokenizer *t);
 
+/* Does tokenizer t (read from path) fit a model with model_vocab embedding rows? More tokens than
+ * rows is always refused (ids past the table); with exact = 1 (a tokenizer the user named for a
+ * model, e.g. `serve --tokenizer`) any other size is refused too (a 265-token tokenizer for a
+ * 50,257-row GPT-2 decodes nothing it generates). 0, or -1 with one line in err naming both. */
+int tok_check_vocab(const tok_tokenizer *t, const char *path, int model_vocab, int exact,
+                    char *err, size_t errlen);
+
 /* Length (1..min(n, TOK_MAX_CHUNK)) of the first chunk of bytes[0..n), n >= 1; 0 when n == 0.
  * Public so that tests and tools can reproduce the chunking rule. */
 size_t tok_next_chunk(const uint8_t *bytes, size_t n);

@@ -132,7 +132,7 @@ checkpointer *checkpoint_create(trainer *tr) {
     ck->last_saved_step = -1;
     /* dp rank 0 writes its (tp, pp) shard; with expert parallelism the other ranks of the first
      * EP group (dp ranks 1..ep-1) add their experts */
-    ck->writes_shard = tr->mesh->dp_rank < tr->mesh->ep;
+    ck->writes_shard = tr->mesh->dp_rank < tr->mesh->ep && tr->mesh->cp_rank == 0; /* CP: copies */
     ck->sink = (ckpt_sink){ck, sink_catalog, sink_event};
     ckpt_writer_opts o = {0};
     if (c->ckpt_tier0_root[0]) { /* every tier-0 user of this process (hooks too) reads the env */
@@ -273,18 +273,7 @@ static char *build_state_json(checkpointer *ck, int step) {
     cJSON_AddNumberToObject(op, "beta2", c->beta2);
     cJSON_AddNumberToObject(op, "eps", c->eps);
     cJSON_AddNumberToObject(op, "weight_decay", c->weight_decay);
-    cJSON *mo = cJSON_AddObjectToObject(o, "model");
-    cJSON_AddNumberToObject(mo, "n_layer", c->n_layer);
-    cJSON_AddNumberToObject(mo, "n_head", c->n_head);
-    cJSON_AddNumberToObject(mo, "d_model", c->d_model);
-    cJSON_AddNumberToObject(mo, "seq_len", c->seq_len);
-    cJSON_AddNumberToObject(mo, "vocab_size", c->vocab_size);
-    cJSON_AddNumberToObject(mo, "moe_every", c->moe_every);
-    cJSON_AddNumberToObject(mo, "n_experts", c->n_experts);
-    cJSON_AddNumberToObject(mo, "top_k", c->top_k);
-    cJSON_AddNumberToObject(mo, "capacity_factor", c->capacity_factor);
-    cJSON_AddNumberToObject(mo, "aux_coef", c->aux_loss_coef);
-    cJSON_AddNumberToObject(mo, "z_coef", c->z_loss_coef);
+    cJSON_AddItemToObject(o, "model", gpt_config_to_json(&tr->model.cfg));
     cJSON *me = cJSON_AddObjectToObject(o, "mesh");
     cJSON_AddNumberToObject(me, "world_size", ms->world_size);
     cJSON_AddNumberToObject(me, "tp", ms->tp);

@@ -21,8 +21,9 @@
  *
  * The commit path of one save, in order: checkpoint_hook (step % ckpt_every == 0) ->
  * checkpoint_save: ckpt_writer_begin (step_N.tmp) -> snapshot (params and gathered AdamW m/v
- * into the writer's buffer: the only stall when ckpt_async = 1, "snapshot_ms") ->
- * ckpt_writer_start (background thread: the files) -> later hooks: ckpt_writer_progress (one
+ * into the writer's buffer: the only stall when ckpt_async = 1, "snapshot_ms"; copied by the
+ * writer's job itself when it needs no collective) -> ckpt_writer_start_deferred (background
+ * thread: the snapshot copy if deferred, then the files) -> later hooks: ckpt_writer_progress (one
  * small all-reduce per step boundary; rank 0 writes manifest.json and renames step_N.tmp ->
  * step_N in the background) -> catalog rows and the "checkpoint" event in run.db. At most one save
  * is in flight; one that falls due while the previous is still running waits ("ckpt_wait"). A
@@ -165,6 +166,14 @@ const char *checkpoint_catalog_state(const checkpoint_catalog *c, const char *pa
  * failed). Returns the step, or -1 when none verifies. */
 int64_t checkpoint_catalog_newest_verified(const checkpoint_catalog *c, int64_t want, char *dir,
                                            size_t dirlen, char *last_err, size_t errlen);
+
+/* fs_check_output (core/fs.h) for an output a user names next to the run run_dir (`ckpt export
+ * --out`, `report --svg/--html`): besides the general rule, path must not be the run's own run.db
+ * (and its -wal/-shm), model.safetensors or tokenizer.bin, nor lie inside any tier root of c
+ * (RUN_DIR/ckpt, tier 0, the durable tier: a committed checkpoint is verified by its checksums).
+ * Returns FS_OUT_ATOMIC, FS_OUT_IN_PLACE (only with FS_OUT_ALLOW_IN_PLACE) or -1 with err. */
+int checkpoint_catalog_check_output(const checkpoint_catalog *c, const char *run_dir,
+                                    const char *path, int flags, char *err, size_t errlen);
 
 void checkpoint_catalog_close(checkpoint_catalog *c);
 

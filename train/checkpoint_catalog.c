@@ -20,6 +20,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/tiers.h"
 #include "core/check.h"
+#include "core/fs.h"
 #include "train/checkpoint.h"
 
 void checkpoint_catalog_open(checkpoint_catalog *c, const char *run_dir) {
@@ -111,4 +112,21 @@ int64_t checkpoint_catalog_newest_verified(const checkpoint_catalog *c, int64_t 
 void checkpoint_catalog_close(checkpoint_catalog *c) {
     if (c->db) sqlite3_close(c->db);
     c->db = NULL;
+}
+
+int checkpoint_catalog_check_output(const checkpoint_catalog *c, const char *run_dir,
+                                    const char *path, int flags, char *err, size_t errlen) {
+    static const char *const own[] = {"run.db", "run.db-wal", "run.db-shm", "model.safetensors",
+                                      "tokenizer.bin"};
+    enum { N_OWN = sizeof(own) / sizeof(own[0]) };
+    char files[N_OWN + CHECKPOINT_MAX_ROOTS][CKPT_PATH_MAX];
+    const char *protect[N_OWN + CHECKPOINT_MAX_ROOTS + 1];
+    int n = 0;
+    for (int k = 0; k < N_OWN; k++, n++) {
+        snprintf(files[n], CKPT_PATH_MAX, "%.4000s/%s", run_dir, own[k]);
+        protect[n] = files[n];
+    }
+    for (int r = 0; r < c->n_roots; r++, n++) protect[n] = c->roots[r].root;
+    protect[n] = NULL;
+    return fs_check_output(path, protect, flags, err, errlen);
 }

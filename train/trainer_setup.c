@@ -23,6 +23,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "parallel/comm.h"
+#include "parallel/cp.h"
 #include "parallel/pp.h"
 #include "model/flops.h"
 #include "model/interop.h"
@@ -71,19 +72,47 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     mt_config *c = &tr->cfg;
     mesh *ms = tr->mesh;
     char msg[512];
-    if (pp_split_layers(c->n_layer, ms->pp, c->pp_layers, tr->stage_begin, msg, sizeof(msg)) != 0) {
+    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
+    if (pp_schedule_parse(c->pp_schedule, &tr->schedule) != 0) {
+        snprintf(err, errlen, "unknown pp_schedule '%s'", c->pp_schedule);
+        return -1;
+    }
+    tr->chunks = ms->pp > 1 && tr->schedule == PP_INTERLEAVED ? c->virtual_stages : 1;
+    if (ms->pp > 1 && pp_schedule_check(tr->schedule, c->n_layer, ms->pp, c->virtual_stages,
+                                        tr->grad_accum, c->pp_layers, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
-    tr->schedule = strcmp(c->pp_schedule, "gpipe") == 0 ? PP_GPIPE : PP_1F1B;
+    if (ms->pp > 1 && c->moe_every > 0 &&
+        (tr->schedule == PP_INTERLEAVED || tr->schedule == PP_ZBH1)) {
+        snprintf(err, errlen, "pp_schedule = %s does not run mixture-of-experts blocks (%s); use "
+                 "1f1b or gpipe with moe_every", c->pp_schedule, tr->schedule == PP_ZBH1 ?
+                 "their backward is not split into B and W" : "a slot holds one dense chunk");
+        return -1;
+    }
+    if (tr->chunks > 1 && c->robust_every > 0) {
+        snprintf(err, errlen, "robust_every needs one model chunk per stage (the attacks run "
+                 "whole stages); use pp_schedule = 1f1b or zb-h1 with robust_every");
+        return -1;
+    }
+    if (tr->chunks > 1) { /* chunk j of stage s: global chunk j·P + s of equal size */
+        int per = c->n_layer / (ms->pp * tr->chunks);
+        for (int s = 0; s <= ms->pp; s++) tr->stage_begin[s] = s * per;
+    } else if (pp_split_layers(c->n_layer, ms->pp, c->pp_layers, tr->stage_begin, msg,
+                               sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
     gpt_config gc = {.n_layer = c->n_layer, .n_head = c->n_head, .d_model = c->d_model,
                      .seq_len = c->seq_len, .vocab_size = c->vocab_size, .tp = c->tp,
                      .tp_rank = ms->tp_rank, .pp = ms->pp, .pp_rank = ms->pp_rank,
                      .layer_begin = tr->stage_begin[ms->pp_rank],
-                     .layer_end = tr->stage_begin[ms->pp_rank + 1],
+                     .layer_end = tr->stage_begin[ms->pp_rank + 1], .n_chunks = tr->chunks,
+                     .chunk_stride = tr->chunks > 1 ? tr->stage_begin[ms->pp] : 0,
                      .moe_every = c->moe_every, .n_experts = c->n_experts, .top_k = c->top_k,
                      .capacity_factor = c->capacity_factor, .aux_coef = c->aux_loss_coef,
-                     .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank};
+                     .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank,
+                     .cp = ms->cp, .cp_rank = ms->cp_rank, .sp = c->sp};
     if (ms->ep > 1 && c->moe_every == 0) {
         snprintf(err, errlen, "ep %d needs a mixture-of-experts model (set moe_every)", ms->ep);
         return -1;
@@ -99,16 +128,23 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     }
     tr->model.tp_comm = ms->tp_group;
     tr->model.ep_comm = ms->ep_group;
+    tr->model.cp_comm = ms->cp_group;
     if (init) gpt_take_from_full(&tr->model, init); /* --init-from / ckpt import: every tensor */
     else gpt_init_weights(&tr->model, (uint64_t)c->seed);
-    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
-    if (activations)
-        gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len,
+    if (activations) {
+        gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len / ms->cp, /* this CP shard */
                         ms->pp > 1 ? pp_slots_needed(tr->schedule, ms->pp, ms->pp_rank,
-                                                     tr->grad_accum) : 1);
+                                                     tr->grad_accum, tr->chunks) : 1);
+        if (ms->pp > 1) { /* which slot each (microbatch, chunk) takes */
+            tr->pp_slot = mallocCheck((size_t)tr->chunks * tr->grad_accum * sizeof(int));
+            pp_slot_table(tr->schedule, ms->pp, ms->pp_rank, tr->grad_accum, tr->chunks,
+                          tr->pp_slot);
+        }
+        if (ms->pp > 1 && tr->schedule == PP_ZBH1) gpt_alloc_split(&tr->model); /* B keeps, W reads */
+    }
     /* data parallel: bucketed all-reduce, or ZeRO-1 shards of a padded buffer */
     size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
-    dp_init(&tr->dp, ms->dp_group, tr->model.num_params, bucket, c->zero);
+    dp_init(&tr->dp, ms->dpcp_group, tr->model.num_params, bucket, c->zero); /* dp (x cp) */
     if (c->zero) gpt_reserve(&tr->model, tr->dp.padded);
     optim_init(&tr->opt, c->zero ? tr->dp.shard : tr->model.num_params, c->beta1, c->beta2,
                c->eps, c->weight_decay);
@@ -123,8 +159,9 @@ static int init_run(trainer *tr, char *err, size_t errlen) {
     mt_config *c = &tr->cfg;
     mesh *ms = tr->mesh;
     char msg[512];
-    if (fs_mkdir_p(c->run_dir, NULL, 0) != 0) {
-        snprintf(err, errlen, "cannot create run directory '%s': %s", c->run_dir, strerror(errno));
+    char why[FS_PATH_MAX + 64]; /* fs_mkdir_p's own words: "'X' exists and is not a directory" */
+    if (fs_mkdir_p(c->run_dir, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "cannot create run directory: %s", why);
         return -1;
     }
     if (config_to_json(c, tr->config_json, sizeof(tr->config_json)) >= sizeof(tr->config_json)) {
@@ -178,6 +215,29 @@ static int load_init(trainer *tr, gpt_model *init, char *err, size_t errlen) {
         gpt_free(&full);
         return -1;
     }
+    /* the experts are the source's: a value set away from its default that disagrees is
+     * refused, not silently replaced (a dense source cannot grow experts: no upcycling here) */
+    mt_config d;
+    config_defaults(&d);
+    const struct { const char *key; int given, deflt, source; } moe[] = {
+        {"moe_every", c->moe_every, d.moe_every, f->moe_every},
+        {"n_experts", c->n_experts, d.n_experts, f->moe_every > 0 ? f->n_experts : d.n_experts},
+        {"top_k", c->top_k, d.top_k, f->moe_every > 0 ? f->top_k : d.top_k},
+    };
+    for (size_t k = 0; k < sizeof(moe) / sizeof(moe[0]); k++)
+        if (moe[k].given != moe[k].deflt && moe[k].given != moe[k].source) {
+            if (f->moe_every > 0)
+                snprintf(err, errlen, "init_from: %s = %d contradicts the source '%s' (MoE: "
+                         "moe_every %d, %d experts, top-%d); the experts come from the source: "
+                         "drop the flag", moe[k].key, moe[k].given, c->init_from, f->moe_every,
+                         f->n_experts, f->top_k);
+            else
+                snprintf(err, errlen, "init_from: %s = %d, but the source '%s' is a dense model "
+                         "(no experts) and its weights cannot become experts; drop the flag or "
+                         "train from scratch", moe[k].key, moe[k].given, c->init_from);
+            gpt_free(&full);
+            return -1;
+        }
     c->n_layer = f->n_layer;
     c->n_head = f->n_head;
     c->d_model = f->d_model;
@@ -194,21 +254,45 @@ static int load_init(trainer *tr, gpt_model *init, char *err, size_t errlen) {
     } else {
         *init = full;
     }
-    if (tr->mesh->rank == 0)
+    if (tr->mesh->rank == 0) {
+        char experts[96] = "dense";
+        if (c->moe_every > 0)
+            snprintf(experts, sizeof(experts), "MoE every %d blocks, %d experts, top-%d",
+                     c->moe_every, c->n_experts, c->top_k);
         log_info("init_from %s: %s | model shape from it: %d layers, %d heads, d_model %d, vocab "
-                 "%d; context %d of its %d positions; fresh optimizer state", c->init_from, what,
-                 c->n_layer, c->n_head, c->d_model, c->vocab_size, c->seq_len, source_ctx);
+                 "%d, %s; context %d of its %d positions; fresh optimizer state", c->init_from,
+                 what, c->n_layer, c->n_head, c->d_model, c->vocab_size, experts, c->seq_len,
+                 source_ctx);
+    }
     return 0;
+}
+
+/* The shards each split reads, and a warning when both splits read the same files (a --data
+ * pattern with neither "{split}" nor train/val in its file name: validation losses are then
+ * training losses). */
+static void log_data_splits(const trainer *tr) {
+    char a[800], b[800];
+    data_loader_describe(&tr->train_dl, a, sizeof(a));
+    data_loader_describe(&tr->val_dl, b, sizeof(b));
+    if (strcmp(a, b) == 0)
+        mt_warn("data '%s': the train and val splits read the same files %s (the pattern has "
+                "neither {split} nor train/val in its file name): validation measures training "
+                "data", tr->cfg.data, a);
+    else log_info("data: train %s | val %s", a, b);
 }
 
 /* The run's tokenizer: cfg.tokenizer, else tokenizer.bin in the data directory (or beside a data
  * pattern's files), else the init_from run's tokenizer.bin. None (vocab 0) is fine when
  * vocab_size is known (given, or from init_from): llm.c's shards carry no tokenizer; samples then
  * print token ids. 0, or -1 with err. */
-static int resolve_tokenizer(trainer *tr, char *err, size_t errlen) {
+static int resolve_tokenizer(trainer *tr, char *used, size_t usedlen, char *err, size_t errlen) {
     mt_config *c = &tr->cfg;
     char path[1100], msg[1024];
-    if (c->tokenizer[0]) return tok_load(&tr->tok, c->tokenizer, err, errlen);
+    used[0] = '\0';
+    if (c->tokenizer[0]) {
+        snprintf(used, usedlen, "%s", c->tokenizer);
+        return tok_load(&tr->tok, c->tokenizer, err, errlen);
+    }
     struct stat st;
     const char *tried[2];
     int nt = 0;
@@ -231,6 +315,7 @@ static int resolve_tokenizer(trainer *tr, char *err, size_t errlen) {
                      "prepare`?)", msg, c->data);
             return -1;
         }
+        snprintf(used, usedlen, "%s", path);
         return 0;
     }
     if (c->vocab_size > 0) {
@@ -246,6 +331,50 @@ static int resolve_tokenizer(trainer *tr, char *err, size_t errlen) {
     return -1;
 }
 
+/* The first token id on which tokenizers a and b differ (their bytes), or -1 when they are the
+ * same vocabulary. A vocabulary size difference is reported at the shorter size. */
+static int64_t first_difference(const tok_tokenizer *a, const tok_tokenizer *b) {
+    int na = tok_vocab_size(a), nb = tok_vocab_size(b), n = na < nb ? na : nb;
+    for (int id = 0; id < n; id++) {
+        size_t la, lb;
+        const uint8_t *pa = tok_token_bytes(a, (uint32_t)id, &la);
+        const uint8_t *pb = tok_token_bytes(b, (uint32_t)id, &lb);
+        if (la != lb || (la && memcmp(pa, pb, la) != 0)) return id;
+    }
+    return na == nb ? -1 : n;
+}
+
+/* Fine-tuning (--init-from a run) on data tokenized by another tokenizer than the source run's:
+ * its embeddings would read every id as other text. Refused unless init_any_tokenizer = 1. */
+static int check_init_tokenizer(trainer *tr, const char *used, char *err, size_t errlen) {
+    const mt_config *c = &tr->cfg;
+    char src[1100], msg[1024];
+    struct stat st;
+    if (!c->init_from[0] || stat(c->init_from, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    snprintf(src, sizeof(src), "%.1000s/tokenizer.bin", c->init_from);
+    if (stat(src, &st) != 0 || (used[0] && strcmp(used, src) == 0)) return 0;
+    tok_tokenizer s;
+    if (tok_load(&s, src, msg, sizeof(msg)) != 0) return 0; /* unreadable: nothing to compare */
+    int64_t at = first_difference(&s, &tr->tok);
+    char da[128], db[128];
+    tok_describe(&s, da, sizeof(da));
+    tok_describe(&tr->tok, db, sizeof(db));
+    tok_free(&s);
+    if (at < 0) return 0;
+    if (c->init_any_tokenizer) {
+        if (tr->mesh->rank == 0)
+            mt_warn("init_from: the tokenizer %s (%s) differs from the source run's %s (%s) at id "
+                    "%lld; going on (init_any_tokenizer = 1)", used[0] ? used : "(none: ids)", db,
+                    src, da, (long long)at);
+        return 0;
+    }
+    snprintf(err, errlen, "init_from: the data's tokenizer %.300s (%s) is not the source run's "
+             "%.300s (%s): they differ at id %lld, so the model would read other text; prepare "
+             "the data with --tokenizer %.300s, or set --init-any-tokenizer 1 to go on",
+             used[0] ? used : "(none: ids)", db, src, da, (long long)at, src);
+    return -1;
+}
+
 /* The ops backend for this process (config key device, env MINITRAIN_DEVICE) and, on cuda, a
  * NCCL communicator for every group of the mesh (one rank per GPU: local_rank % devices). */
 static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen) {
@@ -253,10 +382,61 @@ static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen)
     if (ops_select(c->device, lr ? atoi(lr) : 0, err, errlen) != 0) return -1;
     if (strcmp(ops_device(), "cuda") != 0) return 0;
     comm *groups[] = {ms->world, ms->tp_group, ms->dp_group, ms->pp_group, ms->ep_group,
-                      ms->edp_group, ms->embed_group};
+                      ms->edp_group, ms->embed_group, ms->cp_group, ms->dpcp_group};
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
         if (groups[i] && comm_enable_nccl(groups[i], err, errlen) != 0) return -1;
     return 0;
+}
+
+/* What context parallelism (cp > 1) does not combine with, refused before any work with one
+ * line each: 2·cp must divide seq_len (parallel/cp.h); ring attention runs on host memory (cpu
+ * device); the MoE statistics, ZeRO-1 shards and adversarial training are reduced over the
+ * data-parallel group alone, not yet over dp x cp. 0 or -1 with err. */
+/* 1 when the layout's pipeline runs 1F1B or GPipe (or there is no pipeline): the schedules that
+ * sp and cp are implemented with. */
+static int plain_pipeline(const mt_config *c) {
+    return c->pp <= 1 || !strcmp(c->pp_schedule, "1f1b") || !strcmp(c->pp_schedule, "gpipe");
+}
+
+static int check_cp(const mt_config *c, char *err, size_t errlen) {
+    if (cp_check(c->seq_len, c->cp, err, errlen) != 0) return -1;
+    if (c->cp == 1) return 0;
+    const char *why = strcmp(ops_device(), "cpu") != 0 ? "device = cpu (ring attention runs "
+                                                         "on host memory)"
+                    : c->moe_every > 0 ? "a dense model (moe_every = 0)"
+                    : c->zero ? "zero = 0"
+                    : strcmp(c->adv_train, "none") != 0 ? "adv_train = none"
+                    : !plain_pipeline(c) ? "pp_schedule = 1f1b or gpipe (the interleaved and "
+                                           "zb-h1 drivers do not carry the ring's shards)"
+                    : NULL;
+    if (!why) return 0;
+    snprintf(err, errlen, "cp %d needs %s: not implemented together with context parallelism",
+             c->cp, why);
+    return -1;
+}
+
+/* Sequence parallelism (sp = 1) shards inside the TP group, so it needs tp > 1 dividing
+ * seq_len; the MoE layer, ZeRO-1, adversarial training (probes) and context parallelism are not
+ * implemented with it. 0, or -1 with one line in err. */
+static int check_sp(const mt_config *c, char *err, size_t errlen) {
+    if (!c->sp) return 0;
+    if (c->tp < 2) {
+        snprintf(err, errlen, "sp = 1 needs tp > 1: sequence parallelism shards the sequence "
+                 "inside the tensor-parallel group (tp %d)", c->tp);
+        return -1;
+    }
+    if (c->seq_len % c->tp != 0) {
+        snprintf(err, errlen, "sp = 1 needs tp (%d) to divide seq_len (%d): each TP rank holds "
+                 "seq_len/tp positions", c->tp, c->seq_len);
+        return -1;
+    }
+    const char *why = c->cp > 1 ? "cp = 1" : c->moe_every > 0 ? "a dense model (moe_every = 0)"
+                    : c->zero ? "zero = 0" : strcmp(c->adv_train, "none") != 0 ? "adv_train = none"
+                    : !plain_pipeline(c) ? "pp_schedule = 1f1b or gpipe" : NULL;
+    if (!why) return 0;
+    snprintf(err, errlen, "sp = 1 needs %s: not implemented together with sequence parallelism",
+             why);
+    return -1;
 }
 
 /* trainer_init's body; *init receives the --init-from weights (freed by the caller). */
@@ -292,20 +472,14 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
                  "parallelism splits attention by heads", c->tp, c->n_head, c->d_model);
         return -1;
     }
+    if (check_cp(c, err, errlen) != 0 || check_sp(c, err, errlen) != 0) return -1;
 
     /* initial weights (--init-from): they fix the model's shape */
     char msg[512];
     if (c->init_from[0] && load_init(tr, init, err, errlen) != 0) return -1;
 
-    /* tokenizer and data */
-    if (resolve_tokenizer(tr, err, errlen) != 0) return -1;
-    int tok_vocab = tok_vocab_size(&tr->tok);
-    if (c->vocab_size == 0) c->vocab_size = tok_vocab;
-    if (c->vocab_size < tok_vocab) {
-        snprintf(err, errlen, "vocab_size %d is smaller than the tokenizer's %d", c->vocab_size,
-                 tok_vocab);
-        return -1;
-    }
+    /* data, then the tokenizer: a missing --data path is "no shard files match", not "no
+     * tokenizer" (the tokenizer is looked for beside the data) */
     if (data_loader_open(&tr->train_dl, c->data, "train", c->seq_len, (uint64_t)c->seed, 1, msg,
                          sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
@@ -317,12 +491,27 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
                  (unsigned long long)data_loader_num_windows(&tr->train_dl), c->batch_size);
         return -1;
     }
-    if (data_loader_check_vocab(&tr->train_dl, c->vocab_size, msg, sizeof(msg)) != 0) {
+    if (data_loader_open(&tr->val_dl, c->data, "val", c->seq_len, (uint64_t)c->seed, 0, msg,
+                         sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
-    if (data_loader_open(&tr->val_dl, c->data, "val", c->seq_len, (uint64_t)c->seed, 0, msg,
-                         sizeof(msg)) != 0) {
+    if (tr->mesh->rank == 0) log_data_splits(tr);
+    char tok_used[1100];
+    if (resolve_tokenizer(tr, tok_used, sizeof(tok_used), err, errlen) != 0) return -1;
+    if (check_init_tokenizer(tr, tok_used, err, errlen) != 0) return -1;
+    if (tr->mesh->rank == 0 && tok_used[0]) {
+        char d[128];
+        log_info("tokenizer: %s (%s)", tok_used, tok_describe(&tr->tok, d, sizeof(d)));
+    }
+    int tok_vocab = tok_vocab_size(&tr->tok);
+    if (c->vocab_size == 0) c->vocab_size = tok_vocab;
+    if (c->vocab_size < tok_vocab) {
+        snprintf(err, errlen, "vocab_size %d is smaller than the tokenizer's %d", c->vocab_size,
+                 tok_vocab);
+        return -1;
+    }
+    if (data_loader_check_vocab(&tr->train_dl, c->vocab_size, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
@@ -379,8 +568,8 @@ int trainer_init_weights(trainer *tr, const mt_config *cfg, mesh *ms, const gpt_
         c->top_k = w->top_k;
     }
     c->batch_size = c->global_batch = 1;
-    c->tp = c->pp = c->dp = c->ep = 1;
-    c->zero = 0;
+    c->tp = c->pp = c->dp = c->ep = c->cp = 1;
+    c->zero = c->sp = 0;
     if (ms->world_size != 1) {
         snprintf(err, errlen, "trainer_init_weights runs in one process");
         return -1;
@@ -394,6 +583,7 @@ void trainer_free(trainer *tr) {
     if (tr->db) rundb_close(tr->db);
     free(tr->model.moe_load);
     tr->model.moe_load = NULL;
+    free(tr->pp_slot);
     gpt_free(&tr->model);
     optim_free(&tr->opt);
     dp_free(&tr->dp);

@@ -49,6 +49,11 @@ def param_specs(L, C, T, V):
 
 
 def forward(P, idx, L, NH, C):
+    return hidden(P, idx, L, NH, C) @ P["wte.weight"].T
+
+
+def hidden(P, idx, L, NH, C):
+    """The last hidden states (B, T, C): the final LayerNorm's output, before the LM head."""
     B, T = idx.shape
     HS = C // NH
     x = P["wte.weight"][idx] + P["wpe.weight"][:T]
@@ -66,8 +71,7 @@ def forward(P, idx, L, NH, C):
         h = F.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], 1e-5)
         h = F.gelu(h @ P[p + "mlp.c_fc.weight"].T + P[p + "mlp.c_fc.bias"], approximate="tanh")
         x = x + h @ P[p + "mlp.c_proj.weight"].T + P[p + "mlp.c_proj.bias"]
-    x = F.layer_norm(x, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)
-    return x @ P["wte.weight"].T
+    return F.layer_norm(x, (C,), P["ln_f.weight"], P["ln_f.bias"], 1e-5)
 
 
 def write_safetensors(path, tensors, metadata):

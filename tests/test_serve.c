@@ -1,5 +1,5 @@
 /*
- * tests/test_gateway.c — the serving module without sockets: UTF-8 rules, request validation,
+ * tests/test_serve.c — the model server (serve/) without sockets: UTF-8 rules, request validation,
  * the OpenAI JSON shapes, stop sequences, Prometheus text, and the generation slots.
  *
  * Independent references: glibc iconv decides what is valid UTF-8 (strict: it refuses overlongs,
@@ -25,7 +25,7 @@
 
 #include "serve/server.h"
 
-#define TU_PREFIX "test_gateway"
+#define TU_PREFIX "test_serve"
 #include "tests/testutil.h"
 
 /* iconv's verdict: 1 valid, 0 invalid, -1 valid except for an incomplete sequence at the end. */
@@ -180,6 +180,26 @@ static void test_json_string_roundtrip(void **state) {
         assert_string_equal(b.p, subs[i].out);
         b.len = 0;
     }
+    /* api_buf_put_utf8: the same substitutions without quotes or escapes; valid bytes as they
+     * are, every output valid UTF-8 */
+    for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+        api_buf_put_utf8(&b, (const uint8_t *)subs[i].in, strlen(subs[i].in));
+        size_t wl = strlen(subs[i].out) - 2;
+        assert_int_equal(b.len, wl);
+        assert_memory_equal(b.p, subs[i].out + 1, wl);
+        b.len = 0;
+    }
+    for (int it = 0; it < 2000; it++) {
+        size_t n = tu_rand() % 40;
+        utf8ish(raw, n);
+        api_buf_put_utf8(&b, raw, n);
+        assert_int_equal(iconv_utf8((const uint8_t *)b.p, b.len), 1);
+        if (iconv_utf8(raw, n) == 1) {
+            assert_int_equal(b.len, n);
+            if (n) assert_memory_equal(b.p, raw, n);
+        }
+        b.len = 0;
+    }
     api_buf_json_string(&b, (const uint8_t *)"a\0b\"\\\n\xff", 7);
     assert_string_equal(b.p, "\"a\\u0000b\\\"\\\\\\n\xEF\xBF\xBD\"");
     api_buf_free(&b);
@@ -269,6 +289,22 @@ static void test_request_errors(void **state) {
     expect_error("{\"prompt\":\"a\\u0000b\"}", 400, NULL);
     expect_error("{\"prompt\":\"\xff\xfe\"}", 400, NULL); /* invalid UTF-8 in the body */
     expect_error("{\"prompt\":\"\xed\xa0\x80\"}", 400, NULL);  /* an encoded surrogate */
+    { /* a lone surrogate escape: named as such, not the parse error's NaN hint */
+        static const char *const lone[] = {"{\"prompt\":\"a\\ud800\"}",
+                                           "{\"prompt\":\"a\\udc00b\"}",
+                                           "{\"prompt\":\"\\ud83d\\u0041\"}"};
+        for (int k = 0; k < 3; k++) {
+            api_request r;
+            api_error e;
+            assert_int_not_equal(parse(lone[k], &r, &e), 0);
+            assert_non_null(strstr(e.message, "lone surrogate"));
+            assert_null(strstr(e.message, "NaN"));
+        }
+        api_request r; /* a proper pair is accepted: U+1F600 */
+        api_error e;
+        assert_int_equal(parse("{\"prompt\":\"\\ud83d\\ude00\"}", &r, &e), 0);
+        api_request_free(&r);
+    }
     char longp[128];
     memset(longp, 'x', 64);
     longp[64] = 0; /* 64 byte tokens = the whole context: no room for a completion */

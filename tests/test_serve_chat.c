@@ -1,5 +1,5 @@
 /*
- * tests/test_gw_chat.c — /v1/chat/completions without sockets: the plain-text chat template,
+ * tests/test_serve_chat.c — /v1/chat/completions without sockets: the plain-text chat template,
  * request validation (every refusal names its field), and the chat.completion and
  * chat.completion.chunk bodies.
  *

@@ -1,10 +1,8 @@
 /*
- * tests/test_train_units.c — config parsing, LR schedule, optimizer wiring and the sampler.
- *
- * Expected values are computed here from the formulas (cosine schedule, AdamW), independently of
- * the code under test.
+ * tests/test_config.c — the training config (core/config.h): INI files and `--key value`
+ * overrides, keys refused by name (unknown, repeated, out of range, cross-key checks), the JSON
+ * dump, and ckpt_every = auto.
  */
-#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,14 +14,8 @@
 #include <cmocka.h>
 
 #include "core/config.h"
-#include "core/rng.h"
-#include "model/model.h"
-#include "model/optim.h"
-#include "model/sample.h"
 
 #include "tests/testutil.h"
-
-/* ---- config ---- */
 
 static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -35,7 +27,7 @@ static void write_file(const char *path, const char *text) {
 static void test_config_ini_and_overrides(void **state) {
     (void)state;
     char dir[TU_DIR_MAX];
-    assert_int_equal(tu_mkdtemp(dir, sizeof dir, "test_train_units_cfg"), 0);
+    assert_int_equal(tu_mkdtemp(dir, sizeof dir, "test_config"), 0);
     char path[TU_DIR_MAX + 16], err[512];
     snprintf(path, sizeof(path), "%s/a.ini", dir);
     write_file(path, "; comment\n[model]\nn_layer = 6\nd_model=192\n[train]\nlr = 3e-4\ndata = d/x\n");
@@ -123,8 +115,6 @@ static void test_config_json(void **state) {
     assert_non_null(strstr(buf, "\"data\":\"a\\\"b\""));
 }
 
-/* ---- LR schedule ---- */
-
 /* ckpt_every takes "auto" (Young/Daly, sched/hooks.h) and only that word; it survives the JSON
  * dump as "auto". */
 static void test_config_ckpt_auto(void **state) {
@@ -144,132 +134,12 @@ static void test_config_ckpt_auto(void **state) {
     assert_int_equal(c.ckpt_every, 25);
 }
 
-static void test_lr_schedule(void **state) {
-    (void)state;
-    const int steps = 100, warm = 10;
-    const float lr = 1e-3f, mn = 1e-4f;
-    assert_float_equal(optim_lr(0, steps, warm, lr, mn), lr / warm, 1e-9);     /* first step */
-    assert_float_equal(optim_lr(warm - 1, steps, warm, lr, mn), lr, 1e-9);     /* end of warm-up */
-    assert_float_equal(optim_lr(warm, steps, warm, lr, mn), lr, 1e-9);         /* cosine start */
-    assert_float_equal(optim_lr(steps - 1, steps, warm, lr, mn), mn, 1e-9);    /* floor */
-    assert_float_equal(optim_lr(steps + 5, steps, warm, lr, mn), mn, 1e-9);    /* stays there */
-    /* midpoint of the cosine: (lr + min_lr) / 2 */
-    int span = steps - 1 - warm;
-    if (span % 2 == 0) {
-        assert_float_equal(optim_lr(warm + span / 2, steps, warm, lr, mn), (lr + mn) / 2, 1e-8);
-    } else {
-        double want = mn + 0.5 * (1 + cos(M_PI * (double)(span / 2) / span)) * (lr - mn);
-        assert_float_equal(optim_lr(warm + span / 2, steps, warm, lr, mn), want, 1e-8);
-    }
-    /* monotone decreasing after warm-up */
-    for (int s = warm; s < steps - 1; s++)
-        assert_true(optim_lr(s + 1, steps, warm, lr, mn) <= optim_lr(s, steps, warm, lr, mn));
-    /* no warm-up */
-    assert_float_equal(optim_lr(0, steps, 0, lr, mn), lr, 1e-9);
-}
-
-static void test_clip_scale(void **state) {
-    (void)state;
-    assert_float_equal(optim_clip_scale(4.0, 1.0f), 0.25f, 1e-7);
-    assert_float_equal(optim_clip_scale(0.5, 1.0f), 1.0f, 0);
-    assert_float_equal(optim_clip_scale(4.0, 0.0f), 1.0f, 0);
-    float g[4] = {3, 0, -4, 0};
-    assert_float_equal(optim_grad_norm(g, 4), 5.0, 1e-12);
-}
-
-/* optim_step: decay applies to 2-D tensors only; values from the AdamW formula by hand. */
-static void test_optim_step_decay_mask(void **state) {
-    (void)state;
-    gpt_config cfg = {.n_layer = 1, .n_head = 1, .d_model = 2, .seq_len = 2, .vocab_size = 3};
-    gpt_model m;
-    char err[256];
-    assert_int_equal(gpt_build(&m, &cfg, err, sizeof(err)), 0);
-    gpt_alloc_training(&m, 1, 2);
-    for (size_t i = 0; i < m.num_params; i++) {
-        m.params[i] = 0.5f;
-        m.grads[i] = 0.2f;
-    }
-    optim_adamw o;
-    const float lr = 0.1f, wd = 0.5f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
-    optim_init(&o, m.num_params, b1, b2, eps, wd);
-    optim_step(&o, &m, lr, 1.0f);
-    /* step 1: mhat = g, vhat = g², update = g/(|g|+eps) = ~1 */
-    double upd = 0.2 / (0.2 + 1e-8);
-    for (int t = 0; t < m.n_tensors; t++) {
-        const gpt_tensor *ten = &m.tensors[t];
-        double want = 0.5 - lr * (upd + (ten->decay ? wd * 0.5 : 0.0));
-        for (size_t j = 0; j < ten->numel; j++)
-            assert_float_equal(m.params[ten->offset + j], want, 1e-6);
-    }
-    optim_free(&o);
-    gpt_free(&m);
-}
-
-/* ---- sampler ---- */
-
-static void test_sampler(void **state) {
-    (void)state;
-    float logits[5] = {0.1f, 2.0f, -1.0f, 2.0f, 0.5f};
-    rng_state r;
-    rng_seed(&r, 1);
-    sample_params greedy = {0.0f, 0, 1.0f};
-    assert_int_equal(sample_token(logits, 5, &greedy, &r, NULL), 1); /* tie -> lowest id */
-    sample_params k1 = {1.0f, 1, 1.0f};
-    for (int i = 0; i < 20; i++) assert_int_equal(sample_token(logits, 5, &k1, &r, NULL), 1);
-    /* top-k 2 only ever returns the two best (ids 1 and 3) and both appear */
-    sample_params k2 = {1.0f, 2, 1.0f};
-    int seen[5] = {0};
-    for (int i = 0; i < 400; i++) seen[sample_token(logits, 5, &k2, &r, NULL)]++;
-    assert_int_equal(seen[0] + seen[2] + seen[4], 0);
-    assert_true(seen[1] > 100 && seen[3] > 100);
-    /* frequencies at temperature 1 follow softmax (chi-square-free loose check, 20k draws) */
-    sample_params full = {1.0f, 0, 1.0f};
-    int cnt[5] = {0};
-    const int n = 20000;
-    for (int i = 0; i < n; i++) cnt[sample_token(logits, 5, &full, &r, NULL)]++;
-    double z = 0;
-    for (int i = 0; i < 5; i++) z += exp(logits[i]);
-    for (int i = 0; i < 5; i++) {
-        double p = exp(logits[i]) / z, sd = sqrt(p * (1 - p) / n);
-        assert_true(fabs((double)cnt[i] / n - p) < 5 * sd + 1e-3);
-    }
-    /* top-p smaller than the best probability keeps only the argmax set's first member */
-    sample_params p1 = {1.0f, 0, 0.1f};
-    for (int i = 0; i < 20; i++) assert_int_equal(sample_token(logits, 5, &p1, &r, NULL), 1);
-    /* same seed, same draws */
-    rng_state a, b;
-    rng_seed(&a, 42);
-    rng_seed(&b, 42);
-    for (int i = 0; i < 50; i++)
-        assert_int_equal(sample_token(logits, 5, &full, &a, NULL), sample_token(logits, 5, &full, &b, NULL));
-}
-
-static void test_rng_normal_moments(void **state) {
-    (void)state;
-    rng_state r;
-    rng_seed(&r, 7);
-    double s = 0, s2 = 0;
-    const int n = 200000;
-    for (int i = 0; i < n; i++) {
-        double x = rng_normal(&r);
-        s += x;
-        s2 += x * x;
-    }
-    assert_true(fabs(s / n) < 0.02);
-    assert_true(fabs(s2 / n - 1.0) < 0.02);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_ini_and_overrides),
         cmocka_unit_test(test_config_duplicate_key_refused),
         cmocka_unit_test(test_config_json),
         cmocka_unit_test(test_config_ckpt_auto),
-        cmocka_unit_test(test_lr_schedule),
-        cmocka_unit_test(test_clip_scale),
-        cmocka_unit_test(test_optim_step_decay_mask),
-        cmocka_unit_test(test_sampler),
-        cmocka_unit_test(test_rng_normal_moments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
