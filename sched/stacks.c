@@ -195,8 +195,14 @@ int stk_capture(int pid, int rank, stk_stack *out) {
     snprintf(cmd, sizeof(cmd), "timeout -k 2 10 eu-stack -m -s -i -p %d 2>&1", pid);
     int rc = run_capture(cmd, buf, CAP);
     int parsed = -1;
+    char exe[4096], link[64];
+    snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+    ssize_t el = readlink(link, exe, sizeof(exe) - 1);
+    exe[el > 0 ? el : 0] = 0;
+    char *del = strstr(exe, " (deleted)"); /* the binary was replaced while it ran */
+    if (del) *del = 0;
     if (rc == 0 || (rc != 127 && rc != 124 && strstr(buf, "TID "))) {
-        parsed = stk_parse_eu_stack(buf, pid, NULL, out);
+        parsed = stk_parse_eu_stack(buf, pid, exe[0] ? exe : NULL, out);
     } else if (rc == 127) { /* no eu-stack: gdb */
         snprintf(cmd, sizeof(cmd), "timeout -k 2 15 gdb -nx -batch -p %d -ex bt 2>/dev/null", pid);
         rc = run_capture(cmd, buf, CAP);
@@ -262,13 +268,14 @@ static int blame_group(const stk_layout *L, int world, stk_verdict *v) {
     static const struct {
         mesh_group g;
         const char *name;
-    } kinds[] = {{MESH_TP, "tp"}, {MESH_EP, "ep"}, {MESH_PP, "pp"}, {MESH_DP, "dp"}};
+    } kinds[] = {{MESH_TP, "tp"}, {MESH_CP, "cp"}, {MESH_EP, "ep"}, {MESH_PP, "pp"},
+                 {MESH_DP, "dp"}};
     int best = -1, best_size = world + 1;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < (int)(sizeof(kinds) / sizeof(kinds[0])); k++) {
         int color0 = 0, key, same = 1;
         for (int i = 0; i < v->noutliers && same; i++) {
             int c;
-            mesh_split_key(v->outliers[i], L->tp, L->pp, L->dp, L->ep, kinds[k].g, &c, &key);
+            mesh_split_key(v->outliers[i], L->tp, L->cp, L->pp, L->dp, L->ep, kinds[k].g, &c, &key);
             if (i == 0) color0 = c;
             else same = c == color0;
         }
@@ -276,18 +283,18 @@ static int blame_group(const stk_layout *L, int world, stk_verdict *v) {
         int size = 0;
         for (int r = 0; r < world; r++) {
             int c;
-            mesh_split_key(r, L->tp, L->pp, L->dp, L->ep, kinds[k].g, &c, &key);
+            mesh_split_key(r, L->tp, L->cp, L->pp, L->dp, L->ep, kinds[k].g, &c, &key);
             size += c == color0;
         }
         if (size > 1 && size < world && size < best_size) best = k, best_size = size;
     }
     if (best < 0) return 0;
     int color0, key;
-    mesh_split_key(v->outliers[0], L->tp, L->pp, L->dp, L->ep, kinds[best].g, &color0, &key);
+    mesh_split_key(v->outliers[0], L->tp, L->cp, L->pp, L->dp, L->ep, kinds[best].g, &color0, &key);
     v->nblame = 0;
     for (int r = 0; r < world; r++) {
         int c;
-        mesh_split_key(r, L->tp, L->pp, L->dp, L->ep, kinds[best].g, &c, &key);
+        mesh_split_key(r, L->tp, L->cp, L->pp, L->dp, L->ep, kinds[best].g, &c, &key);
         if (c == color0) v->blame[v->nblame++] = r;
     }
     v->blame_kind = kinds[best].name;
@@ -296,9 +303,10 @@ static int blame_group(const stk_layout *L, int world, stk_verdict *v) {
 
 /* The rank's place in the mesh, " (tp 0 pp 1 dp 0)", or "" when the layout is unknown. */
 static void coords_of(int rank, const stk_layout *L, char *buf, size_t len) {
-    int t, d, p, e;
-    mesh_coords(rank, L->tp, L->pp, L->dp, L->ep, &t, &d, &p, &e);
-    snprintf(buf, len, " (tp %d pp %d dp %d)", t, p, d);
+    int t, cpr, d, p, e;
+    mesh_coords(rank, L->tp, L->cp, L->pp, L->dp, L->ep, &t, &cpr, &d, &p, &e);
+    if (L->cp > 1) snprintf(buf, len, " (tp %d cp %d pp %d dp %d)", t, cpr, p, d);
+    else snprintf(buf, len, " (tp %d pp %d dp %d)", t, p, d);
 }
 
 /* One group's sentence: "rank 2 (tp 0 pp 0 dp 2) in f ← g (file:line) for 3.1 s". */
@@ -355,10 +363,11 @@ int stk_verdict_of(const stk_stack *stacks, int n, const stk_layout *layout, stk
         return -1;
     }
     stk_layout L = *layout;
-    if (L.tp <= 0 || L.pp <= 0 || L.dp <= 0 || L.tp * L.pp * L.dp < world_max)
-        L = (stk_layout){1, 1, world_max, 1};
+    if (L.cp <= 0) L.cp = 1;
+    if (L.tp <= 0 || L.pp <= 0 || L.dp <= 0 || L.tp * L.cp * L.pp * L.dp < world_max)
+        L = (stk_layout){1, 1, 1, world_max, 1};
     if (L.ep <= 0 || L.dp % L.ep != 0) L.ep = 1;
-    int world = L.tp * L.pp * L.dp;
+    int world = L.tp * L.cp * L.pp * L.dp;
     /* the healthy group: the largest; among equals, the one waiting in communication */
     v->normal = 0;
     for (int g = 1; g < v->ngroups; g++) {
@@ -464,13 +473,14 @@ int stk_layout_of_db(sqlite3 *db, stk_layout *L) {
     if (sqlite3_step(st) == SQLITE_ROW) {
         const char *txt = (const char *)sqlite3_column_text(st, 0);
         cJSON *c = txt ? cJSON_Parse(txt) : NULL;
-        const char *keys[4] = {"tp", "pp", "dp", "ep"};
-        int *dst[4] = {&L->tp, &L->pp, &L->dp, &L->ep}, got = 0;
-        for (int k = 0; k < 4; k++) {
+        const char *keys[5] = {"tp", "pp", "dp", "ep", "cp"};
+        int *dst[5] = {&L->tp, &L->pp, &L->dp, &L->ep, &L->cp}, got = 0;
+        L->cp = 1; /* runs before context parallelism have no "cp" */
+        for (int k = 0; k < 5; k++) {
             const cJSON *x = cJSON_GetObjectItemCaseSensitive(c, keys[k]);
             if (cJSON_IsNumber(x) && x->valuedouble >= 1) *dst[k] = x->valueint, got++;
         }
-        rc = got == 4 ? 0 : -1;
+        rc = got >= 4 ? 0 : -1;
         cJSON_Delete(c);
     }
     sqlite3_finalize(st);

@@ -59,9 +59,9 @@ int stk_parse_gdb(const char *text, stk_stack *out);
  * each under a 10 s timeout. Fills *out (out->ok, or out->err). Returns 0 or -1. */
 int stk_capture(int pid, int rank, stk_stack *out);
 
-/* Degrees of the run's layout: world = tp·pp·dp, ep divides dp (parallel/mesh.h). */
+/* Degrees of the run's layout: world = tp·cp·pp·dp, ep divides dp (parallel/mesh.h). */
 typedef struct {
-    int tp, pp, dp, ep;
+    int tp, cp, pp, dp, ep;
 } stk_layout;
 
 #define STK_MAX_GROUPS 16
@@ -74,7 +74,7 @@ typedef struct {
                                   waits in communication, comm_*) */
     int noutliers;
     int outliers[STK_MAX_RANKS]; /* ranks outside the normal group, ascending */
-    const char *blame_kind;    /* "tp" | "ep" | "pp" | "dp" | "rank": the group evicted */
+    const char *blame_kind;    /* "tp" | "cp" | "ep" | "pp" | "dp" | "rank": the group evicted */
     int nblame;
     int blame[STK_MAX_RANKS];  /* the ranks of that group, ascending */
     int machines;              /* distinct hosts among them (0 when hosts are unknown) */
@@ -82,8 +82,8 @@ typedef struct {
 } stk_verdict;
 
 /* Group stacks[0..n) (the ranks that could not be captured are left out) and name the outliers:
- * the ranks outside the largest group. The blamed group is the smallest of the rank's TP, EP,
- * PP, DP groups (in that order on ties) that has more than one rank, contains every outlier and
+ * the ranks outside the largest group. The blamed group is the smallest of the rank's TP, CP,
+ * EP, PP, DP groups (in that order on ties) that has more than one rank, contains every outlier and
  * is not the whole job; when none does, the outliers alone. Returns 0, or -1 when fewer than
  * one stack was captured (v->text says so). Pure. */
 int stk_verdict_of(const stk_stack *stacks, int n, const stk_layout *L, stk_verdict *v);
@@ -101,7 +101,7 @@ struct sqlite3;
  * host's name. Returns n (0 when hb_dir holds no record), or -1 when hb_dir cannot be read. */
 int stk_capture_heartbeats(const char *hb_dir, double now_unix, stk_stack *out, int max);
 
-/* The layout of the newest run in a run database (runs.config: tp, pp, dp, ep), or 1·1·n·1
+/* The layout of the newest run in a run database (runs.config: tp, cp, pp, dp, ep), or 1·1·1·n·1
  * defaults left in *L. Returns 0 when read, -1 otherwise. */
 int stk_layout_of_db(struct sqlite3 *db, stk_layout *L);
 
