@@ -32,7 +32,7 @@ else
 endif
 ASAN ?= 0
 
-CFLAGS_BASE = -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. -MMD -MP
+CFLAGS_BASE = -std=gnu11 -O3 -g -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. -MMD -MP
 ifeq ($(ASAN),1)
   CFLAGS_BASE = -std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fopenmp -Wall -Wextra -Werror -I. -MMD -MP
@@ -237,10 +237,11 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
 # --- packages -----------------------------------------------------------------------------------
 # What the binary needs (make demo) and what only the tests need (make test): PyTorch alone is
 # most of a gigabyte that a newcomer running the demo should not wait for.
-# sqlite3 is the command-line client docs/tutorial.md reads run.db with.
+# sqlite3 is the command-line client docs/tutorial.md reads run.db with; elfutils gives eu-stack,
+# which the supervisor and `minitrain diagnose` take every rank's stack with (sched/stacks.h).
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
            libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev libhwloc-dev \
-           libcurl4-openssl-dev libpcre2-dev sqlite3
+           libcurl4-openssl-dev libpcre2-dev sqlite3 elfutils
 DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge \
                 clang libclang-rt-14-dev libomp-14-dev shellcheck chromium
 # Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2

@@ -26,6 +26,7 @@ static const subcommand COMMANDS[] = {
     {"report", cmd_report, "summarise a run from its run.db: ETTR, MTTR (--json, --svg)"},
     {"run", cmd_run, "supervise a job: restart on crash/hang/NaN, heartbeats, faults"},
     {"plan", cmd_plan, "place ranks on a topology: rankfile + predicted comm time per step"},
+    {"diagnose", cmd_diagnose, "where every rank of a running job is stuck: stacks, grouped"},
     {"simulate", cmd_simulate, "Monte Carlo ETTR at cluster scale (Young/Daly interval)"},
     {"serve", cmd_serve, "serve a trained run over HTTP (OpenAI completions API)"},
     {"gateway", cmd_gateway, "AI gateway in front of servers: fallback, ejection, keys, limits"},

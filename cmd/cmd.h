@@ -37,6 +37,10 @@ int cmd_report(int argc, char **argv);
  * 0 when the job finished cleanly, 1 when it gave up, 2 for bad flags, 128+signal when stopped. */
 int cmd_run(int argc, char **argv);
 
+/* `minitrain diagnose --run DIR [--json]`: every local rank's stack, grouped, the outliers named
+ * (sched/stacks.h). */
+int cmd_diagnose(int argc, char **argv);
+
 /* `minitrain simulate ...`: the Monte Carlo ETTR simulator (sched/simulate.h). */
 int cmd_simulate(int argc, char **argv);
 

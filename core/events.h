@@ -45,6 +45,11 @@
 #define EV_FAILURE "failure"                   /* (0, blamed rank or -1) kind (EV_FAILURE_*),
                                                   attempt, exit_code, signal, step, failed_at,
                                                   detected_at (unix s), host, why */
+#define EV_STACKS "stacks"                     /* (0, first outlier rank or -1) the ranks' stacks
+                                                  and the verdict (sched/stacks.h,
+                                                  stk_verdict_json): ranks, text, outliers,
+                                                  blame_kind, blame, machines, groups, seconds,
+                                                  source (supervisor | diagnose), attempt */
 #define EV_TEARDOWN "teardown"                 /* (0, -1) attempt, seconds */
 #define EV_GIVE_UP "give_up"                   /* (0, -1) failures_in_window, max_restarts, or
                                                   reason */

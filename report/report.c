@@ -271,6 +271,34 @@ static void add_str(cJSON *o, const char *key, const char *s) {
         cJSON_AddNullToObject(o, key);
 }
 
+/* The stack captures of the job (EV_STACKS, sched/stacks.h: the supervisor's on a hang, and
+ * `minitrain diagnose`'s), in time order: [{time, source, text, outliers, blame_kind, blame,
+ * machines}]. An empty array when none. */
+static cJSON *stack_verdicts(const report_summary *r) {
+    cJSON *a = cJSON_CreateArray();
+    mtCheck(a != NULL, "out of memory");
+    sqlite3_stmt *st = NULL;
+    if (!r->db || sqlite3_prepare_v2(r->db, "SELECT time, detail FROM events WHERE kind = 'stacks' "
+                                     "ORDER BY time, rowid", -1, &st, NULL) != SQLITE_OK)
+        return a;
+    static const char *const keep[] = {"source", "text", "outliers", "blame_kind", "blame",
+                                       "machines"};
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *detail = (const char *)sqlite3_column_text(st, 1);
+        cJSON *d = detail ? cJSON_Parse(detail) : NULL, *o = cJSON_CreateObject();
+        mtCheck(o != NULL, "out of memory");
+        cJSON_AddNumberToObject(o, "time", sqlite3_column_double(st, 0));
+        for (size_t k = 0; k < sizeof(keep) / sizeof(keep[0]); k++) {
+            cJSON *x = cJSON_DetachItemFromObjectCaseSensitive(d, keep[k]);
+            if (x) cJSON_AddItemToObject(o, keep[k], x);
+        }
+        cJSON_Delete(d);
+        cJSON_AddItemToArray(a, o);
+    }
+    sqlite3_finalize(st);
+    return a;
+}
+
 /* The nodes the supervisor drained in Slurm (its slurm_drain events, sched/slurm.h), in time
  * order: [{host, why, ok, time}]. Read at print time from r->db; an empty array when none. */
 static cJSON *drained_nodes(const report_summary *r) {
@@ -358,6 +386,7 @@ int report_print_json(const report_summary *r) {
     add_num(b, "ckpt_stall_s", e->ckpt_stall_s);
     add_num(b, "other_s", e->other_s);
     cJSON_AddItemToObject(o, "drained", drained_nodes(r));
+    cJSON_AddItemToObject(o, "stacks", stack_verdicts(r));
     for (const cJSON *x = r->extra ? r->extra->child : NULL; x; x = x->next)
         cJSON_AddItemToObject(o, x->string, cJSON_Duplicate(x, 1));
     char *s = cJSON_Print(o);
@@ -442,6 +471,14 @@ int report_print_text(const report_summary *r) {
                cJSON_IsString(w) ? w->valuestring : "?");
     }
     cJSON_Delete(dr);
+    cJSON *sv = stack_verdicts(r);
+    for (const cJSON *x = sv->child; x; x = x->next) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(x, "text");
+        const cJSON *src = cJSON_GetObjectItemCaseSensitive(x, "source");
+        printf("stacks:         %s (%s)\n", cJSON_IsString(t) ? t->valuestring : "?",
+               cJSON_IsString(src) ? src->valuestring : "?");
+    }
+    cJSON_Delete(sv);
     ettr_print(&r->ettr, "");
     return MT_EXIT_OK;
 }

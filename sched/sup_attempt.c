@@ -43,6 +43,7 @@
 #include "core/stats.h"
 #include "core/timer.h"
 #include "sched/proctree.h"
+#include "sched/stacks.h"
 
 /* ---- pure helpers (tested in tests/test_sched.c) --------------------------------------------- */
 
@@ -368,6 +369,39 @@ static void mtbf_kill(sup *s, watch_state *w, int attempt) {
     w->next_kill = INFINITY;
 }
 
+/* The job stopped making progress: capture every local rank's stack, group them and name the
+ * outliers (sched/stacks.h), log the verdict (EV_STACKS), and blame the first outlier instead of
+ * the heartbeat's guess — the rank that is elsewhere, not the one that logged last. With a
+ * rankfile the outliers' group is named by host. */
+static void localise_hang(sup *s, int attempt, sup_failure *f) {
+    static stk_stack st[STK_MAX_RANKS];
+    double t0 = timer_now();
+    int n = stk_capture_heartbeats(s->hb_dir, rundb_now(), st, STK_MAX_RANKS);
+    if (n <= 0) return;
+    for (int i = 0; s->have_rf && i < n; i++)
+        if (st[i].rank >= 0 && st[i].rank < s->rf.world)
+            snprintf(st[i].host, sizeof(st[i].host), "%s", s->rf.host[st[i].rank]);
+    stk_layout L = {0, 0, 0, 0, 0};
+    stk_layout_of_db(rundb_sqlite(s->db), &L);
+    stk_verdict v;
+    int rc = stk_verdict_of(st, n, &L, &v);
+    cJSON *d = stk_verdict_json(st, n, &v, timer_now() - t0);
+    cJSON_AddStringToObject(d, "source", "supervisor");
+    ev_num(d, EVK_ATTEMPT, attempt);
+    sup_event(s, EV_STACKS, v.noutliers ? v.outliers[0] : -1, d);
+    sup_say("attempt %d: stacks: %s", attempt, v.text);
+    if (rc == 0 && v.noutliers > 0) {
+        f->rank = v.outliers[0];
+        size_t o = strlen(f->why);
+        char where[160];
+        for (int i = 0; i < n; i++)
+            if (st[i].rank == f->rank && st[i].ok) {
+                stk_describe(&st[i], 2, where, sizeof(where));
+                snprintf(f->why + o, sizeof(f->why) - o, "; rank %d in %s", f->rank, where);
+            }
+    }
+}
+
 int sup_watch(sup *s, pid_t child, int attempt, double last_fail_unix, sup_failure *f) {
     memset(f, 0, sizeof(*f));
     f->rank = -1;
@@ -429,6 +463,7 @@ int sup_watch(sup *s, pid_t child, int attempt, double last_fail_unix, sup_failu
                      w.n == 0 ? " (no heartbeat file was ever written: is LAUNCH a minitrain "
                                 "train?)"
                               : "");
+            localise_hang(s, attempt, f);
             break;
         }
         if (timer_now() >= w.next_kill) mtbf_kill(s, &w, attempt);
