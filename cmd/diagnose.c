@@ -57,7 +57,7 @@ int cmd_diagnose(int argc, char **argv) {
     snprintf(hb_dir, sizeof(hb_dir), "%s/heartbeat", run);
     static stk_stack stacks[STK_MAX_RANKS];
     double t0 = timer_now();
-    int n = stk_capture_heartbeats(hb_dir, rundb_now(), stacks, STK_MAX_RANKS);
+    int n = stk_capture_heartbeats(hb_dir, timer_unix(), stacks, STK_MAX_RANKS);
     if (n <= 0) {
         fprintf(stderr, "minitrain: error: %s has no heartbeat records (%s): is a job running "
                 "there under `minitrain run` or with %s set?\n", run,

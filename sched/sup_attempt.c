@@ -376,7 +376,7 @@ static void mtbf_kill(sup *s, watch_state *w, int attempt) {
 static void localise_hang(sup *s, int attempt, sup_failure *f) {
     static stk_stack st[STK_MAX_RANKS];
     double t0 = timer_now();
-    int n = stk_capture_heartbeats(s->hb_dir, rundb_now(), st, STK_MAX_RANKS);
+    int n = stk_capture_heartbeats(s->hb_dir, timer_unix(), st, STK_MAX_RANKS);
     if (n <= 0) return;
     for (int i = 0; s->have_rf && i < n; i++)
         if (st[i].rank >= 0 && st[i].rank < s->rf.world)
