@@ -2,7 +2,9 @@
  * model/model_pass.c — GPT-2 forward and backward on top of ops/ops.h, whole model or one
  * pipeline stage, one activation slot per microbatch in flight.
  *
- * The forward keeps every activation the backward needs (nothing is recomputed). The backward
+ * The forward keeps every activation the backward needs, or, with activation recompute
+ * (m->recompute; Chen et al. 2016 "full", Korthikanti et al. 2022 "selective"), only part of them:
+ * the backward of a block then reruns the dropped part first (recompute_block). The backward
  * walks the blocks in reverse with ONE running residual-gradient buffer `dres`: because every
  * op accumulates into its input gradient, a block's LayerNorm backward adds its contribution to
  * dres in place and the skip connection costs nothing. Tensor parallelism adds the f/g
@@ -26,16 +28,34 @@
 
 /* ---- activations ---------------------------------------------------------------------------- */
 
-/* Per-slot activation floats and shared backward scratch floats for (B, T) on m's stage. */
+/* Floats of one block's activations for N = B·T rows, split by what recompute keeps: att is the
+ * (B, NHl, T, T) attention probabilities, rest everything else but the block output res3 (N, C). */
+static void block_sizes(const gpt_model *m, int B, int T, size_t *att, size_t *rest) {
+    const gpt_config *c = &m->cfg;
+    size_t N = (size_t)B * T, C = c->d_model;
+    size_t Cl = C / c->tp, NHl = c->n_head / c->tp; /* this rank's width and heads */
+    *att = (size_t)B * NHl * T * T;
+    *rest = N * C /*ln1*/ + 2 * N + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + N * C /*res2*/ +
+            N * C /*ln2*/ + 2 * N + N * 4 * Cl * 2 /*fch*/;
+}
+
+/* Per-slot activation floats and shared backward scratch floats for (B, T) on m's stage. With
+ * recompute, what a block's backward recomputes lives once, in the scratch, instead of once per
+ * block and slot: selective keeps all but att, full keeps only each block's output res3 (the next
+ * block's input) and recomputes into a work copy of the rest (res3 included, so nothing kept is
+ * ever rewritten). */
 static void activation_sizes(const gpt_model *m, int B, int T, size_t *slot, size_t *scratch) {
     const gpt_config *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->d_model, V = c->vocab_size;
-    size_t Cl = C / c->tp, NHl = c->n_head / c->tp; /* this rank's width and heads */
-    size_t att = (size_t)B * NHl * T * T;
-    size_t per_block = N * C /*ln1*/ + 2 * N + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + att +
-                       N * C /*res2*/ + N * C /*ln2*/ + 2 * N + N * 4 * Cl * 2 /*fch*/ + N * C;
-    *slot = N * C + (size_t)m->n_local * per_block + (m->last ? N * C + 2 * N + N * V + N : 0);
+    size_t Cl = C / c->tp, att, rest;
+    block_sizes(m, B, T, &att, &rest);
+    size_t kept = m->recompute == GPT_RECOMPUTE_FULL        ? N * C
+                  : m->recompute == GPT_RECOMPUTE_SELECTIVE ? rest + N * C
+                                                            : rest + att + N * C;
+    *slot = N * C + (size_t)m->n_local * kept + (m->last ? N * C + 2 * N + N * V + N : 0);
     *scratch = N * C * 2 /*dres, dln*/ + N * Cl /*datty*/ + N * 3 * Cl + att + N * 4 * Cl * 2;
+    if (m->recompute == GPT_RECOMPUTE_SELECTIVE) *scratch += att;
+    if (m->recompute == GPT_RECOMPUTE_FULL) *scratch += rest + att + N * C;
 }
 
 size_t gpt_activation_floats(const gpt_model *m, int B, int T) {
@@ -89,12 +109,16 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
         TAKE(A->encoded, N * C);
         for (int l = 0; l < m->n_local; l++) {
             gpt_block_acts *a = &A->acts[l];
+            if (m->recompute == GPT_RECOMPUTE_FULL) { /* the rest is recomputed in the work copy */
+                TAKE(a->res3, N * C);
+                continue;
+            }
             TAKE(a->ln1, N * C);
             TAKE(a->ln1_mean, N);
             TAKE(a->ln1_rstd, N);
             TAKE(a->qkv, N * 3 * Cl);
             TAKE(a->atty, N * Cl);
-            TAKE(a->att, (size_t)B * NH * T * T);
+            if (m->recompute == GPT_RECOMPUTE_NONE) TAKE(a->att, (size_t)B * NH * T * T);
             TAKE(a->res2, N * C);
             TAKE(a->ln2, N * C);
             TAKE(a->ln2_mean, N);
@@ -130,6 +154,35 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     TAKE(m->datt, (size_t)B * NH * T * T);
     TAKE(m->dfch, N * 4 * Cl);
     TAKE(m->dfch_gelu, N * 4 * Cl);
+    /* recompute: the one copy of what the blocks' backwards recompute (see activation_sizes) */
+    memset(&m->work, 0, sizeof(m->work));
+    if (m->recompute != GPT_RECOMPUTE_NONE) TAKE(m->work.att, (size_t)B * NH * T * T);
+    if (m->recompute == GPT_RECOMPUTE_FULL) {
+        gpt_block_acts *a = &m->work;
+        TAKE(a->ln1, N * C);
+        TAKE(a->ln1_mean, N);
+        TAKE(a->ln1_rstd, N);
+        TAKE(a->qkv, N * 3 * Cl);
+        TAKE(a->atty, N * Cl);
+        TAKE(a->res2, N * C);
+        TAKE(a->ln2, N * C);
+        TAKE(a->ln2_mean, N);
+        TAKE(a->ln2_rstd, N);
+        TAKE(a->fch, N * 4 * Cl);
+        TAKE(a->fch_gelu, N * 4 * Cl);
+        TAKE(a->res3, N * C);
+    }
+    /* every slot's blocks share it: point their recomputed activations there */
+    for (int s = 0; s < n_slots; s++)
+        for (int l = 0; l < m->n_local; l++) {
+            gpt_block_acts *a = &m->slots[s].acts[l];
+            if (m->recompute == GPT_RECOMPUTE_SELECTIVE) a->att = m->work.att;
+            if (m->recompute == GPT_RECOMPUTE_FULL) {
+                float *res3 = a->res3;
+                *a = m->work;
+                a->res3 = res3;
+            }
+        }
 #undef TAKE
     mtCheck((size_t)(p - m->scratch) == scratch_floats, "scratch layout mismatch");
 }
@@ -181,6 +234,65 @@ const float *gpt_stage_output(const gpt_model *m, int slot) {
     return m->n_local ? A->acts[m->n_local - 1].res3 : A->encoded;
 }
 
+/* Add one MoE block's forward statistics to m->moe_stats and its row of m->moe_load. */
+static void record_moe_stats(gpt_model *m, int l, const moe_stats *st) {
+    gpt_moe_stats *ms = &m->moe_stats;
+    ms->aux_loss += st->aux_loss;
+    ms->z_loss += st->z_loss;
+    ms->dropped += st->dropped;
+    if (ms->layers == 0 || st->tokens_min < ms->tokens_min) ms->tokens_min = st->tokens_min;
+    if (st->tokens_max > ms->tokens_max) ms->tokens_max = st->tokens_max;
+    if (st->tokens_cv > ms->tokens_cv) ms->tokens_cv = st->tokens_cv;
+    ms->layers++;
+    if (m->moe_load) { /* per-layer expert load (model/model.h) */
+        int E = m->cfg.n_experts;
+        double *row = m->moe_load + (size_t)l * (E + 1);
+        for (int e = 0; e < E; e++) row[e] += st->tokens_per_expert[e];
+        row[E] += st->dropped;
+    }
+}
+
+/* The layer hook (model/model.h), when one is set. */
+static void layer_event(gpt_model *m, int l, gpt_layer_event ev) {
+    if (m->layer_hook) m->layer_hook(m->layer_hook_user, l, ev);
+}
+
+/* Block l's forward from its input x (N, C) into the activations a (the block's own, or the
+ * recompute work copy); moe is the block's MoE state (NULL for a dense block). record = 1 adds a
+ * MoE block's statistics to m->moe_stats and m->moe_load (0 for a recomputation, which must not
+ * count twice). */
+static void block_forward(gpt_model *m, int l, gpt_block_acts *a, moe_layer *moe, const float *x,
+                          int B, int T, int record) {
+    const gpt_config *c = &m->cfg;
+    const gpt_block *w = &m->blocks[l];
+    int C = c->d_model, N = B * T;
+    int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head; /* local width, heads */
+    PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w,
+                                            w->ln1b, N, C));
+    /* f (identity forward), then column-parallel qkv: this rank's heads only */
+    PROF(PROF_MM_QKV_FWD, ops_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C,
+                                             3 * Cl)); // (N, 3, NHl, HS)
+    PROF(PROF_ATTN_FWD, ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS)); // (N, Cl)
+    row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, N, Cl, C,
+                         PROF_MM_ATTPROJ_FWD); // g
+    PROF(PROF_RESIDUAL, ops_add_inplace(a->res2, x, (size_t)N * C)); // residual
+    PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
+                                            w->ln2w, w->ln2b, N, C));
+    if (w->moe) { /* mixture of experts, replicated over TP (model/moe.h) */
+        moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
+        moe_stats st;
+        moe_forward(moe, &mp, a->ln2, a->res3, N, &st);
+        if (record) record_moe_stats(m, l, &st);
+    } else {
+        PROF(PROF_MM_FC_FWD, ops_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C,
+                                                4 * Cl)); // (N, 4Cl)
+        PROF(PROF_GELU_FWD, ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl));
+        row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * Cl, C,
+                             PROF_MM_FCPROJ_FWD);
+    }
+    PROF(PROF_RESIDUAL, ops_add_inplace(a->res3, a->res2, (size_t)N * C)); // residual
+}
+
 double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
                          int T, float dloss, int *n_counted) {
     return gpt_stage_forward_ex(m, slot, inputs, targets, B, T, dloss, NULL, n_counted);
@@ -195,7 +307,6 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
     /* A smaller (B, T) uses a prefix of each buffer with its own strides, which is consistent
      * because every op takes B and T. */
     int C = c->d_model, V = c->vocab_size, N = B * T;
-    int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head; /* local width, heads */
     A->B = B;
     A->T = T;
     A->dloss = dloss;
@@ -213,46 +324,10 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
     }
     const float *x = A->encoded;
     for (int l = 0; l < m->n_local; l++) {
-        const gpt_block *w = &m->blocks[l];
-        gpt_block_acts *a = &A->acts[l];
-        PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w,
-                                                w->ln1b, N, C));
-        /* f (identity forward), then column-parallel qkv: this rank's heads only */
-        PROF(PROF_MM_QKV_FWD, ops_matmul_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C,
-                                                 3 * Cl)); // (N, 3, NHl, HS)
-        PROF(PROF_ATTN_FWD, ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS)); // (N, Cl)
-        row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, N, Cl, C,
-                             PROF_MM_ATTPROJ_FWD); // g
-        PROF(PROF_RESIDUAL, ops_add_inplace(a->res2, x, (size_t)N * C)); // residual
-        PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
-                                                w->ln2w, w->ln2b, N, C));
-        if (w->moe) { /* mixture of experts, replicated over TP (model/moe.h) */
-            moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
-            moe_stats st;
-            moe_forward(A->moe[l], &mp, a->ln2, a->res3, N, &st);
-            gpt_moe_stats *ms = &m->moe_stats;
-            ms->aux_loss += st.aux_loss;
-            ms->z_loss += st.z_loss;
-            ms->dropped += st.dropped;
-            if (ms->layers == 0 || st.tokens_min < ms->tokens_min) ms->tokens_min = st.tokens_min;
-            if (st.tokens_max > ms->tokens_max) ms->tokens_max = st.tokens_max;
-            if (st.tokens_cv > ms->tokens_cv) ms->tokens_cv = st.tokens_cv;
-            ms->layers++;
-            if (m->moe_load) { /* per-layer expert load (model/model.h) */
-                int E = m->cfg.n_experts;
-                double *row = m->moe_load + (size_t)l * (E + 1);
-                for (int e = 0; e < E; e++) row[e] += st.tokens_per_expert[e];
-                row[E] += st.dropped;
-            }
-        } else {
-            PROF(PROF_MM_FC_FWD, ops_matmul_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C,
-                                                    4 * Cl)); // (N, 4Cl)
-            PROF(PROF_GELU_FWD, ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl));
-            row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, 4 * Cl, C,
-                                 PROF_MM_FCPROJ_FWD);
-        }
-        PROF(PROF_RESIDUAL, ops_add_inplace(a->res3, a->res2, (size_t)N * C)); // residual
-        x = a->res3;
+        layer_event(m, l, GPT_LAYER_BEFORE_FORWARD);
+        block_forward(m, l, &A->acts[l], A->moe ? A->moe[l] : NULL, x, B, T, 1);
+        layer_event(m, l, GPT_LAYER_AFTER_FORWARD);
+        x = A->acts[l].res3;
     }
     if (n_counted) *n_counted = 0;
     if (!m->last) return 0.0;
@@ -287,6 +362,22 @@ float gpt_forward(gpt_model *m, const int *inputs, const int *targets, int B, in
 
 static void grads_ready(gpt_model *m, size_t offset) {
     if (m->grads_ready) m->grads_ready(m->grads_ready_user, offset);
+}
+
+/* Before block l's backward (slot A, block input x_in (N, C)): put back what the forward did not
+ * keep. selective: the attention probabilities att (B, NHl, T, T) from the kept qkv, its output
+ * going to datty (scratch, zeroed before its use); full: the whole block forward into the work
+ * copy, MoE statistics not recorded again. The same ops on the same inputs, so the backward sees
+ * the same bytes as without recompute. */
+static void recompute_block(gpt_model *m, gpt_acts *A, int l, const float *x_in) {
+    const gpt_config *c = &m->cfg;
+    int B = A->B, T = A->T, NHl = c->n_head / c->tp, HS = c->d_model / c->n_head;
+    if (m->recompute == GPT_RECOMPUTE_SELECTIVE) {
+        gpt_block_acts *a = &A->acts[l];
+        PROF(PROF_ATTN_FWD, ops_attention_forward(m->datty, a->att, a->qkv, B, T, NHl, HS));
+    } else if (m->recompute == GPT_RECOMPUTE_FULL) {
+        block_forward(m, l, &m->work, A->moe ? A->moe[l] : NULL, x_in, B, T, 0); /* ops: PROF'd */
+    }
 }
 
 /* The backward of one stage and slot. params = 1: the training backward (parameter gradients
@@ -324,6 +415,8 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         gpt_block *g = params ? &m->dblocks[l] : &none;
         gpt_block_acts *a = &A->acts[l];
         const float *x_in = l ? A->acts[l - 1].res3 : A->encoded;
+        layer_event(m, l, GPT_LAYER_BEFORE_BACKWARD);
+        recompute_block(m, A, l, x_in);
         PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
         if (w->moe) { /* replicated over TP: dln is already complete on every TP rank */
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
@@ -359,6 +452,7 @@ static void stage_backward(gpt_model *m, int slot, const float *dout, int params
         tp_f_backward(m->tp_comm, m->dln, NC); /* f */
         PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dln, x_in, w->ln1w,
                                                  a->ln1_mean, a->ln1_rstd, N, C)); // dres = d x
+        layer_event(m, l, GPT_LAYER_AFTER_BACKWARD);
         if (params) grads_ready(m, m->tensors[m->block_t0[l]].offset); /* block l is final */
     }
     if (!m->first || !params) return; /* dres: gradient of the stage input */

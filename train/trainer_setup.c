@@ -102,6 +102,9 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     if (init) gpt_take_from_full(&tr->model, init); /* --init-from / ckpt import: every tensor */
     else gpt_init_weights(&tr->model, (uint64_t)c->seed);
     tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
+    tr->model.recompute = strcmp(c->recompute, "full") == 0        ? GPT_RECOMPUTE_FULL
+                          : strcmp(c->recompute, "selective") == 0 ? GPT_RECOMPUTE_SELECTIVE
+                                                                   : GPT_RECOMPUTE_NONE;
     if (activations)
         gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len,
                         ms->pp > 1 ? pp_slots_needed(tr->schedule, ms->pp, ms->pp_rank,
