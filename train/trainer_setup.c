@@ -93,6 +93,26 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
                  "gradients reduce over different groups); use zero=0");
         return -1;
     }
+    if (c->zero >= 2 && ms->dp == 1) {
+        snprintf(err, errlen, "zero = %d with dp = 1: there is no data-parallel group to shard "
+                 "over (use dp >= 2, or zero = 0)", c->zero);
+        return -1;
+    }
+    if (c->zero >= 2 && ms->ep > 1) {
+        snprintf(err, errlen, "zero = %d together with ep > 1 is not supported (expert gradients "
+                 "reduce over the expert-data-parallel group, not dp); use zero = 0", c->zero);
+        return -1;
+    }
+    if (c->zero >= 2 && (strcmp(c->adv_train, "none") != 0 || c->robust_every > 0)) {
+        snprintf(err, errlen, "zero = %d with adv_train / robust_every is not supported (their "
+                 "extra backwards would reduce-scatter out of step); use zero = 1", c->zero);
+        return -1;
+    }
+    if (c->zero == 3 && !c->ckpt_async) {
+        snprintf(err, errlen, "zero = 3 with ckpt_async = 0 is not supported (a synchronous save "
+                 "writes the live parameters, which zero 3 does not keep whole)");
+        return -1;
+    }
     if (gpt_build(&tr->model, &gc, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
@@ -105,17 +125,22 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     tr->model.recompute = strcmp(c->recompute, "full") == 0        ? GPT_RECOMPUTE_FULL
                           : strcmp(c->recompute, "selective") == 0 ? GPT_RECOMPUTE_SELECTIVE
                                                                    : GPT_RECOMPUTE_NONE;
+    /* ZeRO-2/3: the flat gradient (and parameter) buffers become unit-sharded, before the
+     * activations would allocate the gradients */
+    if (c->zero >= 2 && zero_init(&tr->zero, &tr->model, ms->dp_group, c->zero, err, errlen) != 0)
+        return -1;
     if (activations)
         gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len,
                         ms->pp > 1 ? pp_slots_needed(tr->schedule, ms->pp, ms->pp_rank,
                                                      tr->grad_accum) : 1);
     /* data parallel: bucketed all-reduce, or ZeRO-1 shards of a padded buffer */
     size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
-    dp_init(&tr->dp, ms->dp_group, tr->model.num_params, bucket, c->zero);
-    if (c->zero) gpt_reserve(&tr->model, tr->dp.padded);
-    optim_init(&tr->opt, c->zero ? tr->dp.shard : tr->model.num_params, c->beta1, c->beta2,
-               c->eps, c->weight_decay);
-    tr->opt.offset = c->zero ? tr->dp.shard_start : 0;
+    int zero1 = c->zero == 1;
+    dp_init(&tr->dp, ms->dp_group, tr->model.num_params, bucket, zero1);
+    if (zero1) gpt_reserve(&tr->model, tr->dp.padded);
+    size_t opt_n = zero1 ? tr->dp.shard : c->zero >= 2 ? tr->zero.shard : tr->model.num_params;
+    optim_init(&tr->opt, opt_n, c->beta1, c->beta2, c->eps, c->weight_decay);
+    tr->opt.offset = zero1 ? tr->dp.shard_start : 0; /* ZeRO-2/3: shard layout (train/zero.h) */
     rng_seed(&tr->sample_rng, (uint64_t)c->seed ^ 0x5A4D504CULL);
     return 0;
 }
@@ -344,6 +369,8 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
 
     /* accounting */
     tr->flops_per_token = flops_per_token(&tr->model.cfg); /* whole model; MoE: active experts */
+    tr->recompute_flops_per_token = flops_recompute_per_token(&tr->model.cfg,
+                                                              tr->model.recompute);
     tr->peak_measured = measured_peak(tr, threads, local_ranks);
     /* per rank: the ranks on this node share its cores (model/flops.h flops_rank_cores) */
     tr->peak_theoretical = flops_theoretical_peak_rank(threads, local_ranks, tr->peak_desc,
@@ -397,6 +424,7 @@ void trainer_free(trainer *tr) {
     if (tr->db) rundb_close(tr->db);
     free(tr->model.moe_load);
     tr->model.moe_load = NULL;
+    zero_free(&tr->zero, &tr->model); /* its flat buffers are not the model's to free */
     gpt_free(&tr->model);
     optim_free(&tr->opt);
     dp_free(&tr->dp);
