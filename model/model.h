@@ -216,6 +216,9 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots);
 /* Floats of activation memory of one slot and of the shared backward scratch, for (B, T) on
  * this model's stage: for memory reports. */
 size_t gpt_activation_floats(const gpt_model *m, int B, int T);
+/* The same, split: floats of ONE slot (kept for the backward, at m->recompute) and of the shared
+ * backward scratch (recompute's work copy included). */
+void gpt_activation_sizes(const gpt_model *m, int B, int T, size_t *slot, size_t *scratch);
 
 /* Forward pass. inputs, targets (B,T) int token ids; targets may be NULL (no loss).
  * dloss: gradient scale of the mean loss for the backward that follows, normally

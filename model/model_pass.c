@@ -44,7 +44,7 @@ static void block_sizes(const gpt_model *m, int B, int T, size_t *att, size_t *r
  * block and slot: selective keeps all but att, full keeps only each block's output res3 (the next
  * block's input) and recomputes into a work copy of the rest (res3 included, so nothing kept is
  * ever rewritten). */
-static void activation_sizes(const gpt_model *m, int B, int T, size_t *slot, size_t *scratch) {
+void gpt_activation_sizes(const gpt_model *m, int B, int T, size_t *slot, size_t *scratch) {
     const gpt_config *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->d_model, V = c->vocab_size;
     size_t Cl = C / c->tp, att, rest;
@@ -60,7 +60,7 @@ static void activation_sizes(const gpt_model *m, int B, int T, size_t *slot, siz
 
 size_t gpt_activation_floats(const gpt_model *m, int B, int T) {
     size_t slot, scratch;
-    activation_sizes(m, B, T, &slot, &scratch);
+    gpt_activation_sizes(m, B, T, &slot, &scratch);
     return slot * (size_t)(m->n_slots > 0 ? m->n_slots : 1) + scratch;
 }
 
@@ -93,7 +93,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     gpt_rebind(m);
     gpt_free_activations(m);
     size_t slot_floats, scratch_floats;
-    activation_sizes(m, B, T, &slot_floats, &scratch_floats);
+    gpt_activation_sizes(m, B, T, &slot_floats, &scratch_floats);
     m->n_slots = n_slots;
     m->slots = callocCheck((size_t)n_slots, sizeof(gpt_acts));
     float *p;
@@ -154,7 +154,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     TAKE(m->datt, (size_t)B * NH * T * T);
     TAKE(m->dfch, N * 4 * Cl);
     TAKE(m->dfch_gelu, N * 4 * Cl);
-    /* recompute: the one copy of what the blocks' backwards recompute (see activation_sizes) */
+    /* recompute: the one copy of what the blocks' backwards recompute (see gpt_activation_sizes) */
     memset(&m->work, 0, sizeof(m->work));
     if (m->recompute != GPT_RECOMPUTE_NONE) TAKE(m->work.att, (size_t)B * NH * T * T);
     if (m->recompute == GPT_RECOMPUTE_FULL) {

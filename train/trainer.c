@@ -588,6 +588,52 @@ static void log_step(trainer *tr, float loss, float lr, double norm, double t0, 
     }
 }
 
+/* The predicted budget of every rank (train/memory.h) into run.db: event memory. */
+static void log_memory_budget(trainer *tr) {
+    const mesh *ms = tr->mesh;
+    if (ms->rank != 0 || !tr->memory_ranks) return;
+    int W = ms->world_size;
+    double *col = mallocCheck((size_t)W * sizeof(double));
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_ZERO, tr->cfg.zero);
+    ev_str(d, EVK_RECOMPUTE, tr->cfg.recompute);
+    ev_num(d, EVK_LIMIT, tr->memory_limit);
+    for (int i = 0; i < MEMORY_N; i++) {
+        for (int r = 0; r < W; r++) col[r] = tr->memory_ranks[(size_t)r * MEMORY_N + i];
+        ev_numv(d, memory_names[i], col, W);
+    }
+    ev_log(tr->db, tr->run_id, EV_MEMORY, 0, d);
+    free(col);
+}
+
+/* Every rank's measured peak resident set against its prediction: event memory_peak and one line
+ * on rank 0 (the rank furthest from its prediction). Collective over the world. */
+static void log_memory_peak(trainer *tr) {
+    const mesh *ms = tr->mesh;
+    int W = ms->world_size;
+    double *peak = callocCheck((size_t)W, sizeof(double));
+    peak[ms->rank] = memory_rss_bytes(1);
+    comm_all_reduce_f64(ms->world, peak, (size_t)W, COMM_SUM);
+    if (ms->rank == 0 && tr->memory_ranks) {
+        double *pred = mallocCheck((size_t)W * sizeof(double));
+        int far = 0;
+        for (int r = 0; r < W; r++) {
+            pred[r] = tr->memory_ranks[(size_t)r * MEMORY_N + MEMORY_TOTAL];
+            if (fabs(peak[r] / pred[r] - 1) > fabs(peak[far] / pred[far] - 1)) far = r;
+        }
+        cJSON *d = ev_detail();
+        ev_numv(d, EVK_PEAK_RSS, peak, W);
+        ev_numv(d, EVK_TOTAL, pred, W);
+        ev_log(tr->db, tr->run_id, EV_MEMORY_PEAK, 0, d);
+        char a[32], b[32];
+        log_info("memory: peak resident %s on rank %d, predicted %s (%+.1f%%)",
+                 memory_format(peak[far], a, sizeof(a)), far,
+                 memory_format(pred[far], b, sizeof(b)), 100 * (peak[far] / pred[far] - 1));
+        free(pred);
+    }
+    free(peak);
+}
+
 int trainer_run(trainer *tr) {
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
@@ -602,6 +648,7 @@ int trainer_run(trainer *tr) {
     if (c->moe_every > 0 && !m->moe_load) /* the per-layer expert load (event moe) */
         m->moe_load = callocCheck((size_t)m->n_local * (m->cfg.n_experts + 1), sizeof(double));
     if (ms->rank == 0) rundb_log_event(tr->db, tr->run_id, EV_START, 0, tr->config_json);
+    log_memory_budget(tr);
     double t_loop = timer_now();
     int steps_here = 0;
     int tp_check = getenv("MINITRAIN_TP_CHECK") != NULL;
@@ -649,6 +696,7 @@ int trainer_run(trainer *tr) {
         if (tr->stop_requested) break; /* a hook asked for a clean stop */
     }
     if (rc == MT_EXIT_OK) run_hooks(tr, tr->step, 1);
+    log_memory_peak(tr);
     free(inp);
     free(tgt);
     return rc;

@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "model/optim.h"
 #include "text/tokenizer.h"
+#include "train/memory.h"
 #include "train/zero.h"
 
 typedef struct trainer trainer;
@@ -66,6 +67,9 @@ struct trainer {
     double last_idle_s; /* pipeline: time this stage waited in point-to-point calls last step */
     int step; /* optimizer steps completed */
     /* accounting */
+    double memory[MEMORY_N];    /* this rank's predicted bytes (train/memory.h) */
+    double *memory_ranks;       /* rank 0: (world, MEMORY_N) every rank's prediction */
+    double memory_limit;        /* bytes per rank (0 = no check) */
     double flops_per_token;           /* the model's (MFU) */
     double recompute_flops_per_token; /* what activation recompute adds (HFU counts it too) */
     double peak_measured, peak_theoretical; /* FLOP/s; theoretical -1 if unknown */

@@ -88,7 +88,7 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
         snprintf(err, errlen, "ep %d needs a mixture-of-experts model (set moe_every)", ms->ep);
         return -1;
     }
-    if (ms->ep > 1 && c->zero) {
+    if (ms->ep > 1 && c->zero == 1) {
         snprintf(err, errlen, "zero=1 together with ep>1 is not supported (expert and dense "
                  "gradients reduce over different groups); use zero=0");
         return -1;
@@ -287,9 +287,57 @@ static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen)
     return 0;
 }
 
+/* The memory budget before step 1 (train/memory.h): every rank's prediction to every rank (rank
+ * 0 prints the table and keeps it for run.db), and the refusal when a rank's total exceeds
+ * memory_limit — on every rank at once, so the job ends together. rss0: the process's resident
+ * bytes before the trainer allocated anything. Collective over the world. 0 or -1 with err. */
+static int check_memory(trainer *tr, double rss0, int local_ranks, char *err, size_t errlen) {
+    const mt_config *c = &tr->cfg;
+    const mesh *ms = tr->mesh;
+    if (memory_limit_bytes(c->memory_limit, local_ranks, 0, &tr->memory_limit, err, errlen) != 0)
+        return -1;
+    memory_budget_predict(tr, rss0, tr->memory);
+    int W = ms->world_size;
+    double *all = callocCheck((size_t)W * MEMORY_N, sizeof(double));
+    memcpy(all + (size_t)ms->rank * MEMORY_N, tr->memory, sizeof(tr->memory));
+    comm_all_reduce_f64(ms->world, all, (size_t)W * MEMORY_N, COMM_SUM);
+    int worst = 0;
+    for (int r = 1; r < W; r++)
+        if (all[(size_t)r * MEMORY_N + MEMORY_TOTAL] > all[(size_t)worst * MEMORY_N + MEMORY_TOTAL])
+            worst = r;
+    char a[32], b[32];
+    if (ms->rank == 0) {
+        log_info("memory budget per rank, predicted (zero %d, recompute %s, limit %s):", c->zero,
+                 c->recompute, tr->memory_limit > 0 ? memory_format(tr->memory_limit, a, sizeof(a))
+                                                     : "off");
+        for (int r = 0; r < W && r < 8; r++) {
+            char line[512];
+            int n = snprintf(line, sizeof(line), "  rank %d:", r);
+            for (int i = 0; i < MEMORY_N && n < (int)sizeof(line); i++)
+                n += snprintf(line + n, sizeof(line) - n, "%s %s %s", i ? " |" : "",
+                              memory_names[i],
+                              memory_format(all[(size_t)r * MEMORY_N + i], b, sizeof(b)));
+            log_info("%s", line);
+        }
+        if (W > 8) log_info("  ... %d more ranks; the largest total is rank %d's", W - 8, worst);
+    }
+    double top = all[(size_t)worst * MEMORY_N + MEMORY_TOTAL];
+    if (ms->rank == 0) tr->memory_ranks = all;
+    else free(all);
+    if (tr->memory_limit > 0 && top > tr->memory_limit) {
+        snprintf(err, errlen, "the memory budget of rank %d, %s, exceeds memory_limit %s "
+                 "(zero 3, recompute = full, a larger dp or a smaller batch_size shrink it; "
+                 "memory_limit = off skips the check)", worst, memory_format(top, a, sizeof(a)),
+                 memory_format(tr->memory_limit, b, sizeof(b)));
+        return -1;
+    }
+    return 0;
+}
+
 /* trainer_init's body; *init receives the --init-from weights (freed by the caller). */
 static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init, char *err,
                     size_t errlen) {
+    double rss0 = memory_rss_bytes(0); /* the process before the trainer allocates */
     memset(tr, 0, sizeof(*tr));
     tr->cfg = *cfg;
     tr->mesh = ms;
@@ -365,6 +413,7 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     }
 
     if (init_model(tr, init->params ? init : NULL, 1, err, errlen) != 0) return -1;
+    if (check_memory(tr, rss0, local_ranks, err, errlen) != 0) return -1; /* before any work */
     if (init_run(tr, err, errlen) != 0) return -1;
 
     /* accounting */
@@ -424,6 +473,7 @@ void trainer_free(trainer *tr) {
     if (tr->db) rundb_close(tr->db);
     free(tr->model.moe_load);
     tr->model.moe_load = NULL;
+    free(tr->memory_ranks);
     zero_free(&tr->zero, &tr->model); /* its flat buffers are not the model's to free */
     gpt_free(&tr->model);
     optim_free(&tr->opt);

@@ -287,8 +287,12 @@ void zero_gather_flat(zero_state *z, const float *shard, float *flat, size_t num
     for (int u = 0; u < z->n_units; u++) gather_unit(z, u, shard + z->soff[u], flat);
 }
 
+size_t zero_root_floats(const zero_state *z) {
+    return (z->hi[0] - z->lo[0]) + (z->hi[z->n_units - 1] - z->lo[z->n_units - 1]);
+}
+
 size_t zero_resident_floats(const zero_state *z) {
-    size_t root = (z->hi[0] - z->lo[0]) + (z->hi[z->n_units - 1] - z->lo[z->n_units - 1]);
+    size_t root = zero_root_floats(z);
     size_t block = 0;
     for (int u = 1; u < z->n_units - 1; u++)
         if (z->hi[u] - z->lo[u] > block) block = z->hi[u] - z->lo[u];

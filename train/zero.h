@@ -105,6 +105,8 @@ void zero_scatter_flat(const zero_state *z, const float *flat, float *shard, siz
 /* Bytes of the zero 3 gathered parameters at most resident beyond the shard: the root units plus
  * the largest block (and the page-boundary slack). For the memory budget (train/memory.h). */
 size_t zero_resident_floats(const zero_state *z);
+/* Floats of the root units alone (always resident). */
+size_t zero_root_floats(const zero_state *z);
 
 void zero_free(zero_state *z, gpt_model *m);
 
