@@ -2,7 +2,8 @@
  * train/memory.h — the memory budget of one rank, predicted before step 1 and measured after.
  *
  * What decides what a cluster can train is bytes per rank (the memory wall). The budget names
- * every large buffer the trainer allocates, from the sizes it allocates them with:
+ * every large buffer the trainer allocates, from the sizes it allocates them with
+ * (predict_memory, train/trainer_setup.c):
  *   params       4 B × the local parameters (zero 3: the shard + the root units + one block)
  *   grads        4 B × the local parameters (zero 2/3: the shard + the root units + one block)
  *   optimizer    AdamW m and v: 8 B × the parameters this rank steps (zero >= 1: its shard)
@@ -26,7 +27,6 @@
 
 #include <stddef.h>
 
-struct trainer; /* train/trainer.h, which includes this header for MEMORY_N */
 
 enum {
     MEMORY_PARAMS,
@@ -43,10 +43,6 @@ enum {
 
 /* The column names of the budget (MEMORY_PARAMS .. MEMORY_TOTAL), also the run.db detail keys. */
 extern const char *const memory_names[MEMORY_N];
-
-/* This rank's predicted bytes, b[MEMORY_N], for trainer tr as built (model, activations, ZeRO
- * state, optimizer), runtime_bytes being the process's resident size before it built them. */
-void memory_budget_predict(const struct trainer *tr, double runtime_bytes, double b[MEMORY_N]);
 
 /* The byte limit of memory_limit: "auto" = physical memory / local_ranks (cpu) or the device's
  * memory (cuda: device_bytes > 0), "off" = 0 (no check), else a number with an optional K, M, G

@@ -287,6 +287,59 @@ static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen)
     return 0;
 }
 
+/* Open MPI's reduce-scatter reduces to the group's first rank and scatters from there: that rank
+ * holds scratch of the whole send buffer, twice from 3 ranks on (measured with VmHWM; the
+ * figures are in docs/parallel.md). In units of the send buffer; 0 on the other ranks. */
+static double reduce_scatter_scratch(const trainer *tr) {
+    if (tr->mesh->dp_rank != 0 || tr->mesh->dp == 1) return 0;
+    return tr->mesh->dp > 2 ? 2 : 1;
+}
+
+/* This rank's predicted bytes, b[MEMORY_N] (train/memory.h), for trainer tr as built (model,
+ * activations, ZeRO state, optimizer), runtime_bytes being the process's resident size before it
+ * built them. */
+static void predict_memory(const trainer *tr, double runtime_bytes, double b[MEMORY_N]) {
+    const mt_config *c = &tr->cfg;
+    const gpt_model *m = &tr->model;
+    const double F = sizeof(float);
+    memset(b, 0, MEMORY_N * sizeof(double));
+    double local = (double)(m->capacity > m->num_params ? m->capacity : m->num_params);
+    double transient = 0; /* what exists only inside a step (the probe runs before, freed) */
+    if (c->zero >= 2) {
+        double resident = (double)tr->zero.shard + (double)zero_resident_floats(&tr->zero);
+        b[MEMORY_PARAMS] = F * (c->zero == 3 ? resident : local);
+        b[MEMORY_GRADS] = F * resident;
+        /* staging + one piece; the group's first rank also holds MPI's reduce-scatter scratch
+         * (reduce_scatter_scratch) of the staging's size */
+        double P = tr->zero.P, mp = (double)tr->zero.max_piece;
+        b[MEMORY_COMM] = F * ((P + 1) * mp + reduce_scatter_scratch(tr) * P * mp);
+        double block = (double)zero_resident_floats(&tr->zero) - (double)zero_root_floats(&tr->zero);
+        transient = b[MEMORY_COMM] + F * block * (c->zero == 3 ? 2 : 1);
+    } else {
+        b[MEMORY_PARAMS] = b[MEMORY_GRADS] = F * local;
+        /* MPI's reduction scratch of every bucket's non-blocking all-reduce at once (they may
+         * all be in flight; measured: docs/parallel.md), or ZeRO-1's reduce-scatter output */
+        if (c->zero == 0 && tr->mesh->dp > 1 && tr->mesh->ep == 1) b[MEMORY_COMM] = F * local;
+        if (c->zero == 1) /* and the first rank's scratch of the whole buffer, as above */
+            b[MEMORY_COMM] = F * ((double)tr->dp.shard + reduce_scatter_scratch(tr) * local);
+        transient = b[MEMORY_COMM];
+    }
+    b[MEMORY_OPTIMIZER] = 2 * F * (double)tr->opt.n;
+    size_t slot = 0, scratch = 0;
+    int B = m->B ? m->B : c->batch_size, T = m->T ? m->T : c->seq_len;
+    gpt_activation_sizes(m, B, T, &slot, &scratch);
+    double N = (double)B * T, slots = m->n_slots > 0 ? m->n_slots : 1;
+    b[MEMORY_ACTIVATIONS] = F * slot * slots;
+    if (tr->mesh->pp > 1) b[MEMORY_COMM] += F * N * c->d_model; /* the received input gradient */
+    /* the sgemm probe's a, b, c, as far as they exceed the step's transient buffers */
+    double probe = 3 * F * FLOPS_PROBE_N * FLOPS_PROBE_N;
+    b[MEMORY_WORKSPACE] = F * scratch + slots * 3 * N * sizeof(int) +
+                          (probe > transient ? probe - transient : 0);
+    if (c->ckpt_every != 0) b[MEMORY_CHECKPOINT] = (c->ckpt_async ? 3 : 2) * F * m->num_params;
+    b[MEMORY_RUNTIME] = runtime_bytes > 0 ? runtime_bytes : 0;
+    for (int i = 0; i < MEMORY_TOTAL; i++) b[MEMORY_TOTAL] += b[i];
+}
+
 /* The memory budget before step 1 (train/memory.h): every rank's prediction to every rank (rank
  * 0 prints the table and keeps it for run.db), and the refusal when a rank's total exceeds
  * memory_limit — on every rank at once, so the job ends together. rss0: the process's resident
@@ -296,7 +349,7 @@ static int check_memory(trainer *tr, double rss0, int local_ranks, char *err, si
     const mesh *ms = tr->mesh;
     if (memory_limit_bytes(c->memory_limit, local_ranks, 0, &tr->memory_limit, err, errlen) != 0)
         return -1;
-    memory_budget_predict(tr, rss0, tr->memory);
+    predict_memory(tr, rss0, tr->memory);
     int W = ms->world_size;
     double *all = callocCheck((size_t)W * MEMORY_N, sizeof(double));
     memcpy(all + (size_t)ms->rank * MEMORY_N, tr->memory, sizeof(tr->memory));
