@@ -111,6 +111,17 @@ n = z0 / 16 # parameters
 print(f"    zero 0 {z0/2**20:.1f} MiB = 16 B x {n/1e6:.2f}M; zero 3 {z3/2**20:.1f} MiB = {z3/n:.2f} B/param")
 assert 7.5 <= z3 / n <= 11, z3 / n   # 16/2 + (root + one of 4 blocks) x 8 B / Ψ
 PY
+# report, report --json, report --html and the layout picture show the stage and the budget
+$MT report --run "$TMP/mem_z3" > "$TMP/rep.txt" 2>&1 || true
+grep -q "^memory: *zero 3, recompute none | rank [01] predicted .* measured peak" "$TMP/rep.txt" \
+  && ok "report: ZeRO stage, predicted vs measured peak" || bad "report memory line: $(grep -m1 memory "$TMP/rep.txt")"
+$MT report --run "$TMP/mem_z3" --json | /usr/bin/python3 -c "
+import json, sys; m = json.load(sys.stdin)['memory']
+assert m['zero'] == 3 and m['predicted_bytes'] > 0 and m['peak_rss_bytes'] > 0, m" \
+  && ok "report --json: memory object" || bad "report --json memory"
+$MT report --run "$TMP/mem_z3" --html "$TMP/rep.html" > /dev/null 2>&1 || true
+grep -q "parallel layout: 2 ranks = tp 1 × pp 1 × dp 2, ZeRO-3" "$TMP/rep.html" && grep -q "memory per rank: zero 3" "$TMP/rep.html" \
+  && ok "report --html: the layout picture names ZeRO-3 and the memory budget" || bad "report --html: no ZeRO-3 / budget"
 # a limit between the two: zero 0 is refused before any work, zero 3 trains
 lim=$(( ( $(budget mem_z0) + $(budget mem_z3) ) / 2 ))
 set +e; run lim_z0 2 $BIG --dp 2 --memory-limit "$lim"; rc=$?; set -e
