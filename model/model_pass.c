@@ -80,6 +80,28 @@ void gpt_free_activations(gpt_model *m) {
     m->n_slots = 0;
 }
 
+/* Point one block's activations a into consecutive floats from p (att only when att_floats > 0,
+ * else left as it is): N rows, width C, local width Cl. Returns the float after the last. */
+static float *take_block(gpt_block_acts *a, float *p, size_t N, size_t C, size_t Cl,
+                         size_t att_floats) {
+#define TAKE(ptr, n) (ptr = p, p += (n))
+    TAKE(a->ln1, N * C);
+    TAKE(a->ln1_mean, N);
+    TAKE(a->ln1_rstd, N);
+    TAKE(a->qkv, N * 3 * Cl);
+    TAKE(a->atty, N * Cl);
+    if (att_floats) TAKE(a->att, att_floats);
+    TAKE(a->res2, N * C);
+    TAKE(a->ln2, N * C);
+    TAKE(a->ln2_mean, N);
+    TAKE(a->ln2_rstd, N);
+    TAKE(a->fch, N * 4 * Cl);
+    TAKE(a->fch_gelu, N * 4 * Cl);
+    TAKE(a->res3, N * C);
+#undef TAKE
+    return p;
+}
+
 void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     const gpt_config *c = &m->cfg;
     mtCheck(T <= c->seq_len, "sequence length exceeds the model's seq_len");
@@ -113,19 +135,8 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
                 TAKE(a->res3, N * C);
                 continue;
             }
-            TAKE(a->ln1, N * C);
-            TAKE(a->ln1_mean, N);
-            TAKE(a->ln1_rstd, N);
-            TAKE(a->qkv, N * 3 * Cl);
-            TAKE(a->atty, N * Cl);
-            if (m->recompute == GPT_RECOMPUTE_NONE) TAKE(a->att, (size_t)B * NH * T * T);
-            TAKE(a->res2, N * C);
-            TAKE(a->ln2, N * C);
-            TAKE(a->ln2_mean, N);
-            TAKE(a->ln2_rstd, N);
-            TAKE(a->fch, N * 4 * Cl);
-            TAKE(a->fch_gelu, N * 4 * Cl);
-            TAKE(a->res3, N * C);
+            size_t att = m->recompute == GPT_RECOMPUTE_NONE ? (size_t)B * NH * T * T : 0;
+            p = take_block(a, p, N, C, Cl, att); /* selective: att is the shared copy */
         }
         if (m->last) {
             TAKE(A->lnf, N * C);
@@ -157,21 +168,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     /* recompute: the one copy of what the blocks' backwards recompute (see gpt_activation_sizes) */
     memset(&m->work, 0, sizeof(m->work));
     if (m->recompute != GPT_RECOMPUTE_NONE) TAKE(m->work.att, (size_t)B * NH * T * T);
-    if (m->recompute == GPT_RECOMPUTE_FULL) {
-        gpt_block_acts *a = &m->work;
-        TAKE(a->ln1, N * C);
-        TAKE(a->ln1_mean, N);
-        TAKE(a->ln1_rstd, N);
-        TAKE(a->qkv, N * 3 * Cl);
-        TAKE(a->atty, N * Cl);
-        TAKE(a->res2, N * C);
-        TAKE(a->ln2, N * C);
-        TAKE(a->ln2_mean, N);
-        TAKE(a->ln2_rstd, N);
-        TAKE(a->fch, N * 4 * Cl);
-        TAKE(a->fch_gelu, N * 4 * Cl);
-        TAKE(a->res3, N * C);
-    }
+    if (m->recompute == GPT_RECOMPUTE_FULL) p = take_block(&m->work, p, N, C, Cl, 0);
     /* every slot's blocks share it: point their recomputed activations there */
     for (int s = 0; s < n_slots; s++)
         for (int l = 0; l < m->n_local; l++) {

@@ -13,7 +13,7 @@
 #include "ops/ops.h"
 #include "ops/prof.h"
 
-/* ---- pages ------------------------------------------------------------------------------------ */
+/* ---- pages ----------------------------------------------------------------------------------- */
 
 static size_t page_floats(void) { return (size_t)sysconf(_SC_PAGESIZE) / sizeof(float); }
 
@@ -42,7 +42,7 @@ static void drop_range(float *buf, size_t lo, size_t hi, int zero) {
     mtCheck(madvise(buf + a, (b - a) * sizeof(float), MADV_DONTNEED) == 0, "zero: madvise failed");
 }
 
-/* ---- the unit table --------------------------------------------------------------------------- */
+/* ---- the unit table -------------------------------------------------------------------------- */
 
 /* Unit u: 0 = root head, 1 + l = local block l, n_units - 1 = root tail. */
 static void build_units(zero_state *z, const gpt_model *m) {
@@ -95,7 +95,7 @@ static void build_segs(zero_state *z, const gpt_model *m) {
     }
 }
 
-/* ---- gather and reduce one unit --------------------------------------------------------------- */
+/* ---- gather and reduce one unit -------------------------------------------------------------- */
 
 /* All-gather unit u from every rank's piece src (piece floats, padded) into flat[lo, hi). */
 static void gather_unit(zero_state *z, int u, const float *src, float *flat) {
@@ -132,7 +132,7 @@ static void reduce_unit(zero_state *z, gpt_model *m, int u) {
     drop_range(m->grads, z->lo[u], z->hi[u], 1);
 }
 
-/* ---- the model's hooks ------------------------------------------------------------------------ */
+/* ---- the model's hooks ----------------------------------------------------------------------- */
 
 static void layer_hook(void *user, int l, gpt_layer_event ev) {
     zero_state *z = user;
@@ -149,7 +149,7 @@ void zero_grads_ready(zero_state *z, gpt_model *m, size_t offset) {
         }
 }
 
-/* ---- set-up ----------------------------------------------------------------------------------- */
+/* ---- set-up ---------------------------------------------------------------------------------- */
 
 int zero_init(zero_state *z, gpt_model *m, comm *dp, int stage, char *err, size_t errlen) {
     memset(z, 0, sizeof(*z));
@@ -203,7 +203,7 @@ void zero_free(zero_state *z, gpt_model *m) {
     memset(z, 0, sizeof(*z));
 }
 
-/* ---- the step --------------------------------------------------------------------------------- */
+/* ---- the step -------------------------------------------------------------------------------- */
 
 void zero_begin_step(zero_state *z, gpt_model *m) {
     memset(z->gshard, 0, z->shard * sizeof(float));
@@ -270,7 +270,7 @@ void zero_take_params(zero_state *z, gpt_model *m) {
     zero_release_all(z, m);
 }
 
-/* ---- layouts ---------------------------------------------------------------------------------- */
+/* ---- layouts --------------------------------------------------------------------------------- */
 
 void zero_scatter_flat(const zero_state *z, const float *flat, float *shard, size_t num_params) {
     memset(shard, 0, z->shard * sizeof(float));
