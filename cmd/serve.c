@@ -103,23 +103,23 @@ static void tokenizer_path(const char *tok_path, const char *run, int run_is_dir
 /* Load the model (its latest step, or step >= 0) and a tokenizer that can encode prompts while
  * srv already answers /health with "loading"; a failure stops srv and is a user error (exit 2).
  * Returns the step loaded. */
-static int load_model(gw_server *srv, const char *run, long long step, const char *tpath,
+static int load_model(srv_server *srv, const char *run, long long step, const char *tpath,
                       gpt_model *m, tok_tokenizer *tok) {
     char err[1200];
     int loaded_step = 0;
     int rc = step >= 0 ? model_io_load_step(m, run, (int)step, &loaded_step, err, sizeof(err))
                        : model_io_load(m, run, &loaded_step, err, sizeof(err));
     if (rc != 0) {
-        gw_server_stop(srv);
+        srv_stop(srv);
         mt_fail("%s", err);
     }
     if (tok_load(tok, tpath, err, sizeof(err)) != 0) {
-        gw_server_stop(srv);
+        srv_stop(srv);
         gpt_free(m);
         mt_fail("%s (give the tokenizer with --tokenizer FILE)", err);
     }
     if (!tok_can_encode(tok)) { /* llm.c's gpt2_tokenizer.bin: docs/interop.md */
-        gw_server_stop(srv);
+        srv_stop(srv);
         gpt_free(m);
         mt_fail("tokenizer '%s' is decode only (llm.c's gpt2_tokenizer.bin has no merges) and "
                 "cannot encode prompts; give --tokenizer with a tiktoken or Hugging Face file", tpath);
@@ -130,7 +130,7 @@ static int load_model(gw_server *srv, const char *run, long long step, const cha
 int cmd_serve(int argc, char **argv) {
     const char *run = NULL, *tok_path = NULL, *key_file = NULL, *name = NULL;
     long long step = -1;
-    gw_server_opts o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
+    srv_opts o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
                         .max_body = 1 << 20, .timeout_s = 30};
     int threads = 0, timeout_s = (int)o.timeout_s;
     const char *device = "cpu";
@@ -225,12 +225,12 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     char err[1200];
-    gw_server *srv = gw_server_start(&o, err, sizeof(err));
+    srv_server *srv = srv_start(&o, err, sizeof(err));
     if (!srv) {
         fprintf(stderr, "minitrain: error: %s\n", err);
         return MT_EXIT_ERROR;
     }
-    int port = gw_server_port(srv);
+    int port = srv_port(srv);
     const char *host = o.host;
     int v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "minitrain: serve: loading %s (listening on http://%s%s%s:%d, /health says "
@@ -240,7 +240,7 @@ int cmd_serve(int argc, char **argv) {
     gpt_model m;
     tok_tokenizer tok;
     int loaded_step = load_model(srv, run, step, tpath, &m, &tok);
-    gw_server_set_model(srv, &m, &tok, loaded_step);
+    srv_set_model(srv, &m, &tok, loaded_step);
     printf("minitrain: serving '%s' (step %d: %d layers, d_model %d, context %d, vocab %d) on "
            "http://%s%s%s:%d — slots %d, queue %d, threads %d\n",
            model_name, loaded_step, m.cfg.n_layer, m.cfg.d_model, m.cfg.seq_len,
@@ -251,7 +251,7 @@ int cmd_serve(int argc, char **argv) {
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "minitrain: serve: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    gw_server_stop(srv);
+    srv_stop(srv);
     tok_free(&tok);
     gpt_free(&m);
     for (int i = 0; i < o.n_api_keys; i++) free(o.api_keys[i]);

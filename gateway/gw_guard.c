@@ -232,7 +232,7 @@ static void collect_redactions(const gw_rules *rs, int on, const char *s, size_t
 /* Append s[from..limit) to out with the redactions that lie wholly inside it; returns the new
  * limit (moved back to the start of a redaction that crosses it). */
 static size_t emit_redacted(const spans *sp, const char *s, size_t from, size_t limit,
-                            gw_buf *out) {
+                            api_buf *out) {
     for (size_t i = 0; i < sp->n; i++)
         if (sp->v[i].s < limit && sp->v[i].e > limit) {
             limit = sp->v[i].s;
@@ -240,15 +240,15 @@ static size_t emit_redacted(const spans *sp, const char *s, size_t from, size_t 
         }
     size_t pos = from;
     for (size_t i = 0; i < sp->n && sp->v[i].e <= limit; i++) {
-        gw_buf_put(out, s + pos, sp->v[i].s - pos);
-        gw_buf_put(out, sp->v[i].repl, sp->v[i].repl_len);
+        api_buf_put(out, s + pos, sp->v[i].s - pos);
+        api_buf_put(out, sp->v[i].repl, sp->v[i].repl_len);
         pos = sp->v[i].e;
     }
-    if (limit > pos) gw_buf_put(out, s + pos, limit - pos);
+    if (limit > pos) api_buf_put(out, s + pos, limit - pos);
     return limit;
 }
 
-int gw_rules_apply(const gw_rules *rs, int on, const char *text, size_t n, gw_buf *out,
+int gw_rules_apply(const gw_rules *rs, int on, const char *text, size_t n, api_buf *out,
                    const char **rule_name, size_t *block_at) {
     *rule_name = NULL;
     *block_at = 0;
@@ -262,7 +262,7 @@ int gw_rules_apply(const gw_rules *rs, int on, const char *text, size_t n, gw_bu
     spans sp = {0};
     if (rs) collect_redactions(rs, on, text, n, 0, &sp);
     emit_redacted(&sp, text, 0, n, out);
-    if (!out->p) gw_buf_put(out, "", 0);
+    if (!out->p) api_buf_put(out, "", 0);
     free(sp.v);
     return 0;
 }
@@ -275,17 +275,17 @@ void gw_filter_init(gw_filter *f, const gw_rules *r) {
     f->window = gw_rules_window(r, GW_ON_COMPLETIONS);
 }
 
-int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, gw_buf *out) {
+int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, api_buf *out) {
     if (f->blocked) return 1;
     if (!gw_rules_active(f->r, GW_ON_COMPLETIONS)) {
-        gw_buf_put(out, text, n);
+        api_buf_put(out, text, n);
         return 0;
     }
-    gw_buf_put(&f->pend, text, n);
+    api_buf_put(&f->pend, text, n);
     /* subject = context (released) + pending */
-    gw_buf s = {0};
-    gw_buf_put(&s, f->ctx.p ? f->ctx.p : "", f->ctx.len);
-    gw_buf_put(&s, f->pend.p, f->pend.len);
+    api_buf s = {0};
+    api_buf_put(&s, f->ctx.p ? f->ctx.p : "", f->ctx.len);
+    api_buf_put(&s, f->pend.p, f->pend.len);
     size_t from = f->ctx.len, len = s.len;
     size_t hold = f->window > 0 ? f->window - 1 : 0;
     size_t limit = final ? len : (len > from + hold ? len - hold : from);
@@ -298,11 +298,11 @@ int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, gw_buf *
         free(sp.v);
         f->blocked = 1;
         f->rule = name;
-        gw_buf_free(&s);
+        api_buf_free(&s);
         return 1;
     }
     if (!final) /* never cut a UTF-8 character in two: the event JSON needs whole ones */
-        limit -= gw_utf8_incomplete_tail((const uint8_t *)s.p + from, limit - from);
+        limit -= api_utf8_incomplete_tail((const uint8_t *)s.p + from, limit - from);
     spans sp = {0};
     collect_redactions(f->r, GW_ON_COMPLETIONS, s.p, len, from, &sp);
     limit = emit_redacted(&sp, s.p, from, limit, out);
@@ -310,21 +310,21 @@ int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, gw_buf *
     /* context: the last `window` bytes of everything released (original text) */
     size_t keep = f->window, end = limit;
     size_t start = end > keep ? end - keep : 0;
-    gw_buf ctx = {0};
-    gw_buf_put(&ctx, s.p + start, end - start);
-    gw_buf_free(&f->ctx);
+    api_buf ctx = {0};
+    api_buf_put(&ctx, s.p + start, end - start);
+    api_buf_free(&f->ctx);
     f->ctx = ctx;
-    gw_buf pend = {0};
-    gw_buf_put(&pend, s.p + limit, len - limit);
-    gw_buf_free(&f->pend);
+    api_buf pend = {0};
+    api_buf_put(&pend, s.p + limit, len - limit);
+    api_buf_free(&f->pend);
     f->pend = pend;
-    gw_buf_free(&s);
+    api_buf_free(&s);
     return 0;
 }
 
 void gw_filter_free(gw_filter *f) {
-    gw_buf_free(&f->pend);
-    gw_buf_free(&f->ctx);
+    api_buf_free(&f->pend);
+    api_buf_free(&f->ctx);
 }
 
 /* ---- prompts in a request body ---------------------------------------------------------------------- */
@@ -334,9 +334,9 @@ static int guard_string(const gw_rules *rs, cJSON *item, int *changed, const cha
     if (!cJSON_IsString(item) || !item->valuestring) return 0;
     const char *t = item->valuestring;
     size_t at;
-    gw_buf out = {0};
+    api_buf out = {0};
     if (gw_rules_apply(rs, GW_ON_PROMPTS, t, strlen(t), &out, rule, &at)) {
-        gw_buf_free(&out);
+        api_buf_free(&out);
         return 1;
     }
     if (out.len != strlen(t) || memcmp(out.p, t, out.len)) {
@@ -348,7 +348,7 @@ static int guard_string(const gw_rules *rs, cJSON *item, int *changed, const cha
         item->valuestring = copy;
         *changed = 1;
     }
-    gw_buf_free(&out);
+    api_buf_free(&out);
     return 0;
 }
 

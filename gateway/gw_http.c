@@ -20,7 +20,7 @@
  *     completion or a key (only the key's public id).
  */
 #include "gateway/gw_impl.h"
-#include "serve/listen.h"
+#include "serve/api.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -39,7 +39,7 @@ typedef struct {
     char method[8];
     char path[160];
     char model_id[128]; /* GET /v1/models/ID */
-    gw_buf body;
+    api_buf body;
     int too_large;
     size_t discarded;
     double t0;
@@ -58,7 +58,7 @@ typedef struct {
 static void conn_unref(conn *cc) {
     if (atomic_fetch_sub(&cc->refs, 1) != 1) return;
     if (cc->have_x) gw_exchange_free(&cc->x);
-    gw_buf_free(&cc->body);
+    api_buf_free(&cc->body);
     free(cc);
 }
 
@@ -83,10 +83,10 @@ static void ratelimit_headers(conn *cc, struct MHD_Response *r) {
 
 /* Queue body (ownership taken). retry_after: "" or NULL = none. */
 static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, const char *ctype,
-                             gw_buf *body, const char *retry_after) {
+                             api_buf *body, const char *retry_after) {
     struct MHD_Response *r;
     if (body->len == 0) {
-        gw_buf_free(body);
+        api_buf_free(body);
         r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     } else {
         r = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
@@ -109,7 +109,7 @@ static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, con
     return q;
 }
 
-static enum MHD_Result reply_json(conn *cc, struct MHD_Connection *c, int status, gw_buf *b,
+static enum MHD_Result reply_json(conn *cc, struct MHD_Connection *c, int status, api_buf *b,
                                   const char *retry_after) {
     return reply(cc, c, status, "application/json", b, retry_after);
 }
@@ -120,13 +120,13 @@ static enum MHD_Result fail(conn *cc, struct MHD_Connection *c, int status, cons
 static enum MHD_Result fail(conn *cc, struct MHD_Connection *c, int status, const char *type,
                             const char *param, const char *code, const char *retry_after,
                             const char *fmt, ...) {
-    gw_error e;
+    api_error e;
     va_list ap;
     va_start(ap, fmt);
-    gw_vfail(&e, status, type, param, code, fmt, ap);
+    api_vfail(&e, status, type, param, code, fmt, ap);
     va_end(ap);
-    gw_buf b = {0};
-    gw_error_json(&b, &e);
+    api_buf b = {0};
+    api_error_json(&b, &e);
     return reply_json(cc, c, status, &b, retry_after);
 }
 
@@ -185,42 +185,42 @@ static int healthy_routes(gw_gateway *g) {
 }
 
 static enum MHD_Result handle_get(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
-    gw_buf b = {0};
+    api_buf b = {0};
     if (cc->ep == EP_HEALTH) {
         int n = healthy_routes(g);
-        gw_buf_printf(&b, "{\"status\":\"%s\",\"models\":{", n ? "ok" : "unavailable");
+        api_buf_printf(&b, "{\"status\":\"%s\",\"models\":{", n ? "ok" : "unavailable");
         for (int r = 0; r < g->cfg.n_routes; r++) {
-            gw_buf_printf(&b, "%s", r ? "," : "");
-            gw_buf_json_string(&b, (const uint8_t *)g->cfg.routes[r].name,
+            api_buf_printf(&b, "%s", r ? "," : "");
+            api_buf_json_string(&b, (const uint8_t *)g->cfg.routes[r].name,
                                strlen(g->cfg.routes[r].name));
-            gw_buf_printf(&b, ":%d", gw_route_available(g, r));
+            api_buf_printf(&b, ":%d", gw_route_available(g, r));
         }
-        gw_buf_puts(&b, "}}");
+        api_buf_puts(&b, "}}");
         return reply_json(cc, c, n ? 200 : 503, &b, n ? NULL : "1");
     }
     if (cc->ep == EP_METRICS) {
-        gw_mx_render(g, &b);
+        gw_metrics_render(g, &b);
         return reply(cc, c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL);
     }
     /* /v1/models: the public names this key may call */
     int one = cc->model_id[0] != 0, found = 0;
-    if (!one) gw_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    if (!one) api_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
     for (int r = 0; r < g->cfg.n_routes; r++) {
         const char *name = g->cfg.routes[r].name;
         if (cc->have_key && !gw_key_allows_model(&cc->key, name)) continue;
         if (one && strcmp(name, cc->model_id)) continue;
-        if (found++) gw_buf_puts(&b, ",");
-        gw_buf_puts(&b, "{\"id\":");
-        gw_buf_json_string(&b, (const uint8_t *)name, strlen(name));
-        gw_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\"}",
+        if (found++) api_buf_puts(&b, ",");
+        api_buf_puts(&b, "{\"id\":");
+        api_buf_json_string(&b, (const uint8_t *)name, strlen(name));
+        api_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\"}",
                       g->started);
     }
     if (one && !found) {
-        gw_buf_free(&b);
+        api_buf_free(&b);
         return fail(cc, c, 404, "invalid_request_error", "model", "model_not_found", NULL,
                     "The model '%.64s' does not exist", cc->model_id);
     }
-    if (!one) gw_buf_puts(&b, "]}");
+    if (!one) api_buf_puts(&b, "]}");
     return reply_json(cc, c, 200, &b, NULL);
 }
 
@@ -292,7 +292,7 @@ static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connecti
 static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
     int chat = cc->ep == EP_CHAT;
     cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
-    gw_buf_free(&cc->body);
+    api_buf_free(&cc->body);
     if (!cJSON_IsObject(req)) {
         cJSON_Delete(req);
         return fail(cc, c, 400, "invalid_request_error", NULL, "invalid_json", NULL,
@@ -354,7 +354,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
                         "the rate limiter is unavailable (Redis down, redis_fail = closed); "
                         "retry later");
         if (!cc->adm.admitted) {
-            gw_mx_rate_limited(&g->mx, cc->key.id);
+            gw_metrics_rate_limited(&g->mx, cc->key.id);
             char ra[32];
             snprintf(ra, sizeof(ra), "%d", (int)ceil(cc->adm.retry_after_s > 0
                                                         ? cc->adm.retry_after_s : 1));
@@ -368,7 +368,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     int rc = gw_proxy_run(x);
     if (rc < 0) return MHD_NO; /* the client is gone: nobody to answer */
     if (rc == 1) return stream_reply(g, cc, c);
-    gw_buf b = x->body;
+    api_buf b = x->body;
     memset(&x->body, 0, sizeof(x->body));
     return reply_json(cc, c, x->status, &b, x->retry_after);
 }
@@ -411,8 +411,8 @@ static enum MHD_Result handle_admin(gw_gateway *g, conn *cc, struct MHD_Connecti
     char *json = NULL;
     int status = gw_admin_handle(g->keys, &cc->key, cc->method, cc->path,
                                  cc->body.p ? cc->body.p : "", cc->body.len, &json);
-    gw_buf b = {0};
-    if (json) gw_buf_puts(&b, json);
+    api_buf b = {0};
+    if (json) api_buf_puts(&b, json);
     free(json);
     return reply_json(cc, c, status, &b, NULL);
 }
@@ -482,7 +482,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cc = callocCheck(1, sizeof(conn));
         atomic_init(&cc->refs, 1);
         *con_cls = cc;
-        cc->t0 = gw_now();
+        cc->t0 = api_now();
         snprintf(cc->method, sizeof(cc->method), "%s", method);
         snprintf(cc->path, sizeof(cc->path), "%s", url);
         request_id(g, c, cc->req_id, sizeof(cc->req_id));
@@ -491,7 +491,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        return gw_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
+        return api_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
                             (size_t)g->cfg.pol.max_body) ? MHD_YES : MHD_NO;
     }
     if (cc->status) return MHD_YES;
@@ -510,7 +510,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn *cc = *con_cls;
     if (!cc) return;
     *con_cls = NULL;
-    double now = gw_now();
+    double now = api_now();
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     int status = ok ? cc->status : 499; /* nginx's "client closed request" */
     gw_exchange *x = &cc->x;
@@ -538,11 +538,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         pthread_mutex_unlock(&g->mx.mu);
     }
     if (status >= 100 && (cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT || cc->ep == EP_ADMIN))
-        gw_mx_request(&g->mx, cc->have_key ? cc->key.id : "", route, upstream, status);
+        gw_metrics_request(&g->mx, cc->have_key ? cc->key.id : "", route, upstream, status);
     if (route >= 0 && complete) {
         pthread_mutex_lock(&g->mx.mu);
-        gw_mx_observe(&g->mx.latency[route], now - cc->t0);
-        if (x->ttft >= 0) gw_mx_observe(&g->mx.ttft[route], x->ttft);
+        gw_metrics_observe(&g->mx.latency[route], now - cc->t0);
+        if (x->ttft >= 0) gw_metrics_observe(&g->mx.ttft[route], x->ttft);
         if (x->prompt_tokens > 0) g->mx.tokens_in[route] += (uint64_t)x->prompt_tokens;
         if (x->completion_tokens > 0) g->mx.tokens_out[route] += (uint64_t)x->completion_tokens;
         pthread_mutex_unlock(&g->mx.mu);
@@ -575,7 +575,7 @@ static void health_round(gw_gateway *g) {
         int ok = code == 200;
         pthread_mutex_lock(&up->mu);
         int was_down = up->h.active_down;
-        gw_health_active(&up->h, &g->cfg.pol, ok, gw_now());
+        gw_health_active(&up->h, &g->cfg.pol, ok, api_now());
         pthread_mutex_unlock(&up->mu);
         if (ok && was_down)
             gw_log(g, "upstream %s passes its health check again", up->cfg.name);
@@ -614,14 +614,14 @@ static void free_parts(gw_gateway *g) {
         g->pool = c->next;
         curl_easy_cleanup(c->easy);
         curl_multi_cleanup(c->multi);
-        gw_buf_free(&c->body);
+        api_buf_free(&c->body);
         gw_sse_free(&c->sse);
         free(c);
     }
     gw_rules_free(g->rules);
     if (g->lim) gw_limiter_free(g->lim);
     if (g->keys) gw_keys_close(g->keys);
-    gw_mx_destroy(&g->mx);
+    gw_metrics_destroy(&g->mx);
     pthread_mutex_destroy(&g->budget_mu);
     pthread_mutex_destroy(&g->pool_mu);
     pthread_mutex_destroy(&g->rng_mu);
@@ -648,10 +648,10 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g->stop_cv, &ca);
     pthread_condattr_destroy(&ca);
-    gw_mx_init(&g->mx);
+    gw_metrics_init(&g->mx);
     rng_seed(&g->rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)g);
     g->started = (long)time(NULL);
-    double now = gw_now();
+    double now = api_now();
     for (int u = 0; u < cfg->n_up; u++) {
         gw_upstream *up = &g->up[u];
         up->cfg = cfg->up[u];
@@ -685,11 +685,11 @@ gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
         }
     }
     if (cfg->pol.health_interval_s > 0) health_round(g); /* know the upstreams before serving */
-    gw_listen_opts lo = {.host = cfg->host, .port = cfg->port, .who = "gateway",
+    api_listen_opts lo = {.host = cfg->host, .port = cfg->port, .who = "gateway",
                          .timeout_s = (unsigned)cfg->pol.client_timeout_s, .conn_limit = 1024u,
                          .backlog = 1024u, .on_request = on_request,
                          .on_completed = on_completed, .cls = g};
-    g->d = gw_listen(&lo, &g->port, err, errlen);
+    g->d = api_listen(&lo, &g->port, err, errlen);
     if (!g->d) {
         free_parts(g);
         return NULL;

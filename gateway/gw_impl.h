@@ -33,7 +33,7 @@ typedef struct gw_call {
     int status;           /* HTTP status of the final response line, 0 until it arrives */
     int headers_done;
     char retry_after[64]; /* the response's Retry-After, "" if none */
-    gw_buf body;          /* the whole body (non-streamed, or a streamed request's error) */
+    api_buf body;          /* the whole body (non-streamed, or a streamed request's error) */
     gw_sse sse;           /* a 200 stream's bytes, not yet framed */
     size_t max_body;
     int too_big;
@@ -88,17 +88,17 @@ typedef struct {
     short route, upstream; /* -1 = none */
     short status;
     uint64_t n;
-} gw_mx_series;
+} gw_metrics_series;
 
 typedef struct {
-    uint64_t b[GW_LAT_NBUCKETS + 1];
+    uint64_t b[API_LAT_NBUCKETS + 1];
     uint64_t count;
     double sum;
 } gw_hist;
 
 typedef struct {
     pthread_mutex_t mu;
-    gw_mx_series req[GW_MX_SLOTS];
+    gw_metrics_series req[GW_MX_SLOTS];
     int n_req;
     uint64_t req_overflow;
     struct { char key[24]; uint64_t n; } limited[GW_MX_KEYS];
@@ -109,16 +109,16 @@ typedef struct {
     uint64_t budget_exhausted, all_ejected, stream_cancelled, stream_broken;
     uint64_t settled, released;
     uint64_t blocked_prompts, blocked_completions;
-} gw_mx;
+} gw_metrics;
 
-void gw_mx_init(gw_mx *m);
-void gw_mx_destroy(gw_mx *m);
+void gw_metrics_init(gw_metrics *m);
+void gw_metrics_destroy(gw_metrics *m);
 /* one answered request; key "" = no key (open gateway or failed auth) */
-void gw_mx_request(gw_mx *m, const char *key, int route, int upstream, int status);
-void gw_mx_rate_limited(gw_mx *m, const char *key);
-void gw_mx_observe(gw_hist *h, double seconds);
+void gw_metrics_request(gw_metrics *m, const char *key, int route, int upstream, int status);
+void gw_metrics_rate_limited(gw_metrics *m, const char *key);
+void gw_metrics_observe(gw_hist *h, double seconds);
 /* Prometheus text of everything into b. */
-void gw_mx_render(gw_gateway *g, gw_buf *b);
+void gw_metrics_render(gw_gateway *g, api_buf *b);
 
 /* ---- the gateway --------------------------------------------------------------------------------- */
 
@@ -137,7 +137,7 @@ struct gw_gateway {
     pthread_cond_t stop_cv;
     pthread_mutex_t budget_mu; /* guards budget */
     gw_budget budget;
-    gw_mx mx;
+    gw_metrics mx;
     pthread_mutex_t pool_mu;   /* guards pool */
     gw_call *pool;
     pthread_mutex_t rng_mu;    /* guards rng */
@@ -157,16 +157,16 @@ typedef struct {
     char req_id[48];
     char key_id[24];         /* "" = open gateway */
     int client_fd;
-    double t0;               /* arrival, gw_now() */
+    double t0;               /* arrival, api_now() */
     /* the answer (non-streamed, or a stream that failed before its first event) */
     int status;
-    gw_buf body;
+    api_buf body;
     char retry_after[32];    /* Retry-After to send, "" = none */
     int upstream;            /* index of the upstream that answered, -1 = none */
     int attempts;
     long prompt_tokens, completion_tokens;
     double ttft;             /* seconds from arrival to the first streamed event, -1 = none */
-    gw_buf log;              /* "a:5xx b:ok" — the attempts, for the access log */
+    api_buf log;              /* "a:5xx b:ok" — the attempts, for the access log */
     int in_budget;           /* counted in budget.in_flight */
     /* a committed stream */
     int committed;
@@ -174,13 +174,13 @@ typedef struct {
     int call_up, call_probe; /* its upstream (in_flight held) and whether it is the probe */
     int renamed;             /* the upstream's model name differs from the public one */
     gw_filter filt;
-    gw_buf out;              /* bytes ready for the client */
+    api_buf out;              /* bytes ready for the client */
     size_t out_off;
     int phase;               /* GW_PH_* */
     int finished;            /* a finish_reason went out */
     char finish[24];
-    double t_last;           /* last upstream event, gw_now() */
-    gw_buf ev_raw, ev_data;
+    double t_last;           /* last upstream event, api_now() */
+    api_buf ev_raw, ev_data;
 } gw_exchange;
 
 /* Proxy x (x->req, route, flags filled by the caller): attempts, retries, fallbacks, the

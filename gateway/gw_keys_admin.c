@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
-#include "serve/server.h"
+#include "serve/api.h"
 
 #define BAD "invalid_request_error"
 
@@ -45,13 +45,13 @@ static int error_body(char **out, int status, const char *type, const char *para
                       const char *code, const char *fmt, ...) MT_PRINTF(6, 7);
 static int error_body(char **out, int status, const char *type, const char *param,
                       const char *code, const char *fmt, ...) {
-    gw_error e;
+    api_error e;
     va_list ap;
     va_start(ap, fmt);
-    gw_vfail(&e, status, type, param, code, fmt, ap);
+    api_vfail(&e, status, type, param, code, fmt, ap);
     va_end(ap);
-    gw_buf b = {0};
-    gw_error_json(&b, &e);
+    api_buf b = {0};
+    api_error_json(&b, &e);
     *out = b.p;
     return status;
 }
@@ -206,7 +206,7 @@ static int apply_fields(const cJSON *body, gw_key_row *r, int create, long long 
 static cJSON *parse_object(const char *body, size_t len, char **out_json, int *status) {
     cJSON *o = NULL;
     if (len == 0) o = cJSON_CreateObject();
-    else if (gw_utf8_valid((const uint8_t *)body, len)) o = cJSON_ParseWithLength(body, len);
+    else if (api_utf8_valid((const uint8_t *)body, len)) o = cJSON_ParseWithLength(body, len);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         *status = error_body(out_json, 400, BAD, NULL, "invalid_json",

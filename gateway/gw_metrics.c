@@ -13,18 +13,18 @@
 
 #include <string.h>
 
-void gw_mx_init(gw_mx *m) {
+void gw_metrics_init(gw_metrics *m) {
     memset(m, 0, sizeof(*m));
     pthread_mutex_init(&m->mu, NULL);
 }
 
-void gw_mx_destroy(gw_mx *m) { pthread_mutex_destroy(&m->mu); }
+void gw_metrics_destroy(gw_metrics *m) { pthread_mutex_destroy(&m->mu); }
 
-void gw_mx_request(gw_mx *m, const char *key, int route, int upstream, int status) {
+void gw_metrics_request(gw_metrics *m, const char *key, int route, int upstream, int status) {
     pthread_mutex_lock(&m->mu);
     int i = 0;
     for (; i < m->n_req; i++) {
-        gw_mx_series *s = &m->req[i];
+        gw_metrics_series *s = &m->req[i];
         if (s->route == route && s->upstream == upstream && s->status == status &&
             !strcmp(s->key, key))
             break;
@@ -35,7 +35,7 @@ void gw_mx_request(gw_mx *m, const char *key, int route, int upstream, int statu
             pthread_mutex_unlock(&m->mu);
             return;
         }
-        gw_mx_series *s = &m->req[m->n_req++];
+        gw_metrics_series *s = &m->req[m->n_req++];
         snprintf(s->key, sizeof(s->key), "%s", key);
         s->route = (short)route;
         s->upstream = (short)upstream;
@@ -46,7 +46,7 @@ void gw_mx_request(gw_mx *m, const char *key, int route, int upstream, int statu
     pthread_mutex_unlock(&m->mu);
 }
 
-void gw_mx_rate_limited(gw_mx *m, const char *key) {
+void gw_metrics_rate_limited(gw_metrics *m, const char *key) {
     pthread_mutex_lock(&m->mu);
     int i = 0;
     for (; i < m->n_limited; i++)
@@ -60,31 +60,31 @@ void gw_mx_rate_limited(gw_mx *m, const char *key) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void gw_mx_observe(gw_hist *h, double seconds) {
+void gw_metrics_observe(gw_hist *h, double seconds) {
     int b = 0;
-    while (b < GW_LAT_NBUCKETS && seconds > gw_latency_bounds[b]) b++;
+    while (b < API_LAT_NBUCKETS && seconds > api_latency_bounds[b]) b++;
     h->b[b]++;
     h->count++;
     h->sum += seconds;
 }
 
-static void histogram(gw_buf *b, const char *name, const char *model, const gw_hist *h) {
+static void histogram(api_buf *b, const char *name, const char *model, const gw_hist *h) {
     char labels[160];
     snprintf(labels, sizeof(labels), "model=\"%s\"", model);
-    gw_prom_histogram(b, name, labels, h->b, h->sum, h->count);
+    api_prom_histogram(b, name, labels, h->b, h->sum, h->count);
 }
 
 /* One family with one sample per name: family{label="names[i]"} v[i], i < n. */
-static void per_name(gw_buf *b, const char *family, const char *type, const char *help,
+static void per_name(api_buf *b, const char *family, const char *type, const char *help,
                      const char *label, const char *const *names, int n, const uint64_t *v) {
-    gw_prom_family(b, family, type, help);
+    api_prom_family(b, family, type, help);
     for (int i = 0; i < n; i++)
-        gw_buf_printf(b, "%s{%s=\"%s\"} %llu\n", family, label, names[i], (unsigned long long)v[i]);
+        api_buf_printf(b, "%s{%s=\"%s\"} %llu\n", family, label, names[i], (unsigned long long)v[i]);
 }
 
-static void upstream_metrics(gw_gateway *g, gw_buf *b) {
+static void upstream_metrics(gw_gateway *g, api_buf *b) {
     const gw_config *c = &g->cfg;
-    double now = gw_now();
+    double now = api_now();
     /* a snapshot per upstream, each under its own lock, then rendered without locks */
     const char *name[GW_MAX_UPSTREAMS];
     uint64_t state[GW_MAX_UPSTREAMS], in_flight[GW_MAX_UPSTREAMS], attempts[GW_MAX_UPSTREAMS],
@@ -110,12 +110,12 @@ static void upstream_metrics(gw_gateway *g, gw_buf *b) {
     per_name(b, "minitrain_gateway_upstream_attempts_total", "counter",
              "Attempts sent to each upstream (first tries, retries, fallbacks, probes).",
              "upstream", name, c->n_up, attempts);
-    gw_prom_family(b, "minitrain_gateway_upstream_failures_total", "counter",
+    api_prom_family(b, "minitrain_gateway_upstream_failures_total", "counter",
            "Failed attempts per upstream, by reason.");
     for (int u = 0; u < c->n_up; u++)
         for (int o = 0; o < GW_OUT_COUNT; o++)
             if (gw_outcome_is_failure((gw_outcome)o))
-                gw_buf_printf(b, "minitrain_gateway_upstream_failures_total{upstream=\"%s\","
+                api_buf_printf(b, "minitrain_gateway_upstream_failures_total{upstream=\"%s\","
                                  "reason=\"%s\"} %llu\n",
                               name[u], gw_outcome_name((gw_outcome)o),
                               (unsigned long long)failures[u][o]);
@@ -127,76 +127,76 @@ static void upstream_metrics(gw_gateway *g, gw_buf *b) {
              c->n_up, retries);
 }
 
-void gw_mx_render(gw_gateway *g, gw_buf *b) {
+void gw_metrics_render(gw_gateway *g, api_buf *b) {
     const gw_config *c = &g->cfg;
-    gw_mx *m = &g->mx;
+    gw_metrics *m = &g->mx;
     upstream_metrics(g, b);
     pthread_mutex_lock(&g->budget_mu);
     gw_budget bud = g->budget;
     pthread_mutex_unlock(&g->budget_mu);
-    gw_prom_gauge(b, "minitrain_gateway_requests_in_flight", "Requests being proxied.",
+    api_prom_gauge(b, "minitrain_gateway_requests_in_flight", "Requests being proxied.",
                   bud.in_flight);
-    gw_prom_gauge(b, "minitrain_gateway_retries_in_flight",
+    api_prom_gauge(b, "minitrain_gateway_retries_in_flight",
                   "Retries in flight (what the retry budget bounds).", bud.retrying);
     const char *model[GW_MAX_ROUTES];
     for (int r = 0; r < c->n_routes; r++) model[r] = c->routes[r].name;
     pthread_mutex_lock(&m->mu);
-    gw_prom_family(b, "minitrain_gateway_requests_total", "counter",
+    api_prom_family(b, "minitrain_gateway_requests_total", "counter",
            "Requests answered, by key id, model, upstream that answered and status code.");
     for (int i = 0; i < m->n_req; i++) {
-        const gw_mx_series *s = &m->req[i];
-        gw_buf_printf(b, "minitrain_gateway_requests_total{key=\"%s\",model=\"%s\",upstream=\"%s\","
+        const gw_metrics_series *s = &m->req[i];
+        api_buf_printf(b, "minitrain_gateway_requests_total{key=\"%s\",model=\"%s\",upstream=\"%s\","
                          "code=\"%d\"} %llu\n",
                       s->key[0] ? s->key : "none", s->route >= 0 ? c->routes[s->route].name : "none",
                       s->upstream >= 0 ? c->up[s->upstream].name : "none", s->status,
                       (unsigned long long)s->n);
     }
-    gw_prom_counter(b, "minitrain_gateway_requests_overflow_total",
+    api_prom_counter(b, "minitrain_gateway_requests_overflow_total",
                     "Requests not labelled because too many distinct series exist.",
                     m->req_overflow);
     per_name(b, "minitrain_gateway_fallbacks_total", "counter",
              "Requests that moved on to another upstream after a failure.", "model", model,
              c->n_routes, m->fallbacks);
-    gw_prom_counter(b, "minitrain_gateway_retry_budget_exhausted_total",
+    api_prom_counter(b, "minitrain_gateway_retry_budget_exhausted_total",
                     "Retries not made because the retry budget was spent (the request fell back "
                     "instead).", m->budget_exhausted);
-    gw_prom_counter(b, "minitrain_gateway_all_ejected_total",
+    api_prom_counter(b, "minitrain_gateway_all_ejected_total",
                     "Requests that found every target of their model out of service.",
                     m->all_ejected);
-    gw_prom_family(b, "minitrain_gateway_rate_limited_total", "counter",
+    api_prom_family(b, "minitrain_gateway_rate_limited_total", "counter",
            "Requests refused with 429 by a key's rate limits.");
     for (int i = 0; i < m->n_limited; i++)
-        gw_buf_printf(b, "minitrain_gateway_rate_limited_total{key=\"%s\"} %llu\n",
+        api_buf_printf(b, "minitrain_gateway_rate_limited_total{key=\"%s\"} %llu\n",
                       m->limited[i].key, (unsigned long long)m->limited[i].n);
-    gw_prom_family(b, "minitrain_gateway_reservations_total", "counter",
+    api_prom_family(b, "minitrain_gateway_reservations_total", "counter",
            "Rate-limit reservations ended: settled with the real usage, or released (error, "
            "cancel, client disconnect).");
-    gw_buf_printf(b, "minitrain_gateway_reservations_total{outcome=\"settled\"} %llu\n",
+    api_buf_printf(b, "minitrain_gateway_reservations_total{outcome=\"settled\"} %llu\n",
                   (unsigned long long)m->settled);
-    gw_buf_printf(b, "minitrain_gateway_reservations_total{outcome=\"released\"} %llu\n",
+    api_buf_printf(b, "minitrain_gateway_reservations_total{outcome=\"released\"} %llu\n",
                   (unsigned long long)m->released);
-    gw_prom_counter(b, "minitrain_gateway_streams_cancelled_total",
+    api_prom_counter(b, "minitrain_gateway_streams_cancelled_total",
                     "Streams whose client went away (the upstream call was cancelled).",
                     m->stream_cancelled);
-    gw_prom_counter(b, "minitrain_gateway_streams_broken_total",
+    api_prom_counter(b, "minitrain_gateway_streams_broken_total",
                     "Streams the upstream broke after their first event (never retried).",
                     m->stream_broken);
-    gw_prom_family(b, "minitrain_gateway_blocked_total", "counter",
+    api_prom_family(b, "minitrain_gateway_blocked_total", "counter",
            "Prompts refused and completions stopped by the content rules.");
-    gw_buf_printf(b, "minitrain_gateway_blocked_total{on=\"prompt\"} %llu\n",
+    api_buf_printf(b, "minitrain_gateway_blocked_total{on=\"prompt\"} %llu\n",
                   (unsigned long long)m->blocked_prompts);
-    gw_buf_printf(b, "minitrain_gateway_blocked_total{on=\"completion\"} %llu\n",
+    api_buf_printf(b, "minitrain_gateway_blocked_total{on=\"completion\"} %llu\n",
                   (unsigned long long)m->blocked_completions);
     per_name(b, "minitrain_gateway_prompt_tokens_total", "counter",
              "Prompt tokens (upstream usage).", "model", model, c->n_routes, m->tokens_in);
     per_name(b, "minitrain_gateway_completion_tokens_total", "counter",
              "Completion tokens (upstream usage).", "model", model, c->n_routes, m->tokens_out);
-    gw_prom_family(b, "minitrain_gateway_request_duration_seconds", "histogram",
+    api_prom_family(b, "minitrain_gateway_request_duration_seconds", "histogram",
            "End-to-end latency of successful requests through the gateway (retries included).");
     for (int r = 0; r < c->n_routes; r++)
         histogram(b, "minitrain_gateway_request_duration_seconds", c->routes[r].name,
                   &m->latency[r]);
-    gw_prom_family(b, "minitrain_gateway_ttft_seconds", "histogram",
+    api_prom_family(b, "minitrain_gateway_ttft_seconds", "histogram",
            "Time from a streamed request's arrival to its first event sent to the client.");
     for (int r = 0; r < c->n_routes; r++)
         histogram(b, "minitrain_gateway_ttft_seconds", c->routes[r].name, &m->ttft[r]);

@@ -222,7 +222,7 @@ void gw_sse_feed(gw_sse *s, const void *data, size_t n) {
         s->off = 0;
         s->in.p[s->in.len] = 0;
     }
-    gw_buf_put(&s->in, data, n);
+    api_buf_put(&s->in, data, n);
 }
 
 /* End of the event starting at p[0..n): the index just past its blank line, or 0 if it is not
@@ -243,12 +243,12 @@ static size_t event_end(const char *p, size_t n) {
     }
 }
 
-int gw_sse_next(gw_sse *s, gw_buf *raw, gw_buf *data) {
+int gw_sse_next(gw_sse *s, api_buf *raw, api_buf *data) {
     const char *p = s->in.p ? s->in.p + s->off : "";
     size_t n = s->in.len - s->off;
     size_t end = event_end(p, n);
     if (end == 0) return 0;
-    gw_buf_put(raw, p, end);
+    api_buf_put(raw, p, end);
     data->len = 0;
     if (data->p) data->p[0] = 0;
     int lines = 0;
@@ -259,19 +259,19 @@ int gw_sse_next(gw_sse *s, gw_buf *raw, gw_buf *data) {
         if (j - i >= 5 && !memcmp(p + i, "data:", 5)) {
             size_t v = i + 5;
             if (v < j && p[v] == ' ') v++;
-            if (lines++) gw_buf_put(data, "\n", 1);
-            gw_buf_put(data, p + v, j - v);
+            if (lines++) api_buf_put(data, "\n", 1);
+            api_buf_put(data, p + v, j - v);
         }
         if (j < end && p[j] == '\r' && j + 1 < end && p[j + 1] == '\n') j++;
         i = j + 1;
     }
-    if (!data->p) gw_buf_put(data, "", 0);
+    if (!data->p) api_buf_put(data, "", 0);
     s->off += end;
     return 1;
 }
 
 void gw_sse_free(gw_sse *s) {
-    gw_buf_free(&s->in);
+    api_buf_free(&s->in);
     s->off = 0;
 }
 

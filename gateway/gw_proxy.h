@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve/server.h" /* gw_buf, gw_error */
+#include "serve/api.h" /* api_buf, api_error */
 
 /* ---- the policy table (gw_config.c) -------------------------------------------------------------
  * Every threshold the policies use, in ONE table (like Envoy's outlier_detection / retry_policy
@@ -258,13 +258,13 @@ gw_outcome gw_check_response(const char *body, size_t n, int chat, long *prompt_
 /* SSE framing (https://html.spec.whatwg.org/multipage/server-sent-events.html): bytes in, whole
  * events out. An event ends at a blank line (\n\n, \r\n\r\n or \r\r). */
 typedef struct {
-    gw_buf in;  /* bytes not yet framed */
+    api_buf in;  /* bytes not yet framed */
     size_t off; /* consumed prefix of in */
 } gw_sse;
 void gw_sse_feed(gw_sse *s, const void *data, size_t n);
 /* Next complete event: its raw bytes (blank line included) into *raw (appended) and the
  * concatenated "data:" field values into *data (reset first). 1 if an event was taken, else 0. */
-int gw_sse_next(gw_sse *s, gw_buf *raw, gw_buf *data);
+int gw_sse_next(gw_sse *s, api_buf *raw, api_buf *data);
 void gw_sse_free(gw_sse *s);
 
 /* What one streamed event carries (from its data payload). */
@@ -298,7 +298,7 @@ size_t gw_rules_window(const gw_rules *r, int on);
 /* Apply to a whole text: block rules first (return 1, *rule = the rule's name, *out untouched
  * beyond the text before the match: *block_at), then redactions and PII masks into *out
  * (appended). Returns 0 when not blocked. */
-int gw_rules_apply(const gw_rules *r, int on, const char *text, size_t n, gw_buf *out,
+int gw_rules_apply(const gw_rules *r, int on, const char *text, size_t n, api_buf *out,
                    const char **rule, size_t *block_at);
 
 /* The streaming filter for completions. Text arrives in pieces; what it releases has passed every
@@ -308,8 +308,8 @@ int gw_rules_apply(const gw_rules *r, int on, const char *text, size_t n, gw_buf
 typedef struct {
     const gw_rules *r;
     size_t window;
-    gw_buf pend;    /* not yet released */
-    gw_buf ctx;     /* the last released bytes (≤ window), context for the next scan */
+    api_buf pend;    /* not yet released */
+    api_buf ctx;     /* the last released bytes (≤ window), context for the next scan */
     int blocked;
     const char *rule; /* the blocking rule */
 } gw_filter;
@@ -317,7 +317,7 @@ void gw_filter_init(gw_filter *f, const gw_rules *r);
 /* Push text (final = 1 at the end of the stream: everything left is released). Released text is
  * appended to *out. Returns 1 once a block rule matched (nothing from the match on is released,
  * later pushes release nothing). */
-int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, gw_buf *out);
+int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, api_buf *out);
 void gw_filter_free(gw_filter *f);
 
 /* ---- the gateway process (gw_http.c) ------------------------------------------------------------- */

@@ -62,7 +62,7 @@ static int up_acquire(gw_gateway *g, int u, int *probe, int *why) {
     pthread_mutex_lock(&up->mu);
     if (up->cfg.max_concurrent > 0 && up->in_flight >= up->cfg.max_concurrent) {
         *why = WHY_FULL;
-    } else if (!gw_health_acquire(&up->h, gw_now(), probe)) {
+    } else if (!gw_health_acquire(&up->h, api_now(), probe)) {
         *why = WHY_EJECTED;
     } else {
         ok = 1;
@@ -90,9 +90,9 @@ void gw_up_report(gw_exchange *x, int u, gw_outcome o, int probe) {
     pthread_mutex_lock(&up->mu);
     int was_ejected = up->h.ejected;
     if (failure) up->failures[o]++;
-    int ejected = gw_health_result(&up->h, &g->cfg.pol, failure, probe && was_ejected, gw_now());
+    int ejected = gw_health_result(&up->h, &g->cfg.pol, failure, probe && was_ejected, api_now());
     int times = up->h.times_ejected;
-    double rest = gw_health_wait(&up->h, gw_now());
+    double rest = gw_health_wait(&up->h, api_now());
     pthread_mutex_unlock(&up->mu);
     if (ejected)
         gw_log(g, "upstream %s ejected for %.1f s (%s; ejection #%d) req=%s", up->cfg.name, rest,
@@ -113,7 +113,7 @@ void gw_up_done(gw_gateway *g, int u) {
 int gw_route_available(gw_gateway *g, int route) {
     const gw_route_cfg *r = &g->cfg.routes[route];
     int n = 0;
-    double now = gw_now();
+    double now = api_now();
     for (int t = 0; t < r->n_targets; t++) {
         gw_upstream *up = &g->up[r->t[t].upstream];
         pthread_mutex_lock(&up->mu);
@@ -193,7 +193,7 @@ static char *rewrite_response(gw_exchange *x, const char *body, size_t n, int re
         const char *field = x->chat ? "content" : "text";
         cJSON *t = cJSON_GetObjectItemCaseSensitive(holder, field);
         if (!cJSON_IsString(t)) continue;
-        gw_buf out = {0};
+        api_buf out = {0};
         const char *rule;
         size_t at;
         int blocked = gw_rules_apply(g->rules, GW_ON_COMPLETIONS, t->valuestring,
@@ -213,7 +213,7 @@ static char *rewrite_response(gw_exchange *x, const char *body, size_t n, int re
         mtCheck(nt != NULL, "out of memory rewriting a completion");
         cJSON_ReplaceItemInObjectCaseSensitive(holder, field, cJSON_CreateString(nt));
         free(nt);
-        gw_buf_free(&out);
+        api_buf_free(&out);
     }
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -232,8 +232,8 @@ typedef struct {
 
 static void keep_answer(gw_exchange *x, gw_call *c) {
     x->status = c->status;
-    gw_buf_free(&x->body);
-    gw_buf_put(&x->body, c->body.p ? c->body.p : "", c->body.len);
+    api_buf_free(&x->body);
+    api_buf_put(&x->body, c->body.p ? c->body.p : "", c->body.len);
     x->retry_after[0] = 0;
     if (c->retry_after[0])
         snprintf(x->retry_after, sizeof(x->retry_after), "%.31s", c->retry_after);
@@ -273,12 +273,12 @@ static void attempt_plain(gw_exchange *x, gw_call *c, int renamed, attempt_resul
             x->completion_tokens = ct;
             char *nb = rewrite_response(x, c->body.p, c->body.len, renamed);
             x->status = c->status;
-            gw_buf_free(&x->body);
+            api_buf_free(&x->body);
             if (nb) {
-                gw_buf_puts(&x->body, nb);
+                api_buf_puts(&x->body, nb);
                 free(nb);
             } else {
-                gw_buf_put(&x->body, c->body.p, c->body.len);
+                api_buf_put(&x->body, c->body.p, c->body.len);
             }
             x->retry_after[0] = 0;
             return;
@@ -291,8 +291,8 @@ static void attempt_plain(gw_exchange *x, gw_call *c, int renamed, attempt_resul
 /* A stream until its first event with text or a finish reason (commit) or a failure. */
 static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
     gw_gateway *g = x->g;
-    double deadline = gw_now() + g->cfg.pol.first_token_timeout_s;
-    gw_buf stash = {0}, raw = {0}, data = {0};
+    double deadline = api_now() + g->cfg.pol.first_token_timeout_s;
+    api_buf stash = {0}, raw = {0}, data = {0};
     for (;;) {
         if (c->status == 200) {
             while (gw_sse_next(&c->sse, &raw, &data)) {
@@ -318,9 +318,9 @@ static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
                     c->sse = replay;
                     a->o = GW_OUT_OK;
                     a->http = 200;
-                    gw_buf_free(&stash);
-                    gw_buf_free(&raw);
-                    gw_buf_free(&data);
+                    api_buf_free(&stash);
+                    api_buf_free(&raw);
+                    api_buf_free(&data);
                     return;
                 }
                 free(text);
@@ -328,7 +328,7 @@ static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
                     a->http = 200;
                     goto out;
                 }
-                gw_buf_put(&stash, raw.p, raw.len); /* a role-only delta, a usage chunk */
+                api_buf_put(&stash, raw.p, raw.len); /* a role-only delta, a usage chunk */
                 raw.len = 0;
             }
             raw.len = 0;
@@ -346,7 +346,7 @@ static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
             }
             goto out;
         }
-        double left = deadline - gw_now();
+        double left = deadline - api_now();
         if (c->status && c->status != 200) left = g->cfg.pol.timeout_s; /* reading an error body */
         if (left <= 0) {
             a->o = GW_OUT_FIRST_TOKEN;
@@ -362,9 +362,9 @@ static void attempt_stream(gw_exchange *x, gw_call *c, attempt_result *a) {
         }
     }
 out:
-    gw_buf_free(&stash);
-    gw_buf_free(&raw);
-    gw_buf_free(&data);
+    api_buf_free(&stash);
+    api_buf_free(&raw);
+    api_buf_free(&data);
 }
 
 /* One attempt at target ti. On a committed stream the call stays in x (x->committed). */
@@ -377,7 +377,7 @@ static void attempt(gw_exchange *x, int ti, int probe, attempt_result *a) {
     int renamed = t->model[0] && strcmp(t->model, g->cfg.routes[x->route].name);
     char *body = target_body(x, t);
     gw_call *c = gw_call_get(g);
-    double t0 = gw_now();
+    double t0 = api_now();
     gw_call_start(c, &g->cfg.pol, x->chat ? up->url_chat : up->url_completions, up->cfg.api_key,
                   x->req_id, body, strlen(body), x->stream);
     free(body);
@@ -388,11 +388,11 @@ static void attempt(gw_exchange *x, int ti, int probe, attempt_result *a) {
         return;
     }
     if (!a->detail[0]) describe(a, c);
-    gw_buf_printf(&x->log, "%s%s:%s", x->log.len ? "," : "", up->cfg.name, gw_outcome_name(a->o));
+    api_buf_printf(&x->log, "%s%s:%s", x->log.len ? "," : "", up->cfg.name, gw_outcome_name(a->o));
     if (gw_outcome_is_failure(a->o))
         gw_log(g, "req=%s attempt %d upstream=%s failed: %s (%s) after %.1f ms%s", x->req_id,
                x->attempts, up->cfg.name, gw_outcome_name(a->o), a->detail,
-               1e3 * (gw_now() - t0), probe ? " [probe]" : "");
+               1e3 * (api_now() - t0), probe ? " [probe]" : "");
     if (x->stream && a->o == GW_OUT_OK) {
         x->committed = 1;
         x->call = c;
@@ -401,7 +401,7 @@ static void attempt(gw_exchange *x, int ti, int probe, attempt_result *a) {
         x->renamed = renamed;
         x->upstream = t->upstream;
         x->status = 200;
-        x->t_last = gw_now();
+        x->t_last = api_now();
         return;
     }
     if (a->o == GW_OUT_OK || a->o == GW_OUT_CLIENT_ERROR) x->upstream = t->upstream;
@@ -414,7 +414,7 @@ static void answer_error(gw_exchange *x, int status, const char *code, const cha
                          const char *fmt, ...) MT_PRINTF(5, 6);
 static void answer_error(gw_exchange *x, int status, const char *code, const char *retry_after,
                          const char *fmt, ...) {
-    gw_error e;
+    api_error e;
     memset(&e, 0, sizeof(e));
     e.status = status;
     e.type = "server_error";
@@ -423,8 +423,8 @@ static void answer_error(gw_exchange *x, int status, const char *code, const cha
     va_start(ap, fmt);
     vsnprintf(e.message, sizeof(e.message), fmt, ap);
     va_end(ap);
-    gw_buf_free(&x->body);
-    gw_error_json(&x->body, &e);
+    api_buf_free(&x->body);
+    api_error_json(&x->body, &e);
     x->status = status;
     snprintf(x->retry_after, sizeof(x->retry_after), "%s", retry_after ? retry_after : "");
 }
@@ -467,10 +467,10 @@ static void final_failure(gw_exchange *x, const attempt_result *last) {
 
 /* Sleep s seconds unless the client goes or the gateway stops (-1). */
 static int nap(gw_exchange *x, double s) {
-    double end = gw_now() + s;
+    double end = api_now() + s;
     for (;;) {
         if (atomic_load(&x->g->stopping) || gw_client_gone(x->client_fd)) return -1;
-        double left = end - gw_now();
+        double left = end - api_now();
         if (left <= 0) return 0;
         usleep((useconds_t)(1e6 * (left < 0.05 ? left : 0.05)));
     }
@@ -486,7 +486,7 @@ static void count_retry(gw_gateway *g, int u) {
 static int all_out(gw_exchange *x, int any_full) {
     gw_gateway *g = x->g;
     const gw_route_cfg *r = &g->cfg.routes[x->route];
-    double now = gw_now(), wait = 1e30, oldest = 1e300;
+    double now = api_now(), wait = 1e30, oldest = 1e300;
     int pick = -1;
     for (int t = 0; t < r->n_targets; t++) {
         gw_upstream *up = &g->up[r->t[t].upstream];
@@ -633,10 +633,10 @@ void gw_exchange_free(gw_exchange *x) {
     }
     cJSON_Delete(x->req);
     x->req = NULL;
-    gw_buf_free(&x->body);
-    gw_buf_free(&x->log);
-    gw_buf_free(&x->out);
-    gw_buf_free(&x->ev_raw);
-    gw_buf_free(&x->ev_data);
+    api_buf_free(&x->body);
+    api_buf_free(&x->log);
+    api_buf_free(&x->out);
+    api_buf_free(&x->ev_raw);
+    api_buf_free(&x->ev_data);
     gw_filter_free(&x->filt);
 }

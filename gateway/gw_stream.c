@@ -19,12 +19,12 @@
 #include <string.h>
 #include <time.h>
 
-static void put_event(gw_buf *out, cJSON *root) {
+static void put_event(api_buf *out, cJSON *root) {
     char *s = cJSON_PrintUnformatted(root);
     mtCheck(s != NULL, "out of memory writing a stream event");
-    gw_buf_puts(out, "data: ");
-    gw_buf_puts(out, s);
-    gw_buf_puts(out, "\n\n");
+    api_buf_puts(out, "data: ");
+    api_buf_puts(out, s);
+    api_buf_puts(out, "\n\n");
     free(s);
 }
 
@@ -77,7 +77,7 @@ static void put_own_event(gw_exchange *x, const char *text, size_t n, const char
 }
 
 static void end_stream(gw_exchange *x) {
-    gw_buf_puts(&x->out, "data: [DONE]\n\n");
+    api_buf_puts(&x->out, "data: [DONE]\n\n");
     x->phase = GW_PH_END;
 }
 
@@ -85,12 +85,12 @@ static void end_stream(gw_exchange *x) {
 static void stream_broken(gw_exchange *x, const char *why) {
     gw_gateway *g = x->g;
     if (!x->finished) {
-        gw_error e;
-        gw_fail(&e, 502, "server_error", NULL, "upstream_stream_broken",
+        api_error e;
+        api_fail(&e, 502, "server_error", NULL, "upstream_stream_broken",
                 "the upstream stream ended early (%s)", why);
-        gw_buf_puts(&x->out, "data: ");
-        gw_error_json(&x->out, &e);
-        gw_buf_puts(&x->out, "\n\n");
+        api_buf_puts(&x->out, "data: ");
+        api_error_json(&x->out, &e);
+        api_buf_puts(&x->out, "\n\n");
         pthread_mutex_lock(&g->mx.mu);
         g->mx.stream_broken++;
         pthread_mutex_unlock(&g->mx.mu);
@@ -107,7 +107,7 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
     gw_event_info ev;
     char *text = NULL;
     size_t tl = 0;
-    x->t_last = gw_now();
+    x->t_last = api_now();
     if (n == 0) return;
     if (gw_event_parse(data, n, x->chat, &ev, &text, &tl) != 0) {
         stream_broken(x, "an event that is not JSON");
@@ -118,14 +118,14 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
     int guard = gw_rules_active(g->rules, GW_ON_COMPLETIONS);
     if (ev.done) {
         if (guard && !x->finished) { /* release what the filter still holds */
-            gw_buf rest = {0};
+            api_buf rest = {0};
             gw_filter_push(&x->filt, "", 0, 1, &rest);
             if (rest.len) put_own_event(x, rest.p, rest.len, NULL);
-            gw_buf_free(&rest);
+            api_buf_free(&rest);
         }
         end_stream(x);
     } else if (ev.is_error) {
-        gw_buf_put(&x->out, raw, raw_len);
+        api_buf_put(&x->out, raw, raw_len);
         x->finished = 1;
     } else if (ev.usage_only) {
         if (x->client_usage) {
@@ -135,7 +135,7 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
                 put_event(&x->out, root);
                 cJSON_Delete(root);
             } else {
-                gw_buf_put(&x->out, raw, raw_len);
+                api_buf_put(&x->out, raw, raw_len);
             }
         }
     } else if (ev.has_choice) {
@@ -144,9 +144,9 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
             snprintf(x->finish, sizeof(x->finish), "%s", ev.finish);
         }
         if (!guard && !x->renamed) {
-            gw_buf_put(&x->out, raw, raw_len);
+            api_buf_put(&x->out, raw, raw_len);
         } else {
-            gw_buf rel = {0};
+            api_buf rel = {0};
             int blocked = gw_filter_push(&x->filt, text ? text : "", tl, ev.finish[0] != 0, &rel);
             if (blocked) {
                 put_own_event(x, rel.p, rel.len, "content_filter");
@@ -166,9 +166,9 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
                 put_event(&x->out, root);
                 cJSON_Delete(root);
             }
-            gw_buf_free(&rel);
+            api_buf_free(&rel);
         }
-        if (x->ttft < 0 && x->out.len) x->ttft = gw_now() - x->t0;
+        if (x->ttft < 0 && x->out.len) x->ttft = api_now() - x->t0;
     }
     free(text);
 }
@@ -176,7 +176,7 @@ static void handle_event(gw_exchange *x, const char *raw, size_t raw_len, const 
 long gw_stream_read(gw_exchange *x, char *buf, size_t max) {
     gw_gateway *g = x->g;
     for (;;) {
-        long k = gw_buf_drain(&x->out, &x->out_off, buf, max);
+        long k = api_buf_drain(&x->out, &x->out_off, buf, max);
         if (k >= 0) return k;
         if (x->phase == GW_PH_END) return 0;
         gw_call *c = x->call;
@@ -194,7 +194,7 @@ long gw_stream_read(gw_exchange *x, char *buf, size_t max) {
             else stream_broken(x, c->result == CURLE_OK ? "closed" : curl_easy_strerror(c->result));
             continue;
         }
-        double left = g->cfg.pol.stream_idle_timeout_s - (gw_now() - x->t_last);
+        double left = g->cfg.pol.stream_idle_timeout_s - (api_now() - x->t_last);
         if (left <= 0) {
             stream_broken(x, "idle timeout");
             continue;

@@ -61,7 +61,7 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud) {
     }
     c->received += len;
     if (c->stream && c->status == 200) gw_sse_feed(&c->sse, p, len);
-    else gw_buf_put(&c->body, p, len);
+    else api_buf_put(&c->body, p, len);
     return len;
 }
 
@@ -154,7 +154,7 @@ static void collect(gw_call *c) {
 }
 
 int gw_call_pump(gw_gateway *g, gw_call *c, double timeout_s, int client_fd) {
-    double t_end = gw_now() + (timeout_s > 0 ? timeout_s : 0);
+    double t_end = api_now() + (timeout_s > 0 ? timeout_s : 0);
     uint64_t before = c->received;
     int hdr_before = c->headers_done;
     for (;;) {
@@ -163,7 +163,7 @@ int gw_call_pump(gw_gateway *g, gw_call *c, double timeout_s, int client_fd) {
         collect(c);
         if (c->done || c->received != before || c->headers_done != hdr_before) return 1;
         if (atomic_load(&g->stopping) || gw_client_gone(client_fd)) return -1;
-        double left = t_end - gw_now();
+        double left = t_end - api_now();
         if (left <= 0) return 0;
         int ms = (int)(left * 1000) + 1;
         if (ms > 50) ms = 50; /* look at the client's socket at least 20 times a second */
@@ -180,7 +180,7 @@ void gw_call_put(gw_gateway *g, gw_call *c) {
     }
     curl_slist_free_all(c->hdrs);
     c->hdrs = NULL;
-    if (c->body.cap > (1u << 20)) gw_buf_free(&c->body); /* do not pool big buffers */
+    if (c->body.cap > (1u << 20)) api_buf_free(&c->body); /* do not pool big buffers */
     gw_sse_free(&c->sse);
     pthread_mutex_lock(&g->pool_mu);
     c->next = g->pool;

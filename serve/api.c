@@ -5,9 +5,9 @@
  * Why it is shaped so:
  *   - Everything here is a pure function of its arguments (no sockets, no threads), so every
  *     status code the server can answer for a bad body is unit-tested (tests/test_gateway.c).
- *   - cJSON parses; responses are written by hand through gw_buf because model output is raw
+ *   - cJSON parses; responses are written by hand through api_buf because model output is raw
  *     bytes: a byte-level model can emit half a UTF-8 character or a NUL, which cJSON strings
- *     cannot carry. gw_buf_json_string escapes and turns invalid bytes into U+FFFD, so every body
+ *     cannot carry. api_buf_json_string escapes and turns invalid bytes into U+FFFD, so every body
  *     we send is valid UTF-8 JSON.
  *   - Input bodies must be valid UTF-8 (RFC 8259 §8.1); cJSON does not check, so we do, before
  *     parsing. A prompt that needs arbitrary bytes is sent as an array of token ids instead (for
@@ -15,7 +15,7 @@
  *     the string there.
  */
 #define _GNU_SOURCE /* memmem */
-#include "serve/server.h"
+#include "serve/api.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -26,9 +26,9 @@
 
 static size_t utf8_maximal_subpart(const uint8_t *s, size_t n);
 
-/* ---- gw_buf ----------------------------------------------------------------------------------- */
+/* ---- api_buf ----------------------------------------------------------------------------------- */
 
-static void buf_reserve(gw_buf *b, size_t extra) {
+static void buf_reserve(api_buf *b, size_t extra) {
     if (b->len + extra + 1 <= b->cap) return;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra + 1) cap *= 2;
@@ -38,16 +38,16 @@ static void buf_reserve(gw_buf *b, size_t extra) {
     b->cap = cap;
 }
 
-void gw_buf_put(gw_buf *b, const void *data, size_t n) {
+void api_buf_put(api_buf *b, const void *data, size_t n) {
     buf_reserve(b, n);
     if (n) memcpy(b->p + b->len, data, n);
     b->len += n;
     b->p[b->len] = 0;
 }
 
-void gw_buf_puts(gw_buf *b, const char *s) { gw_buf_put(b, s, strlen(s)); }
+void api_buf_puts(api_buf *b, const char *s) { api_buf_put(b, s, strlen(s)); }
 
-void gw_buf_printf(gw_buf *b, const char *fmt, ...) {
+void api_buf_printf(api_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
@@ -60,64 +60,64 @@ void gw_buf_printf(gw_buf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
-void gw_buf_json_string(gw_buf *b, const uint8_t *s, size_t n) {
+void api_buf_json_string(api_buf *b, const uint8_t *s, size_t n) {
     static const char hex[] = "0123456789abcdef";
     buf_reserve(b, n + 2);
-    gw_buf_put(b, "\"", 1);
+    api_buf_put(b, "\"", 1);
     size_t i = 0;
     while (i < n) {
         uint8_t c = s[i];
         if (c >= 0x80) {
-            int L = gw_utf8_seq_len(s + i, n - i);
+            int L = api_utf8_seq_len(s + i, n - i);
             if (L > 0) {
-                gw_buf_put(b, s + i, (size_t)L);
+                api_buf_put(b, s + i, (size_t)L);
                 i += (size_t)L;
             } else { /* one U+FFFD per maximal subpart (Unicode §3.9, as Python/WHATWG do) */
-                gw_buf_put(b, "\xEF\xBF\xBD", 3);
+                api_buf_put(b, "\xEF\xBF\xBD", 3);
                 i += utf8_maximal_subpart(s + i, n - i);
             }
             continue;
         }
         char esc[7];
         switch (c) {
-        case '"': gw_buf_put(b, "\\\"", 2); break;
-        case '\\': gw_buf_put(b, "\\\\", 2); break;
-        case '\n': gw_buf_put(b, "\\n", 2); break;
-        case '\r': gw_buf_put(b, "\\r", 2); break;
-        case '\t': gw_buf_put(b, "\\t", 2); break;
+        case '"': api_buf_put(b, "\\\"", 2); break;
+        case '\\': api_buf_put(b, "\\\\", 2); break;
+        case '\n': api_buf_put(b, "\\n", 2); break;
+        case '\r': api_buf_put(b, "\\r", 2); break;
+        case '\t': api_buf_put(b, "\\t", 2); break;
         default:
             if (c < 0x20) {
                 memcpy(esc, "\\u00", 4);
                 esc[4] = hex[c >> 4];
                 esc[5] = hex[c & 15];
-                gw_buf_put(b, esc, 6);
+                api_buf_put(b, esc, 6);
             } else {
-                gw_buf_put(b, &c, 1);
+                api_buf_put(b, &c, 1);
             }
         }
         i++;
     }
-    gw_buf_put(b, "\"", 1);
+    api_buf_put(b, "\"", 1);
 }
 
-void gw_buf_free(gw_buf *b) {
+void api_buf_free(api_buf *b) {
     free(b->p);
     memset(b, 0, sizeof(*b));
 }
 
-int gw_body_take(gw_buf *body, int *too_large, size_t *discarded, const char *data, size_t n,
+int api_body_take(api_buf *body, int *too_large, size_t *discarded, const char *data, size_t n,
                  size_t max) {
     if (!*too_large && body->len + n <= max) {
-        gw_buf_put(body, data, n);
+        api_buf_put(body, data, n);
         return 1;
     }
     *too_large = 1; /* a (chunked) body past the limit: counted, not kept */
-    gw_buf_free(body);
+    api_buf_free(body);
     *discarded += n;
     return *discarded <= 16 * max;
 }
 
-long gw_buf_drain(gw_buf *b, size_t *off, char *dst, size_t max) {
+long api_buf_drain(api_buf *b, size_t *off, char *dst, size_t max) {
     if (*off < b->len) {
         size_t n = b->len - *off;
         if (n > max) n = max;
@@ -157,7 +157,7 @@ static int utf8_prefix_ok(const uint8_t *s, size_t k, int L, uint8_t lo, uint8_t
     return 1;
 }
 
-int gw_utf8_seq_len(const uint8_t *s, size_t n) {
+int api_utf8_seq_len(const uint8_t *s, size_t n) {
     if (n == 0) return 0;
     uint8_t lo, hi;
     int L = utf8_lead(s[0], &lo, &hi);
@@ -178,18 +178,18 @@ static size_t utf8_maximal_subpart(const uint8_t *s, size_t n) {
     return k;
 }
 
-int gw_utf8_valid(const uint8_t *s, size_t n) {
+int api_utf8_valid(const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         if (s[i] < 0x80) { i++; continue; }
-        int L = gw_utf8_seq_len(s + i, n - i);
+        int L = api_utf8_seq_len(s + i, n - i);
         if (L == 0) return 0;
         i += (size_t)L;
     }
     return 1;
 }
 
-size_t gw_utf8_incomplete_tail(const uint8_t *s, size_t n) {
+size_t api_utf8_incomplete_tail(const uint8_t *s, size_t n) {
     /* the last byte that is not a continuation byte, within the last 3 */
     for (size_t k = 1; k <= 3 && k <= n; k++) {
         const uint8_t *p = s + n - k;
@@ -204,7 +204,7 @@ size_t gw_utf8_incomplete_tail(const uint8_t *s, size_t n) {
 
 /* ---- errors ----------------------------------------------------------------------------------- */
 
-int gw_vfail(gw_error *e, int status, const char *type, const char *param, const char *code,
+int api_vfail(api_error *e, int status, const char *type, const char *param, const char *code,
              const char *fmt, va_list ap) {
     e->status = status;
     e->type = type;
@@ -214,27 +214,27 @@ int gw_vfail(gw_error *e, int status, const char *type, const char *param, const
     return -1;
 }
 
-int gw_fail(gw_error *e, int status, const char *type, const char *param, const char *code,
+int api_fail(api_error *e, int status, const char *type, const char *param, const char *code,
             const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    gw_vfail(e, status, type, param, code, fmt, ap);
+    api_vfail(e, status, type, param, code, fmt, ap);
     va_end(ap);
     return -1;
 }
 
-void gw_error_json(gw_buf *b, const gw_error *e) {
-    gw_buf_puts(b, "{\"error\":{\"message\":");
-    gw_buf_json_string(b, (const uint8_t *)e->message, strlen(e->message));
-    gw_buf_puts(b, ",\"type\":");
-    gw_buf_json_string(b, (const uint8_t *)e->type, strlen(e->type));
-    gw_buf_puts(b, ",\"param\":");
-    if (e->param[0]) gw_buf_json_string(b, (const uint8_t *)e->param, strlen(e->param));
-    else gw_buf_puts(b, "null");
-    gw_buf_puts(b, ",\"code\":");
-    if (e->code) gw_buf_json_string(b, (const uint8_t *)e->code, strlen(e->code));
-    else gw_buf_puts(b, "null");
-    gw_buf_puts(b, "}}");
+void api_error_json(api_buf *b, const api_error *e) {
+    api_buf_puts(b, "{\"error\":{\"message\":");
+    api_buf_json_string(b, (const uint8_t *)e->message, strlen(e->message));
+    api_buf_puts(b, ",\"type\":");
+    api_buf_json_string(b, (const uint8_t *)e->type, strlen(e->type));
+    api_buf_puts(b, ",\"param\":");
+    if (e->param[0]) api_buf_json_string(b, (const uint8_t *)e->param, strlen(e->param));
+    else api_buf_puts(b, "null");
+    api_buf_puts(b, ",\"code\":");
+    if (e->code) api_buf_json_string(b, (const uint8_t *)e->code, strlen(e->code));
+    else api_buf_puts(b, "null");
+    api_buf_puts(b, "}}");
 }
 
 /* ---- request parsing ---------------------------------------------------------------------------- */
@@ -256,31 +256,31 @@ static int has_nul_escape(const char *s, size_t n) {
 static int is_null(const cJSON *v) { return v == NULL || cJSON_IsNull(v); }
 
 /* A JSON number that is an integer; *out is clamped to [-2^62, 2^62]. */
-static int get_integer(const cJSON *v, const char *name, double *out, gw_error *e) {
+static int get_integer(const cJSON *v, const char *name, double *out, api_error *e) {
     if (!cJSON_IsNumber(v))
-        return gw_fail(e, 400, BAD, name, "invalid_type", "'%s' must be an integer", name);
+        return api_fail(e, 400, BAD, name, "invalid_type", "'%s' must be an integer", name);
     double d = v->valuedouble;
     if (!isfinite(d) || d != floor(d))
-        return gw_fail(e, 400, BAD, name, "invalid_type", "'%s' must be an integer", name);
+        return api_fail(e, 400, BAD, name, "invalid_type", "'%s' must be an integer", name);
     *out = d;
     return 0;
 }
 
 static int get_number(const cJSON *v, const char *name, double lo, double hi, int lo_open,
-                      double *out, gw_error *e) {
+                      double *out, api_error *e) {
     if (!cJSON_IsNumber(v))
-        return gw_fail(e, 400, BAD, name, "invalid_type", "'%s' must be a number", name);
+        return api_fail(e, 400, BAD, name, "invalid_type", "'%s' must be a number", name);
     double d = v->valuedouble;
     if (!isfinite(d) || d > hi || d < lo || (lo_open && d == lo))
-        return gw_fail(e, 400, BAD, name, "invalid_value", "'%s' must be in %s%g, %g]", name,
+        return api_fail(e, 400, BAD, name, "invalid_value", "'%s' must be in %s%g, %g]", name,
                        lo_open ? "(" : "[", lo, hi);
     *out = d;
     return 0;
 }
 
-static int parse_prompt(const cJSON *v, const gw_model_info *mi, gw_request *r, gw_error *e) {
+static int parse_prompt(const cJSON *v, const api_model_info *mi, api_request *r, api_error *e) {
     if (is_null(v))
-        return gw_fail(e, 400, BAD, "prompt", "missing_required_parameter",
+        return api_fail(e, 400, BAD, "prompt", "missing_required_parameter",
                        "'prompt' is required (a string, or an array of token ids)");
     if (cJSON_IsString(v)) {
         size_t n = strlen(v->valuestring);
@@ -294,49 +294,49 @@ static int parse_prompt(const cJSON *v, const gw_model_info *mi, gw_request *r, 
         int n = cJSON_GetArraySize(v);
         const cJSON *it = v->child;
         if (n > 0 && cJSON_IsString(it))
-            return gw_fail(e, 400, BAD, "prompt", "invalid_type",
+            return api_fail(e, 400, BAD, "prompt", "invalid_type",
                            "a batch of prompts (array of strings) is not supported; send one "
                            "string per request");
         r->prompt = mallocCheck(((size_t)n + 1) * sizeof(uint32_t));
-        gw_buf text = {0};
+        api_buf text = {0};
         int i = 0;
         for (; it; it = it->next, i++) {
             double d;
             if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
                 it->valuedouble != floor(it->valuedouble)) {
-                gw_buf_free(&text);
-                return gw_fail(e, 400, BAD, "prompt", "invalid_type",
+                api_buf_free(&text);
+                return api_fail(e, 400, BAD, "prompt", "invalid_type",
                                "'prompt' must be a string or an array of integer token ids "
                                "(element %d is not an integer)", i);
             }
             d = it->valuedouble;
             if (d < 0 || d >= mi->n_vocab) {
-                gw_buf_free(&text);
-                return gw_fail(e, 400, BAD, "prompt", "invalid_value",
+                api_buf_free(&text);
+                return api_fail(e, 400, BAD, "prompt", "invalid_value",
                                "token id %.0f at prompt[%d] is outside the vocabulary [0, %d)", d,
                                i, mi->n_vocab);
             }
             r->prompt[i] = (uint32_t)d;
             size_t bl;
             const uint8_t *bytes = tok_token_bytes(mi->tok, r->prompt[i], &bl);
-            gw_buf_put(&text, bytes, bl);
+            api_buf_put(&text, bytes, bl);
         }
         r->n_prompt = i;
         r->prompt_text = text.p; /* the decoded bytes, for --log-content */
         r->prompt_text_len = text.len;
     } else {
-        return gw_fail(e, 400, BAD, "prompt", "invalid_type",
+        return api_fail(e, 400, BAD, "prompt", "invalid_type",
                        "'prompt' must be a string or an array of integer token ids");
     }
     return 0;
 }
 
-int gw_prompt_fits(const gw_model_info *mi, gw_request *r, gw_error *e) {
+int api_prompt_fits(const api_model_info *mi, api_request *r, api_error *e) {
     const char *param = r->chat ? "messages" : "prompt";
     if (r->n_prompt == 0)
-        return gw_fail(e, 400, BAD, param, "invalid_value", "'%s' is empty", param);
+        return api_fail(e, 400, BAD, param, "invalid_value", "'%s' is empty", param);
     if (r->n_prompt >= mi->ctx)
-        return gw_fail(e, 400, BAD, param, "context_length_exceeded",
+        return api_fail(e, 400, BAD, param, "context_length_exceeded",
                        "This model's maximum context length is %d tokens, however the %s is "
                        "%d tokens (it must leave room for at least one completion token)",
                        mi->ctx, r->chat ? "rendered conversation" : "prompt", r->n_prompt);
@@ -345,17 +345,17 @@ int gw_prompt_fits(const gw_model_info *mi, gw_request *r, gw_error *e) {
     return 0;
 }
 
-static int add_stop(gw_request *r, const cJSON *s, gw_error *e) {
+static int add_stop(api_request *r, const cJSON *s, api_error *e) {
     if (!cJSON_IsString(s))
-        return gw_fail(e, 400, BAD, "stop", "invalid_type",
+        return api_fail(e, 400, BAD, "stop", "invalid_type",
                        "'stop' must be a string or an array of strings");
     size_t n = strlen(s->valuestring);
-    if (n == 0 || n > GW_MAX_STOP_LEN)
-        return gw_fail(e, 400, BAD, "stop", "invalid_value",
-                       "each stop sequence must be 1..%d bytes long", GW_MAX_STOP_LEN);
-    if (r->n_stop == GW_MAX_STOP)
-        return gw_fail(e, 400, BAD, "stop", "invalid_value", "at most %d stop sequences",
-                       GW_MAX_STOP);
+    if (n == 0 || n > API_MAX_STOP_LEN)
+        return api_fail(e, 400, BAD, "stop", "invalid_value",
+                       "each stop sequence must be 1..%d bytes long", API_MAX_STOP_LEN);
+    if (r->n_stop == API_MAX_STOP)
+        return api_fail(e, 400, BAD, "stop", "invalid_value", "at most %d stop sequences",
+                       API_MAX_STOP);
     r->stop[r->n_stop] = mallocCheck(n + 1);
     memcpy(r->stop[r->n_stop], s->valuestring, n + 1);
     r->stop_len[r->n_stop++] = n;
@@ -363,31 +363,31 @@ static int add_stop(gw_request *r, const cJSON *s, gw_error *e) {
 }
 
 /* Fields accepted only at their neutral value, for clients that always send them. */
-static int check_neutral(const char *k, const cJSON *v, gw_error *e) {
+static int check_neutral(const char *k, const cJSON *v, api_error *e) {
     if (is_null(v)) return 0;
     if (!strcmp(k, "n") || !strcmp(k, "best_of")) {
         if (cJSON_IsNumber(v) && v->valuedouble == 1) return 0;
-        return gw_fail(e, 400, BAD, k, "unsupported_value", "'%s' must be 1 (one choice per "
+        return api_fail(e, 400, BAD, k, "unsupported_value", "'%s' must be 1 (one choice per "
                        "request)", k);
     }
     if (!strcmp(k, "echo")) {
         if (cJSON_IsFalse(v)) return 0;
-        return gw_fail(e, 400, BAD, k, "unsupported_value", "'echo' is not supported");
+        return api_fail(e, 400, BAD, k, "unsupported_value", "'echo' is not supported");
     }
     if (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")) {
         if (cJSON_IsNumber(v) && v->valuedouble == 0) return 0;
-        return gw_fail(e, 400, BAD, k, "unsupported_value", "'%s' must be 0 (not supported)", k);
+        return api_fail(e, 400, BAD, k, "unsupported_value", "'%s' must be 0 (not supported)", k);
     }
     if (!strcmp(k, "logit_bias")) {
         if (cJSON_IsObject(v) && v->child == NULL) return 0;
-        return gw_fail(e, 400, BAD, k, "unsupported_value", "'logit_bias' is not supported");
+        return api_fail(e, 400, BAD, k, "unsupported_value", "'logit_bias' is not supported");
     }
     if (!strcmp(k, "user")) {
         if (cJSON_IsString(v)) return 0;
-        return gw_fail(e, 400, BAD, k, "invalid_type", "'user' must be a string");
+        return api_fail(e, 400, BAD, k, "invalid_type", "'user' must be a string");
     }
     /* logprobs, suffix */
-    return gw_fail(e, 400, BAD, k, "unsupported_value", "'%s' is not supported (send null)", k);
+    return api_fail(e, 400, BAD, k, "unsupported_value", "'%s' is not supported (send null)", k);
 }
 
 static const char *const KNOWN[] = {"model", "prompt", "max_tokens", "temperature", "top_p",
@@ -395,7 +395,7 @@ static const char *const KNOWN[] = {"model", "prompt", "max_tokens", "temperatur
                                     "best_of", "echo", "logprobs", "suffix", "logit_bias",
                                     "presence_penalty", "frequency_penalty", "user"};
 
-const char *gw_unknown_field(const cJSON *root, const char *const *known, size_t n) {
+const char *api_unknown_field(const cJSON *root, const char *const *known, size_t n) {
     for (const cJSON *it = root->child; it; it = it->next) {
         int ok = 0;
         for (size_t i = 0; i < n; i++) ok |= !strcmp(it->string, known[i]);
@@ -404,13 +404,13 @@ const char *gw_unknown_field(const cJSON *root, const char *const *known, size_t
     return NULL;
 }
 
-int gw_parse_sampling(const cJSON *root, const gw_model_info *mi, gw_request *r, gw_error *e) {
+int api_parse_sampling(const cJSON *root, const api_model_info *mi, api_request *r, api_error *e) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!is_null(v)) {
         if (!cJSON_IsString(v))
-            return gw_fail(e, 400, BAD, "model", "invalid_type", "'model' must be a string");
+            return api_fail(e, 400, BAD, "model", "invalid_type", "'model' must be a string");
         if (strcmp(v->valuestring, mi->model_name))
-            return gw_fail(e, 404, BAD, "model", "model_not_found",
+            return api_fail(e, 404, BAD, "model", "model_not_found",
                            "The model '%.64s' does not exist (this server serves '%s')",
                            v->valuestring, mi->model_name);
     }
@@ -420,11 +420,11 @@ int gw_parse_sampling(const cJSON *root, const gw_model_info *mi, gw_request *r,
         if (check_neutral(neutral[i], cJSON_GetObjectItemCaseSensitive(root, neutral[i]), e))
             return -1;
     double d = 0;
-    r->max_tokens = GW_DEFAULT_MAX_TOKENS;
+    r->max_tokens = API_DEFAULT_MAX_TOKENS;
     if (!is_null(v = cJSON_GetObjectItemCaseSensitive(root, "max_tokens"))) {
         if (get_integer(v, "max_tokens", &d, e)) return -1;
         if (d < 1)
-            return gw_fail(e, 400, BAD, "max_tokens", "invalid_value",
+            return api_fail(e, 400, BAD, "max_tokens", "invalid_value",
                            "'max_tokens' must be at least 1 (got %.0f)", d);
         r->max_tokens = d > INT_MAX ? INT_MAX : (int)d;
     }
@@ -442,13 +442,13 @@ int gw_parse_sampling(const cJSON *root, const gw_model_info *mi, gw_request *r,
     if (!is_null(v = cJSON_GetObjectItemCaseSensitive(root, "top_k"))) {
         if (get_integer(v, "top_k", &d, e)) return -1;
         if (d < 0)
-            return gw_fail(e, 400, BAD, "top_k", "invalid_value", "'top_k' must be >= 0 (0 = all)");
+            return api_fail(e, 400, BAD, "top_k", "invalid_value", "'top_k' must be >= 0 (0 = all)");
         r->sp.top_k = d > INT_MAX ? INT_MAX : (int)d;
     }
     if (!is_null(v = cJSON_GetObjectItemCaseSensitive(root, "seed"))) {
         if (get_integer(v, "seed", &d, e)) return -1;
         if (fabs(d) > 9007199254740992.0) /* 2^53: beyond it a JSON number is not exact */
-            return gw_fail(e, 400, BAD, "seed", "invalid_value", "'seed' must be within ±2^53");
+            return api_fail(e, 400, BAD, "seed", "invalid_value", "'seed' must be within ±2^53");
         r->seed = (uint64_t)(int64_t)d;
         r->has_seed = 1;
     }
@@ -462,31 +462,31 @@ int gw_parse_sampling(const cJSON *root, const gw_model_info *mi, gw_request *r,
     }
     if (!is_null(v = cJSON_GetObjectItemCaseSensitive(root, "stream"))) {
         if (!cJSON_IsBool(v))
-            return gw_fail(e, 400, BAD, "stream", "invalid_type", "'stream' must be a boolean");
+            return api_fail(e, 400, BAD, "stream", "invalid_type", "'stream' must be a boolean");
         r->stream = cJSON_IsTrue(v);
     }
     if (!is_null(v = cJSON_GetObjectItemCaseSensitive(root, "stream_options"))) {
         const cJSON *u = cJSON_GetObjectItemCaseSensitive(v, "include_usage");
         if (!cJSON_IsObject(v) || (!is_null(u) && !cJSON_IsBool(u)))
-            return gw_fail(e, 400, BAD, "stream_options", "invalid_type",
+            return api_fail(e, 400, BAD, "stream_options", "invalid_type",
                            "'stream_options' must be an object {\"include_usage\": bool}");
         r->include_usage = cJSON_IsTrue(u);
     }
     return 0;
 }
 
-static int parse_fields(const cJSON *root, const gw_model_info *mi, gw_request *r, gw_error *e) {
-    const char *unknown = gw_unknown_field(root, KNOWN, sizeof(KNOWN) / sizeof(KNOWN[0]));
+static int parse_fields(const cJSON *root, const api_model_info *mi, api_request *r, api_error *e) {
+    const char *unknown = api_unknown_field(root, KNOWN, sizeof(KNOWN) / sizeof(KNOWN[0]));
     if (unknown)
-        return gw_fail(e, 400, BAD, unknown, "unknown_parameter",
+        return api_fail(e, 400, BAD, unknown, "unknown_parameter",
                        "Unrecognized request argument supplied: %.64s", unknown);
     static const char *const neutral[] = {"best_of", "echo", "logprobs", "suffix"};
     for (size_t i = 0; i < sizeof(neutral) / sizeof(neutral[0]); i++)
         if (check_neutral(neutral[i], cJSON_GetObjectItemCaseSensitive(root, neutral[i]), e))
             return -1;
-    if (gw_parse_sampling(root, mi, r, e)) return -1;
+    if (api_parse_sampling(root, mi, r, e)) return -1;
     if (parse_prompt(cJSON_GetObjectItemCaseSensitive(root, "prompt"), mi, r, e)) return -1;
-    return gw_prompt_fits(mi, r, e);
+    return api_prompt_fits(mi, r, e);
 }
 
 /* RFC 8259 is stricter than cJSON: no raw NUL anywhere and no unescaped control character
@@ -511,11 +511,11 @@ static int json_controls_ok(const char *body, size_t len) {
     return 1;
 }
 
-/* gw_fail as a NULL pointer, for the cJSON-returning function below */
-#define FAIL_NULL(...) (gw_fail(__VA_ARGS__), (cJSON *)NULL)
+/* api_fail as a NULL pointer, for the cJSON-returning function below */
+#define FAIL_NULL(...) (api_fail(__VA_ARGS__), (cJSON *)NULL)
 
-cJSON *gw_json_body(const char *body, size_t len, gw_error *err) {
-    if (!gw_utf8_valid((const uint8_t *)body, len))
+cJSON *api_json_body(const char *body, size_t len, api_error *err) {
+    if (!api_utf8_valid((const uint8_t *)body, len))
         return FAIL_NULL(err, 400, BAD, NULL, "invalid_utf8",
                          "the request body is not valid UTF-8 (JSON text must be UTF-8, RFC "
                          "8259); send arbitrary bytes as a prompt of token ids");
@@ -549,18 +549,18 @@ cJSON *gw_json_body(const char *body, size_t len, gw_error *err) {
     return root;
 }
 
-int gw_parse_completion(const char *body, size_t len, const gw_model_info *mi, gw_request *req,
-                        gw_error *err) {
+int api_parse_completion(const char *body, size_t len, const api_model_info *mi, api_request *req,
+                        api_error *err) {
     memset(req, 0, sizeof(*req));
-    cJSON *root = gw_json_body(body, len, err);
+    cJSON *root = api_json_body(body, len, err);
     if (!root) return -1;
     int rc = parse_fields(root, mi, req, err);
     cJSON_Delete(root);
-    if (rc) gw_request_free(req);
+    if (rc) api_request_free(req);
     return rc;
 }
 
-void gw_request_free(gw_request *req) {
+void api_request_free(api_request *req) {
     free(req->prompt);
     free(req->prompt_text);
     for (int i = 0; i < req->n_stop; i++) free(req->stop[i]);
@@ -569,7 +569,7 @@ void gw_request_free(gw_request *req) {
 
 /* ---- stop sequences ------------------------------------------------------------------------------ */
 
-long gw_stop_find(const gw_request *req, const uint8_t *text, size_t n, size_t from) {
+long api_stop_find(const api_request *req, const uint8_t *text, size_t n, size_t from) {
     long best = -1;
     if (from > n) return -1;
     for (int i = 0; i < req->n_stop; i++) {
@@ -579,7 +579,7 @@ long gw_stop_find(const gw_request *req, const uint8_t *text, size_t n, size_t f
     return best;
 }
 
-size_t gw_stop_holdback(const gw_request *req, const uint8_t *text, size_t n) {
+size_t api_stop_holdback(const api_request *req, const uint8_t *text, size_t n) {
     size_t hold = 0;
     for (int i = 0; i < req->n_stop; i++) {
         size_t k = req->stop_len[i] - 1;
@@ -595,48 +595,48 @@ size_t gw_stop_holdback(const gw_request *req, const uint8_t *text, size_t n) {
 
 /* ---- response bodies ------------------------------------------------------------------------------ */
 
-static void head(gw_buf *b, const char *id, long created, const char *model) {
-    gw_buf_puts(b, "{\"id\":");
-    gw_buf_json_string(b, (const uint8_t *)id, strlen(id));
-    gw_buf_printf(b, ",\"object\":\"text_completion\",\"created\":%ld,\"model\":", created);
-    gw_buf_json_string(b, (const uint8_t *)model, strlen(model));
+static void head(api_buf *b, const char *id, long created, const char *model) {
+    api_buf_puts(b, "{\"id\":");
+    api_buf_json_string(b, (const uint8_t *)id, strlen(id));
+    api_buf_printf(b, ",\"object\":\"text_completion\",\"created\":%ld,\"model\":", created);
+    api_buf_json_string(b, (const uint8_t *)model, strlen(model));
 }
 
-static void choice(gw_buf *b, const uint8_t *text, size_t n, const char *finish) {
-    gw_buf_puts(b, ",\"choices\":[{\"text\":");
-    gw_buf_json_string(b, text, n);
-    gw_buf_puts(b, ",\"index\":0,\"logprobs\":null,\"finish_reason\":");
-    if (finish) gw_buf_printf(b, "\"%s\"}]", finish);
-    else gw_buf_puts(b, "null}]");
+static void choice(api_buf *b, const uint8_t *text, size_t n, const char *finish) {
+    api_buf_puts(b, ",\"choices\":[{\"text\":");
+    api_buf_json_string(b, text, n);
+    api_buf_puts(b, ",\"index\":0,\"logprobs\":null,\"finish_reason\":");
+    if (finish) api_buf_printf(b, "\"%s\"}]", finish);
+    else api_buf_puts(b, "null}]");
 }
 
-static void usage(gw_buf *b, int prompt_tokens, int completion_tokens) {
-    gw_buf_printf(b, ",\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}",
+static void usage(api_buf *b, int prompt_tokens, int completion_tokens) {
+    api_buf_printf(b, ",\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}",
                   prompt_tokens, completion_tokens, prompt_tokens + completion_tokens);
 }
 
-void gw_completion_json(gw_buf *b, const char *id, long created, const char *model,
+void api_completion_json(api_buf *b, const char *id, long created, const char *model,
                         const uint8_t *text, size_t n, const char *finish, int prompt_tokens,
                         int completion_tokens) {
     head(b, id, created, model);
     choice(b, text, n, finish);
     usage(b, prompt_tokens, completion_tokens);
-    gw_buf_puts(b, "}");
+    api_buf_puts(b, "}");
 }
 
-void gw_chunk_sse(gw_buf *b, const char *id, long created, const char *model, const uint8_t *text,
+void api_chunk_sse(api_buf *b, const char *id, long created, const char *model, const uint8_t *text,
                   size_t n, const char *finish) {
-    gw_buf_puts(b, "data: ");
+    api_buf_puts(b, "data: ");
     head(b, id, created, model);
     choice(b, text, n, finish);
-    gw_buf_puts(b, "}\n\n");
+    api_buf_puts(b, "}\n\n");
 }
 
-void gw_usage_sse(gw_buf *b, const char *id, long created, const char *model, int prompt_tokens,
+void api_usage_sse(api_buf *b, const char *id, long created, const char *model, int prompt_tokens,
                   int completion_tokens) {
-    gw_buf_puts(b, "data: ");
+    api_buf_puts(b, "data: ");
     head(b, id, created, model);
-    gw_buf_puts(b, ",\"choices\":[]");
+    api_buf_puts(b, ",\"choices\":[]");
     usage(b, prompt_tokens, completion_tokens);
-    gw_buf_puts(b, "}\n\n");
+    api_buf_puts(b, "}\n\n");
 }

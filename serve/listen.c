@@ -1,5 +1,6 @@
 /*
- * serve/listen.c — resolve, bind and start libmicrohttpd for serve and gateway (listen.h).
+ * serve/listen.c — the HTTP plumbing serve and the gateway share (serve/api.h): resolve, bind and
+ * start libmicrohttpd; the Prometheus text exposition writers; the monotonic clock.
  *
  * MHD_USE_THREAD_PER_CONNECTION: a handler may block (waiting for a slot, or for an upstream)
  * without stalling other clients, and MHD still enforces the idle timeout. MHD's own log lines go
@@ -7,7 +8,7 @@
  * error" line is dropped, because our handlers return MHD_NO on purpose when the client left
  * mid-request (the access log already says 499).
  */
-#include "serve/listen.h"
+#include "serve/api.h"
 
 #include <netdb.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     const char *who = cls;
@@ -26,7 +28,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     fprintf(stderr, "minitrain: %s: libmicrohttpd: %s\n", who, msg);
 }
 
-struct MHD_Daemon *gw_listen(const gw_listen_opts *o, int *bound_port, char *err, size_t errlen) {
+struct MHD_Daemon *api_listen(const api_listen_opts *o, int *bound_port, char *err, size_t errlen) {
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
@@ -67,4 +69,50 @@ struct MHD_Daemon *gw_listen(const gw_listen_opts *o, int *bound_port, char *err
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     *bound_port = di ? di->port : o->port;
     return d;
+}
+
+/* ---- Prometheus text exposition format 0.0.4 --------------------------------------------------- */
+
+const double api_latency_bounds[API_LAT_NBUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                   0.5,   1.0,  2.5,   5.0,  10.0, 30.0};
+
+void api_prom_family(api_buf *b, const char *name, const char *type, const char *help) {
+    api_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void api_prom_counter(api_buf *b, const char *name, const char *help, uint64_t v) {
+    api_prom_family(b, name, "counter", help);
+    api_buf_printf(b, "%s %llu\n", name, (unsigned long long)v);
+}
+
+void api_prom_gauge(api_buf *b, const char *name, const char *help, long long v) {
+    api_prom_family(b, name, "gauge", help);
+    api_buf_printf(b, "%s %lld\n", name, v);
+}
+
+void api_prom_histogram(api_buf *b, const char *name, const char *labels, const uint64_t *bucket,
+                       double sum, uint64_t count) {
+    const char *sep = labels[0] ? "," : "";
+    uint64_t cum = 0;
+    for (int i = 0; i < API_LAT_NBUCKETS; i++) {
+        cum += bucket[i];
+        api_buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
+                      api_latency_bounds[i], (unsigned long long)cum);
+    }
+    cum += bucket[API_LAT_NBUCKETS];
+    api_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+                  (unsigned long long)cum);
+    if (labels[0]) {
+        api_buf_printf(b, "%s_sum{%s} %.9g\n", name, labels, sum);
+        api_buf_printf(b, "%s_count{%s} %llu\n", name, labels, (unsigned long long)count);
+    } else {
+        api_buf_printf(b, "%s_sum %.9g\n", name, sum);
+        api_buf_printf(b, "%s_count %llu\n", name, (unsigned long long)count);
+    }
+}
+
+double api_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

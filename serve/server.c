@@ -26,7 +26,6 @@
  */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "serve/server.h"
-#include "serve/listen.h"
 
 #include <microhttpd.h>
 #include <poll.h>
@@ -41,18 +40,18 @@
 
 #define WAIT_STEP_S 0.1 /* how often a waiting connection re-checks its client */
 
-struct gw_server {
-    gw_server_opts o;
+struct srv_server {
+    srv_opts o;
     struct MHD_Daemon *d;
     int port;
     atomic_int ready;
     const gpt_model *m;
     const tok_tokenizer *tok;
     int step;
-    gw_model_info mi;
+    api_model_info mi;
     size_t max_token_bytes;
-    gw_pool *pool;
-    gw_metrics metrics;
+    srv_pool *pool;
+    srv_metrics metrics;
     pthread_mutex_t id_mu;
     rng_state id_rng;
     long started;
@@ -67,20 +66,20 @@ typedef struct {
     int endpoint;
     char method[8];
     char path[96];
-    gw_buf body;
+    api_buf body;
     int too_large;
     size_t discarded;
     double t0;
     int status;      /* status queued, 0 if none (connection dropped) */
     int stream;
-    gw_job *job;     /* our reference, or NULL */
+    srv_job *job;     /* our reference, or NULL */
     char retry_after[16]; /* Retry-After of a 429/503 answer ("" = the default, 1 s) */
 } conn_ctx;
 
 /* State of one streamed response, owned by the MHD response (freed by stream_free). */
 typedef struct {
-    gw_server *s;
-    gw_job *job; /* own reference */
+    srv_server *s;
+    srv_job *job; /* own reference */
     int fd;
     char id[40];
     long created;
@@ -89,7 +88,7 @@ typedef struct {
     int phase;      /* see enum below */
     int chat;       /* chat.completion.chunk events (else text_completion) */
     int sent_role;  /* chat: the opening {"role":"assistant"} delta is out */
-    gw_buf out;
+    api_buf out;
     size_t out_off;
 } stream_state;
 
@@ -97,7 +96,7 @@ enum { PH_TOKENS, PH_USAGE, PH_DONE, PH_END, PH_ERROR };
 
 /* ---- helpers ---------------------------------------------------------------------------------- */
 
-static void new_id(gw_server *s, int chat, char *out, size_t cap) {
+static void new_id(srv_server *s, int chat, char *out, size_t cap) {
     pthread_mutex_lock(&s->id_mu);
     uint64_t a = rng_u64(&s->id_rng), b = rng_u64(&s->id_rng);
     pthread_mutex_unlock(&s->id_mu);
@@ -107,10 +106,10 @@ static void new_id(gw_server *s, int chat, char *out, size_t cap) {
 
 /* The two generation endpoints (POST, with a body). */
 static int is_generation(int endpoint) {
-    return endpoint == GW_EP_COMPLETIONS || endpoint == GW_EP_CHAT;
+    return endpoint == SRV_EP_COMPLETIONS || endpoint == SRV_EP_CHAT;
 }
 
-static uint64_t new_seed(gw_server *s) {
+static uint64_t new_seed(srv_server *s) {
     pthread_mutex_lock(&s->id_mu);
     uint64_t v = rng_u64(&s->id_rng);
     pthread_mutex_unlock(&s->id_mu);
@@ -133,11 +132,11 @@ static int conn_fd(struct MHD_Connection *c) {
 
 /* Queue body (ownership taken) with status and up to one extra header. */
 static enum MHD_Result reply(conn_ctx *cc, struct MHD_Connection *c, int status,
-                             const char *ctype, gw_buf *body, const char *hname,
+                             const char *ctype, api_buf *body, const char *hname,
                              const char *hval) {
     struct MHD_Response *r;
     if (body->len == 0) {
-        gw_buf_free(body);
+        api_buf_free(body);
         r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     } else {
         r = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
@@ -152,9 +151,9 @@ static enum MHD_Result reply(conn_ctx *cc, struct MHD_Connection *c, int status,
     return q;
 }
 
-static enum MHD_Result reply_error(conn_ctx *cc, struct MHD_Connection *c, const gw_error *e) {
-    gw_buf b = {0};
-    gw_error_json(&b, e);
+static enum MHD_Result reply_error(conn_ctx *cc, struct MHD_Connection *c, const api_error *e) {
+    api_buf b = {0};
+    api_error_json(&b, e);
     const char *hn = NULL, *hv = NULL;
     if (e->status == 503 || e->status == 429)
         hn = MHD_HTTP_HEADER_RETRY_AFTER, hv = cc->retry_after[0] ? cc->retry_after : "1";
@@ -164,7 +163,7 @@ static enum MHD_Result reply_error(conn_ctx *cc, struct MHD_Connection *c, const
     return reply(cc, c, e->status, "application/json", &b, hn, hv);
 }
 
-static enum MHD_Result reply_json(conn_ctx *cc, struct MHD_Connection *c, int status, gw_buf *b) {
+static enum MHD_Result reply_json(conn_ctx *cc, struct MHD_Connection *c, int status, api_buf *b) {
     return reply(cc, c, status, "application/json", b, NULL, NULL);
 }
 
@@ -176,7 +175,7 @@ static int key_equal(const char *a, const char *b) {
     return diff == 0;
 }
 
-static int authorized(gw_server *s, struct MHD_Connection *c) {
+static int authorized(srv_server *s, struct MHD_Connection *c) {
     if (s->o.n_api_keys == 0) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0) return 0; /* scheme: RFC 7235 §2.1 */
@@ -188,62 +187,62 @@ static int authorized(gw_server *s, struct MHD_Connection *c) {
 
 static int route(const char *url, const char **model_id) {
     *model_id = NULL;
-    if (!strcmp(url, "/v1/completions")) return GW_EP_COMPLETIONS;
-    if (!strcmp(url, "/v1/chat/completions")) return GW_EP_CHAT;
-    if (!strcmp(url, "/v1/models")) return GW_EP_MODELS;
+    if (!strcmp(url, "/v1/completions")) return SRV_EP_COMPLETIONS;
+    if (!strcmp(url, "/v1/chat/completions")) return SRV_EP_CHAT;
+    if (!strcmp(url, "/v1/models")) return SRV_EP_MODELS;
     if (!strncmp(url, "/v1/models/", 11) && url[11]) {
         *model_id = url + 11;
-        return GW_EP_MODELS;
+        return SRV_EP_MODELS;
     }
-    if (!strcmp(url, "/health")) return GW_EP_HEALTH;
-    if (!strcmp(url, "/metrics")) return GW_EP_METRICS;
-    return GW_EP_OTHER;
+    if (!strcmp(url, "/health")) return SRV_EP_HEALTH;
+    if (!strcmp(url, "/metrics")) return SRV_EP_METRICS;
+    return SRV_EP_OTHER;
 }
 
 /* ---- GET endpoints ---------------------------------------------------------------------------- */
 
-static void model_object(gw_server *s, gw_buf *b) {
+static void model_object(srv_server *s, api_buf *b) {
     const gpt_config *c = &s->m->cfg;
-    gw_buf_puts(b, "{\"id\":");
-    gw_buf_json_string(b, (const uint8_t *)s->o.model_name, strlen(s->o.model_name));
-    gw_buf_printf(b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\","
+    api_buf_puts(b, "{\"id\":");
+    api_buf_json_string(b, (const uint8_t *)s->o.model_name, strlen(s->o.model_name));
+    api_buf_printf(b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\","
                      "\"context_length\":%d,\"vocab_size\":%d,\"n_layer\":%d,\"n_head\":%d,"
                      "\"d_model\":%d,\"step\":%d}",
                   s->started, c->seq_len, s->mi.n_vocab, c->n_layer, c->n_head, c->d_model,
                   s->step);
 }
 
-static enum MHD_Result handle_get(gw_server *s, conn_ctx *cc, struct MHD_Connection *c,
+static enum MHD_Result handle_get(srv_server *s, conn_ctx *cc, struct MHD_Connection *c,
                                   const char *model_id) {
-    gw_buf b = {0};
-    gw_error e;
+    api_buf b = {0};
+    api_error e;
     int ready = atomic_load(&s->ready);
     switch (cc->endpoint) {
-    case GW_EP_HEALTH:
-        gw_buf_puts(&b, ready ? "{\"status\":\"ok\"}" : "{\"status\":\"loading\"}");
+    case SRV_EP_HEALTH:
+        api_buf_puts(&b, ready ? "{\"status\":\"ok\"}" : "{\"status\":\"loading\"}");
         return reply_json(cc, c, ready ? 200 : 503, &b);
-    case GW_EP_METRICS: {
-        gw_gauges g = {.ready = ready, .slots_total = s->o.slots, .queue_capacity = s->o.queue};
-        if (ready) gw_pool_stats(s->pool, &g.queue_depth, &g.slots_busy);
-        gw_metrics_render(&s->metrics, &g, &b);
+    case SRV_EP_METRICS: {
+        srv_gauges g = {.ready = ready, .slots_total = s->o.slots, .queue_capacity = s->o.queue};
+        if (ready) srv_pool_stats(s->pool, &g.queue_depth, &g.slots_busy);
+        srv_metrics_render(&s->metrics, &g, &b);
         return reply(cc, c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL, NULL);
     }
     default: /* models */
         if (!ready) {
-            gw_fail(&e, 503, "server_error", NULL, "model_loading", "the model is still loading");
+            api_fail(&e, 503, "server_error", NULL, "model_loading", "the model is still loading");
             return reply_error(cc, c, &e);
         }
         if (model_id) {
             if (strcmp(model_id, s->o.model_name)) {
-                gw_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
+                api_fail(&e, 404, "invalid_request_error", "model", "model_not_found",
                         "The model '%.64s' does not exist", model_id);
                 return reply_error(cc, c, &e);
             }
             model_object(s, &b);
         } else {
-            gw_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+            api_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
             model_object(s, &b);
-            gw_buf_puts(&b, "]}");
+            api_buf_puts(&b, "]}");
         }
         return reply_json(cc, c, 200, &b);
     }
@@ -253,30 +252,30 @@ static enum MHD_Result handle_get(gw_server *s, conn_ctx *cc, struct MHD_Connect
 
 /* Fill ss->out with the next event(s), waiting up to WAIT_STEP_S for a token. */
 static void stream_produce(stream_state *ss) {
-    gw_server *s = ss->s;
-    gw_job *j = ss->job;
+    srv_server *s = ss->s;
+    srv_job *j = ss->job;
     const char *model = s->o.model_name;
     if (ss->phase == PH_USAGE) {
-        if (ss->chat) gw_chat_usage_sse(&ss->out, ss->id, ss->created, model, j->req.n_prompt, j->n_gen);
-        else gw_usage_sse(&ss->out, ss->id, ss->created, model, j->req.n_prompt, j->n_gen);
+        if (ss->chat) api_chat_usage_sse(&ss->out, ss->id, ss->created, model, j->req.n_prompt, j->n_gen);
+        else api_usage_sse(&ss->out, ss->id, ss->created, model, j->req.n_prompt, j->n_gen);
         ss->phase = PH_DONE;
         return;
     }
     if (ss->chat && !ss->sent_role) { /* OpenAI opens a chat stream with the role alone */
-        gw_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 1, (const uint8_t *)"", 0, NULL);
+        api_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 1, (const uint8_t *)"", 0, NULL);
         ss->sent_role = 1;
         return;
     }
     if (ss->phase == PH_DONE) {
-        gw_buf_puts(&ss->out, "data: [DONE]\n\n");
+        api_buf_puts(&ss->out, "data: [DONE]\n\n");
         ss->phase = PH_END;
         return;
     }
     int n_gen, done, finish;
     size_t len;
-    gw_job_wait(s->pool, j, ss->next_tok, WAIT_STEP_S, &n_gen, &len, &done, &finish);
-    if (client_gone(ss->fd) || (done && finish == GW_FINISH_CANCELLED)) {
-        gw_job_cancel(j);
+    srv_job_wait(s->pool, j, ss->next_tok, WAIT_STEP_S, &n_gen, &len, &done, &finish);
+    if (client_gone(ss->fd) || (done && finish == SRV_FINISH_CANCELLED)) {
+        srv_job_cancel(j);
         ss->phase = PH_ERROR;
         return;
     }
@@ -285,30 +284,30 @@ static void stream_produce(stream_state *ss) {
          * (the start of a possible stop sequence, an incomplete UTF-8 character) */
         size_t target = j->ends[ss->next_tok++];
         if (target > len) target = len;
-        size_t safe = target - gw_stop_holdback(&j->req, j->text, target);
+        size_t safe = target - api_stop_holdback(&j->req, j->text, target);
         if (safe < ss->emitted) safe = ss->emitted;
-        safe -= gw_utf8_incomplete_tail(j->text + ss->emitted, safe - ss->emitted);
+        safe -= api_utf8_incomplete_tail(j->text + ss->emitted, safe - ss->emitted);
         if (safe > ss->emitted) {
             if (ss->chat)
-                gw_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, j->text + ss->emitted,
+                api_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, j->text + ss->emitted,
                                   safe - ss->emitted, NULL);
             else
-                gw_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
+                api_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
                              safe - ss->emitted, NULL);
             ss->emitted = safe;
             return;
         }
     }
     if (done) { /* the rest (held-back bytes, if any) with the finish reason */
-        const char *fin = finish == GW_FINISH_STOP ? "stop" : "length";
+        const char *fin = finish == SRV_FINISH_STOP ? "stop" : "length";
         if (!ss->chat) {
-            gw_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
+            api_chunk_sse(&ss->out, ss->id, ss->created, model, j->text + ss->emitted,
                          len - ss->emitted, fin);
         } else { /* the text, then an empty delta with the finish reason, as OpenAI does */
             if (len > ss->emitted)
-                gw_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, j->text + ss->emitted,
+                api_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, j->text + ss->emitted,
                                   len - ss->emitted, NULL);
-            gw_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, NULL, 0, fin);
+            api_chat_chunk_sse(&ss->out, ss->id, ss->created, model, 0, NULL, 0, fin);
         }
         ss->emitted = len;
         ss->phase = j->req.include_usage ? PH_USAGE : PH_DONE;
@@ -319,7 +318,7 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream_state *ss = cls;
     for (;;) {
-        long n = gw_buf_drain(&ss->out, &ss->out_off, buf, max);
+        long n = api_buf_drain(&ss->out, &ss->out_off, buf, max);
         if (n >= 0) return (ssize_t)n;
         if (ss->phase == PH_END) return MHD_CONTENT_READER_END_OF_STREAM;
         if (ss->phase == PH_ERROR) return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -329,8 +328,8 @@ static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void stream_free(void *cls) {
     stream_state *ss = cls;
-    gw_job_release(ss->job);
-    gw_buf_free(&ss->out);
+    srv_job_release(ss->job);
+    api_buf_free(&ss->out);
     free(ss);
 }
 
@@ -340,7 +339,7 @@ enum { FAULT_NONE, FAULT_STATUS, FAULT_EMPTY };
 
 /* Draw this request's fault. Always two draws, so the sequence of outcomes for a seed does not
  * depend on which faults are enabled. *variant alternates the two empty shapes. */
-static int fault_draw(gw_server *s, int *variant) {
+static int fault_draw(srv_server *s, int *variant) {
     if (s->o.fault_rate <= 0 && s->o.fault_empty <= 0) return FAULT_NONE;
     pthread_mutex_lock(&s->fault_mu);
     double u1 = rng_uniform(&s->fault_rng), u2 = rng_uniform(&s->fault_rng);
@@ -351,9 +350,9 @@ static int fault_draw(gw_server *s, int *variant) {
 }
 
 /* Sleep --fault-latency, watching the client. Returns 0, or -1 if the client left. */
-static int fault_sleep(gw_server *s, int fd) {
-    double until = gw_now() + s->o.fault_latency_ms / 1000.0;
-    for (double now = gw_now(); now < until; now = gw_now()) {
+static int fault_sleep(srv_server *s, int fd) {
+    double until = api_now() + s->o.fault_latency_ms / 1000.0;
+    for (double now = api_now(); now < until; now = api_now()) {
         if (client_gone(fd)) return -1;
         double left = until - now;
         struct timespec ts = {0, (long)(1e9 * (left < 0.01 ? left : 0.01))};
@@ -364,31 +363,31 @@ static int fault_sleep(gw_server *s, int fd) {
 
 /* A 200 that carries nothing: choices [] (variant 0) or one choice with empty content and no
  * finish_reason (variant 1); streamed, [DONE] alone or one such chunk then [DONE]. */
-static enum MHD_Result reply_empty(gw_server *s, conn_ctx *cc, struct MHD_Connection *c,
-                                   const gw_request *req, int variant) {
+static enum MHD_Result reply_empty(srv_server *s, conn_ctx *cc, struct MHD_Connection *c,
+                                   const api_request *req, int variant) {
     char id[40];
     new_id(s, req->chat, id, sizeof(id));
     long now = (long)time(NULL);
     const char *model = s->o.model_name;
-    gw_buf b = {0};
+    api_buf b = {0};
     if (req->stream) {
         if (variant == 1) {
-            if (req->chat) gw_chat_chunk_sse(&b, id, now, model, 1, (const uint8_t *)"", 0, NULL);
-            else gw_chunk_sse(&b, id, now, model, (const uint8_t *)"", 0, NULL);
+            if (req->chat) api_chat_chunk_sse(&b, id, now, model, 1, (const uint8_t *)"", 0, NULL);
+            else api_chunk_sse(&b, id, now, model, (const uint8_t *)"", 0, NULL);
         }
-        gw_buf_puts(&b, "data: [DONE]\n\n");
+        api_buf_puts(&b, "data: [DONE]\n\n");
         return reply(cc, c, 200, "text/event-stream", &b, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     }
     if (variant == 1) {
-        if (req->chat) gw_chat_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
-        else gw_completion_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
+        if (req->chat) api_chat_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
+        else api_completion_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
     } else {
-        gw_buf_puts(&b, "{\"id\":");
-        gw_buf_json_string(&b, (const uint8_t *)id, strlen(id));
-        gw_buf_printf(&b, ",\"object\":\"%s\",\"created\":%ld,\"model\":",
+        api_buf_puts(&b, "{\"id\":");
+        api_buf_json_string(&b, (const uint8_t *)id, strlen(id));
+        api_buf_printf(&b, ",\"object\":\"%s\",\"created\":%ld,\"model\":",
                       req->chat ? "chat.completion" : "text_completion", now);
-        gw_buf_json_string(&b, (const uint8_t *)model, strlen(model));
-        gw_buf_printf(&b, ",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":0,"
+        api_buf_json_string(&b, (const uint8_t *)model, strlen(model));
+        api_buf_printf(&b, ",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":0,"
                           "\"total_tokens\":%d}}", req->n_prompt, req->n_prompt);
     }
     return reply_json(cc, c, 200, &b);
@@ -396,52 +395,52 @@ static enum MHD_Result reply_empty(gw_server *s, conn_ctx *cc, struct MHD_Connec
 
 /* Apply --fault-* to a valid request: MHD_YES/NO if it was answered (or dropped), -1 if it goes
  * on to be generated. */
-static int apply_faults(gw_server *s, conn_ctx *cc, struct MHD_Connection *c, gw_request *req) {
+static int apply_faults(srv_server *s, conn_ctx *cc, struct MHD_Connection *c, api_request *req) {
     if (s->o.fault_latency_ms > 0 && fault_sleep(s, conn_fd(c)) != 0) {
-        gw_request_free(req);
+        api_request_free(req);
         return MHD_NO; /* the client left while we stalled */
     }
     int variant = 0;
     int f = fault_draw(s, &variant);
     if (f == FAULT_NONE) return -1;
-    gw_metrics_fault(&s->metrics);
+    srv_metrics_fault(&s->metrics);
     enum MHD_Result q;
     if (f == FAULT_STATUS) {
         int st = s->o.fault_status;
-        gw_error e;
+        api_error e;
         snprintf(cc->retry_after, sizeof(cc->retry_after), "%d", s->o.fault_retry_after_s);
-        gw_fail(&e, st, st == 429 ? "rate_limit_error" : st >= 500 ? "server_error" : "invalid_request_error",
+        api_fail(&e, st, st == 429 ? "rate_limit_error" : st >= 500 ? "server_error" : "invalid_request_error",
                 NULL, "injected_fault", "injected fault: status %d (serve --fault-status, test only)", st);
         q = reply_error(cc, c, &e);
     } else {
         q = reply_empty(s, cc, c, req, variant);
     }
-    gw_request_free(req);
+    api_request_free(req);
     return q;
 }
 
 /* ---- POST /v1/completions and /v1/chat/completions ------------------------------------------- */
 
-static enum MHD_Result handle_completion(gw_server *s, conn_ctx *cc, struct MHD_Connection *c) {
-    gw_error e;
+static enum MHD_Result handle_completion(srv_server *s, conn_ctx *cc, struct MHD_Connection *c) {
+    api_error e;
     if (!atomic_load(&s->ready)) {
-        gw_fail(&e, 503, "server_error", NULL, "model_loading", "the model is still loading");
+        api_fail(&e, 503, "server_error", NULL, "model_loading", "the model is still loading");
         return reply_error(cc, c, &e);
     }
-    gw_request req;
+    api_request req;
     const char *body = cc->body.p ? cc->body.p : "";
-    int bad = cc->endpoint == GW_EP_CHAT ? gw_parse_chat(body, cc->body.len, &s->mi, &req, &e)
-                                         : gw_parse_completion(body, cc->body.len, &s->mi, &req, &e);
+    int bad = cc->endpoint == SRV_EP_CHAT ? api_parse_chat(body, cc->body.len, &s->mi, &req, &e)
+                                         : api_parse_completion(body, cc->body.len, &s->mi, &req, &e);
     if (bad) return reply_error(cc, c, &e);
-    gw_buf_free(&cc->body);
+    api_buf_free(&cc->body);
     int fq = apply_faults(s, cc, c, &req);
     if (fq >= 0) return (enum MHD_Result)fq;
     if (!req.has_seed) req.seed = new_seed(s);
-    gw_job *j = gw_job_create(&req, s->max_token_bytes);
-    if (gw_pool_submit(s->pool, j) != 0) {
-        gw_job_release(j);
-        gw_metrics_queue_full(&s->metrics);
-        gw_fail(&e, 503, "server_error", NULL, "server_overloaded",
+    srv_job *j = srv_job_create(&req, s->max_token_bytes);
+    if (srv_pool_submit(s->pool, j) != 0) {
+        srv_job_release(j);
+        srv_metrics_queue_full(&s->metrics);
+        api_fail(&e, 503, "server_error", NULL, "server_overloaded",
                 "all %d generation slots are busy and the queue (%d) is full; retry later",
                 s->o.slots, s->o.queue);
         return reply_error(cc, c, &e);
@@ -454,7 +453,7 @@ static enum MHD_Result handle_completion(gw_server *s, conn_ctx *cc, struct MHD_
         stream_state *ss = callocCheck(1, sizeof(stream_state));
         ss->s = s;
         ss->job = j;
-        gw_job_retain(j);
+        srv_job_retain(j);
         ss->fd = fd;
         ss->chat = chat;
         new_id(s, chat, ss->id, sizeof(ss->id));
@@ -475,24 +474,24 @@ static enum MHD_Result handle_completion(gw_server *s, conn_ctx *cc, struct MHD_
     int done = 0, finish = 0, n_gen = 0;
     size_t len = 0;
     while (!done) {
-        gw_job_wait(s->pool, j, 1 << 30, WAIT_STEP_S, &n_gen, &len, &done, &finish);
+        srv_job_wait(s->pool, j, 1 << 30, WAIT_STEP_S, &n_gen, &len, &done, &finish);
         if (!done && client_gone(fd)) {
-            gw_job_cancel(j);
+            srv_job_cancel(j);
             return MHD_NO; /* nobody to answer; on_completed counts it as 499 */
         }
     }
-    if (finish == GW_FINISH_CANCELLED) {
-        gw_fail(&e, 503, "server_error", NULL, "server_stopping", "the server is shutting down");
+    if (finish == SRV_FINISH_CANCELLED) {
+        api_fail(&e, 503, "server_error", NULL, "server_stopping", "the server is shutting down");
         return reply_error(cc, c, &e);
     }
     char id[40];
     new_id(s, chat, id, sizeof(id));
-    gw_buf b = {0};
-    const char *fin = finish == GW_FINISH_STOP ? "stop" : "length";
+    api_buf b = {0};
+    const char *fin = finish == SRV_FINISH_STOP ? "stop" : "length";
     if (chat)
-        gw_chat_json(&b, id, (long)time(NULL), s->o.model_name, j->text, len, fin, j->req.n_prompt, n_gen);
+        api_chat_json(&b, id, (long)time(NULL), s->o.model_name, j->text, len, fin, j->req.n_prompt, n_gen);
     else
-        gw_completion_json(&b, id, (long)time(NULL), s->o.model_name, j->text, len, fin,
+        api_completion_json(&b, id, (long)time(NULL), s->o.model_name, j->text, len, fin,
                            j->req.n_prompt, n_gen);
     return reply_json(cc, c, 200, &b);
 }
@@ -504,31 +503,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
     (void)version;
-    gw_server *s = cls;
+    srv_server *s = cls;
     conn_ctx *cc = *con_cls;
-    gw_error e;
+    api_error e;
     if (cc == NULL) { /* first call: headers only */
         cc = callocCheck(1, sizeof(conn_ctx));
         *con_cls = cc;
-        cc->t0 = gw_now();
+        cc->t0 = api_now();
         snprintf(cc->method, sizeof(cc->method), "%s", method);
         snprintf(cc->path, sizeof(cc->path), "%s", url);
         const char *model_id;
         cc->endpoint = route(url, &model_id);
         int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-        if (cc->endpoint != GW_EP_HEALTH && !authorized(s, c)) {
-            gw_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
+        if (cc->endpoint != SRV_EP_HEALTH && !authorized(s, c)) {
+            api_fail(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
                     "missing or incorrect API key (send 'Authorization: Bearer KEY')");
             return reply_error(cc, c, &e);
         }
-        if (cc->endpoint == GW_EP_OTHER) {
-            gw_fail(&e, 404, "invalid_request_error", NULL, "unknown_url",
+        if (cc->endpoint == SRV_EP_OTHER) {
+            api_fail(&e, 404, "invalid_request_error", NULL, "unknown_url",
                     "unknown path %.64s (endpoints: POST /v1/completions, POST "
                     "/v1/chat/completions, GET /v1/models, GET /health, GET /metrics)", url);
             return reply_error(cc, c, &e);
         }
         if (is_generation(cc->endpoint) ? strcmp(method, "POST") != 0 : !is_get) {
-            gw_fail(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
+            api_fail(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
                     "method %.16s is not allowed on %s", method, url);
             return reply_error(cc, c, &e);
         }
@@ -536,7 +535,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->o.max_body) {
-            gw_fail(&e, 413, "invalid_request_error", NULL, "request_too_large",
+            api_fail(&e, 413, "invalid_request_error", NULL, "request_too_large",
                     "the request body is %s bytes; the limit is %zu (--max-body)", cl,
                     s->o.max_body);
             return reply_error(cc, c, &e);
@@ -546,12 +545,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size > 0) { /* a piece of the body */
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        return gw_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
+        return api_body_take(&cc->body, &cc->too_large, &cc->discarded, upload_data, n,
                             s->o.max_body) ? MHD_YES : MHD_NO;
     }
     if (cc->status) return MHD_YES; /* already answered */
     if (cc->too_large) {
-        gw_fail(&e, 413, "invalid_request_error", NULL, "request_too_large",
+        api_fail(&e, 413, "invalid_request_error", NULL, "request_too_large",
                 "the request body is over the limit of %zu bytes (--max-body)", s->o.max_body);
         return reply_error(cc, c, &e);
     }
@@ -561,55 +560,55 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     (void)c;
-    gw_server *s = cls;
+    srv_server *s = cls;
     conn_ctx *cc = *con_cls;
     if (cc == NULL) return;
     *con_cls = NULL;
-    double now = gw_now();
+    double now = api_now();
     int ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     /* 499 (nginx's "client closed request"): the connection ended before the answer did */
     int status = ok ? cc->status : 499;
-    if (cc->status || cc->job) gw_metrics_request(&s->metrics, cc->endpoint, status);
-    gw_job *j = cc->job;
+    if (cc->status || cc->job) srv_metrics_request(&s->metrics, cc->endpoint, status);
+    srv_job *j = cc->job;
     if (j) {
-        if (!ok) gw_job_cancel(j);
+        if (!ok) srv_job_cancel(j);
         int n_gen, done, finish;
         size_t len;
-        gw_job_wait(s->pool, j, 0, 0, &n_gen, &len, &done, &finish);
-        if (ok && status == 200) gw_metrics_latency(&s->metrics, now - cc->t0);
+        srv_job_wait(s->pool, j, 0, 0, &n_gen, &len, &done, &finish);
+        if (ok && status == 200) srv_metrics_latency(&s->metrics, now - cc->t0);
         if (!s->o.quiet) {
             double queue_ms = j->t_start > 0 ? 1e3 * (j->t_start - j->t_submit) : -1;
-            gw_buf line = {0};
-            gw_buf_printf(&line, "minitrain: serve: %s %s %d stream=%d prompt_tokens=%d "
+            api_buf line = {0};
+            api_buf_printf(&line, "minitrain: serve: %s %s %d stream=%d prompt_tokens=%d "
                                  "completion_tokens=%d queue_ms=%.1f ms=%.1f",
                           cc->method, cc->path, status, cc->stream, j->req.n_prompt, n_gen,
                           queue_ms, 1e3 * (now - cc->t0));
             if (s->o.log_content) {
-                gw_buf_puts(&line, " prompt=");
-                gw_buf_json_string(&line, (const uint8_t *)j->req.prompt_text,
+                api_buf_puts(&line, " prompt=");
+                api_buf_json_string(&line, (const uint8_t *)j->req.prompt_text,
                                    j->req.prompt_text_len);
-                gw_buf_puts(&line, " completion=");
-                gw_buf_json_string(&line, j->text, len);
+                api_buf_puts(&line, " completion=");
+                api_buf_json_string(&line, j->text, len);
             }
             fprintf(stderr, "%s\n", line.p);
-            gw_buf_free(&line);
+            api_buf_free(&line);
         }
-        gw_job_release(j);
+        srv_job_release(j);
     } else if (!s->o.quiet && is_generation(cc->endpoint)) {
         fprintf(stderr, "minitrain: serve: %s %s %d ms=%.1f\n", cc->method, cc->path, status,
                 1e3 * (now - cc->t0));
     }
-    gw_buf_free(&cc->body);
+    api_buf_free(&cc->body);
     free(cc);
 }
 
 /* ---- lifecycle -------------------------------------------------------------------------------- */
 
-gw_server *gw_server_start(const gw_server_opts *o, char *err, size_t errlen) {
-    gw_server *s = callocCheck(1, sizeof(gw_server));
+srv_server *srv_start(const srv_opts *o, char *err, size_t errlen) {
+    srv_server *s = callocCheck(1, sizeof(srv_server));
     s->o = *o;
     atomic_init(&s->ready, 0);
-    gw_metrics_init(&s->metrics);
+    srv_metrics_init(&s->metrics);
     pthread_mutex_init(&s->id_mu, NULL);
     rng_seed(&s->id_rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)s);
     pthread_mutex_init(&s->fault_mu, NULL);
@@ -617,13 +616,13 @@ gw_server *gw_server_start(const gw_server_opts *o, char *err, size_t errlen) {
     if (s->o.fault_status == 0) s->o.fault_status = 500;
     if (s->o.fault_retry_after_s <= 0) s->o.fault_retry_after_s = 1;
     s->started = (long)time(NULL);
-    gw_listen_opts lo = {.host = o->host, .port = o->port, .who = "serve",
+    api_listen_opts lo = {.host = o->host, .port = o->port, .who = "serve",
                          .timeout_s = (unsigned)o->timeout_s,
                          .conn_limit = (unsigned)(4 * (o->slots + o->queue) + 64),
                          .on_request = on_request, .on_completed = on_completed, .cls = s};
-    s->d = gw_listen(&lo, &s->port, err, errlen);
+    s->d = api_listen(&lo, &s->port, err, errlen);
     if (s->d == NULL) {
-        gw_metrics_destroy(&s->metrics);
+        srv_metrics_destroy(&s->metrics);
         pthread_mutex_destroy(&s->id_mu);
         pthread_mutex_destroy(&s->fault_mu);
         free(s);
@@ -632,9 +631,9 @@ gw_server *gw_server_start(const gw_server_opts *o, char *err, size_t errlen) {
     return s;
 }
 
-int gw_server_port(const gw_server *s) { return s->port; }
+int srv_port(const srv_server *s) { return s->port; }
 
-void gw_server_set_model(gw_server *s, const gpt_model *m, const tok_tokenizer *tok, int step) {
+void srv_set_model(srv_server *s, const gpt_model *m, const tok_tokenizer *tok, int step) {
     s->m = m;
     s->tok = tok;
     s->step = step;
@@ -649,16 +648,16 @@ void gw_server_set_model(gw_server *s, const gpt_model *m, const tok_tokenizer *
         tok_token_bytes(tok, (uint32_t)i, &bl);
         if (bl > s->max_token_bytes) s->max_token_bytes = bl;
     }
-    s->pool = gw_pool_create(m, tok, s->o.slots, s->o.queue, s->o.threads, &s->metrics);
+    s->pool = srv_pool_create(m, tok, s->o.slots, s->o.queue, s->o.threads, &s->metrics);
     atomic_store(&s->ready, 1);
 }
 
-void gw_server_stop(gw_server *s) {
+void srv_stop(srv_server *s) {
     if (s == NULL) return;
-    if (s->pool) gw_pool_stop(s->pool); /* waiting connections see their jobs end */
+    if (s->pool) srv_pool_stop(s->pool); /* waiting connections see their jobs end */
     MHD_stop_daemon(s->d);              /* joins every connection thread */
-    gw_pool_destroy(s->pool);
-    gw_metrics_destroy(&s->metrics);
+    srv_pool_destroy(s->pool);
+    srv_metrics_destroy(&s->metrics);
     pthread_mutex_destroy(&s->id_mu);
     pthread_mutex_destroy(&s->fault_mu);
     free(s);

@@ -5,7 +5,7 @@
  * Why this shape: decoding a token reads every weight of the model, so it is bound by memory
  * bandwidth; N generations decoded by N threads each read the weights N times. Instead, each
  * step stacks the next rows of every active slot — one token for a slot that is decoding, up to
- * GW_PREFILL_CHUNK prompt tokens shared among slots that are still prefilling — into one
+ * SRV_PREFILL_CHUNK prompt tokens shared among slots that are still prefilling — into one
  * gpt_decode_batch call (model/decode_batch.c): one GEMM per linear layer over all rows,
  * attention per slot against its own KV cache. A queued job takes a free slot at the next step
  * (continuous batching: streams join and leave between steps, nobody waits for a batch to
@@ -41,11 +41,11 @@
 
 /* Prompt tokens fed per step, shared by all prefilling slots: large enough that prefill runs
  * as GEMMs, small enough that a step with a long prompt in it stays a few decode steps long. */
-#define GW_PREFILL_CHUNK 32
+#define SRV_PREFILL_CHUNK 32
 
 /* One slot: a decode state and the job running in it (NULL = free). */
 typedef struct {
-    gw_job *job;
+    srv_job *job;
     gpt_decode_state st;
     rng_state rng;
     float *work;     /* (2V) sampling scratch */
@@ -54,33 +54,28 @@ typedef struct {
     int n_rows;      /* rows this slot feeds in the current step (0 = sits out) */
     int sampled;     /* token sampled this step, -1 = none */
     size_t max_stop; /* longest stop sequence, bytes */
-} gw_slot;
+} srv_slot;
 
-struct gw_pool {
+struct srv_pool {
     pthread_mutex_t mu;
     pthread_cond_t work; /* signalled when a job is queued or the pool stops */
-    gw_job *head, *tail; /* FIFO of queued jobs */
+    srv_job *head, *tail; /* FIFO of queued jobs */
     int queued, busy;
     int n_slots, queue_cap, threads;
     atomic_int stopping;
     pthread_t thread; /* the decoder */
-    gw_slot *slots;
+    srv_slot *slots;
     gpt_batch *batch;
     const gpt_model *m;
     const tok_tokenizer *tok;
     int n_vocab; /* ids the sampler may pick: min(model, tokenizer) vocab */
-    gw_metrics *metrics;
+    srv_metrics *metrics;
 };
-double gw_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- jobs ------------------------------------------------------------------------------------- */
 
-gw_job *gw_job_create(gw_request *req, size_t max_token_bytes) {
-    gw_job *j = callocCheck(1, sizeof(gw_job));
+srv_job *srv_job_create(api_request *req, size_t max_token_bytes) {
+    srv_job *j = callocCheck(1, sizeof(srv_job));
     j->req = *req;
     memset(req, 0, sizeof(*req));
     size_t n = (size_t)(j->req.max_tokens > 0 ? j->req.max_tokens : 1);
@@ -96,20 +91,20 @@ gw_job *gw_job_create(gw_request *req, size_t max_token_bytes) {
     return j;
 }
 
-void gw_job_retain(gw_job *j) { atomic_fetch_add(&j->refs, 1); }
+void srv_job_retain(srv_job *j) { atomic_fetch_add(&j->refs, 1); }
 
-void gw_job_release(gw_job *j) {
+void srv_job_release(srv_job *j) {
     if (j == NULL || atomic_fetch_sub(&j->refs, 1) != 1) return;
     pthread_cond_destroy(&j->cv);
-    gw_request_free(&j->req);
+    api_request_free(&j->req);
     free(j->text);
     free(j->ends);
     free(j);
 }
 
-void gw_job_cancel(gw_job *j) { atomic_store(&j->cancel, 1); }
+void srv_job_cancel(srv_job *j) { atomic_store(&j->cancel, 1); }
 
-void gw_job_wait(gw_pool *p, gw_job *j, int have_tokens, double timeout_s, int *n_gen,
+void srv_job_wait(srv_pool *p, srv_job *j, int have_tokens, double timeout_s, int *n_gen,
                  size_t *len, int *done, int *finish) {
     pthread_mutex_lock(&p->mu);
     if (!(j->n_gen > have_tokens || j->done) && timeout_s > 0) {
@@ -130,44 +125,44 @@ void gw_job_wait(gw_pool *p, gw_job *j, int have_tokens, double timeout_s, int *
 
 /* ---- the decoder thread ----------------------------------------------------------------------- */
 
-static int should_stop(gw_pool *p, gw_job *j) {
+static int should_stop(srv_pool *p, srv_job *j) {
     return atomic_load(&j->cancel) || atomic_load(&p->stopping);
 }
 
 /* Finish the job in slot sl with reason finish and free the slot. */
-static void finish_slot(gw_pool *p, gw_slot *sl, int finish) {
-    gw_job *j = sl->job;
+static void finish_slot(srv_pool *p, srv_slot *sl, int finish) {
+    srv_job *j = sl->job;
     pthread_mutex_lock(&p->mu);
     j->done = 1;
     j->finish = finish;
-    j->t_done = gw_now();
+    j->t_done = api_now();
     int n_gen = j->n_gen;
     p->busy--;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&p->mu);
     if (p->metrics) {
-        gw_metrics_tokens(p->metrics, sl->fed, n_gen);
-        if (finish == GW_FINISH_CANCELLED) gw_metrics_cancelled(p->metrics);
+        srv_metrics_tokens(p->metrics, sl->fed, n_gen);
+        if (finish == SRV_FINISH_CANCELLED) srv_metrics_cancelled(p->metrics);
     }
-    gw_job_release(j);
+    srv_job_release(j);
     sl->job = NULL;
 }
 
 /* Move queued jobs into free slots; wait while nothing is queued or running. Returns 0 when the
  * pool is stopping and every job is done. */
-static int admit(gw_pool *p) {
+static int admit(srv_pool *p) {
     pthread_mutex_lock(&p->mu);
     for (;;) {
         for (int i = 0; i < p->n_slots && p->head; i++) {
-            gw_slot *sl = &p->slots[i];
+            srv_slot *sl = &p->slots[i];
             if (sl->job) continue;
-            gw_job *j = p->head;
+            srv_job *j = p->head;
             p->head = j->next;
             if (p->head == NULL) p->tail = NULL;
             j->next = NULL;
             p->queued--;
             p->busy++;
-            j->t_start = gw_now();
+            j->t_start = api_now();
             sl->job = j;
             sl->fed = 0;
             sl->max_stop = 0;
@@ -187,10 +182,10 @@ static int admit(gw_pool *p) {
     return 1;
 }
 
-/* Publish token t of slot sl; returns the GW_FINISH_* reason if the job is now done, else 0. */
-static int publish(gw_pool *p, gw_slot *sl, int t) {
-    gw_job *j = sl->job;
-    const gw_request *r = &j->req;
+/* Publish token t of slot sl; returns the SRV_FINISH_* reason if the job is now done, else 0. */
+static int publish(srv_pool *p, srv_slot *sl, int t) {
+    srv_job *j = sl->job;
+    const api_request *r = &j->req;
     size_t bl;
     const uint8_t *b = tok_token_bytes(p->tok, (uint32_t)t, &bl);
     pthread_mutex_lock(&p->mu);
@@ -198,28 +193,28 @@ static int publish(gw_pool *p, gw_slot *sl, int t) {
     memcpy(j->text + j->len, b, bl);
     j->len += bl;
     j->ends[j->n_gen++] = j->len;
-    long at = r->n_stop ? gw_stop_find(r, j->text, j->len, from) : -1;
+    long at = r->n_stop ? api_stop_find(r, j->text, j->len, from) : -1;
     if (at >= 0) j->len = (size_t)at;
     int n_gen = j->n_gen;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&p->mu);
-    if (at >= 0) return GW_FINISH_STOP;
-    if (n_gen >= r->max_tokens || sl->st.pos >= sl->st.max_T) return GW_FINISH_LENGTH;
+    if (at >= 0) return SRV_FINISH_STOP;
+    if (n_gen >= r->max_tokens || sl->st.pos >= sl->st.max_T) return SRV_FINISH_LENGTH;
     return 0;
 }
 
 /* Choose each active slot's rows for this step: decoding slots one token, prefilling slots a
- * share of GW_PREFILL_CHUNK prompt tokens in slot order. Cancelled jobs finish here. Fills the
+ * share of SRV_PREFILL_CHUNK prompt tokens in slot order. Cancelled jobs finish here. Fills the
  * batch arguments; returns the number of generations in the step. */
-static int plan_step(gw_pool *p, gpt_decode_state **st, const int **tok, int *n_tok) {
-    int n = 0, budget = GW_PREFILL_CHUNK;
+static int plan_step(srv_pool *p, gpt_decode_state **st, const int **tok, int *n_tok) {
+    int n = 0, budget = SRV_PREFILL_CHUNK;
     for (int i = 0; i < p->n_slots; i++) {
-        gw_slot *sl = &p->slots[i];
+        srv_slot *sl = &p->slots[i];
         sl->n_rows = 0;
         if (sl->job == NULL) continue;
-        const gw_request *r = &sl->job->req;
+        const api_request *r = &sl->job->req;
         if (should_stop(p, sl->job) || r->n_prompt < 1) {
-            finish_slot(p, sl, r->n_prompt < 1 ? GW_FINISH_LENGTH : GW_FINISH_CANCELLED);
+            finish_slot(p, sl, r->n_prompt < 1 ? SRV_FINISH_LENGTH : SRV_FINISH_CANCELLED);
             continue;
         }
         if (sl->fed < r->n_prompt) {
@@ -243,7 +238,7 @@ static int plan_step(gw_pool *p, gpt_decode_state **st, const int **tok, int *n_
  * small model's step is well under a millisecond, and OpenMP workers that spin between regions
  * on a busy machine cost more than they give (measured: 4x fewer tokens/s for a 2-layer
  * d_model 64 model under a request flood with 2 threads than with 1). */
-static void set_threads(gw_pool *p, const int *n_tok, int n) {
+static void set_threads(srv_pool *p, const int *n_tok, int n) {
     size_t rows = 0;
     for (int i = 0; i < n; i++) rows += (size_t)n_tok[i];
     int want = rows * p->m->num_params >= ((size_t)1 << 23) ? p->threads : 1;
@@ -251,7 +246,7 @@ static void set_threads(gw_pool *p, const int *n_tok, int n) {
 }
 
 static void *decoder_main(void *arg) {
-    gw_pool *p = arg;
+    srv_pool *p = arg;
     omp_set_num_threads(p->threads);
     gpt_decode_state **st = callocCheck((size_t)p->n_slots, sizeof(*st));
     const int **tok = callocCheck((size_t)p->n_slots, sizeof(*tok));
@@ -264,18 +259,19 @@ static void *decoder_main(void *arg) {
         /* sample every slot whose prompt is now complete, each with its own RNG, in parallel */
 #pragma omp parallel for schedule(dynamic) if (n > 1 && p->n_vocab >= 4096)
         for (int i = 0; i < p->n_slots; i++) {
-            gw_slot *sl = &p->slots[i];
+            srv_slot *sl = &p->slots[i];
             sl->sampled = -1;
             if (sl->n_rows == 0) continue;
-            const gw_request *r = &sl->job->req;
+            const api_request *r = &sl->job->req;
             if (sl->fed < r->n_prompt) { /* a prefill chunk */
                 sl->fed += sl->n_rows;
                 if (sl->fed < r->n_prompt) continue;
             }
-            sl->sampled = sample_token(sl->st.logits, p->n_vocab, &r->sp, &sl->rng, sl->work);
+            sample_params sp = {r->sp.temperature, r->sp.top_k, r->sp.top_p};
+            sl->sampled = sample_token(sl->st.logits, p->n_vocab, &sp, &sl->rng, sl->work);
         }
         for (int i = 0; i < p->n_slots; i++) {
-            gw_slot *sl = &p->slots[i];
+            srv_slot *sl = &p->slots[i];
             if (sl->sampled < 0) continue;
             int fin = publish(p, sl, sl->sampled);
             if (fin) finish_slot(p, sl, fin);
@@ -290,10 +286,10 @@ static void *decoder_main(void *arg) {
 
 /* ---- the pool --------------------------------------------------------------------------------- */
 
-gw_pool *gw_pool_create(const gpt_model *m, const tok_tokenizer *tok, int n_slots, int queue_cap,
-                        int threads, gw_metrics *metrics) {
+srv_pool *srv_pool_create(const gpt_model *m, const tok_tokenizer *tok, int n_slots, int queue_cap,
+                        int threads, srv_metrics *metrics) {
     mtCheck(n_slots >= 1 && queue_cap >= 0 && threads >= 1, "bad slot pool sizes");
-    gw_pool *p = callocCheck(1, sizeof(gw_pool));
+    srv_pool *p = callocCheck(1, sizeof(srv_pool));
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
     p->n_slots = n_slots;
@@ -305,25 +301,25 @@ gw_pool *gw_pool_create(const gpt_model *m, const tok_tokenizer *tok, int n_slot
     int tv = tok_vocab_size(tok);
     p->n_vocab = tv < m->cfg.vocab_size ? tv : m->cfg.vocab_size;
     p->metrics = metrics;
-    p->slots = callocCheck((size_t)n_slots, sizeof(gw_slot));
+    p->slots = callocCheck((size_t)n_slots, sizeof(srv_slot));
     for (int i = 0; i < n_slots; i++) {
         gpt_decode_init(&p->slots[i].st, m);
         p->slots[i].work = mallocCheck((size_t)2 * (size_t)m->cfg.vocab_size * sizeof(float));
     }
-    p->batch = gpt_batch_create(m, n_slots + GW_PREFILL_CHUNK, n_slots);
+    p->batch = gpt_batch_create(m, n_slots + SRV_PREFILL_CHUNK, n_slots);
     mtCheck(pthread_create(&p->thread, NULL, decoder_main, p) == 0,
             "cannot start the decoder thread (ulimit -u?)");
     return p;
 }
 
-int gw_pool_submit(gw_pool *p, gw_job *j) {
+int srv_pool_submit(srv_pool *p, srv_job *j) {
     pthread_mutex_lock(&p->mu);
     if (atomic_load(&p->stopping) || p->busy + p->queued >= p->n_slots + p->queue_cap) {
         pthread_mutex_unlock(&p->mu);
         return -1;
     }
-    gw_job_retain(j); /* the pool's reference, dropped by the slot thread */
-    j->t_submit = gw_now();
+    srv_job_retain(j); /* the pool's reference, dropped by the slot thread */
+    j->t_submit = api_now();
     if (p->tail) p->tail->next = j;
     else p->head = j;
     p->tail = j;
@@ -333,23 +329,23 @@ int gw_pool_submit(gw_pool *p, gw_job *j) {
     return 0;
 }
 
-void gw_pool_stats(gw_pool *p, int *queued, int *busy) {
+void srv_pool_stats(srv_pool *p, int *queued, int *busy) {
     pthread_mutex_lock(&p->mu);
     if (queued) *queued = p->queued;
     if (busy) *busy = p->busy;
     pthread_mutex_unlock(&p->mu);
 }
 
-void gw_pool_stop(gw_pool *p) {
+void srv_pool_stop(srv_pool *p) {
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->stopping, 1);
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->mu);
 }
 
-void gw_pool_destroy(gw_pool *p) {
+void srv_pool_destroy(srv_pool *p) {
     if (p == NULL) return;
-    gw_pool_stop(p);
+    srv_pool_stop(p);
     pthread_join(p->thread, NULL);
     /* the decoder drained the queue (each queued job ran as cancelled) */
     for (int i = 0; i < p->n_slots; i++) {

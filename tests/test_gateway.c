@@ -75,7 +75,7 @@ static void test_utf8_against_iconv(void **state) {
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const uint8_t *s = (const uint8_t *)cases[i].s;
-        assert_int_equal(gw_utf8_valid(s, strlen(cases[i].s)), cases[i].valid);
+        assert_int_equal(api_utf8_valid(s, strlen(cases[i].s)), cases[i].valid);
         assert_int_equal(iconv_utf8(s, strlen(cases[i].s)) == 1, cases[i].valid);
     }
     uint8_t buf[16];
@@ -84,7 +84,7 @@ static void test_utf8_against_iconv(void **state) {
         size_t n = 1 + tu_rand() % 8;
         utf8ish(buf, n);
         int ref = iconv_utf8(buf, n);
-        assert_int_equal(gw_utf8_valid(buf, n), ref == 1);
+        assert_int_equal(api_utf8_valid(buf, n), ref == 1);
         n_valid += ref == 1;
         /* the incomplete tail: the last lead byte within the last 3 starts bytes that are not
          * yet a character but become a valid one when continuation bytes are appended (iconv
@@ -96,7 +96,7 @@ static void test_utf8_against_iconv(void **state) {
                 want = k;
             break;
         }
-        assert_int_equal(gw_utf8_incomplete_tail(buf, n), want);
+        assert_int_equal(api_utf8_incomplete_tail(buf, n), want);
     }
     assert_true(n_valid > 500); /* the generator does produce valid strings */
 }
@@ -105,41 +105,41 @@ static void test_utf8_against_iconv(void **state) {
  * gw_stream.c): a body under a limit, and a buffer drained in pieces then refilled. */
 static void test_body_limit_and_drain(void **state) {
     (void)state;
-    gw_buf body = {0};
+    api_buf body = {0};
     int too_large = 0;
     size_t discarded = 0;
-    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "abcd", 4, 8), 1);
-    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "efgh", 4, 8), 1); /* 8 <= 8 */
+    assert_int_equal(api_body_take(&body, &too_large, &discarded, "abcd", 4, 8), 1);
+    assert_int_equal(api_body_take(&body, &too_large, &discarded, "efgh", 4, 8), 1); /* 8 <= 8 */
     assert_int_equal(body.len, 8);
     assert_memory_equal(body.p, "abcdefgh", 8);
     assert_int_equal(too_large, 0);
-    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "i", 1, 8), 1); /* 9 > 8 */
+    assert_int_equal(api_body_take(&body, &too_large, &discarded, "i", 1, 8), 1); /* 9 > 8 */
     assert_int_equal(too_large, 1);
     assert_null(body.p); /* dropped, not kept */
     assert_int_equal(body.len, 0);
     char junk[127];
     memset(junk, 'x', sizeof junk);
-    assert_int_equal(gw_body_take(&body, &too_large, &discarded, junk, 127, 8), 1); /* 128 = 16x */
+    assert_int_equal(api_body_take(&body, &too_large, &discarded, junk, 127, 8), 1); /* 128 = 16x */
     assert_null(body.p);
     assert_int_equal(discarded, 128);
-    assert_int_equal(gw_body_take(&body, &too_large, &discarded, "z", 1, 8), 0); /* past 16x */
+    assert_int_equal(api_body_take(&body, &too_large, &discarded, "z", 1, 8), 0); /* past 16x */
 
-    gw_buf b = {0};
-    gw_buf_puts(&b, "hello world");
+    api_buf b = {0};
+    api_buf_puts(&b, "hello world");
     size_t off = 0;
     char out[16];
-    assert_int_equal(gw_buf_drain(&b, &off, out, 4), 4);
+    assert_int_equal(api_buf_drain(&b, &off, out, 4), 4);
     assert_memory_equal(out, "hell", 4);
-    assert_int_equal(gw_buf_drain(&b, &off, out, 0), 0); /* bytes left, no room */
-    assert_int_equal(gw_buf_drain(&b, &off, out, sizeof out), 7);
+    assert_int_equal(api_buf_drain(&b, &off, out, 0), 0); /* bytes left, no room */
+    assert_int_equal(api_buf_drain(&b, &off, out, sizeof out), 7);
     assert_memory_equal(out, "o world", 7);
-    assert_int_equal(gw_buf_drain(&b, &off, out, sizeof out), -1); /* empty: reset for refill */
+    assert_int_equal(api_buf_drain(&b, &off, out, sizeof out), -1); /* empty: reset for refill */
     assert_int_equal(b.len, 0);
     assert_int_equal(off, 0);
-    gw_buf_puts(&b, "again");
-    assert_int_equal(gw_buf_drain(&b, &off, out, sizeof out), 5);
+    api_buf_puts(&b, "again");
+    assert_int_equal(api_buf_drain(&b, &off, out, sizeof out), 5);
     assert_memory_equal(out, "again", 5);
-    gw_buf_free(&b);
+    api_buf_free(&b);
 }
 
 static void test_json_string_roundtrip(void **state) {
@@ -150,10 +150,10 @@ static void test_json_string_roundtrip(void **state) {
         utf8ish(raw, n);
         for (size_t i = 0; i < n; i++)
             if (raw[i] == 0) raw[i] = 1; /* cJSON strings stop at NUL; NUL is tested below */
-        gw_buf b = {0};
-        gw_buf_puts(&b, "[");
-        gw_buf_json_string(&b, raw, n);
-        gw_buf_puts(&b, "]");
+        api_buf b = {0};
+        api_buf_puts(&b, "[");
+        api_buf_json_string(&b, raw, n);
+        api_buf_puts(&b, "]");
         assert_int_equal(iconv_utf8((const uint8_t *)b.p, b.len), 1); /* always valid UTF-8 */
         cJSON *j = cJSON_Parse(b.p);
         assert_non_null(j);
@@ -163,7 +163,7 @@ static void test_json_string_roundtrip(void **state) {
             assert_memory_equal(back, raw, n);
         }
         cJSON_Delete(j);
-        gw_buf_free(&b);
+        api_buf_free(&b);
     }
     /* U+FFFD substitution of maximal subparts: the examples of Unicode 15 §3.9 (Table 3-8 and
      * the text around it), as Python's bytes.decode("utf-8", "replace") also gives them */
@@ -174,21 +174,21 @@ static void test_json_string_roundtrip(void **state) {
         {"\xf0\x9f\x98" "A", "\"\xEF\xBF\xBD" "A\""},              /* truncated 4-byte */
         {"a\xf4\x90\x80\x80", "\"a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\""},
     };
-    gw_buf b = {0};
+    api_buf b = {0};
     for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
-        gw_buf_json_string(&b, (const uint8_t *)subs[i].in, strlen(subs[i].in));
+        api_buf_json_string(&b, (const uint8_t *)subs[i].in, strlen(subs[i].in));
         assert_string_equal(b.p, subs[i].out);
         b.len = 0;
     }
-    gw_buf_json_string(&b, (const uint8_t *)"a\0b\"\\\n\xff", 7);
+    api_buf_json_string(&b, (const uint8_t *)"a\0b\"\\\n\xff", 7);
     assert_string_equal(b.p, "\"a\\u0000b\\\"\\\\\\n\xEF\xBF\xBD\"");
-    gw_buf_free(&b);
+    api_buf_free(&b);
 }
 
 /* ---- request validation ------------------------------------------------------------------ */
 
 static tok_tokenizer TOK;
-static gw_model_info MI;
+static api_model_info MI;
 
 static void setup_mi(void) {
     tok_init_byte(&TOK);
@@ -198,13 +198,13 @@ static void setup_mi(void) {
     MI.model_name = "tiny";
 }
 
-static int parse(const char *body, gw_request *r, gw_error *e) {
-    return gw_parse_completion(body, strlen(body), &MI, r, e);
+static int parse(const char *body, api_request *r, api_error *e) {
+    return api_parse_completion(body, strlen(body), &MI, r, e);
 }
 
 static void expect_error(const char *body, int status, const char *param) {
-    gw_request r;
-    gw_error e;
+    api_request r;
+    api_error e;
     if (parse(body, &r, &e) == 0) fail_msg("accepted: %s", body);
     if (e.status != status || strcmp(e.param, param ? param : ""))
         fail_msg("%s -> %d param '%s' (%s); wanted %d '%s'", body, e.status, e.param, e.message,
@@ -217,17 +217,17 @@ static void test_request_errors(void **state) {
     setup_mi();
     { /* a raw NUL inside a string must not silently cut the prompt */
         static const char body[] = "{\"prompt\":\"ab\0cdef\"}";
-        gw_request r;
-        gw_error e;
-        assert_int_equal(gw_parse_completion(body, sizeof(body) - 1, &MI, &r, &e), -1);
+        api_request r;
+        api_error e;
+        assert_int_equal(api_parse_completion(body, sizeof(body) - 1, &MI, &r, &e), -1);
         assert_int_equal(e.status, 400);
     }
     { /* whitespace after the object is fine, and escaped control characters are too */
-        gw_request r;
-        gw_error e;
+        api_request r;
+        api_error e;
         const char *ok_body = "{\"prompt\":\"a\\nb\"}  \n";
-        assert_int_equal(gw_parse_completion(ok_body, strlen(ok_body), &MI, &r, &e), 0);
-        gw_request_free(&r);
+        assert_int_equal(api_parse_completion(ok_body, strlen(ok_body), &MI, &r, &e), 0);
+        api_request_free(&r);
     }
     expect_error("{", 400, NULL);
     expect_error("", 400, NULL);
@@ -276,44 +276,44 @@ static void test_request_errors(void **state) {
     snprintf(body, sizeof(body), "{\"prompt\":\"%s\"}", longp);
     expect_error(body, 400, "prompt");
     /* the error object has the OpenAI shape */
-    gw_request r;
-    gw_error e;
+    api_request r;
+    api_error e;
     assert_int_equal(parse("{\"prompt\":\"a\",\"foo\":1}", &r, &e), -1);
-    gw_buf b = {0};
-    gw_error_json(&b, &e);
+    api_buf b = {0};
+    api_error_json(&b, &e);
     cJSON *j = cJSON_Parse(b.p), *o = cJSON_GetObjectItem(j, "error");
     assert_true(cJSON_IsString(cJSON_GetObjectItem(o, "message")));
     assert_string_equal(cJSON_GetObjectItem(o, "type")->valuestring, "invalid_request_error");
     assert_string_equal(cJSON_GetObjectItem(o, "param")->valuestring, "foo");
     assert_true(cJSON_IsString(cJSON_GetObjectItem(o, "code")));
     cJSON_Delete(j);
-    gw_buf_free(&b);
+    api_buf_free(&b);
     assert_int_equal(parse("{", &r, &e), -1);
-    gw_error_json(&b, &e);
+    api_error_json(&b, &e);
     j = cJSON_Parse(b.p);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "param")));
     cJSON_Delete(j);
-    gw_buf_free(&b);
+    api_buf_free(&b);
     tok_free(&TOK);
 }
 
 static void test_request_accepted(void **state) {
     (void)state;
     setup_mi();
-    gw_request r;
-    gw_error e;
+    api_request r;
+    api_error e;
     /* defaults */
     assert_int_equal(parse("{\"model\":\"tiny\",\"prompt\":\"ROMEO:\"}", &r, &e), 0);
     assert_int_equal(r.n_prompt, 6);
-    assert_int_equal(r.max_tokens, GW_DEFAULT_MAX_TOKENS);
+    assert_int_equal(r.max_tokens, API_DEFAULT_MAX_TOKENS);
     assert_true(r.sp.temperature == 1.0f && r.sp.top_p == 1.0f && r.sp.top_k == 0);
     assert_int_equal(r.stream, 0);
     assert_int_equal(r.has_seed, 0);
-    gw_request_free(&r);
+    api_request_free(&r);
     /* max_tokens 10^9 is clamped to the context left: 64 - 6 */
     assert_int_equal(parse("{\"prompt\":\"ROMEO:\",\"max_tokens\":1000000000}", &r, &e), 0);
     assert_int_equal(r.max_tokens, 64 - 6);
-    gw_request_free(&r);
+    api_request_free(&r);
     /* a prompt of 63 tokens leaves exactly one */
     char body[256], p63[64];
     memset(p63, 'y', 63);
@@ -321,13 +321,13 @@ static void test_request_accepted(void **state) {
     snprintf(body, sizeof(body), "{\"prompt\":\"%s\",\"max_tokens\":5}", p63);
     assert_int_equal(parse(body, &r, &e), 0);
     assert_int_equal(r.max_tokens, 1);
-    gw_request_free(&r);
+    api_request_free(&r);
     /* UTF-8 prompt: the byte tokenizer sees the UTF-8 bytes (é = C3 A9) */
     assert_int_equal(parse("{\"prompt\":\"h\\u00e9\xc3\xa9\"}", &r, &e), 0);
     assert_int_equal(r.n_prompt, 5);
     assert_int_equal(r.prompt[1], 0xC3);
     assert_int_equal(r.prompt[2], 0xA9);
-    gw_request_free(&r);
+    api_request_free(&r);
     /* token ids carry arbitrary bytes, invalid UTF-8 included */
     assert_int_equal(parse("{\"prompt\":[255,0,128],\"temperature\":0,\"top_k\":5,\"top_p\":0.5,"
                            "\"seed\":-7,\"stop\":[\"\\n\",\"END\"],\"stream\":true,"
@@ -346,10 +346,10 @@ static void test_request_accepted(void **state) {
     assert_int_equal(r.stream, 1);
     assert_int_equal(r.include_usage, 1);
     assert_int_equal(r.prompt_text_len, 3);
-    gw_request_free(&r);
+    api_request_free(&r);
     assert_int_equal(parse("{\"prompt\":\"a\",\"stop\":\"x\",\"temperature\":2}", &r, &e), 0);
     assert_int_equal(r.n_stop, 1);
-    gw_request_free(&r);
+    api_request_free(&r);
     tok_free(&TOK);
 }
 
@@ -357,26 +357,26 @@ static void test_request_accepted(void **state) {
 
 static void test_stop_sequences(void **state) {
     (void)state;
-    gw_request r;
+    api_request r;
     memset(&r, 0, sizeof(r));
     char s0[] = "END", s1[] = "\n\n";
     r.stop[0] = s0, r.stop_len[0] = 3;
     r.stop[1] = s1, r.stop_len[1] = 2;
     r.n_stop = 2;
     const uint8_t *t = (const uint8_t *)"ab\nEN\n\nxEND";
-    assert_int_equal(gw_stop_find(&r, t, 11, 0), 5);  /* "\n\n" at 5 before END at 8 */
-    assert_int_equal(gw_stop_find(&r, t, 11, 6), 8);
-    assert_int_equal(gw_stop_find(&r, t, 6, 0), -1);
-    assert_int_equal(gw_stop_holdback(&r, t, 5), 2);  /* "EN" may become END */
-    assert_int_equal(gw_stop_holdback(&r, t, 3), 1);  /* "\n" may become "\n\n" */
-    assert_int_equal(gw_stop_holdback(&r, t, 2), 0);
-    assert_int_equal(gw_stop_holdback(&r, (const uint8_t *)"E", 1), 1);
+    assert_int_equal(api_stop_find(&r, t, 11, 0), 5);  /* "\n\n" at 5 before END at 8 */
+    assert_int_equal(api_stop_find(&r, t, 11, 6), 8);
+    assert_int_equal(api_stop_find(&r, t, 6, 0), -1);
+    assert_int_equal(api_stop_holdback(&r, t, 5), 2);  /* "EN" may become END */
+    assert_int_equal(api_stop_holdback(&r, t, 3), 1);  /* "\n" may become "\n\n" */
+    assert_int_equal(api_stop_holdback(&r, t, 2), 0);
+    assert_int_equal(api_stop_holdback(&r, (const uint8_t *)"E", 1), 1);
 }
 
 static void test_response_shapes(void **state) {
     (void)state;
-    gw_buf b = {0};
-    gw_completion_json(&b, "cmpl-x", 123, "tiny", (const uint8_t *)"hi \"you\"\n", 9, "length", 6,
+    api_buf b = {0};
+    api_completion_json(&b, "cmpl-x", 123, "tiny", (const uint8_t *)"hi \"you\"\n", 9, "length", 6,
                        9);
     cJSON *j = cJSON_Parse(b.p);
     assert_non_null(j);
@@ -391,8 +391,8 @@ static void test_response_shapes(void **state) {
     cJSON *u = cJSON_GetObjectItem(j, "usage");
     assert_int_equal(cJSON_GetObjectItem(u, "total_tokens")->valueint, 15);
     cJSON_Delete(j);
-    gw_buf_free(&b);
-    gw_chunk_sse(&b, "cmpl-x", 1, "tiny", (const uint8_t *)"\xe2\x82", 2, NULL);
+    api_buf_free(&b);
+    api_chunk_sse(&b, "cmpl-x", 1, "tiny", (const uint8_t *)"\xe2\x82", 2, NULL);
     assert_true(!strncmp(b.p, "data: {", 7) && !strcmp(b.p + b.len - 2, "\n\n"));
     b.p[b.len - 2] = 0;
     j = cJSON_Parse(b.p + 6);
@@ -401,7 +401,7 @@ static void test_response_shapes(void **state) {
     /* half a character cannot travel in JSON: it became one U+FFFD (a maximal subpart) */
     assert_string_equal(cJSON_GetObjectItem(c, "text")->valuestring, "\xEF\xBF\xBD");
     cJSON_Delete(j);
-    gw_buf_free(&b);
+    api_buf_free(&b);
 }
 
 /* ---- metrics ------------------------------------------------------------------------------- */
@@ -418,25 +418,25 @@ static double metric(const char *text, const char *series) {
 
 static void test_metrics_text(void **state) {
     (void)state;
-    gw_metrics m;
-    gw_metrics_init(&m);
+    srv_metrics m;
+    srv_metrics_init(&m);
     double obs[200], sum = 0;
     for (int i = 0; i < 200; i++) {
         obs[i] = (tu_rand() % 100000) / 2500.0; /* 0 .. 40 s: every bucket and +Inf */
         if (i == 7) obs[i] = 0.5;           /* exactly on a bound: counts in le="0.5" */
-        gw_metrics_latency(&m, obs[i]);
+        srv_metrics_latency(&m, obs[i]);
         sum += obs[i];
     }
-    for (int i = 0; i < 5; i++) gw_metrics_request(&m, GW_EP_COMPLETIONS, 200);
-    gw_metrics_request(&m, GW_EP_COMPLETIONS, 503);
-    gw_metrics_request(&m, GW_EP_OTHER, 404);
-    gw_metrics_request(&m, GW_EP_OTHER, 42); /* ignored */
-    gw_metrics_tokens(&m, 10, 32);
-    gw_metrics_tokens(&m, 5, 1);
-    gw_gauges g = {.ready = 1, .slots_total = 4, .slots_busy = 3, .queue_capacity = 16,
+    for (int i = 0; i < 5; i++) srv_metrics_request(&m, SRV_EP_COMPLETIONS, 200);
+    srv_metrics_request(&m, SRV_EP_COMPLETIONS, 503);
+    srv_metrics_request(&m, SRV_EP_OTHER, 404);
+    srv_metrics_request(&m, SRV_EP_OTHER, 42); /* ignored */
+    srv_metrics_tokens(&m, 10, 32);
+    srv_metrics_tokens(&m, 5, 1);
+    srv_gauges g = {.ready = 1, .slots_total = 4, .slots_busy = 3, .queue_capacity = 16,
                    .queue_depth = 2};
-    gw_buf b = {0};
-    gw_metrics_render(&m, &g, &b);
+    api_buf b = {0};
+    srv_metrics_render(&m, &g, &b);
     const char *t = b.p;
     assert_true(metric(t, "minitrain_http_requests_total{endpoint=\"completions\",code=\"200\"}") == 5);
     assert_true(metric(t, "minitrain_http_requests_total{endpoint=\"completions\",code=\"503\"}") == 1);
@@ -447,12 +447,12 @@ static void test_metrics_text(void **state) {
     assert_true(metric(t, "minitrain_slots_busy") == 3);
     assert_true(metric(t, "minitrain_queue_depth") == 2);
     assert_true(metric(t, "minitrain_ready") == 1);
-    for (int k = 0; k < GW_LAT_NBUCKETS; k++) {
+    for (int k = 0; k < API_LAT_NBUCKETS; k++) {
         int want = 0;
-        for (int i = 0; i < 200; i++) want += obs[i] <= gw_latency_bounds[k];
+        for (int i = 0; i < 200; i++) want += obs[i] <= api_latency_bounds[k];
         char series[96];
         snprintf(series, sizeof(series), "minitrain_request_duration_seconds_bucket{le=\"%g\"}",
-                 gw_latency_bounds[k]);
+                 api_latency_bounds[k]);
         assert_true(metric(t, series) == want);
     }
     assert_true(metric(t, "minitrain_request_duration_seconds_bucket{le=\"+Inf\"}") == 200);
@@ -468,8 +468,8 @@ static void test_metrics_text(void **state) {
             assert_true(*end == '\n');
         }
     }
-    gw_buf_free(&b);
-    gw_metrics_destroy(&m);
+    api_buf_free(&b);
+    srv_metrics_destroy(&m);
 }
 
 /* ---- slots ----------------------------------------------------------------------------------- */
@@ -484,8 +484,8 @@ static void build_model(gpt_model *m, int seq_len) {
     for (size_t i = 0; i < m->num_params; i++) m->params[i] *= 20.0f;
 }
 
-static gw_job *job_for(const char *prompt, int max_tokens, float temperature, const char *stop) {
-    gw_request r;
+static srv_job *job_for(const char *prompt, int max_tokens, float temperature, const char *stop) {
+    api_request r;
     memset(&r, 0, sizeof(r));
     size_t n = strlen(prompt);
     r.prompt = malloc(n * sizeof(uint32_t));
@@ -500,12 +500,12 @@ static gw_job *job_for(const char *prompt, int max_tokens, float temperature, co
         r.stop_len[0] = strlen(stop);
         r.n_stop = 1;
     }
-    return gw_job_create(&r, 1);
+    return srv_job_create(&r, 1);
 }
 
-static void wait_done(gw_pool *p, gw_job *j, int *finish, size_t *len) {
+static void wait_done(srv_pool *p, srv_job *j, int *finish, size_t *len) {
     int done = 0;
-    while (!done) gw_job_wait(p, j, 1 << 30, 1.0, NULL, len, &done, finish);
+    while (!done) srv_job_wait(p, j, 1 << 30, 1.0, NULL, len, &done, finish);
 }
 
 static void test_slots_generate(void **state) {
@@ -531,17 +531,17 @@ static void test_slots_generate(void **state) {
     }
     gpt_decode_free(&st);
 
-    gw_metrics met;
-    gw_metrics_init(&met);
-    gw_pool *p = gw_pool_create(&m, &tok, 2, 4, 1, &met);
-    gw_job *a = job_for(prompt, want_n, 0.0f, NULL), *b = job_for(prompt, want_n, 0.0f, NULL);
-    assert_int_equal(gw_pool_submit(p, a), 0);
-    assert_int_equal(gw_pool_submit(p, b), 0); /* two slots decode concurrently */
+    srv_metrics met;
+    srv_metrics_init(&met);
+    srv_pool *p = srv_pool_create(&m, &tok, 2, 4, 1, &met);
+    srv_job *a = job_for(prompt, want_n, 0.0f, NULL), *b = job_for(prompt, want_n, 0.0f, NULL);
+    assert_int_equal(srv_pool_submit(p, a), 0);
+    assert_int_equal(srv_pool_submit(p, b), 0); /* two slots decode concurrently */
     int fa, fb;
     size_t la, lb;
     wait_done(p, a, &fa, &la);
     wait_done(p, b, &fb, &lb);
-    assert_int_equal(fa, GW_FINISH_LENGTH);
+    assert_int_equal(fa, SRV_FINISH_LENGTH);
     assert_int_equal(la, (size_t)want_n);
     assert_memory_equal(a->text, want, want_n);
     assert_memory_equal(b->text, want, want_n);
@@ -552,33 +552,33 @@ static void test_slots_generate(void **state) {
     while (first + 1 < (size_t)want_n && !(want[first] == want[7] && want[first + 1] == want[8]))
         first++;
     assert_true(want[7] != 0 && want[8] != 0); /* a NUL would end the C string */
-    gw_job *c = job_for(prompt, want_n, 0.0f, stop);
-    assert_int_equal(gw_pool_submit(p, c), 0);
+    srv_job *c = job_for(prompt, want_n, 0.0f, stop);
+    assert_int_equal(srv_pool_submit(p, c), 0);
     int fc;
     size_t lc;
     wait_done(p, c, &fc, &lc);
-    assert_int_equal(fc, GW_FINISH_STOP);
+    assert_int_equal(fc, SRV_FINISH_STOP);
     assert_int_equal(lc, first);
     assert_int_equal(c->n_gen, (int)first + 2); /* generation stopped at the stop's end */
-    gw_job_release(c);
+    srv_job_release(c);
     /* sampling with the same seed is reproducible */
-    gw_job *d = job_for(prompt, want_n, 1.0f, NULL), *e = job_for(prompt, want_n, 1.0f, NULL);
-    assert_int_equal(gw_pool_submit(p, d), 0);
-    assert_int_equal(gw_pool_submit(p, e), 0);
+    srv_job *d = job_for(prompt, want_n, 1.0f, NULL), *e = job_for(prompt, want_n, 1.0f, NULL);
+    assert_int_equal(srv_pool_submit(p, d), 0);
+    assert_int_equal(srv_pool_submit(p, e), 0);
     wait_done(p, d, &fa, &la);
     wait_done(p, e, &fb, &lb);
     assert_int_equal(la, lb);
     assert_memory_equal(d->text, e->text, la);
-    gw_job_release(a);
-    gw_job_release(b);
-    gw_job_release(d);
-    gw_job_release(e);
+    srv_job_release(a);
+    srv_job_release(b);
+    srv_job_release(d);
+    srv_job_release(e);
     int queued, busy;
-    gw_pool_stats(p, &queued, &busy);
+    srv_pool_stats(p, &queued, &busy);
     assert_int_equal(queued + busy, 0);
-    gw_pool_destroy(p);
+    srv_pool_destroy(p);
     assert_true(met.completion_tokens >= (uint64_t)4 * want_n);
-    gw_metrics_destroy(&met);
+    srv_metrics_destroy(&met);
     tok_free(&tok);
     gpt_free(&m);
 }
@@ -589,32 +589,32 @@ static void test_slots_queue_full_and_cancel(void **state) {
     build_model(&m, 4096);
     tok_tokenizer tok;
     tok_init_byte(&tok);
-    gw_pool *p = gw_pool_create(&m, &tok, 1, 1, 1, NULL);
-    gw_job *a = job_for("x", 4000, 1.0f, NULL), *b = job_for("y", 4000, 1.0f, NULL),
+    srv_pool *p = srv_pool_create(&m, &tok, 1, 1, 1, NULL);
+    srv_job *a = job_for("x", 4000, 1.0f, NULL), *b = job_for("y", 4000, 1.0f, NULL),
            *c = job_for("z", 10, 1.0f, NULL);
-    assert_int_equal(gw_pool_submit(p, a), 0);  /* takes the slot */
-    assert_int_equal(gw_pool_submit(p, b), 0);  /* waits in the queue (capacity 1) */
-    assert_int_equal(gw_pool_submit(p, c), -1); /* refused: slot busy, queue full */
-    gw_job_cancel(b);
-    gw_job_cancel(a);
+    assert_int_equal(srv_pool_submit(p, a), 0);  /* takes the slot */
+    assert_int_equal(srv_pool_submit(p, b), 0);  /* waits in the queue (capacity 1) */
+    assert_int_equal(srv_pool_submit(p, c), -1); /* refused: slot busy, queue full */
+    srv_job_cancel(b);
+    srv_job_cancel(a);
     int fa, fb;
     size_t la, lb;
     wait_done(p, a, &fa, &la);
     wait_done(p, b, &fb, &lb);
-    assert_int_equal(fa, GW_FINISH_CANCELLED);
-    assert_int_equal(fb, GW_FINISH_CANCELLED);
+    assert_int_equal(fa, SRV_FINISH_CANCELLED);
+    assert_int_equal(fb, SRV_FINISH_CANCELLED);
     assert_true(a->n_gen < 4000);
     assert_int_equal(b->n_gen, 0);
-    assert_int_equal(gw_pool_submit(p, c), 0); /* room again */
+    assert_int_equal(srv_pool_submit(p, c), 0); /* room again */
     int fc;
     size_t lc;
     wait_done(p, c, &fc, &lc);
-    assert_int_equal(fc, GW_FINISH_LENGTH);
+    assert_int_equal(fc, SRV_FINISH_LENGTH);
     assert_int_equal(c->n_gen, 10);
-    gw_job_release(a);
-    gw_job_release(b);
-    gw_job_release(c);
-    gw_pool_destroy(p);
+    srv_job_release(a);
+    srv_job_release(b);
+    srv_job_release(c);
+    srv_pool_destroy(p);
     tok_free(&tok);
     gpt_free(&m);
 }

@@ -18,10 +18,10 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "serve/server.h"
+#include "serve/api.h"
 
 static tok_tokenizer TOK;
-static gw_model_info MI;
+static api_model_info MI;
 
 static void setup_mi(int ctx) {
     static int have;
@@ -34,13 +34,13 @@ static void setup_mi(int ctx) {
     MI.model_name = "tiny";
 }
 
-static int parse(const char *body, gw_request *r, gw_error *e) {
-    return gw_parse_chat(body, strlen(body), &MI, r, e);
+static int parse(const char *body, api_request *r, api_error *e) {
+    return api_parse_chat(body, strlen(body), &MI, r, e);
 }
 
 static void expect_error(const char *body, int status, const char *param) {
-    gw_request r;
-    gw_error e;
+    api_request r;
+    api_error e;
     if (parse(body, &r, &e) == 0) fail_msg("accepted: %s", body);
     if (e.status != status || strcmp(e.param, param ? param : ""))
         fail_msg("%s -> %d param '%s' (%s); wanted %d '%s'", body, e.status, e.param, e.message,
@@ -52,8 +52,8 @@ static void expect_error(const char *body, int status, const char *param) {
 static void test_template(void **state) {
     (void)state;
     setup_mi(1024);
-    gw_request r;
-    gw_error e;
+    api_request r;
+    api_error e;
     const char *body =
         "{\"model\":\"tiny\",\"messages\":["
         "{\"role\":\"system\",\"content\":\"Be brief.\"},"
@@ -82,13 +82,13 @@ static void test_template(void **state) {
     assert_string_equal(r.stop[0], "END");
     assert_string_equal(r.stop[1], "\nUser:");
     assert_int_equal(r.stop_len[1], 6);
-    gw_request_free(&r);
+    api_request_free(&r);
     /* four client stops still leave room for the template's: five in all */
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
                            "\"stop\":[\"a\",\"b\",\"c\",\"d\"]}", &r, &e), 0);
     assert_int_equal(r.n_stop, 5);
-    assert_int_equal(r.max_tokens, GW_DEFAULT_MAX_TOKENS);
-    gw_request_free(&r);
+    assert_int_equal(r.max_tokens, API_DEFAULT_MAX_TOKENS);
+    api_request_free(&r);
     /* max_completion_tokens is max_tokens' newer name; neutral fields are accepted */
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
                            "\"max_completion_tokens\":7,\"n\":1,\"logprobs\":false,"
@@ -98,13 +98,13 @@ static void test_template(void **state) {
                            "\"temperature\":0}", &r, &e), 0);
     assert_int_equal(r.max_tokens, 7);
     assert_true(r.stream && r.include_usage && r.has_seed);
-    gw_request_free(&r);
+    api_request_free(&r);
     /* the rendered conversation is clamped to the context like any prompt */
     setup_mi(40);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
                            "\"max_tokens\":1000}", &r, &e), 0);
     assert_int_equal(r.max_tokens, 40 - (int)strlen("User: hello\nAssistant:"));
-    gw_request_free(&r);
+    api_request_free(&r);
 }
 
 static void test_errors(void **state) {
@@ -154,8 +154,8 @@ static cJSON *event(const char *sse) {
 
 static void test_shapes(void **state) {
     (void)state;
-    gw_buf b = {0};
-    gw_chat_json(&b, "chatcmpl-1", 77, "tiny", (const uint8_t *)" Hark \"who\"", 11, "stop", 20, 4);
+    api_buf b = {0};
+    api_chat_json(&b, "chatcmpl-1", 77, "tiny", (const uint8_t *)" Hark \"who\"", 11, "stop", 20, 4);
     cJSON *j = cJSON_Parse(b.p);
     assert_non_null(j);
     assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "chat.completion");
@@ -169,9 +169,9 @@ static void test_shapes(void **state) {
     assert_string_equal(cJSON_GetObjectItem(c, "finish_reason")->valuestring, "stop");
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "total_tokens")->valueint, 24);
     cJSON_Delete(j);
-    gw_buf_free(&b);
+    api_buf_free(&b);
     /* opening chunk: the role, content "" */
-    gw_chat_chunk_sse(&b, "chatcmpl-1", 77, "tiny", 1, (const uint8_t *)"", 0, NULL);
+    api_chat_chunk_sse(&b, "chatcmpl-1", 77, "tiny", 1, (const uint8_t *)"", 0, NULL);
     j = event(b.p);
     c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
     cJSON *d = cJSON_GetObjectItem(c, "delta");
@@ -179,29 +179,29 @@ static void test_shapes(void **state) {
     assert_string_equal(cJSON_GetObjectItem(d, "content")->valuestring, "");
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(c, "finish_reason")));
     cJSON_Delete(j);
-    gw_buf_free(&b);
+    api_buf_free(&b);
     /* a content chunk: no role */
-    gw_chat_chunk_sse(&b, "chatcmpl-1", 77, "tiny", 0, (const uint8_t *)"o\xff", 2, NULL);
+    api_chat_chunk_sse(&b, "chatcmpl-1", 77, "tiny", 0, (const uint8_t *)"o\xff", 2, NULL);
     j = event(b.p);
     d = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "delta");
     assert_null(cJSON_GetObjectItem(d, "role"));
     assert_string_equal(cJSON_GetObjectItem(d, "content")->valuestring, "o\xEF\xBF\xBD");
     cJSON_Delete(j);
-    gw_buf_free(&b);
+    api_buf_free(&b);
     /* the closing chunk: empty delta, finish reason */
-    gw_chat_chunk_sse(&b, "chatcmpl-1", 77, "tiny", 0, NULL, 0, "length");
+    api_chat_chunk_sse(&b, "chatcmpl-1", 77, "tiny", 0, NULL, 0, "length");
     j = event(b.p);
     c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
     assert_null(cJSON_GetObjectItem(c, "delta")->child);
     assert_string_equal(cJSON_GetObjectItem(c, "finish_reason")->valuestring, "length");
     cJSON_Delete(j);
-    gw_buf_free(&b);
-    gw_chat_usage_sse(&b, "chatcmpl-1", 77, "tiny", 5, 6);
+    api_buf_free(&b);
+    api_chat_usage_sse(&b, "chatcmpl-1", 77, "tiny", 5, 6);
     j = event(b.p);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "choices")), 0);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "usage"), "completion_tokens")->valueint, 6);
     cJSON_Delete(j);
-    gw_buf_free(&b);
+    api_buf_free(&b);
 }
 
 int main(void) {

@@ -339,7 +339,7 @@ static void test_sse_framing(void **state) {
     /* every split into two pieces gives the same events */
     for (size_t cut = 0; cut <= n; cut++) {
         gw_sse s = {0};
-        gw_buf raw = {0}, data = {0};
+        api_buf raw = {0}, data = {0};
         int got = 0;
         gw_sse_feed(&s, all, cut);
         while (gw_sse_next(&s, &raw, &data)) {
@@ -357,8 +357,8 @@ static void test_sse_framing(void **state) {
         assert_int_equal(raw.len, n); /* raw bytes of all events, in order */
         assert_memory_equal(raw.p, all, n);
         gw_sse_free(&s);
-        gw_buf_free(&raw);
-        gw_buf_free(&data);
+        api_buf_free(&raw);
+        api_buf_free(&data);
     }
     gw_event_info info;
     char *text;
@@ -432,7 +432,7 @@ static void test_rules_whole_and_stream(void **state) {
         memcpy(prefix, t, plen);
         prefix[plen] = 0;
         ref_redact(prefix, want); /* what may go out: the redacted text before any block */
-        gw_buf whole = {0};
+        api_buf whole = {0};
         const char *rule;
         size_t at;
         int blocked = gw_rules_apply(r, GW_ON_COMPLETIONS, t, n, &whole, &rule, &at);
@@ -443,22 +443,22 @@ static void test_rules_whole_and_stream(void **state) {
         } else {
             assert_string_equal(whole.p, want);
         }
-        gw_buf_free(&whole);
+        api_buf_free(&whole);
         /* streams: every split into two and (coarser) three pieces */
         for (size_t a = 0; a <= n; a++)
             for (size_t b = a; b <= n; b += (b < n && a % 3) ? 7 : 1) {
                 gw_filter f;
                 gw_filter_init(&f, r);
-                gw_buf out = {0};
+                api_buf out = {0};
                 int bl = gw_filter_push(&f, t, a, 0, &out);
                 /* held back: window - 1, plus a redaction crossing the release point */
                 if (!bl) assert_true(f.pend.len <= 15 + 9);
                 if (!bl) bl = gw_filter_push(&f, t + a, b - a, 0, &out);
                 if (!bl) bl = gw_filter_push(&f, t + b, n - b, 1, &out);
                 assert_int_equal(bl, hit != NULL);
-                gw_buf_put(&out, "", 0);
+                api_buf_put(&out, "", 0);
                 assert_string_equal(out.p, want);
-                gw_buf_free(&out);
+                api_buf_free(&out);
                 gw_filter_free(&f);
                 if (b == n) break;
             }
@@ -500,12 +500,12 @@ static void test_pii_stream(void **state) {
     for (size_t a = 0; a <= n; a++) {
         gw_filter f;
         gw_filter_init(&f, r);
-        gw_buf out = {0};
+        api_buf out = {0};
         assert_int_equal(gw_filter_push(&f, t, a, 0, &out), 0);
         assert_int_equal(gw_filter_push(&f, t + a, n - a, 1, &out), 0);
-        gw_buf_put(&out, "", 0);
+        api_buf_put(&out, "", 0);
         assert_string_equal(out.p, want);
-        gw_buf_free(&out);
+        api_buf_free(&out);
         gw_filter_free(&f);
     }
     free(want);

@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gw_rules *r = gw_rules_new(&c, err, sizeof(err));
     if (r == NULL) return 0;
     static const char text[] = "the launch codes are 1234 5678 9012 3456; mail a@b.example now";
-    gw_buf out = {0};
+    api_buf out = {0};
     const char *rule = NULL;
     size_t at = 0;
     for (int on = GW_ON_PROMPTS; on <= GW_ON_COMPLETIONS; on++) {
@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                            i + 7 >= sizeof(text) - 1, &out))
             break;
     gw_filter_free(&f);
-    gw_buf_free(&out);
+    api_buf_free(&out);
     gw_rules_free(r);
     return 0;
 }
