@@ -8,7 +8,8 @@
  *   grads        4 B × the local parameters (zero 2/3: the shard + the root units + one block)
  *   optimizer    AdamW m and v: 8 B × the parameters this rank steps (zero >= 1: its shard)
  *   activations  the activation slots at the chosen recompute (model/model.h)
- *   comm         ZeRO-1 reduce-scatter output, ZeRO-2/3 gather/scatter staging, MPI's scratch
+ *   comm         ZeRO-1 reduce-scatter output, ZeRO-2/3 gather/scatter staging (ZeRO-3: and
+ *                the prefetch's), MPI's scratch
  *                of the bucketed all-reduce (about one bucket), the pipeline's gradient receive
  *                buffer
  *   workspace    the backward scratch (with recompute's work copy), token ids, and the sgemm

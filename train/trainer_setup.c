@@ -309,10 +309,11 @@ static void predict_memory(const trainer *tr, double runtime_bytes, double b[MEM
         double resident = (double)tr->zero.shard + (double)zero_resident_floats(&tr->zero);
         b[MEMORY_PARAMS] = F * (c->zero == 3 ? resident : local);
         b[MEMORY_GRADS] = F * resident;
-        /* staging + one piece; the group's first rank also holds MPI's reduce-scatter scratch
-         * (reduce_scatter_scratch) of the staging's size */
+        /* staging + one piece (+ zero 3's prefetch staging); the group's first rank also holds
+         * MPI's reduce-scatter scratch (reduce_scatter_scratch) of the staging's size */
         double P = tr->zero.P, mp = (double)tr->zero.max_piece;
-        b[MEMORY_COMM] = F * ((P + 1) * mp + reduce_scatter_scratch(tr) * P * mp);
+        double prefetch = c->zero == 3 ? P * mp : 0; /* the next block's gather in flight */
+        b[MEMORY_COMM] = F * ((P + 1) * mp + prefetch + reduce_scatter_scratch(tr) * P * mp);
         double block = (double)zero_resident_floats(&tr->zero) - (double)zero_root_floats(&tr->zero);
         transient = b[MEMORY_COMM] + F * block * (c->zero == 3 ? 2 : 1);
     } else {

@@ -106,11 +106,37 @@ static void gather_unit(zero_state *z, int u, const float *src, float *flat) {
     memcpy(flat + z->lo[u], z->staging, n * sizeof(float));
 }
 
-/* Unit u's parameters resident in m->params (zero 3; no-op when they are). */
+/* Finish the prefetch in flight (if any); its unit's parameters land in m->params when take. */
+static void finish_prefetch(zero_state *z, gpt_model *m, int take) {
+    if (!z->prefetch) return;
+    int u = z->prefetch_unit;
+    comm_wait(z->prefetch);
+    z->prefetch = NULL;
+    z->prefetch_unit = -1;
+    if (take && !z->gathered[u]) {
+        memcpy(m->params + z->lo[u], z->prefetch_buf, (z->hi[u] - z->lo[u]) * sizeof(float));
+        z->gathered[u] = 1;
+    }
+}
+
+/* Unit u's parameters resident in m->params (zero 3; no-op when they are): from the prefetch
+ * when it is u's, else gathered now (a prefetch of another unit is finished and dropped first,
+ * so every rank runs the same collectives in the same order). */
 static void gather_params(zero_state *z, gpt_model *m, int u) {
-    if (z->stage != 3 || z->gathered[u]) return;
+    if (z->stage != 3) return;
+    if (z->prefetch) finish_prefetch(z, m, z->prefetch_unit == u);
+    if (z->gathered[u]) return;
     gather_unit(z, u, z->pshard + z->soff[u], m->params);
     z->gathered[u] = 1;
+}
+
+/* Start the all-gather of block unit u (1 .. n_units - 2) when it is one and not resident. */
+static void start_prefetch(zero_state *z, int u) {
+    if (z->stage != 3 || z->prefetch || u < 1 || u > z->n_units - 2 || z->gathered[u]) return;
+    if (z->hi[u] == z->lo[u]) return;
+    /* the shard's piece is the send buffer: it does not change until the optimizer step */
+    z->prefetch = comm_iall_gather(z->dp, z->pshard + z->soff[u], z->prefetch_buf, z->piece[u]);
+    z->prefetch_unit = u;
 }
 
 static void release_params(zero_state *z, gpt_model *m, int u) {
@@ -137,8 +163,13 @@ static void reduce_unit(zero_state *z, gpt_model *m, int u) {
 static void layer_hook(void *user, int l, gpt_layer_event ev) {
     zero_state *z = user;
     gpt_model *m = z->model;
-    if (ev == GPT_LAYER_BEFORE_FORWARD || ev == GPT_LAYER_BEFORE_BACKWARD) gather_params(z, m, 1 + l);
-    else release_params(z, m, 1 + l);
+    if (ev == GPT_LAYER_BEFORE_FORWARD || ev == GPT_LAYER_BEFORE_BACKWARD) {
+        gather_params(z, m, 1 + l);
+        /* the block that runs next: forward goes up, backward down (none past the ends) */
+        start_prefetch(z, ev == GPT_LAYER_BEFORE_FORWARD ? 2 + l : l);
+    } else {
+        release_params(z, m, 1 + l);
+    }
 }
 
 void zero_grads_ready(zero_state *z, gpt_model *m, size_t offset) {
@@ -169,6 +200,8 @@ int zero_init(zero_state *z, gpt_model *m, comm *dp, int stage, char *err, size_
     z->staging = callocCheck((size_t)z->P * z->max_piece + 1, sizeof(float));
     z->piece_buf = callocCheck(z->max_piece + 1, sizeof(float));
     z->gathered = callocCheck((size_t)z->n_units, sizeof(int));
+    z->prefetch_unit = -1;
+    if (stage == 3) z->prefetch_buf = callocCheck((size_t)z->P * z->max_piece + 1, sizeof(float));
     mtCheck(m->grads == NULL, "zero_init before the gradients are allocated");
     z->flat_g = flat_map(m->num_params, &z->flat_bytes);
     m->grads = z->flat_g;
@@ -193,6 +226,8 @@ int zero_init(zero_state *z, gpt_model *m, comm *dp, int stage, char *err, size_
 
 void zero_free(zero_state *z, gpt_model *m) {
     if (!z->lo) return;
+    finish_prefetch(z, m, 0);
+    free(z->prefetch_buf);
     if (m->grads == z->flat_g) m->grads = NULL;
     if (z->flat_p && m->params == z->flat_p) m->params = NULL;
     munmap(z->flat_g, z->flat_bytes);
@@ -228,6 +263,7 @@ void zero_grad_sumsq(const zero_state *z, const gpt_model *m, double part[3]) {
 }
 
 void zero_optim_step(zero_state *z, gpt_model *m, optim_adamw *o, float lr, float grad_scale) {
+    finish_prefetch(z, m, 0); /* its send buffer is the shard about to change */
     o->t++;
     for (int i = 0; i < z->n_segs; i++) {
         const zero_seg *s = &z->segs[i];
@@ -256,6 +292,7 @@ void zero_optim_step(zero_state *z, gpt_model *m, optim_adamw *o, float lr, floa
 }
 
 void zero_gather_all(zero_state *z, gpt_model *m) {
+    finish_prefetch(z, m, 1);
     for (int u = 0; u < z->n_units; u++) gather_params(z, m, u);
 }
 
@@ -265,6 +302,7 @@ void zero_release_all(zero_state *z, gpt_model *m) {
 
 void zero_take_params(zero_state *z, gpt_model *m) {
     if (z->stage != 3) return;
+    finish_prefetch(z, m, 0); /* the shard is about to be replaced */
     zero_scatter_flat(z, m->params, z->pshard, m->num_params);
     for (int u = 0; u < z->n_units; u++) z->gathered[u] = 1; /* all of it was just written */
     zero_release_all(z, m);

@@ -17,6 +17,8 @@
  *   zero 3: in addition the blocks' flat parameter pages are resident only while a block runs:
  *           all-gathered from the shards before its forward, dropped after, gathered again before
  *           its backward (where recompute also reads them), dropped after (gpt_model.layer_hook).
+ *           While a block runs, the next one's all-gather is in flight (forward: the block
+ *           after, backward: the block before) into a second staging buffer.
  *           The root units stay gathered (the embeddings are used at both ends of the step).
  *
  * The root units' gradients are reduced once per step, after the last backward (zero_finish).
@@ -59,6 +61,10 @@ typedef struct {
     float *flat_p, *flat_g; /* the mmap'd flat buffers (flat_p only under zero 3) */
     size_t flat_bytes;
     int *gathered;       /* (n_units) zero 3: the unit's parameters are resident */
+    /* zero 3's one-block prefetch: the next block's all-gather in flight into its own staging */
+    float *prefetch_buf;  /* (P · max_piece) */
+    comm_request *prefetch;
+    int prefetch_unit;    /* the unit in flight, -1 none */
 } zero_state;
 
 /* Set up stage (2 or 3) for model m (built, weights initialised, activations NOT yet allocated)
