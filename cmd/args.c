@@ -3,22 +3,18 @@
  *
  * Two passes over argv: the first only looks for -h/--help (skipping the values of options that
  * take one, so `--prompt --help` is a prompt), so that help wins wherever it stands and prints the
- * defaults untouched; the second assigns. Numbers are parsed whole (strtol/strtod must consume
- * every character), range-checked, and refused by the option's name — one line, exit code 2.
+ * defaults untouched; the second assigns. The table is core/keytab.h's: values are parsed whole,
+ * range-checked and refused by the option's name there — one line here, exit code 2.
  */
 #include "cmd/args.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/check.h"
 
 static const args_opt *find(const args_spec *s, const char *name, size_t len) {
-    for (const args_opt *o = s->opts; o && o->name; o++)
-        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) return o;
-    return NULL;
+    return keytab_find(s->opts, name, len);
 }
 
 static int is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
@@ -32,81 +28,18 @@ static int fail(const args_spec *s, const char *fmt, const char *a, const char *
     return MT_EXIT_USAGE;
 }
 
-/* "%g" of a range bound, with "inf" spelled out */
-static void bound(char *buf, size_t n, double v) {
-    if (isinf(v)) snprintf(buf, n, "%sinf", v < 0 ? "-" : "");
-    else snprintf(buf, n, "%.15g", v);
-}
-
-static int range_fail(const args_opt *o, const char *v) {
-    char lo[32], hi[32];
-    bound(lo, sizeof(lo), o->lo);
-    bound(hi, sizeof(hi), o->hi);
-    fprintf(stderr, "minitrain: error: --%s must be in [%s, %s], got '%s'\n", o->name, lo, hi, v);
-    fflush(stderr);
-    return MT_EXIT_USAGE;
-}
-
-static int number_fail(const args_opt *o, const char *what, const char *v) {
-    fprintf(stderr, "minitrain: error: --%s needs %s, got '%s'\n", o->name, what, v);
-    fflush(stderr);
-    return MT_EXIT_USAGE;
-}
-
-/* Store v into o->ptr. Returns ARGS_CONTINUE or MT_EXIT_USAGE (after the message). */
+/* Store v into o's variable (core/keytab.c parses and range-checks it). Returns ARGS_CONTINUE,
+ * or MT_EXIT_USAGE after the one-line message. */
 static int assign(const args_opt *o, const char *v) {
-    char *end = NULL;
-    errno = 0;
-    switch (o->kind) {
-    case ARG_FLAG: *(int *)o->ptr = 1; return ARGS_CONTINUE;
-    case ARG_STRING: *(const char **)o->ptr = v; return ARGS_CONTINUE;
-    case ARG_INT:
-    case ARG_I64: {
-        long long x = strtoll(v, &end, 10);
-        if (*v == 0 || *end != 0 || errno) return number_fail(o, "an integer", v);
-        if ((double)x < o->lo || (double)x > o->hi) return range_fail(o, v);
-        if (o->kind == ARG_INT) *(int *)o->ptr = (int)x;
-        else *(long long *)o->ptr = x;
-        return ARGS_CONTINUE;
-    }
-    case ARG_U64: {
-        const char *p = v;
-        while (*p == ' ' || *p == '\t') p++;
-        unsigned long long x = strtoull(v, &end, 10);
-        if (*v == 0 || *p == '-' || *end != 0 || errno)
-            return number_fail(o, "a non-negative integer", v);
-        if ((double)x < o->lo || (double)x > o->hi) return range_fail(o, v);
-        *(unsigned long long *)o->ptr = x;
-        return ARGS_CONTINUE;
-    }
-    case ARG_DOUBLE: {
-        double x = strtod(v, &end);
-        if (*v == 0 || *end != 0 || isnan(x) || (errno && !isinf(x)))
-            return number_fail(o, "a number", v);
-        if (!(x >= o->lo && x <= o->hi)) return range_fail(o, v);
-        *(double *)o->ptr = x;
-        return ARGS_CONTINUE;
-    }
-    case ARG_BYTES: {
-        unsigned long long x = strtoull(v, &end, 10);
-        if (*v == 0 || *v == '-' || end == v || errno)
-            return number_fail(o, "a byte count like 1048576 or 1M", v);
-        int shift = 0;
-        if (*end == 'k' || *end == 'K') shift = 10, end++;
-        else if (*end == 'm' || *end == 'M') shift = 20, end++;
-        if (*end != 0 || x > (~0ull >> shift))
-            return number_fail(o, "a byte count like 1048576 or 1M", v);
-        x <<= shift;
-        if ((double)x < o->lo || (double)x > o->hi) return range_fail(o, v);
-        *(size_t *)o->ptr = (size_t)x;
-        return ARGS_CONTINUE;
-    }
-    }
-    return ARGS_CONTINUE;
+    char err[512];
+    if (keytab_parse(o, NULL, v, KEYTAB_OPTION, err, sizeof(err)) == 0) return ARGS_CONTINUE;
+    fprintf(stderr, "minitrain: error: %s\n", err);
+    fflush(stderr);
+    return MT_EXIT_USAGE;
 }
 
 int args_double(const char *name, const char *text, double lo, double hi, double *out) {
-    const args_opt o = {name, ARG_DOUBLE, out, lo, hi, NULL, NULL, NULL};
+    const args_opt o = {name, KEYTAB_DOUBLE, out, lo, hi, NULL, NULL, NULL};
     return assign(&o, text);
 }
 
@@ -123,7 +56,7 @@ static int takes_value(const args_spec *s, const char *a) {
     split(a, &len, &eq);
     if (eq) return 0;
     const args_opt *o = find(s, a + 2, len);
-    if (o) return o->kind != ARG_FLAG;
+    if (o) return o->type != KEYTAB_FLAG;
     return s->known && s->known(a + 2);
 }
 
@@ -166,9 +99,9 @@ int args_parse(const args_spec *s, int argc, char **argv, int *rest) {
             s->other(s->ctx, name, v);
             continue;
         }
-        if (o->kind == ARG_FLAG) {
+        if (o->type == KEYTAB_FLAG) {
             if (eq) return fail(s, "--%s takes no value, got '%s'", o->name, eq + 1);
-            *(int *)o->ptr = 1;
+            *(int *)o->at = 1;
             continue;
         }
         const char *v = eq ? eq + 1 : NULL;
@@ -182,66 +115,13 @@ int args_parse(const args_spec *s, int argc, char **argv, int *rest) {
     return ARGS_CONTINUE;
 }
 
-/* The default of o as text, or "" when there is none to show. */
-static void default_text(const args_opt *o, char *buf, size_t n) {
-    buf[0] = 0;
-    if (o->def) {
-        snprintf(buf, n, "%s", o->def);
-        return;
-    }
-    switch (o->kind) {
-    case ARG_FLAG: break;
-    case ARG_INT: snprintf(buf, n, "%d", *(int *)o->ptr); break;
-    case ARG_I64: snprintf(buf, n, "%lld", *(long long *)o->ptr); break;
-    case ARG_U64: snprintf(buf, n, "%llu", *(unsigned long long *)o->ptr); break;
-    case ARG_DOUBLE:
-        if (!isnan(*(double *)o->ptr)) snprintf(buf, n, "%g", *(double *)o->ptr);
-        break;
-    case ARG_BYTES: {
-        size_t b = *(size_t *)o->ptr;
-        if (b && b % (1u << 20) == 0) snprintf(buf, n, "%zuM", b >> 20);
-        else if (b && b % 1024 == 0) snprintf(buf, n, "%zuK", b >> 10);
-        else snprintf(buf, n, "%zu", b);
-        break;
-    }
-    case ARG_STRING:
-        if (*(const char **)o->ptr) snprintf(buf, n, "%s", *(const char **)o->ptr);
-        break;
-    }
-}
-
-static const char *metavar(const args_opt *o) {
-    if (o->metavar) return o->metavar;
-    switch (o->kind) {
-    case ARG_FLAG: return "";
-    case ARG_DOUBLE: return "X";
-    case ARG_BYTES: return "BYTES";
-    case ARG_STRING: return "TEXT";
-    default: return "N";
-    }
-}
-
 #define HELP_COL 24
 
 void args_help(const args_spec *s, FILE *out) {
     fprintf(out, "%s\n", s->synopsis);
     if (s->about) fprintf(out, "\n%s\n", s->about);
     fprintf(out, "\n");
-    for (const args_opt *o = s->opts; o && o->name; o++) {
-        char head[128], def[128];
-        const char *mv = metavar(o);
-        int n = snprintf(head, sizeof(head), "  --%s%s%s", o->name, *mv ? " " : "", mv);
-        fprintf(out, "%s", head);
-        if (n + 2 > HELP_COL) fprintf(out, "\n%*s", HELP_COL, "");
-        else fprintf(out, "%*s", HELP_COL - n, "");
-        for (const char *h = o->help ? o->help : ""; *h; h++) {
-            fputc(*h, out);
-            if (*h == '\n') fprintf(out, "%*s", HELP_COL, "");
-        }
-        default_text(o, def, sizeof(def));
-        if (def[0]) fprintf(out, " (default %s)", def);
-        fputc('\n', out);
-    }
+    keytab_print_options(out, s->opts, NULL, HELP_COL);
     fprintf(out, "  -h, --help%*sthis help\n", HELP_COL - 12, "");
     if (s->help_tail) {
         fprintf(out, "\n");

@@ -1,8 +1,8 @@
 /*
  * cmd/args.h — the one option parser of every subcommand: a table of options, parsed and printed.
  *
- * Each subcommand describes its options once, as a table of {name, kind, pointer, range, metavar,
- * help, default}; args_parse() reads `--name value` and `--name=value` (and -h / --help) against
+ * Each subcommand describes its options once, as a table of {name, type, pointer, range, metavar,
+ * help, default} (core/keytab.h's one table format); args_parse() reads `--name value` and `--name=value` (and -h / --help) against
  * it, and args_help() prints --help from the same table, so the help cannot drift from what is
  * parsed. The pointers hold the defaults before parsing (set them first); a given option
  * overwrites them.
@@ -17,25 +17,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-typedef enum {
-    ARG_FLAG,   /* int *: set to 1; takes no value */
-    ARG_INT,    /* int *: a decimal integer in [lo, hi] */
-    ARG_I64,    /* long long *: a decimal integer in [lo, hi] */
-    ARG_U64,    /* unsigned long long *: a decimal integer >= 0, <= hi (seeds) */
-    ARG_DOUBLE, /* double *: a number in [lo, hi]; "inf" passes when hi is INFINITY; never NaN */
-    ARG_BYTES,  /* size_t *: a byte count with an optional K or M suffix (KiB, MiB), in [lo, hi] */
-    ARG_STRING, /* const char **: the value itself (it points into argv) */
-} args_kind;
+#include "core/keytab.h"
 
-typedef struct {
-    const char *name;    /* long name without the dashes, e.g. "max-tokens"; NULL ends a table */
-    args_kind kind;
-    void *ptr;           /* where the value goes (its type follows kind) */
-    double lo, hi;       /* numbers: the accepted range, inclusive */
-    const char *metavar; /* the value's name in --help ("N", "FILE"); NULL: from kind */
-    const char *help;    /* text for --help; '\n' starts an aligned continuation line */
-    const char *def;     /* default shown in --help; NULL: printed from *ptr; "": none shown */
-} args_opt;
+/* An option is a row of core/keytab.h's table: {name, type, &variable, lo, hi, metavar, help,
+ * def}. name is the long name without the dashes ("max-tokens"); the variable's C type follows
+ * the row's type (KEYTAB_INT: int, KEYTAB_STRING: const char *, ...); def is the default shown in
+ * --help (NULL: printed from the variable; "": none shown). A table ends with a NULL name. */
+typedef keytab_key args_opt;
 
 /* The command line of one subcommand. */
 typedef struct {
@@ -67,7 +55,7 @@ typedef struct {
  * first word after `--` (argc when there is none). */
 int args_parse(const args_spec *spec, int argc, char **argv, int *rest);
 
-/* Parse text as the value of option --name with the table's rules for kind ARG_DOUBLE (whole
+/* Parse text as the value of option --name with the table's rules for type KEYTAB_DOUBLE (whole
  * text, finite or inf, in [lo, hi]) — for values the table cannot type, such as the parts of
  * --backoff MIN:MAX. Returns ARGS_CONTINUE with *out set, or MT_EXIT_USAGE after one error line. */
 int args_double(const char *name, const char *text, double lo, double hi, double *out);

@@ -19,11 +19,11 @@ static int bench_gemm(int argc, char **argv) {
     int threads = 0, size = FLOPS_PROBE_N;
     double seconds = 1.0;
     const args_opt opts[] = {
-        {"threads", ARG_INT, &threads, 1, 4096, "N", "OpenBLAS threads (default: all available)",
+        {"threads", KEYTAB_INT, &threads, 1, 4096, "N", "OpenBLAS threads (default: all available)",
          ""},
-        {"seconds", ARG_DOUBLE, &seconds, 0.001, 600, "S", "probe duration after a warm-up call",
+        {"seconds", KEYTAB_DOUBLE, &seconds, 0.001, 600, "S", "probe duration after a warm-up call",
          NULL},
-        {"size", ARG_INT, &size, 64, 16384, "N", "square matrix size, 64..16384", NULL},
+        {"size", KEYTAB_INT, &size, 64, 16384, "N", "square matrix size, 64..16384", NULL},
         {0},
     };
     const args_spec spec = {

@@ -79,14 +79,14 @@ static int parse_args(ckpt_args *a, int argc, char **argv, int k) {
     memset(a, 0, sizeof(*a));
     long long step = -1;
     args_opt opts[] = {
-        {"run", ARG_STRING, &a->run, 0, 0, "DIR", "run directory (holds ckpt/ and run.db)", ""},
-        {"step", ARG_I64, &step, 0, 9.2e18, "N", "only this step (default: every step; export: "
+        {"run", KEYTAB_STRING, &a->run, 0, 0, "DIR", "run directory (holds ckpt/ and run.db)", ""},
+        {"step", KEYTAB_I64, &step, 0, 9.2e18, "N", "only this step (default: every step; export: "
          "the newest that\nverifies)", ""},
-        {"out", ARG_STRING, &a->out, 0, 0, "FILE", "the file to write (default "
+        {"out", KEYTAB_STRING, &a->out, 0, 0, "FILE", "the file to write (default "
          "DIR/hf/model.safetensors, llmc:\nDIR/llmc/model.bin or model_bf16.bin)", ""},
-        {"format", ARG_STRING, &a->format, 0, 0, "FMT", "hf (Hugging Face safetensors + "
+        {"format", KEYTAB_STRING, &a->format, 0, 0, "FMT", "hf (Hugging Face safetensors + "
          "config.json) or llmc (llm.c's\nmodel file)", "hf"},
-        {"dtype", ARG_STRING, &a->dtype, 0, 0, "T", "--format llmc: fp32 (version 3) or bf16 "
+        {"dtype", KEYTAB_STRING, &a->dtype, 0, 0, "T", "--format llmc: fp32 (version 3) or bf16 "
          "(version 5, round to\nnearest even)", "fp32"},
         {0},
     };
@@ -265,11 +265,11 @@ static int export_llmc(const ckpt_args *a, gpt_model *m, int step, const char *d
 static int do_import(int argc, char **argv) {
     const char *from = NULL, *out = NULL, *tok = NULL, *src = NULL;
     const args_opt opts[] = {
-        {"from", ARG_STRING, &from, 0, 0, "KIND", "llmc (an llm.c model file) or hf (a Hugging "
+        {"from", KEYTAB_STRING, &from, 0, 0, "KIND", "llmc (an llm.c model file) or hf (a Hugging "
          "Face directory\nor .safetensors file with config.json beside it)", ""},
-        {"out", ARG_STRING, &out, 0, 0, "RUN_DIR", "the run directory to create (must hold no "
+        {"out", KEYTAB_STRING, &out, 0, 0, "RUN_DIR", "the run directory to create (must hold no "
          "checkpoints)", ""},
-        {"tokenizer", ARG_STRING, &tok, 0, 0, "FILE", "tokenizer to store as RUN_DIR/tokenizer.bin "
+        {"tokenizer", KEYTAB_STRING, &tok, 0, 0, "FILE", "tokenizer to store as RUN_DIR/tokenizer.bin "
          "(tiktoken, Hugging\nFace, llm.c or minitrain)", ""},
         {0},
     };

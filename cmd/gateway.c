@@ -40,14 +40,7 @@ static void policy_help(FILE *out) {
                  "  --pii M                   off (default) or mask (safety/pii placeholders)\n"
                  "  --pii-on W                prompts, completions or both (default both)\n\n"
                  "policy (the one table of thresholds; also [policy] keys of the file):\n");
-    for (const gw_policy_key *k = gw_policy_keys; k->name; k++) {
-        char flag[64];
-        size_t i = 0;
-        for (; k->name[i] && i < sizeof(flag) - 1; i++)
-            flag[i] = k->name[i] == '_' ? '-' : k->name[i];
-        flag[i] = 0;
-        fprintf(out, "  --%-23s %s (default %g)\n", flag, k->help, k->def);
-    }
+    keytab_print_options(out, gw_policy_keys, NULL, 28);
 }
 
 static void print_routes(const gw_config *cfg) {
@@ -68,9 +61,9 @@ int cmd_gateway(int argc, char **argv) {
     int quiet = 0;
     args_overrides ov = {0}; /* the [gateway]/[policy] keys, --upstream and --route, in order */
     const args_opt opts[] = {
-        {"config", ARG_STRING, &config_path, 0, 0, "FILE",
+        {"config", KEYTAB_STRING, &config_path, 0, 0, "FILE",
          "INI file: [gateway] [policy] [upstream NAME] [model NAME] [rule NAME]", ""},
-        {"quiet", ARG_FLAG, &quiet, 0, 0, NULL, "no access log", ""},
+        {"quiet", KEYTAB_FLAG, &quiet, 0, 0, NULL, "no access log", ""},
         {0},
     };
     const args_spec spec = {
@@ -96,7 +89,10 @@ int cmd_gateway(int argc, char **argv) {
         .help_tail = policy_help,
     };
     int prc = args_parse(&spec, argc, argv, NULL);
-    if (prc != ARGS_CONTINUE) return prc;
+    if (prc != ARGS_CONTINUE) {
+        args_overrides_free(&ov); /* those taken before the refused word */
+        return prc;
+    }
     if (ov.overflow)
         mt_fail("more than %d gateway options on the command line", ARGS_MAX_OVERRIDES);
     gw_config *cfg = callocCheck(1, sizeof(gw_config));

@@ -12,6 +12,7 @@
  * table (cmd/args.h); revoke, disable and enable also take the key id as a plain word.
  */
 #define _GNU_SOURCE /* timegm, strptime */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -130,11 +131,13 @@ static int cmd_add(gw_keys *k, const cli_opts *o, const char *actor) {
     gw_key_row row;
     if (gw_keys_create(k, actor, o->name, &spec, key, &row, err, sizeof(err)) != 0)
         return mt_error("%s", err);
-    char *detail = NULL;
-    if (asprintf(&detail, "{\"role\":\"%s\",\"via\":\"cli\"}", gw_role_name(row.info.role)) < 0)
-        detail = NULL;
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "role", gw_role_name(row.info.role));
+    cJSON_AddStringToObject(d, "via", "cli");
+    char *detail = cJSON_PrintUnformatted(d);
+    cJSON_Delete(d);
     gw_keys_audit(k, actor, "key.create", row.info.id, 201, detail);
-    free(detail);
+    cJSON_free(detail);
     print_limits(&row.info, lim, sizeof(lim));
     fmt_time(row.info.expires_at, exp, sizeof(exp));
     printf("minitrain: created key %s (role %s, models %s, %s, expires %s)%s%s\n", row.info.id,
@@ -152,8 +155,8 @@ static int cmd_ls(gw_keys *k, const cli_opts *o, const char *actor) {
     int n = gw_keys_list(k, o->all, &rows);
     gw_keys_audit(k, actor, "key.list", NULL, 200, NULL);
     long long now = gw_keys_now(k);
-    if (o->json) printf("[");
-    else if (n) printf("%-16s  %-6s  %-7s %-20s %8s %10s %5s %8s  %-20s  %s\n", "ID", "ROLE",
+    cJSON *list = o->json ? cJSON_CreateArray() : NULL;
+    if (!o->json && n) printf("%-16s  %-6s  %-7s %-20s %8s %10s %5s %8s  %-20s  %s\n", "ID", "ROLE",
                        "STATE", "MODELS", "RPM", "TPM", "CONC", "MAX_TOK", "EXPIRES", "NAME");
     for (int i = 0; i < n; i++) {
         const gw_key_row *r = &rows[i];
@@ -162,20 +165,19 @@ static int cmd_ls(gw_keys *k, const cli_opts *o, const char *actor) {
         char exp[40];
         fmt_time(r->info.expires_at, exp, sizeof(exp));
         if (o->json) {
-            /* ids, roles, states and timestamps are plain ASCII; name and models are checked
-             * on input (names may hold anything, so they are escaped minimally here) */
-            printf("%s{\"id\":\"%s\",\"role\":\"%s\",\"state\":\"%s\",\"models\":\"%s\","
-                   "\"rpm\":%ld,\"tpm\":%ld,\"max_concurrent\":%d,\"max_tokens\":%d,"
-                   "\"expires_at\":%lld,\"created_at\":%lld,\"name\":\"",
-                   i ? "," : "", r->info.id, gw_role_name(r->info.role), state,
-                   r->info.models[0] ? r->info.models : "*", r->info.rpm, r->info.tpm,
-                   r->info.max_concurrent, r->info.max_tokens, r->info.expires_at, r->created_at);
-            for (const char *p = r->name; *p; p++) {
-                if (*p == '"' || *p == '\\') printf("\\%c", *p);
-                else if ((unsigned char)*p < 0x20) printf("\\u%04x", *p);
-                else putchar(*p);
-            }
-            printf("\"}");
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "id", r->info.id);
+            cJSON_AddStringToObject(j, "role", gw_role_name(r->info.role));
+            cJSON_AddStringToObject(j, "state", state);
+            cJSON_AddStringToObject(j, "models", r->info.models[0] ? r->info.models : "*");
+            cJSON_AddNumberToObject(j, "rpm", (double)r->info.rpm);
+            cJSON_AddNumberToObject(j, "tpm", (double)r->info.tpm);
+            cJSON_AddNumberToObject(j, "max_concurrent", r->info.max_concurrent);
+            cJSON_AddNumberToObject(j, "max_tokens", r->info.max_tokens);
+            cJSON_AddNumberToObject(j, "expires_at", (double)r->info.expires_at);
+            cJSON_AddNumberToObject(j, "created_at", (double)r->created_at);
+            cJSON_AddStringToObject(j, "name", r->name);
+            cJSON_AddItemToArray(list, j);
         } else {
             printf("%-16s  %-6s  %-7s %-20.20s %8ld %10ld %5d %8d  %-20s  %s\n", r->info.id,
                    gw_role_name(r->info.role), state, r->info.models[0] ? r->info.models : "*",
@@ -183,8 +185,13 @@ static int cmd_ls(gw_keys *k, const cli_opts *o, const char *actor) {
                    r->name);
         }
     }
-    if (o->json) printf("]\n");
-    else if (n == 0) printf("minitrain: no keys%s in %s (create one: minitrain gateway keys add "
+    if (o->json) {
+        char *text = cJSON_PrintUnformatted(list);
+        mtCheck(text != NULL, "out of memory");
+        printf("%s\n", text);
+        cJSON_free(text);
+        cJSON_Delete(list);
+    } else if (n == 0) printf("minitrain: no keys%s in %s (create one: minitrain gateway keys add "
                             "--keys-db %s --role admin)\n", o->all ? "" : " (active)", o->db, o->db);
     free(rows);
     return MT_EXIT_OK;
@@ -259,7 +266,7 @@ static const char *take_word(const args_opt *opts, int *argc, char **argv) {
         if (!strncmp(a, "--", 2)) {
             if (strchr(a, '=')) continue;
             for (const args_opt *o = opts; o->name; o++)
-                if (!strcmp(a + 2, o->name) && o->kind != ARG_FLAG) i++;
+                if (!strcmp(a + 2, o->name) && o->type != KEYTAB_FLAG) i++;
             continue;
         }
         for (int j = i; j + 1 < *argc; j++) argv[j] = argv[j + 1];
@@ -285,33 +292,33 @@ int cmd_gateway_keys(int argc, char **argv) {
         return mt_error("unknown keys command '%s' (add, ls, revoke, disable, enable, audit; see "
                         "`minitrain gateway keys --help`)", cmd);
     cli_opts o = {.limit = 50};
-    const args_opt db = {"keys-db", ARG_STRING, &o.db, 0, 0, "FILE", "the gateway's key database "
+    const args_opt db = {"keys-db", KEYTAB_STRING, &o.db, 0, 0, "FILE", "the gateway's key database "
                          "(SQLite; add creates it)", ""};
     const args_opt add_opts[] = {
         db,
-        {"name", ARG_STRING, &o.name, 0, 0, "NAME", "a label for humans", ""},
-        {"role", ARG_STRING, &o.role, 0, 0, "R", "admin | user | viewer", "user"},
-        {"models", ARG_STRING, &o.models, 0, 0, "M,...", "public model names it may call", "all"},
-        {"rpm", ARG_I64, &o.rpm, 0, 1e9, "N", "requests per minute (0 = unlimited)", NULL},
-        {"tpm", ARG_I64, &o.tpm, 0, 1e12, "N", "tokens per minute (0 = unlimited)", NULL},
-        {"max-concurrent", ARG_INT, &o.maxc, 0, 1e6, "N", "requests in flight at once (0 = "
+        {"name", KEYTAB_STRING, &o.name, 0, 0, "NAME", "a label for humans", ""},
+        {"role", KEYTAB_STRING, &o.role, 0, 0, "R", "admin | user | viewer", "user"},
+        {"models", KEYTAB_STRING, &o.models, 0, 0, "M,...", "public model names it may call", "all"},
+        {"rpm", KEYTAB_I64, &o.rpm, 0, 1e9, "N", "requests per minute (0 = unlimited)", NULL},
+        {"tpm", KEYTAB_I64, &o.tpm, 0, 1e12, "N", "tokens per minute (0 = unlimited)", NULL},
+        {"max-concurrent", KEYTAB_INT, &o.maxc, 0, 1e6, "N", "requests in flight at once (0 = "
          "unlimited)", NULL},
-        {"max-tokens", ARG_INT, &o.maxtok, 0, 1e9, "N", "cap on a request's max_tokens (0 = none)",
+        {"max-tokens", KEYTAB_INT, &o.maxtok, 0, 1e9, "N", "cap on a request's max_tokens (0 = none)",
          NULL},
-        {"expires", ARG_STRING, &o.expires, 0, 0, "WHEN", "30d, 12h, 90m, 3600s, 2w, 2026-01-31,\n"
+        {"expires", KEYTAB_STRING, &o.expires, 0, 0, "WHEN", "30d, 12h, 90m, 3600s, 2w, 2026-01-31,\n"
          "2026-01-31T12:00:00Z, @UNIXSECONDS or never", "never"},
         {0},
     };
     const args_opt ls_opts[] = {
         db,
-        {"all", ARG_FLAG, &o.all, 0, 0, NULL, "revoked keys too", NULL},
-        {"json", ARG_FLAG, &o.json, 0, 0, NULL, "one JSON array", NULL},
+        {"all", KEYTAB_FLAG, &o.all, 0, 0, NULL, "revoked keys too", NULL},
+        {"json", KEYTAB_FLAG, &o.json, 0, 0, NULL, "one JSON array", NULL},
         {0},
     };
     const args_opt id_opts[] = {db, {0}};
     const args_opt audit_opts[] = {
         db,
-        {"limit", ARG_INT, &o.limit, 1, 100000, "N", "rows to show", NULL},
+        {"limit", KEYTAB_INT, &o.limit, 1, 100000, "N", "rows to show", NULL},
         {0},
     };
     static const char *const synopsis[] = {

@@ -122,39 +122,39 @@ int cmd_plan(int argc, char **argv) {
         vocab = -1, mbatch = -1, mbs = -1, bytes = 4;
     double nvlink = NAN, nic = NAN, oversub = NAN;
     const args_opt opts[] = {
-        {"topology", ARG_STRING, &topology, 0, 0, "FILE", "topology file (docs/placement.md)", ""},
-        {"nodes", ARG_INT, &nodes, 1, 1e6, "N", "uniform topology: N nodes named node0..", ""},
-        {"gpus-per-node", ARG_INT, &gpn, 1, 4096, "G", "... of G GPUs sharing one scale-up "
+        {"topology", KEYTAB_STRING, &topology, 0, 0, "FILE", "topology file (docs/placement.md)", ""},
+        {"nodes", KEYTAB_INT, &nodes, 1, 1e6, "N", "uniform topology: N nodes named node0..", ""},
+        {"gpus-per-node", KEYTAB_INT, &gpn, 1, 4096, "G", "... of G GPUs sharing one scale-up "
          "domain", ""},
-        {"nodes-per-leaf", ARG_INT, &per_leaf, 0, 1e6, "K", "... K nodes per leaf switch (0 = "
+        {"nodes-per-leaf", KEYTAB_INT, &per_leaf, 0, 1e6, "K", "... K nodes per leaf switch (0 = "
          "one leaf)", ""},
-        {"from-hwloc", ARG_FLAG, &from_hwloc, 0, 0, NULL, "the local node, as hwloc sees it", NULL},
-        {"from-slurm", ARG_FLAG, &from_slurm, 0, 0, NULL, "the nodes of the current Slurm "
+        {"from-hwloc", KEYTAB_FLAG, &from_hwloc, 0, 0, NULL, "the local node, as hwloc sees it", NULL},
+        {"from-slurm", KEYTAB_FLAG, &from_slurm, 0, 0, NULL, "the nodes of the current Slurm "
          "allocation", NULL},
-        {"tp", ARG_INT, &tp, 1, 1e6, "T", "tensor-parallel degree", "config's"},
-        {"pp", ARG_INT, &pp, 1, 1e6, "P", "pipeline stages", "config's"},
-        {"dp", ARG_INT, &dp, 0, 1e6, "D", "data-parallel degree (0 = every usable GPU)",
+        {"tp", KEYTAB_INT, &tp, 1, 1e6, "T", "tensor-parallel degree", "config's"},
+        {"pp", KEYTAB_INT, &pp, 1, 1e6, "P", "pipeline stages", "config's"},
+        {"dp", KEYTAB_INT, &dp, 0, 1e6, "D", "data-parallel degree (0 = every usable GPU)",
          "config's"},
-        {"ep", ARG_INT, &ep, 1, 1e6, "E", "expert-parallel degree (divides dp)", "config's"},
-        {"exclude", ARG_STRING, &exclude, 0, 0, "HOSTS", "comma-separated hosts never to use "
+        {"ep", KEYTAB_INT, &ep, 1, 1e6, "E", "expert-parallel degree (divides dp)", "config's"},
+        {"exclude", KEYTAB_STRING, &exclude, 0, 0, "HOSTS", "comma-separated hosts never to use "
          "(cordoned)", ""},
-        {"spares", ARG_INT, &spares, 0, 1e6, "N", "nodes held back as spares", NULL},
-        {"out", ARG_STRING, &out, 0, 0, "FILE", "write the Open MPI rankfile here", ""},
-        {"config", ARG_STRING, &config, 0, 0, "FILE", "training config: the model shape and "
+        {"spares", KEYTAB_INT, &spares, 0, 1e6, "N", "nodes held back as spares", NULL},
+        {"out", KEYTAB_STRING, &out, 0, 0, "FILE", "write the Open MPI rankfile here", ""},
+        {"config", KEYTAB_STRING, &config, 0, 0, "FILE", "training config: the model shape and "
          "layout", ""},
-        {"n-layer", ARG_INT, &n_layer, 1, 1e6, "L", "model: layers", "12"},
-        {"d-model", ARG_INT, &d_model, 1, 1e7, "D", "model: width", "768"},
-        {"seq-len", ARG_INT, &seq_len, 1, 1e8, "T", "model: sequence length", "1024"},
-        {"vocab-size", ARG_INT, &vocab, 1, 1e8, "V", "model: vocabulary", "50257"},
-        {"micro-batch", ARG_INT, &mbatch, 1, 1e6, "B", "sequences per microbatch", "1"},
-        {"microbatches", ARG_INT, &mbs, 1, 1e6, "M", "microbatches per step", "8"},
-        {"bytes", ARG_INT, &bytes, 1, 8, "N", "bytes per element moved (4 fp32, 2 bf16)", NULL},
-        {"nvlink-gbs", ARG_DOUBLE, &nvlink, 1e-3, 1e6, "X", "override: scale-up GB/s per GPU",
+        {"n-layer", KEYTAB_INT, &n_layer, 1, 1e6, "L", "model: layers", "12"},
+        {"d-model", KEYTAB_INT, &d_model, 1, 1e7, "D", "model: width", "768"},
+        {"seq-len", KEYTAB_INT, &seq_len, 1, 1e8, "T", "model: sequence length", "1024"},
+        {"vocab-size", KEYTAB_INT, &vocab, 1, 1e8, "V", "model: vocabulary", "50257"},
+        {"micro-batch", KEYTAB_INT, &mbatch, 1, 1e6, "B", "sequences per microbatch", "1"},
+        {"microbatches", KEYTAB_INT, &mbs, 1, 1e6, "M", "microbatches per step", "8"},
+        {"bytes", KEYTAB_INT, &bytes, 1, 8, "N", "bytes per element moved (4 fp32, 2 bf16)", NULL},
+        {"nvlink-gbs", KEYTAB_DOUBLE, &nvlink, 1e-3, 1e6, "X", "override: scale-up GB/s per GPU",
          ""},
-        {"nic-gbs", ARG_DOUBLE, &nic, 1e-3, 1e6, "X", "override: network GB/s per GPU", ""},
-        {"oversubscription", ARG_DOUBLE, &oversub, 1, 1e3, "X", "override: spine "
+        {"nic-gbs", KEYTAB_DOUBLE, &nic, 1e-3, 1e6, "X", "override: network GB/s per GPU", ""},
+        {"oversubscription", KEYTAB_DOUBLE, &oversub, 1, 1e3, "X", "override: spine "
          "oversubscription", ""},
-        {"quiet", ARG_FLAG, &quiet, 0, 0, NULL, "print only the table", NULL},
+        {"quiet", KEYTAB_FLAG, &quiet, 0, 0, NULL, "print only the table", NULL},
         {0},
     };
     const args_spec spec = {

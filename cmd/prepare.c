@@ -175,25 +175,25 @@ int cmd_prepare(int argc, char **argv) {
     snprintf(vocab_help, sizeof(vocab_help), "bpe: 257..%d (default %d); byte: 256 only",
              PREP_MAX_VOCAB, PREP_DEFAULT_BPE_VOCAB);
     const args_opt opts[] = {
-        {"input", ARG_STRING, &input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
-        {"out", ARG_STRING, &out, 0, 0, "DIR", "output directory (created if missing)", ""},
-        {"tokenizer", ARG_STRING, &kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
+        {"input", KEYTAB_STRING, &input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
+        {"out", KEYTAB_STRING, &out, 0, 0, "DIR", "output directory (created if missing)", ""},
+        {"tokenizer", KEYTAB_STRING, &kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
          "bpe (byte-level BPE\ntrained on FILE), or a tokenizer FILE to encode with: GPT-2's as a\n"
          "tiktoken rank file, Hugging Face tokenizer.json or vocab.json +\nmerges.txt, or any "
          "minitrain tokenizer.bin (docs/interop.md);\nDIR/tokenizer.bin is its minitrain copy", ""},
-        {"doc-separator", ARG_STRING, &docsep_arg, 0, 0, "TEXT", "with a tokenizer that has "
+        {"doc-separator", KEYTAB_STRING, &docsep_arg, 0, 0, "TEXT", "with a tokenizer that has "
          "<|endoftext|>: cut the input into\ndocuments after each TEXT (escapes \\n \\t \\\\), "
          "each preceded\nby <|endoftext|> (llm.c's dev/data scripts); default: one document", ""},
-        {"vocab-size", ARG_I64, &vocab, -1e18, 1e18, "N", vocab_help, ""},
-        {"val-fraction", ARG_DOUBLE, &valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
+        {"vocab-size", KEYTAB_I64, &vocab, -1e18, 1e18, "N", vocab_help, ""},
+        {"val-fraction", KEYTAB_DOUBLE, &valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
          "ones) kept for validation,\n0 < F <= 0.5", NULL},
-        {"scrub-pii", ARG_STRING, &scrub, 0, 0, "[MODE]", "scrub PII before tokenizing: mask "
+        {"scrub-pii", KEYTAB_STRING, &scrub, 0, 0, "[MODE]", "scrub PII before tokenizing: mask "
          "(the default when MODE is left\nout), hash or drop-line (see minitrain scrub --help); "
          "the counts go\nto DIR/pii_report.json; a bpe tokenizer keeps each placeholder\nwhole "
          "(one token)", ""},
-        {"pii-types", ARG_STRING, &pii_types, 0, 0, "LIST", "with --scrub-pii: all, or a comma "
+        {"pii-types", KEYTAB_STRING, &pii_types, 0, 0, "LIST", "with --scrub-pii: all, or a comma "
          "list (email,phone,card,...)", "all"},
-        {"hash-key-file", ARG_STRING, &keyfile, 0, 0, "FILE", "with --scrub-pii hash: the HMAC key",
+        {"hash-key-file", KEYTAB_STRING, &keyfile, 0, 0, "FILE", "with --scrub-pii hash: the HMAC key",
          ""},
         {0},
     };

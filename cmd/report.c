@@ -111,13 +111,13 @@ int cmd_report(int argc, char **argv) {
     const char *run_dir = NULL, *svg = NULL, *html = NULL;
     int json = 0;
     const args_opt opts[] = {
-        {"run", ARG_STRING, &run_dir, 0, 0, "DIR", "run directory (holds run.db)", ""},
-        {"json", ARG_FLAG, &json, 0, 0, NULL, "print one JSON object instead of text", NULL},
-        {"svg", ARG_STRING, &svg, 0, 0, "FILE", "also draw loss vs wall time with failures and "
+        {"run", KEYTAB_STRING, &run_dir, 0, 0, "DIR", "run directory (holds run.db)", ""},
+        {"json", KEYTAB_FLAG, &json, 0, 0, NULL, "print one JSON object instead of text", NULL},
+        {"svg", KEYTAB_STRING, &svg, 0, 0, "FILE", "also draw loss vs wall time with failures and "
          "restarts marked\n(adversarial loss vs eps beside it when the run has robustness evals),"
          "\nand each other picture that applies as FILE-NAME.svg: metrics,\npipeline (pp runs), "
          "moe (MoE runs), layout, robustness", ""},
-        {"html", ARG_STRING, &html, 0, 0, "FILE", "write one self-contained HTML page: summary, "
+        {"html", KEYTAB_STRING, &html, 0, 0, "FILE", "write one self-contained HTML page: summary, "
          "config and layout,\nevery picture, checkpoint catalog, events, ETTR and MFU tables",
          ""},
         {0},

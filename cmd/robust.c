@@ -151,32 +151,32 @@ int cmd_robust(int argc, char **argv) {
     robust_opts o;
     robust_opts_default(&o);
     const args_opt opts[] = {
-        {"run", ARG_STRING, &run, 0, 0, "DIR", "run directory written by `minitrain train`", ""},
-        {"step", ARG_INT, &step, 0, 2e9, "N", "evaluate exactly this step (default: the newest)",
+        {"run", KEYTAB_STRING, &run, 0, 0, "DIR", "run directory written by `minitrain train`", ""},
+        {"step", KEYTAB_INT, &step, 0, 2e9, "N", "evaluate exactly this step (default: the newest)",
          ""},
-        {"attack", ARG_STRING, &attack, 0, 0, "A", "pgd | fgsm (one step of size eps) | hotflip "
+        {"attack", KEYTAB_STRING, &attack, 0, 0, "A", "pgd | fgsm (one step of size eps) | hotflip "
          "(token swaps)", "pgd"},
-        {"norm", ARG_STRING, &norm, 0, 0, "N", "l2: one ball per sequence | linf: per element",
+        {"norm", KEYTAB_STRING, &norm, 0, 0, "N", "l2: one ball per sequence | linf: per element",
          "l2"},
-        {"eps", ARG_STRING, &eps, 0, 0, "LIST", "comma list of relative eps", "0,0.01,0.03,0.1"},
-        {"steps", ARG_INT, &o.steps, 1, 10000, "K", "PGD ascent steps", NULL},
-        {"alpha-mult", ARG_DOUBLE, &o.alpha_mult, 1e-6, 1e6, "A", "PGD step size alpha = A*eps/K "
+        {"eps", KEYTAB_STRING, &eps, 0, 0, "LIST", "comma list of relative eps", "0,0.01,0.03,0.1"},
+        {"steps", KEYTAB_INT, &o.steps, 1, 10000, "K", "PGD ascent steps", NULL},
+        {"alpha-mult", KEYTAB_DOUBLE, &o.alpha_mult, 1e-6, 1e6, "A", "PGD step size alpha = A*eps/K "
          "(Madry et al. 2018)", NULL},
-        {"random-start", ARG_FLAG, &o.random_start, 0, 0, NULL, "PGD starts at a uniform random "
+        {"random-start", KEYTAB_FLAG, &o.random_start, 0, 0, NULL, "PGD starts at a uniform random "
          "point of the ball", NULL},
-        {"flips", ARG_INT, &o.flips, 1, 1e6, "K", "HotFlip: token swaps per sequence", NULL},
-        {"beam", ARG_INT, &o.beam, 1, 10, "W", "HotFlip: 1 = greedy, up to 10 = beam search", NULL},
-        {"batches", ARG_INT, &o.batches, 1, 1e9, "N", "validation batches attacked", NULL},
-        {"batch-size", ARG_INT, &batch_size, 1, 1e6, "B", "sequences per batch", "the run's"},
-        {"seed", ARG_I64, &seed, 0, 9e18, "S", "seed of the random starts", "the run's"},
-        {"data", ARG_STRING, &data, 0, 0, "DIR", "validation data", "the run's `data`"},
-        {"tp", ARG_INT, &tp, 1, 1024, "N", "tensor-parallel degree (under mpirun)", NULL},
-        {"pp", ARG_INT, &pp, 1, 256, "N", "pipeline-parallel degree (under mpirun)", NULL},
-        {"dp", ARG_INT, &dp, 0, 1e6, "N", "data-parallel degree (0 = world / (tp x pp))", NULL},
-        {"threads", ARG_INT, &threads, 0, 1024, "N", "CPU threads per rank (0 = cores / ranks)",
+        {"flips", KEYTAB_INT, &o.flips, 1, 1e6, "K", "HotFlip: token swaps per sequence", NULL},
+        {"beam", KEYTAB_INT, &o.beam, 1, 10, "W", "HotFlip: 1 = greedy, up to 10 = beam search", NULL},
+        {"batches", KEYTAB_INT, &o.batches, 1, 1e9, "N", "validation batches attacked", NULL},
+        {"batch-size", KEYTAB_INT, &batch_size, 1, 1e6, "B", "sequences per batch", "the run's"},
+        {"seed", KEYTAB_I64, &seed, 0, 9e18, "S", "seed of the random starts", "the run's"},
+        {"data", KEYTAB_STRING, &data, 0, 0, "DIR", "validation data", "the run's `data`"},
+        {"tp", KEYTAB_INT, &tp, 1, 1024, "N", "tensor-parallel degree (under mpirun)", NULL},
+        {"pp", KEYTAB_INT, &pp, 1, 256, "N", "pipeline-parallel degree (under mpirun)", NULL},
+        {"dp", KEYTAB_INT, &dp, 0, 1e6, "N", "data-parallel degree (0 = world / (tp x pp))", NULL},
+        {"threads", KEYTAB_INT, &threads, 0, 1024, "N", "CPU threads per rank (0 = cores / ranks)",
          NULL},
-        {"json", ARG_FLAG, &json, 0, 0, NULL, "print one JSON object with a `rows` array", NULL},
-        {"no-db", ARG_FLAG, &no_db, 0, 0, NULL, "do not write the rows into run.db", NULL},
+        {"json", KEYTAB_FLAG, &json, 0, 0, NULL, "print one JSON object with a `rows` array", NULL},
+        {"no-db", KEYTAB_FLAG, &no_db, 0, 0, NULL, "do not write the rows into run.db", NULL},
         {0},
     };
     const args_spec spec = {

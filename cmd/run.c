@@ -65,36 +65,36 @@ int cmd_run(int argc, char **argv) {
     const char *backoff = NULL;
     unsigned long long seed = o.seed;
     const args_opt opts[] = {
-        {"run-dir", ARG_STRING, &o.run_dir, 0, 0, "DIR", "the job's run directory (default: "
+        {"run-dir", KEYTAB_STRING, &o.run_dir, 0, 0, "DIR", "the job's run directory (default: "
          "LAUNCH's --run-dir)", ""},
-        {"max-restarts", ARG_INT, &o.max_restarts, 0, 1e9, "N", "give up after more than N "
+        {"max-restarts", KEYTAB_INT, &o.max_restarts, 0, 1e9, "N", "give up after more than N "
          "failures in the window", NULL},
-        {"restart-window", ARG_DOUBLE, &o.window_s, 1, INFINITY, "S", "the window, seconds", NULL},
-        {"heartbeat-timeout", ARG_DOUBLE, &o.hb_timeout_s, 0.1, INFINITY, "S", "no rank made "
+        {"restart-window", KEYTAB_DOUBLE, &o.window_s, 1, INFINITY, "S", "the window, seconds", NULL},
+        {"heartbeat-timeout", KEYTAB_DOUBLE, &o.hb_timeout_s, 0.1, INFINITY, "S", "no rank made "
          "progress for S s = hang", NULL},
-        {"backoff", ARG_STRING, &backoff, 0, 0, "MIN:MAX", "exponential backoff between "
+        {"backoff", KEYTAB_STRING, &backoff, 0, 0, "MIN:MAX", "exponential backoff between "
          "relaunches, seconds", "1:30"},
-        {"grace", ARG_DOUBLE, &o.grace_s, 0, INFINITY, "S", "SIGTERM -> SIGKILL grace period on "
+        {"grace", KEYTAB_DOUBLE, &o.grace_s, 0, INFINITY, "S", "SIGTERM -> SIGKILL grace period on "
          "teardown", NULL},
-        {"hostfile", ARG_STRING, &o.hostfile, 0, 0, "F", "hosts (OpenMPI format); a host blamed "
+        {"hostfile", KEYTAB_STRING, &o.hostfile, 0, 0, "F", "hosts (OpenMPI format); a host blamed "
          "for 2 failures is\ncordoned: left out of RUN_DIR/hostfile.active, passed as\n"
          "$MINITRAIN_HOSTFILE and in place of a LAUNCH word {hostfile}", ""},
-        {"rankfile", ARG_STRING, &o.rankfile, 0, 0, "F", "a `minitrain plan` rankfile: a failed "
+        {"rankfile", KEYTAB_STRING, &o.rankfile, 0, 0, "F", "a `minitrain plan` rankfile: a failed "
          "rank's host comes from it, and\nwhen a host is cordoned the layout is placed again on "
          "the\nhosts left plus a spare (RUN_DIR/rankfile.active, passed as\n$MINITRAIN_RANKFILE "
          "and in place of a LAUNCH word {rankfile});\nneeds a Slurm allocation or --hostfile",
          ""},
-        {"cordon-after", ARG_INT, &o.cordon_after, 1, 1e9, "N", "cordon a host after N failures "
+        {"cordon-after", KEYTAB_INT, &o.cordon_after, 1, 1e9, "N", "cordon a host after N failures "
          "blamed on it (inside a Slurm\nallocation: drain it too)", NULL},
-        {"evict-stragglers", ARG_FLAG, &o.evict_stragglers, 0, 0, NULL, "treat a straggler as a "
+        {"evict-stragglers", KEYTAB_FLAG, &o.evict_stragglers, 0, 0, NULL, "treat a straggler as a "
          "failure (restart without it)", NULL},
-        {"straggler-factor", ARG_DOUBLE, &o.straggler_k, 1, INFINITY, "K", "busy time above K x "
+        {"straggler-factor", KEYTAB_DOUBLE, &o.straggler_k, 1, INFINITY, "K", "busy time above K x "
          "the median ...", NULL},
-        {"straggler-steps", ARG_INT, &o.straggler_w, 1, 1e9, "W", "... for W consecutive steps = "
+        {"straggler-steps", KEYTAB_INT, &o.straggler_w, 1, 1e9, "W", "... for W consecutive steps = "
          "straggler", NULL},
-        {"fault-mtbf", ARG_DOUBLE, &o.fault_mtbf_s, 0.001, INFINITY, "S", "kill a random rank at "
+        {"fault-mtbf", KEYTAB_DOUBLE, &o.fault_mtbf_s, 0.001, INFINITY, "S", "kill a random rank at "
          "exponential intervals of mean S s", ""},
-        {"seed", ARG_U64, &seed, 0, 1.8e19, "N", "seed of --fault-mtbf", NULL},
+        {"seed", KEYTAB_U64, &seed, 0, 1.8e19, "N", "seed of --fault-mtbf", NULL},
         {0},
     };
     const args_spec spec = {

@@ -36,16 +36,16 @@ int cmd_sample(int argc, char **argv) {
     unsigned long long seed = 1337;
     double temperature = 1.0, top_p = 1.0;
     const args_opt opts[] = {
-        {"run", ARG_STRING, &run, 0, 0, "DIR", "run directory written by `minitrain train`", ""},
-        {"prompt", ARG_STRING, &prompt, 0, 0, "TEXT", "text to continue (default: a newline)", ""},
-        {"max-tokens", ARG_INT, &max_tokens, 1, SAMPLE_MAX_TOKENS, "N", "tokens to generate, 1.."
+        {"run", KEYTAB_STRING, &run, 0, 0, "DIR", "run directory written by `minitrain train`", ""},
+        {"prompt", KEYTAB_STRING, &prompt, 0, 0, "TEXT", "text to continue (default: a newline)", ""},
+        {"max-tokens", KEYTAB_INT, &max_tokens, 1, SAMPLE_MAX_TOKENS, "N", "tokens to generate, 1.."
          "1000000 (default 256; past the context,\nthe last context/2 tokens are re-read as a "
          "fresh context)", ""},
-        {"temperature", ARG_DOUBLE, &temperature, 0, 10, "T", "0 = greedy, range 0..10", NULL},
-        {"top-k", ARG_INT, &top_k, 0, 1e9, "K", "keep the K most likely tokens (0 = all)", NULL},
-        {"top-p", ARG_DOUBLE, &top_p, 1e-6, 1, "P", "nucleus sampling threshold in (0, 1]", NULL},
-        {"seed", ARG_U64, &seed, 0, 1.8e19, "S", "random seed", NULL},
-        {"device", ARG_STRING, &device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
+        {"temperature", KEYTAB_DOUBLE, &temperature, 0, 10, "T", "0 = greedy, range 0..10", NULL},
+        {"top-k", KEYTAB_INT, &top_k, 0, 1e9, "K", "keep the K most likely tokens (0 = all)", NULL},
+        {"top-p", KEYTAB_DOUBLE, &top_p, 1e-6, 1, "P", "nucleus sampling threshold in (0, 1]", NULL},
+        {"seed", KEYTAB_U64, &seed, 0, 1.8e19, "S", "random seed", NULL},
+        {"device", KEYTAB_STRING, &device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
          "MINITRAIN_DEVICE overrides", NULL},
         {0},
     };

@@ -145,20 +145,20 @@ int cmd_scrub(int argc, char **argv) {
                *keyfile = NULL;
     int quiet = 0;
     const args_opt opts[] = {
-        {"input", ARG_STRING, &input, 0, 0, "FILE", "text to scrub ('-' = stdin; any bytes)", ""},
-        {"out", ARG_STRING, &outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); a file is "
+        {"input", KEYTAB_STRING, &input, 0, 0, "FILE", "text to scrub ('-' = stdin; any bytes)", ""},
+        {"out", KEYTAB_STRING, &outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); a file is "
          "written as FILE.tmp,\nthen renamed", ""},
-        {"mode", ARG_STRING, &mode_s, 0, 0, "M", "mask: <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>, "
+        {"mode", KEYTAB_STRING, &mode_s, 0, 0, "M", "mask: <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>, "
          "<IPV6>, <SSN>,\n<CNID>, <SECRET>; hash: <EMAIL:1a2b3c4d> (HMAC-SHA256 with\n"
          "--hash-key-file: the same value gives the same token);\ndrop-line: remove every line "
          "that holds a match", "mask"},
-        {"types", ARG_STRING, &types_s, 0, 0, "LIST", "all, or a comma list of: email, phone, "
+        {"types", KEYTAB_STRING, &types_s, 0, 0, "LIST", "all, or a comma list of: email, phone, "
          "card, iban, ipv4,\nipv6 (ip = both), ssn, cnid (PRC resident ID), secret", "all"},
-        {"report", ARG_STRING, &report, 0, 0, "FILE", "write the counts per type as JSON (never "
+        {"report", KEYTAB_STRING, &report, 0, 0, "FILE", "write the counts per type as JSON (never "
          "the matched text)", ""},
-        {"hash-key-file", ARG_STRING, &keyfile, 0, 0, "FILE", "the HMAC key for --mode hash (the "
+        {"hash-key-file", KEYTAB_STRING, &keyfile, 0, 0, "FILE", "the HMAC key for --mode hash (the "
          "file's bytes, one trailing\nnewline removed; 16 random bytes or more)", ""},
-        {"quiet", ARG_FLAG, &quiet, 0, 0, NULL, "no progress or summary on stderr", ""},
+        {"quiet", KEYTAB_FLAG, &quiet, 0, 0, NULL, "no progress or summary on stderr", ""},
         {0},
     };
     const args_spec spec = {

@@ -21,24 +21,24 @@ int cmd_simulate(int argc, char **argv) {
     unsigned long long seed = 1;
     const double ANY_LO = -INFINITY, ANY_HI = INFINITY; /* sim_study_run checks the ranges */
     const args_opt opts[] = {
-        {"gpus", ARG_DOUBLE, &st.gpus, ANY_LO, ANY_HI, "G", "GPUs in the job", ""},
-        {"mtbf-gpu-hours", ARG_DOUBLE, &st.mtbf_gpu_hours, ANY_LO, ANY_HI, "H", "per-GPU mean "
+        {"gpus", KEYTAB_DOUBLE, &st.gpus, ANY_LO, ANY_HI, "G", "GPUs in the job", ""},
+        {"mtbf-gpu-hours", KEYTAB_DOUBLE, &st.mtbf_gpu_hours, ANY_LO, ANY_HI, "H", "per-GPU mean "
          "time between failures, GPU-hours (inf = none)", ""},
-        {"ckpt-save-s", ARG_DOUBLE, &st.ckpt_save_s, ANY_LO, ANY_HI, "C", "seconds training is "
+        {"ckpt-save-s", KEYTAB_DOUBLE, &st.ckpt_save_s, ANY_LO, ANY_HI, "C", "seconds training is "
          "blocked per checkpoint", ""},
-        {"restart-s", ARG_DOUBLE, &st.restart_s, ANY_LO, ANY_HI, "R", "seconds from a failure to "
+        {"restart-s", KEYTAB_DOUBLE, &st.restart_s, ANY_LO, ANY_HI, "R", "seconds from a failure to "
          "training again (detect, teardown,\nrelaunch, load)", ""},
-        {"interval", ARG_STRING, &interval, 0, 0, "auto|S", "compute seconds between checkpoints "
+        {"interval", KEYTAB_STRING, &interval, 0, 0, "auto|S", "compute seconds between checkpoints "
          "(auto = Young/Daly)", NULL},
-        {"hours", ARG_DOUBLE, &st.hours, ANY_LO, ANY_HI, "D", "wall hours simulated", "720"},
-        {"trials", ARG_INT, &st.trials, 1, 1000000, "N", "Monte Carlo trials", NULL},
-        {"seed", ARG_U64, &seed, 0, 1.8e19, "S", "RNG seed", NULL},
-        {"from-run", ARG_STRING, &st.from_run, 0, 0, "DIR", "take C and R as measured in "
+        {"hours", KEYTAB_DOUBLE, &st.hours, ANY_LO, ANY_HI, "D", "wall hours simulated", "720"},
+        {"trials", KEYTAB_INT, &st.trials, 1, 1000000, "N", "Monte Carlo trials", NULL},
+        {"seed", KEYTAB_U64, &seed, 0, 1.8e19, "S", "RNG seed", NULL},
+        {"from-run", KEYTAB_STRING, &st.from_run, 0, 0, "DIR", "take C and R as measured in "
          "DIR/run.db (minitrain report); alone\n(no --gpus, --mtbf-gpu-hours): replay that "
          "run (G = 1, its MTBF, length\nand interval) and print its measured ETTR beside", ""},
-        {"target-ettr", ARG_DOUBLE, &st.target_ettr, ANY_LO, ANY_HI, "X", "also print the largest "
+        {"target-ettr", KEYTAB_DOUBLE, &st.target_ettr, ANY_LO, ANY_HI, "X", "also print the largest "
          "R that reaches ETTR X, per C", ""},
-        {"preset", ARG_STRING, &st.preset, 0, 0, "NAME", "llama3|byterobust: published settings, "
+        {"preset", KEYTAB_STRING, &st.preset, 0, 0, "NAME", "llama3|byterobust: published settings, "
          "with the assumptions\nprinted", ""},
         {0},
     };

@@ -298,9 +298,9 @@ int cmd_train(int argc, char **argv) {
     const char *config_path = NULL, *rankfile = NULL;
     args_overrides ov = {0}; /* the config-key overrides, applied after the config file */
     const args_opt opts[] = {
-        {"config", ARG_STRING, &config_path, 0, 0, "FILE", "INI config file, read before the "
+        {"config", KEYTAB_STRING, &config_path, 0, 0, "FILE", "INI config file, read before the "
          "--KEY VALUE overrides", ""},
-        {"rankfile", ARG_STRING, &rankfile, 0, 0, "FILE", "take tp/pp/dp/ep from a rankfile of "
+        {"rankfile", KEYTAB_STRING, &rankfile, 0, 0, "FILE", "take tp/pp/dp/ep from a rankfile of "
          "`minitrain plan` (its rank\norder is the mesh's; a config that disagrees is an "
          "error)", ""},
         {0},
@@ -322,7 +322,10 @@ int cmd_train(int argc, char **argv) {
         .help_tail = config_help,
     };
     int prc = args_parse(&spec, argc, argv, NULL);
-    if (prc != ARGS_CONTINUE) return prc;
+    if (prc != ARGS_CONTINUE) {
+        args_overrides_free(&ov); /* those taken before the refused word */
+        return prc;
+    }
     if (ov.overflow)
         mt_fail("more than %d config overrides on the command line", ARGS_MAX_OVERRIDES);
     mt_config cfg;

@@ -1,11 +1,14 @@
 /*
  * core/config.c — the key table behind mt_config, the INI loader (inih) and overrides.
  *
- * One row per key: name, type, offset into mt_config, default, allowed range, help. Everything
- * else (parsing, range checks, --help text, JSON dump) walks this table.
+ * One row per key of core/keytab.h's table format: name, type, offset into mt_config, range,
+ * help, default. Parsing, range checks and --help are the engine's (core/keytab.c); this file adds
+ * the three keys with a rule of their own (fault is a list, name a plain name, ckpt_every takes
+ * "auto"), the INI file and the cross-key checks, and the JSON dump walks the same rows.
  */
 #include "core/config.h"
 
+#include <cjson/cJSON.h>
 #include <ini.h>
 #include <math.h>
 #include <stddef.h>
@@ -15,26 +18,16 @@
 #include <sys/stat.h>
 
 #include "core/check.h"
+#include "core/keytab.h"
 
-typedef enum { KEY_INT, KEY_FLOAT, KEY_STR } key_type;
-
-typedef struct {
-    const char *name;
-    key_type type;
-    size_t offset;
-    size_t size; /* for strings */
-    double def;  /* default for numbers */
-    const char *def_str;
-    double min, max; /* inclusive range for numbers */
-    const char *help;
-} key_desc;
-
-#define KI(field, d, lo, hi, h) {#field, KEY_INT, offsetof(mt_config, field), 0, d, NULL, lo, hi, h}
-#define KF(field, d, lo, hi, h) {#field, KEY_FLOAT, offsetof(mt_config, field), 0, d, NULL, lo, hi, h}
+#define KI(field, d, lo, hi, h) {#field, KEYTAB_INT, KEYTAB_OFF(mt_config, field), lo, hi, NULL, h, #d}
+#define KF(field, d, lo, hi, h) \
+    {#field, KEYTAB_FLOAT, KEYTAB_OFF(mt_config, field), lo, hi, NULL, h, #d}
 #define KS(field, d, h) \
-    {#field, KEY_STR, offsetof(mt_config, field), sizeof(((mt_config *)0)->field), 0, d, 0, 0, h}
+    {#field, KEYTAB_CHARS, KEYTAB_OFF(mt_config, field), 0, sizeof(((mt_config *)0)->field), NULL, \
+     h, d}
 
-static const key_desc KEYS[] = {
+static const keytab_key KEYS[] = {
     KS(data, "", "token shards: a directory (`minitrain prepare`'s, or llm.c's *_train*.bin / "
                  "*_val*.bin) or a glob pattern"),
     KS(tokenizer, "", "tokenizer file (minitrain, tiktoken, Hugging Face, llm.c; default "
@@ -118,49 +111,34 @@ static const key_desc KEYS[] = {
     KS(adv_norm, "l2", "adversarial training ball: l2 | linf"),
     KF(mtbf_s, 0, 0, 1e9, "job MTBF for ckpt_every = auto, s (0 = observed from the run's "
        "failures)"),
+    {NULL, 0, NULL, 0, 0, NULL, NULL, NULL},
 };
-#define NKEYS (sizeof(KEYS) / sizeof(KEYS[0]))
+#define NKEYS (sizeof(KEYS) / sizeof(KEYS[0]) - 1)
 
-static void normalize(const char *key, char *out, size_t cap) {
-    size_t i = 0;
-    for (; key[i] && i + 1 < cap; i++) out[i] = key[i] == '-' ? '_' : key[i];
-    out[i] = 0;
-}
-
-static const key_desc *find_key(const char *key) {
-    char k[128];
-    normalize(key, k, sizeof(k));
-    for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(KEYS[i].name, k) == 0) return &KEYS[i];
-    return NULL;
-}
+static const keytab_key *find_key(const char *key) { return keytab_find(KEYS, key, strlen(key)); }
 
 int config_has_key(const char *key) { return find_key(key) != NULL; }
 
 void config_defaults(mt_config *cfg) {
+    char err[256];
     memset(cfg, 0, sizeof(*cfg));
-    for (size_t i = 0; i < NKEYS; i++) {
-        const key_desc *k = &KEYS[i];
-        char *base = (char *)cfg + k->offset;
-        if (k->type == KEY_INT) *(int *)base = (int)k->def;
-        else if (k->type == KEY_FLOAT) *(float *)base = (float)k->def;
-        else snprintf(base, k->size, "%s", k->def_str);
-    }
+    int rc = keytab_defaults(KEYS, cfg, err, sizeof(err));
+    mtCheck(rc == 0, err); /* a default that does not parse is a bug in the table */
 }
 
 int config_set(mt_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
-    const key_desc *k = find_key(key);
+    const keytab_key *k = find_key(key);
     char shown[MT_ESCAPE_LINE + 8]; /* the user's key or value, escaped (core/check.h) */
     if (!k) {
         snprintf(err, errlen, "unknown config key '%s' (see `minitrain train --help`)",
                  mt_escape(key, MT_ESCAPE_LINE, shown, sizeof(shown)));
         return -1;
     }
-    char *base = (char *)cfg + k->offset;
-    if (k->type == KEY_STR && strcmp(k->name, "fault") == 0 && base[0] && value[0]) {
+    char *base = keytab_addr(k, cfg);
+    if (strcmp(k->name, "fault") == 0 && base[0] && value[0]) {
         /* repeatable: each --fault adds one spec */
-        if (strlen(base) + 1 + strlen(value) >= k->size) {
-            snprintf(err, errlen, "too many fault specs (max %zu chars)", k->size - 1);
+        if (strlen(base) + 1 + strlen(value) >= (size_t)k->hi) {
+            snprintf(err, errlen, "too many fault specs (max %zu chars)", (size_t)k->hi - 1);
             return -1;
         }
         strcat(base, ";");
@@ -175,40 +153,11 @@ int config_set(mt_config *cfg, const char *key, const char *value, char *err, si
                                                                 sizeof(shown)));
         return -1;
     }
-    if (k->type == KEY_STR) {
-        if (strlen(value) >= k->size) {
-            snprintf(err, errlen, "value of '%s' is too long (max %zu chars)", k->name, k->size - 1);
-            return -1;
-        }
-        snprintf(base, k->size, "%s", value);
-        return 0;
-    }
     if (strcmp(k->name, "ckpt_every") == 0 && strcmp(value, "auto") == 0) {
         *(int *)base = CONFIG_CKPT_AUTO; /* the only word a number key takes */
         return 0;
     }
-    char *end = NULL;
-    double v = strtod(value, &end);
-    while (end && (*end == ' ' || *end == '\t')) end++;
-    if (value[0] == 0 || end == value || (end && *end != 0) || !isfinite(v)) {
-        snprintf(err, errlen, "'%s' needs a %s, got '%s'", k->name,
-                 k->type == KEY_INT ? "whole number" : "number",
-                 mt_escape(value, MT_ESCAPE_LINE, shown, sizeof(shown)));
-        return -1;
-    }
-    if (k->type == KEY_INT && v != floor(v)) {
-        snprintf(err, errlen, "'%s' needs a whole number, got '%s'", k->name,
-                 mt_escape(value, MT_ESCAPE_LINE, shown, sizeof(shown)));
-        return -1;
-    }
-    if (v < k->min || v > k->max) {
-        snprintf(err, errlen, "'%s' = %s is out of range [%g, %g]", k->name,
-                 mt_escape(value, MT_ESCAPE_LINE, shown, sizeof(shown)), k->min, k->max);
-        return -1;
-    }
-    if (k->type == KEY_INT) *(int *)base = (int)v;
-    else *(float *)base = (float)v;
-    return 0;
+    return keytab_parse(k, cfg, value, KEYTAB_KEY, err, errlen);
 }
 
 typedef struct {
@@ -224,7 +173,7 @@ typedef struct {
 /* A key given twice in one file (same or another section) would silently be "last wins": refuse
  * it by name, like an unknown key. `fault` is the exception: it is a list, each line adds a spec. */
 static int ini_check_repeat(ini_ctx *c, const char *section, const char *name) {
-    const key_desc *k = find_key(name);
+    const keytab_key *k = find_key(name);
     if (k == NULL || strcmp(k->name, "fault") == 0) return 0;
     size_t i = (size_t)(k - KEYS);
     if (c->seen[i]) {
@@ -441,47 +390,42 @@ static int validate(const mt_config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
-size_t config_to_json(const mt_config *cfg, char *buf, size_t cap) {
-    size_t n = 0;
-#define PUT(...)                                                                \
-    do {                                                                        \
-        int w = snprintf(buf ? buf + (n < cap ? n : cap) : NULL,                \
-                         buf && n < cap ? cap - n : 0, __VA_ARGS__);            \
-        if (w > 0) n += (size_t)w;                                              \
-    } while (0)
-    PUT("{");
+/* The config as a cJSON object, one member per key in table order (ckpt_every = auto as "auto").
+ * A float goes through its %.9g text, the shortest that reads back as the same float, so 0.1f is
+ * 0.100000001 rather than the double 0.10000000149011612. */
+static cJSON *config_json(const mt_config *cfg) {
+    cJSON *o = cJSON_CreateObject();
     for (size_t i = 0; i < NKEYS; i++) {
-        const key_desc *k = &KEYS[i];
-        const char *base = (const char *)cfg + k->offset;
-        PUT("%s\"%s\":", i ? "," : "", k->name);
-        if (k->type == KEY_INT && base == (const char *)&cfg->ckpt_every &&
-            cfg->ckpt_every == CONFIG_CKPT_AUTO)
-            PUT("\"auto\"");
-        else if (k->type == KEY_INT) PUT("%d", *(const int *)base);
-        else if (k->type == KEY_FLOAT) PUT("%.9g", *(const float *)base);
-        else {
-            PUT("\"");
-            for (const char *s = base; *s; s++) {
-                if (*s == '"' || *s == '\\') PUT("\\%c", *s);
-                else if ((unsigned char)*s < 0x20) PUT("\\u%04x", (unsigned char)*s);
-                else PUT("%c", *s);
-            }
-            PUT("\"");
-        }
+        const keytab_key *k = &KEYS[i];
+        const void *v = keytab_addr(k, (void *)cfg);
+        char num[32];
+        cJSON *item;
+        if (v == &cfg->ckpt_every && cfg->ckpt_every == CONFIG_CKPT_AUTO)
+            item = cJSON_CreateString("auto");
+        else if (k->type == KEYTAB_INT) item = cJSON_CreateNumber(*(const int *)v);
+        else if (k->type == KEYTAB_FLOAT) {
+            snprintf(num, sizeof(num), "%.9g", (double)*(const float *)v);
+            item = cJSON_CreateNumber(strtod(num, NULL));
+        } else item = cJSON_CreateString((const char *)v);
+        mtCheck(item != NULL && cJSON_AddItemToObject(o, k->name, item), "out of memory");
     }
-    PUT("}");
-#undef PUT
+    return o;
+}
+
+size_t config_to_json(const mt_config *cfg, char *buf, size_t cap) {
+    cJSON *o = config_json(cfg);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    mtCheck(text != NULL, "out of memory");
+    size_t n = strlen(text);
+    if (buf && cap) snprintf(buf, cap, "%s", text);
+    cJSON_free(text);
     return n;
 }
 
 void config_print_help(void) {
+    mt_config def;
+    config_defaults(&def);
     printf("config keys (INI `key = value`, or on the command line `--key value`):\n");
-    for (size_t i = 0; i < NKEYS; i++) {
-        const key_desc *k = &KEYS[i];
-        char def[64];
-        if (k->type == KEY_INT) snprintf(def, sizeof(def), "%d", (int)k->def);
-        else if (k->type == KEY_FLOAT) snprintf(def, sizeof(def), "%g", k->def);
-        else snprintf(def, sizeof(def), "\"%s\"", k->def_str);
-        printf("  %-14s %-10s %s\n", k->name, def, k->help);
-    }
+    keytab_print_keys(stdout, KEYS, &def);
 }

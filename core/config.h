@@ -1,9 +1,10 @@
 /*
  * core/config.h — the training configuration: one struct, one table of keys.
  *
- * Every key lives in a single descriptor table (core/config.c) with its type, default, range and
- * help text, so the INI loader (inih), the command-line overrides (`--key value`), validation,
- * `--help` and the JSON dump recorded in run.db all read the same list and cannot drift apart.
+ * Every key lives in a single table (core/config.c, in core/keytab.h's format) with its type,
+ * default, range and help text, so the INI loader (inih), the command-line overrides
+ * (`--key value`), validation, `--help` and the JSON dump recorded in run.db all read the same
+ * list and cannot drift apart.
  * INI files may use [sections] for readability; keys are global and the section is ignored.
  * Unknown keys and out-of-range values are refused by name.
  */

@@ -23,56 +23,57 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#define PK(field, kind, def, lo, hi, help) {#field, kind, offsetof(gw_policy, field), def, lo, hi, help}
+#define PK(field, type, def, lo, hi, help) \
+    {#field, type, KEYTAB_OFF(gw_policy, field), lo, hi, "", help, def}
 
-const gw_policy_key gw_policy_keys[] = {
-    PK(consecutive_failures, GW_PK_INT, 5, 1, 1000,
+const keytab_key gw_policy_keys[] = {
+    PK(consecutive_failures, KEYTAB_INT, "5", 1, 1000,
        "passive health: failures in a row that eject an upstream"),
-    PK(ejection_base_s, GW_PK_DOUBLE, 30, 0.01, 86400,
+    PK(ejection_base_s, KEYTAB_DOUBLE, "30", 0.01, 86400,
        "an ejected upstream rests base × times-ejected seconds"),
-    PK(ejection_max_s, GW_PK_DOUBLE, 300, 0.01, 86400, "cap on one ejection"),
-    PK(health_interval_s, GW_PK_DOUBLE, 5, 0, 3600,
+    PK(ejection_max_s, KEYTAB_DOUBLE, "300", 0.01, 86400, "cap on one ejection"),
+    PK(health_interval_s, KEYTAB_DOUBLE, "5", 0, 3600,
        "active health: GET /health every this many seconds (0 = off)"),
-    PK(health_timeout_s, GW_PK_DOUBLE, 2, 0.01, 600, "an active check gives up after this"),
-    PK(max_attempts, GW_PK_INT, 4, 1, 32,
+    PK(health_timeout_s, KEYTAB_DOUBLE, "2", 0.01, 600, "an active check gives up after this"),
+    PK(max_attempts, KEYTAB_INT, "4", 1, 32,
        "attempts per request, retries and fallbacks together"),
-    PK(retries_per_target, GW_PK_INT, 1, 0, 16,
+    PK(retries_per_target, KEYTAB_INT, "1", 0, 16,
        "extra attempts on the same upstream before falling back"),
-    PK(backoff_base_s, GW_PK_DOUBLE, 0.025, 0, 60,
+    PK(backoff_base_s, KEYTAB_DOUBLE, "0.025", 0, 60,
        "retry n waits uniform(0, min(backoff_max_s, base × 2^n))"),
-    PK(backoff_max_s, GW_PK_DOUBLE, 1, 0, 600, "cap on one backoff"),
-    PK(retry_after_max_s, GW_PK_DOUBLE, 5, 0, 600,
+    PK(backoff_max_s, KEYTAB_DOUBLE, "1", 0, 600, "cap on one backoff"),
+    PK(retry_after_max_s, KEYTAB_DOUBLE, "5", 0, 600,
        "an upstream's Retry-After is waited up to this; longer: fall back at once"),
-    PK(retry_budget_ratio, GW_PK_DOUBLE, 0.2, 0, 1,
+    PK(retry_budget_ratio, KEYTAB_DOUBLE, "0.2", 0, 1,
        "retries in flight at most this fraction of requests in flight ..."),
-    PK(retry_budget_min, GW_PK_INT, 3, 0, 100000, "... but always this many"),
-    PK(connect_timeout_s, GW_PK_DOUBLE, 2, 0.01, 600, "TCP connect to an upstream"),
-    PK(timeout_s, GW_PK_DOUBLE, 120, 0.01, 86400, "a whole non-streamed attempt"),
-    PK(first_token_timeout_s, GW_PK_DOUBLE, 10, 0.01, 3600,
+    PK(retry_budget_min, KEYTAB_INT, "3", 0, 100000, "... but always this many"),
+    PK(connect_timeout_s, KEYTAB_DOUBLE, "2", 0.01, 600, "TCP connect to an upstream"),
+    PK(timeout_s, KEYTAB_DOUBLE, "120", 0.01, 86400, "a whole non-streamed attempt"),
+    PK(first_token_timeout_s, KEYTAB_DOUBLE, "10", 0.01, 3600,
        "a stream's first event (a failure past it: the request falls back)"),
-    PK(stream_idle_timeout_s, GW_PK_DOUBLE, 60, 0.01, 86400, "between two events of a stream"),
-    PK(client_timeout_s, GW_PK_DOUBLE, 60, 1, 86400, "idle client connections are closed"),
-    PK(max_body, GW_PK_BYTES, 1 << 20, 64, 1 << 30, "largest request body (413 above)"),
-    PK(max_response, GW_PK_BYTES, 16 << 20, 1024, 1 << 30,
+    PK(stream_idle_timeout_s, KEYTAB_DOUBLE, "60", 0.01, 86400, "between two events of a stream"),
+    PK(client_timeout_s, KEYTAB_DOUBLE, "60", 1, 86400, "idle client connections are closed"),
+    PK(max_body, KEYTAB_BYTES, "1M", 64, 1 << 30, "largest request body (413 above)"),
+    PK(max_response, KEYTAB_BYTES, "16M", 1024, 1 << 30,
        "largest upstream body (larger is a failure)"),
-    PK(max_tokens, GW_PK_INT, 0, 0, 100000000,
+    PK(max_tokens, KEYTAB_INT, "0", 0, 100000000,
        "cap on a request's max_tokens (0 = none; 400 above)"),
-    PK(default_max_tokens, GW_PK_INT, 16, 1, 100000000,
+    PK(default_max_tokens, KEYTAB_INT, "16", 1, 100000000,
        "tokens a request without max_tokens reserves against its key's budget"),
-    {NULL, 0, 0, 0, 0, 0, NULL},
+    {NULL, 0, NULL, 0, 0, NULL, NULL, NULL},
 };
 
 void gw_policy_defaults(gw_policy *p) {
+    char err[256];
     memset(p, 0, sizeof(*p));
-    for (const gw_policy_key *k = gw_policy_keys; k->name; k++) {
-        char *f = (char *)p + k->offset;
-        switch (k->kind) {
-        case GW_PK_INT: *(int *)f = (int)k->def; break;
-        case GW_PK_LONG:
-        case GW_PK_BYTES: *(long *)f = (long)k->def; break;
-        case GW_PK_DOUBLE: *(double *)f = k->def; break;
-        }
-    }
+    int rc = keytab_defaults(gw_policy_keys, p, err, sizeof(err));
+    mtCheck(rc == 0, err); /* a default that does not parse is a bug in the table */
+}
+
+int gw_policy_set(gw_policy *p, const char *key, const char *value, char *err, size_t errlen) {
+    const keytab_key *k = keytab_find(gw_policy_keys, key, strlen(key));
+    if (!k) return 1;
+    return keytab_parse(k, p, value, KEYTAB_KEY, err, errlen);
 }
 
 /* key with dashes read as underscores, into out */
@@ -80,43 +81,6 @@ static void norm_key(const char *key, char *out, size_t cap) {
     size_t i = 0;
     for (; key[i] && i + 1 < cap; i++) out[i] = key[i] == '-' ? '_' : key[i];
     out[i] = 0;
-}
-
-int gw_policy_set(gw_policy *p, const char *key, const char *value, char *err, size_t errlen) {
-    char k[64];
-    norm_key(key, k, sizeof(k));
-    const gw_policy_key *d = NULL;
-    for (const gw_policy_key *q = gw_policy_keys; q->name; q++)
-        if (!strcmp(q->name, k)) d = q;
-    if (!d) return 1;
-    char *end;
-    errno = 0;
-    double v = strtod(value, &end);
-    if (d->kind == GW_PK_BYTES && end != value) {
-        if (*end == 'k' || *end == 'K') v *= 1024, end++;
-        else if (*end == 'm' || *end == 'M') v *= 1048576, end++;
-        else if (*end == 'g' || *end == 'G') v *= 1073741824.0, end++;
-    }
-    if (end == value || *end != 0 || errno || !isfinite(v)) {
-        snprintf(err, errlen, "%s needs a number, got '%s'", d->name, value);
-        return -1;
-    }
-    if ((d->kind != GW_PK_DOUBLE) && v != floor(v)) {
-        snprintf(err, errlen, "%s needs an integer, got '%s'", d->name, value);
-        return -1;
-    }
-    if (v < d->lo || v > d->hi) {
-        snprintf(err, errlen, "%s = %s is out of range [%g, %g]", d->name, value, d->lo, d->hi);
-        return -1;
-    }
-    char *f = (char *)p + d->offset;
-    switch (d->kind) {
-    case GW_PK_INT: *(int *)f = (int)v; break;
-    case GW_PK_LONG:
-    case GW_PK_BYTES: *(long *)f = (long)v; break;
-    case GW_PK_DOUBLE: *(double *)f = v; break;
-    }
-    return 0;
 }
 
 /* ---- small parsers ------------------------------------------------------------------------------ */
@@ -156,42 +120,6 @@ static int valid_model(const char *s, char *err, size_t errlen) {
     return ok ? 0 : -1;
 }
 
-static int parse_int(const char *what, const char *v, long lo, long hi, long *out, char *err,
-                     size_t errlen) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (*v == 0 || *end != 0 || errno) {
-        snprintf(err, errlen, "%s needs an integer, got '%s'", what, v);
-        return -1;
-    }
-    if (x < lo || x > hi) {
-        snprintf(err, errlen, "%s = %ld is out of range [%ld, %ld]", what, x, lo, hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
-static int parse_bool(const char *what, const char *v, int *out, char *err, size_t errlen) {
-    if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
-        !strcasecmp(v, "on"))
-        return *out = 1, 0;
-    if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") ||
-        !strcasecmp(v, "off"))
-        return *out = 0, 0;
-    snprintf(err, errlen, "%s needs true or false, got '%s'", what, v);
-    return -1;
-}
-
-static int parse_on(const char *what, const char *v, int *out, char *err, size_t errlen) {
-    if (!strcmp(v, "prompts")) return *out = GW_ON_PROMPTS, 0;
-    if (!strcmp(v, "completions")) return *out = GW_ON_COMPLETIONS, 0;
-    if (!strcmp(v, "both")) return *out = GW_ON_BOTH, 0;
-    snprintf(err, errlen, "%s must be prompts, completions or both, got '%s'", what, v);
-    return -1;
-}
-
 static char *trim(char *s) {
     while (isspace((unsigned char)*s)) s++;
     size_t n = strlen(s);
@@ -201,42 +129,47 @@ static char *trim(char *s) {
 
 /* ---- gateway-level keys --------------------------------------------------------------------------- */
 
+/* The [gateway] keys (redis, which must read HOST:PORT, is checked in gw_config_set). A word key's
+ * words are its metavar, stored as lo + the word's index, so their order follows the GW_* enums. */
+static const keytab_key GATEWAY_KEYS[] = {
+    {"host", KEYTAB_CHARS, KEYTAB_OFF(gw_config, host), 0, sizeof(((gw_config *)0)->host), NULL,
+     "bind address", "127.0.0.1"},
+    {"port", KEYTAB_INT, KEYTAB_OFF(gw_config, port), 0, 65535, NULL, "TCP port", "8090"},
+    {"keys_db", KEYTAB_CHARS, KEYTAB_OFF(gw_config, keys_db), 0,
+     sizeof(((gw_config *)0)->keys_db), NULL, "API keys (SQLite)", ""},
+    {"quiet", KEYTAB_BOOL, KEYTAB_OFF(gw_config, quiet), 0, 0, NULL, "no access log", "0"},
+    /* docs/gateway.md: open = local buckets while Redis is away */
+    {"redis_fail", KEYTAB_WORD, KEYTAB_OFF(gw_config, redis_fail_open), 0, 0, "closed|open",
+     "while Redis is down", "open"},
+    {"all_ejected", KEYTAB_WORD, KEYTAB_OFF(gw_config, all_ejected), GW_EJECTED_LONGEST, 0,
+     "longest|refuse", "when every target is ejected", "longest"},
+    {"pii", KEYTAB_WORD, KEYTAB_OFF(gw_config, pii), GW_PII_OFF, 0, "off|mask", "PII guard",
+     "off"},
+    {"pii_on", KEYTAB_WORD, KEYTAB_OFF(gw_config, pii_on), GW_ON_PROMPTS, 0,
+     "prompts|completions|both", "what the PII guard reads", "both"},
+    {NULL, 0, NULL, 0, 0, NULL, NULL, NULL},
+};
+
 void gw_config_init(gw_config *c) {
+    char err[256];
     memset(c, 0, sizeof(*c));
-    snprintf(c->host, sizeof(c->host), "127.0.0.1");
-    c->port = 8090;
-    c->all_ejected = GW_EJECTED_LONGEST;
-    c->redis_fail_open = 1; /* docs/gateway.md: local buckets while Redis is away */
-    c->pii = GW_PII_OFF;
-    c->pii_on = GW_ON_BOTH;
+    int rc = keytab_defaults(GATEWAY_KEYS, c, err, sizeof(err));
+    mtCheck(rc == 0, err);
     gw_policy_defaults(&c->pol);
 }
-
-static const char *const GATEWAY_KEYS[] = {"host", "port", "keys_db", "redis", "redis_fail",
-                                            "all_ejected", "quiet", "pii", "pii_on", NULL};
 
 int gw_config_has_key(const char *key) {
     char k[64];
     norm_key(key, k, sizeof(k));
-    for (int i = 0; GATEWAY_KEYS[i]; i++)
-        if (!strcmp(GATEWAY_KEYS[i], k)) return 1;
-    for (const gw_policy_key *q = gw_policy_keys; q->name; q++)
-        if (!strcmp(q->name, k)) return 1;
-    return 0;
+    if (!strcmp(k, "redis")) return 1;
+    return keytab_find(GATEWAY_KEYS, k, strlen(k)) || keytab_find(gw_policy_keys, k, strlen(k));
 }
 
 int gw_config_set(gw_config *c, const char *key, const char *value, char *err, size_t errlen) {
     char k[64];
     norm_key(key, k, sizeof(k));
-    long x;
-    if (!strcmp(k, "host")) return copy(c->host, sizeof(c->host), value, "host", err, errlen);
-    if (!strcmp(k, "port")) {
-        if (parse_int("port", value, 0, 65535, &x, err, errlen)) return -1;
-        c->port = (int)x;
-        return 0;
-    }
-    if (!strcmp(k, "keys_db"))
-        return copy(c->keys_db, sizeof(c->keys_db), value, "keys_db", err, errlen);
+    const keytab_key *row = keytab_find(GATEWAY_KEYS, k, strlen(k));
+    if (row) return keytab_parse(row, c, value, KEYTAB_KEY, err, errlen);
     if (!strcmp(k, "redis")) {
         const char *colon = strrchr(value, ':');
         if (*value && (!colon || colon == value || !colon[1])) {
@@ -245,28 +178,30 @@ int gw_config_set(gw_config *c, const char *key, const char *value, char *err, s
         }
         return copy(c->redis, sizeof(c->redis), value, "redis", err, errlen);
     }
-    if (!strcmp(k, "redis_fail")) {
-        if (!strcmp(value, "open")) return c->redis_fail_open = 1, 0;
-        if (!strcmp(value, "closed")) return c->redis_fail_open = 0, 0;
-        snprintf(err, errlen, "redis_fail must be open or closed, got '%s'", value);
-        return -1;
-    }
-    if (!strcmp(k, "all_ejected")) {
-        if (!strcmp(value, "longest")) return c->all_ejected = GW_EJECTED_LONGEST, 0;
-        if (!strcmp(value, "refuse")) return c->all_ejected = GW_EJECTED_REFUSE, 0;
-        snprintf(err, errlen, "all_ejected must be longest or refuse, got '%s'", value);
-        return -1;
-    }
-    if (!strcmp(k, "quiet")) return parse_bool("quiet", value, &c->quiet, err, errlen);
-    if (!strcmp(k, "pii")) {
-        if (!strcmp(value, "off")) return c->pii = GW_PII_OFF, 0;
-        if (!strcmp(value, "mask")) return c->pii = GW_PII_MASK, 0;
-        snprintf(err, errlen, "pii must be off or mask, got '%s'", value);
-        return -1;
-    }
-    if (!strcmp(k, "pii_on")) return parse_on("pii_on", value, &c->pii_on, err, errlen);
     return gw_policy_set(&c->pol, k, value, err, errlen);
 }
+
+/* The [rule NAME] and [upstream NAME] keys of one value type (the rest have words or checks of
+ * their own, read in rule_set and on_key). */
+static const keytab_key RULE_KEYS[] = {
+    {"action", KEYTAB_WORD, KEYTAB_OFF(gw_rule_cfg, action), GW_ACT_BLOCK, 0, "block|redact", NULL,
+     "block"},
+    {"on", KEYTAB_WORD, KEYTAB_OFF(gw_rule_cfg, on), GW_ON_PROMPTS, 0, "prompts|completions|both",
+     NULL, "both"},
+    {"window", KEYTAB_INT, KEYTAB_OFF(gw_rule_cfg, window), 1, 65536, NULL, NULL, "64"},
+    {"caseless", KEYTAB_BOOL, KEYTAB_OFF(gw_rule_cfg, caseless), 0, 0, NULL, NULL, "0"},
+    {"replacement", KEYTAB_CHARS, KEYTAB_OFF(gw_rule_cfg, replacement), 0,
+     sizeof(((gw_rule_cfg *)0)->replacement), NULL, NULL, "[REDACTED]"},
+    {NULL, 0, NULL, 0, 0, NULL, NULL, NULL},
+};
+static const keytab_key UPSTREAM_KEYS[] = {
+    {"api_key", KEYTAB_CHARS, KEYTAB_OFF(gw_upstream_cfg, api_key), 0,
+     sizeof(((gw_upstream_cfg *)0)->api_key), NULL, NULL, ""},
+    {"weight", KEYTAB_INT, KEYTAB_OFF(gw_upstream_cfg, weight), 1, 1000, NULL, NULL, "1"},
+    {"max_concurrent", KEYTAB_INT, KEYTAB_OFF(gw_upstream_cfg, max_concurrent), 0, 1000000, NULL,
+     NULL, "0"},
+    {NULL, 0, NULL, 0, 0, NULL, NULL, NULL},
+};
 
 /* ---- upstreams and routes ----------------------------------------------------------------------- */
 
@@ -283,7 +218,8 @@ static gw_upstream_cfg *upstream_named(gw_config *c, const char *name, int creat
     gw_upstream_cfg *u = &c->up[c->n_up++];
     memset(u, 0, sizeof(*u));
     memcpy(u->name, name, strlen(name) + 1); /* valid_name: shorter than GW_NAME_MAX */
-    u->weight = 1;
+    int rc = keytab_defaults(UPSTREAM_KEYS, u, err, errlen);
+    mtCheck(rc == 0, err);
     return u;
 }
 
@@ -420,16 +356,20 @@ static gw_rule_cfg *rule_named(gw_config *c, const char *name, char *err, size_t
     }
     gw_rule_cfg *r = &c->rules[c->n_rules++];
     memset(r, 0, sizeof(*r));
-    snprintf(r->name, sizeof(r->name), "%s", name);
-    r->action = GW_ACT_BLOCK;
-    r->on = GW_ON_BOTH;
-    r->window = 64;
-    snprintf(r->replacement, sizeof(r->replacement), "[REDACTED]");
+    memcpy(r->name, name, strlen(name) + 1); /* valid_name: shorter than GW_NAME_MAX */
+    int rc = keytab_defaults(RULE_KEYS, r, err, errlen);
+    mtCheck(rc == 0, err);
     return r;
 }
 
 static int rule_set(gw_rule_cfg *r, const char *k, const char *v, char *err, size_t errlen) {
-    long x;
+    const keytab_key *row = keytab_find(RULE_KEYS, k, strlen(k));
+    if (row) {
+        char msg[512];
+        if (keytab_parse(row, r, v, KEYTAB_KEY, msg, sizeof(msg)) == 0) return 0;
+        snprintf(err, errlen, "rule %s: %s", r->name, msg);
+        return -1;
+    }
     if (!strcmp(k, "pattern")) {
         if (!*v) {
             snprintf(err, errlen, "rule %s: empty pattern", r->name);
@@ -437,21 +377,6 @@ static int rule_set(gw_rule_cfg *r, const char *k, const char *v, char *err, siz
         }
         return copy(r->pattern, sizeof(r->pattern), v, "pattern", err, errlen);
     }
-    if (!strcmp(k, "action")) {
-        if (!strcmp(v, "block")) return r->action = GW_ACT_BLOCK, 0;
-        if (!strcmp(v, "redact")) return r->action = GW_ACT_REDACT, 0;
-        snprintf(err, errlen, "rule %s: action must be block or redact, got '%s'", r->name, v);
-        return -1;
-    }
-    if (!strcmp(k, "on")) return parse_on("on", v, &r->on, err, errlen);
-    if (!strcmp(k, "window")) {
-        if (parse_int("window", v, 1, 65536, &x, err, errlen)) return -1;
-        r->window = (int)x;
-        return 0;
-    }
-    if (!strcmp(k, "caseless")) return parse_bool("caseless", v, &r->caseless, err, errlen);
-    if (!strcmp(k, "replacement"))
-        return copy(r->replacement, sizeof(r->replacement), v, "replacement", err, errlen);
     snprintf(err, errlen, "unknown key '%s' in [rule %s] (pattern, action, on, window, caseless, "
                           "replacement)", k, r->name);
     return -1;
@@ -531,12 +456,11 @@ static int on_key(void *user, const char *section, const char *name, const char 
     if (!strcmp(kind, "upstream")) {
         gw_upstream_cfg *u = upstream_named(c, arg, 1, msg, sizeof(msg));
         if (!u) return fail_at(x, msg);
-        long v;
-        if (!strcmp(name, "url")) {
+        const keytab_key *row = keytab_find(UPSTREAM_KEYS, name, strlen(name));
+        if (row) {
+            if (keytab_parse(row, u, value, KEYTAB_KEY, msg, sizeof(msg))) return fail_at(x, msg);
+        } else if (!strcmp(name, "url")) {
             if (set_url(u, value, msg, sizeof(msg))) return fail_at(x, msg);
-        } else if (!strcmp(name, "api_key")) {
-            if (copy(u->api_key, sizeof(u->api_key), value, "api_key", msg, sizeof(msg)))
-                return fail_at(x, msg);
         } else if (!strcmp(name, "api_key_env")) {
             const char *e = getenv(value);
             if (!e || !*e) {
@@ -546,13 +470,6 @@ static int on_key(void *user, const char *section, const char *name, const char 
             }
             if (copy(u->api_key, sizeof(u->api_key), e, "api_key", msg, sizeof(msg)))
                 return fail_at(x, msg);
-        } else if (!strcmp(name, "weight")) {
-            if (parse_int("weight", value, 1, 1000, &v, msg, sizeof(msg))) return fail_at(x, msg);
-            u->weight = (int)v;
-        } else if (!strcmp(name, "max_concurrent")) {
-            if (parse_int("max_concurrent", value, 0, 1000000, &v, msg, sizeof(msg)))
-                return fail_at(x, msg);
-            u->max_concurrent = (int)v;
         } else {
             snprintf(msg, sizeof(msg), "unknown key '%s' in [upstream %s] (url, api_key, "
                                        "api_key_env, weight, max_concurrent)", name, arg);

@@ -84,16 +84,8 @@ static void ratelimit_headers(conn *cc, struct MHD_Response *r) {
 /* Queue body (ownership taken). retry_after: "" or NULL = none. */
 static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, const char *ctype,
                              api_buf *body, const char *retry_after) {
-    struct MHD_Response *r;
-    if (body->len == 0) {
-        api_buf_free(body);
-        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    } else {
-        r = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
-        memset(body, 0, sizeof(*body));
-    }
+    struct MHD_Response *r = api_response(body, ctype);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     MHD_add_response_header(r, "x-request-id", cc->req_id);
     if (retry_after && *retry_after) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER,
                                                              retry_after);
@@ -103,10 +95,7 @@ static enum MHD_Result reply(conn *cc, struct MHD_Connection *c, int status, con
                                 cc->ep == EP_COMPLETIONS || cc->ep == EP_CHAT ? "POST"
                                                                               : "GET, HEAD");
     ratelimit_headers(cc, r);
-    enum MHD_Result q = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    if (q == MHD_YES) cc->status = status;
-    return q;
+    return api_queue(c, status, r, &cc->status);
 }
 
 static enum MHD_Result reply_json(conn *cc, struct MHD_Connection *c, int status, api_buf *b,
@@ -188,14 +177,12 @@ static enum MHD_Result handle_get(gw_gateway *g, conn *cc, struct MHD_Connection
     api_buf b = {0};
     if (cc->ep == EP_HEALTH) {
         int n = healthy_routes(g);
-        api_buf_printf(&b, "{\"status\":\"%s\",\"models\":{", n ? "ok" : "unavailable");
-        for (int r = 0; r < g->cfg.n_routes; r++) {
-            api_buf_printf(&b, "%s", r ? "," : "");
-            api_buf_json_string(&b, (const uint8_t *)g->cfg.routes[r].name,
-                               strlen(g->cfg.routes[r].name));
-            api_buf_printf(&b, ":%d", gw_route_available(g, r));
-        }
-        api_buf_puts(&b, "}}");
+        cJSON *h = cJSON_CreateObject();
+        cJSON_AddStringToObject(h, "status", n ? "ok" : "unavailable");
+        cJSON *models = cJSON_AddObjectToObject(h, "models");
+        for (int r = 0; r < g->cfg.n_routes; r++)
+            cJSON_AddNumberToObject(models, g->cfg.routes[r].name, gw_route_available(g, r));
+        api_buf_put_json(&b, h);
         return reply_json(cc, c, n ? 200 : 503, &b, n ? NULL : "1");
     }
     if (cc->ep == EP_METRICS) {
@@ -203,24 +190,33 @@ static enum MHD_Result handle_get(gw_gateway *g, conn *cc, struct MHD_Connection
         return reply(cc, c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, NULL);
     }
     /* /v1/models: the public names this key may call */
-    int one = cc->model_id[0] != 0, found = 0;
-    if (!one) api_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    int one = cc->model_id[0] != 0;
+    cJSON *data = cJSON_CreateArray();
     for (int r = 0; r < g->cfg.n_routes; r++) {
         const char *name = g->cfg.routes[r].name;
         if (cc->have_key && !gw_key_allows_model(&cc->key, name)) continue;
         if (one && strcmp(name, cc->model_id)) continue;
-        if (found++) api_buf_puts(&b, ",");
-        api_buf_puts(&b, "{\"id\":");
-        api_buf_json_string(&b, (const uint8_t *)name, strlen(name));
-        api_buf_printf(&b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\"}",
-                      g->started);
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "id", name);
+        cJSON_AddStringToObject(m, "object", "model");
+        cJSON_AddNumberToObject(m, "created", (double)g->started);
+        cJSON_AddStringToObject(m, "owned_by", "minitrain");
+        cJSON_AddItemToArray(data, m);
     }
-    if (one && !found) {
-        api_buf_free(&b);
+    if (one && cJSON_GetArraySize(data) == 0) {
+        cJSON_Delete(data);
         return fail(cc, c, 404, "invalid_request_error", "model", "model_not_found", NULL,
                     "The model '%.64s' does not exist", cc->model_id);
     }
-    if (!one) api_buf_puts(&b, "]}");
+    if (one) {
+        api_buf_put_json(&b, cJSON_DetachItemFromArray(data, 0));
+        cJSON_Delete(data);
+    } else {
+        cJSON *list = cJSON_CreateObject();
+        cJSON_AddStringToObject(list, "object", "list");
+        cJSON_AddItemToObject(list, "data", data);
+        api_buf_put_json(&b, list);
+    }
     return reply_json(cc, c, 200, &b, NULL);
 }
 
@@ -396,10 +392,7 @@ static enum MHD_Result stream_reply(gw_gateway *g, conn *cc, struct MHD_Connecti
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r, "x-request-id", cc->req_id);
     ratelimit_headers(cc, r);
-    enum MHD_Result q = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    if (q == MHD_YES) cc->status = 200;
-    return q;
+    return api_queue(c, 200, r, &cc->status);
 }
 
 /* ---- /admin/keys ------------------------------------------------------------------------------------- */
@@ -466,7 +459,7 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > (unsigned long long)g->cfg.pol.max_body)
         return fail(cc, c, 413, "invalid_request_error", NULL, "request_too_large", NULL,
-                    "the request body is %s bytes; the limit is %ld (max_body)", cl,
+                    "the request body is %s bytes; the limit is %zu (max_body)", cl,
                     g->cfg.pol.max_body);
     return MHD_YES; /* MHD reads the body now */
 }
@@ -497,7 +490,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (cc->status) return MHD_YES;
     if (cc->too_large)
         return fail(cc, c, 413, "invalid_request_error", NULL, "request_too_large", NULL,
-                    "the request body is over the limit of %ld bytes (max_body)",
+                    "the request body is over the limit of %zu bytes (max_body)",
                     g->cfg.pol.max_body);
     if (cc->ep == EP_ADMIN) return handle_admin(g, cc, c);
     return handle_inference(g, cc, c);

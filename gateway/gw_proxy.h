@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/keytab.h"
 #include "serve/api.h" /* api_buf, api_error */
 
 /* ---- the policy table (gw_config.c) -------------------------------------------------------------
@@ -55,24 +56,16 @@ typedef struct {
     double first_token_timeout_s; /* a stream's first event */
     double stream_idle_timeout_s; /* between two events of a stream */
     double client_timeout_s;      /* idle client connections are closed after this */
-    long max_body;                /* bytes of a request body; 413 above */
-    long max_response;            /* bytes of an upstream body; larger is a failure */
+    size_t max_body;              /* bytes of a request body; 413 above */
+    size_t max_response;          /* bytes of an upstream body; larger is a failure */
     int max_tokens;               /* cap on a request's max_tokens (0 = none); 400 above */
     int default_max_tokens;       /* what a request without max_tokens reserves */
 } gw_policy;
 
-typedef enum { GW_PK_INT, GW_PK_LONG, GW_PK_DOUBLE, GW_PK_BYTES } gw_policy_kind;
-
-typedef struct {
-    const char *name; /* INI key and, with dashes, the flag */
-    gw_policy_kind kind;
-    size_t offset;    /* into gw_policy */
-    double def, lo, hi;
-    const char *help;
-} gw_policy_key;
-
-/* The table, terminated by an entry with name NULL. */
-extern const gw_policy_key gw_policy_keys[];
+/* The policy's keys as core/keytab.h rows over gw_policy (name, type, offset, range, help,
+ * default), terminated by an entry with name NULL: the INI [policy] section, the command-line
+ * flags, the defaults and --help all read them. */
+extern const keytab_key gw_policy_keys[];
 
 void gw_policy_defaults(gw_policy *p);
 /* Set one key from text ("1M" and "64K" are accepted for byte counts). Dashes in key read as

@@ -183,6 +183,28 @@ typedef struct {
     gpt_block_acts work;
 } gpt_model;
 
+/* ---- the model shape as JSON (model/model_json.c) ---------------------------------------------
+ * One object, written and read the same way by every file that records a shape: model files'
+ * "minitrain.model" metadata, checkpoint shard files' and the checkpoint state's "model":
+ *   {"n_layer", "n_head", "d_model", "seq_len", "vocab_size",     whole numbers
+ *    "moe_every", "n_experts", "top_k",                            whole numbers (model/moe.h)
+ *    "capacity_factor", "aux_coef", "z_coef"}                      numbers (floats, %.9g)
+ * Only the shape: the parallel layout (tp, pp, ep and their ranks) is the reader's. */
+struct cJSON;
+
+/* A new cJSON object holding c's shape (free with cJSON_Delete); NULL only when out of memory. */
+struct cJSON *gpt_config_to_json(const gpt_config *c);
+
+/* Read a shape written by gpt_config_to_json from object o into *c (zeroed first; the layout
+ * fields stay 0). Every field must be there with its type: a missing, non-number or non-whole
+ * (or out of int range) field is refused by name — "WHAT: model shape field 'n_head' is
+ * missing", "... must be a number", "... must be a whole number in int range, got 1.5". The mixture-of-experts fields are the
+ * one exception, as a group: when none of the six is there the model is dense (files written
+ * before they existed); when some are, all must be. what prefixes the message (the file).
+ * Returns 0, or -1 with err. */
+int gpt_config_from_json(const struct cJSON *o, gpt_config *c, const char *what, char *err,
+                         size_t errlen);
+
 /* Build the parameter table and allocate params (zeroed). With cfg->tp > 1 the tensors are
  * this rank's shards (column-parallel qkv/fc, row-parallel out-projections; LayerNorms,
  * embeddings and the tied head replicated) and tp_comm must be set before the first forward.

@@ -54,18 +54,20 @@ static int file_metadata(st_meta *meta, const gpt_model *m, const char *kind, in
                          char *err, size_t errlen) {
     const gpt_config *c = &m->cfg;
     model_ckpt_shard s = model_ckpt_shard_of(m);
-    char fmt[64], stepbuf[32], arch[200], shardbuf[64];
+    char fmt[64], stepbuf[32], shardbuf[64];
     snprintf(fmt, sizeof(fmt), "minitrain-checkpoint-%s", kind);
     snprintf(stepbuf, sizeof(stepbuf), "%d", step);
-    snprintf(arch, sizeof(arch),
-             "{\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"seq_len\":%d,\"vocab_size\":%d}",
-             c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size);
+    cJSON *shape = gpt_config_to_json(c);
+    char *arch = shape ? cJSON_PrintUnformatted(shape) : NULL;
+    cJSON_Delete(shape);
+    mtCheck(arch != NULL, "out of memory");
     snprintf(shardbuf, sizeof(shardbuf), "tp=%d/%d;pp=%d/%d", s.tp_rank, s.tp > 1 ? s.tp : 1,
              s.pp_rank, s.pp > 1 ? s.pp : 1);
     int rc = st_meta_set(meta, "format", fmt, err, errlen);
     if (rc == 0) rc = st_meta_set(meta, "minitrain.step", stepbuf, err, errlen);
     if (rc == 0) rc = st_meta_set(meta, "minitrain.model", arch, err, errlen);
     if (rc == 0) rc = st_meta_set(meta, "minitrain.shard", shardbuf, err, errlen);
+    cJSON_free(arch);
     return rc;
 }
 
@@ -165,23 +167,10 @@ int model_ckpt_state_int(const cJSON *state, const char *obj, const char *key, i
 
 int model_ckpt_state_config(const cJSON *st, const char *dir, gpt_config *cfg, char *err,
                             size_t errlen) {
-    memset(cfg, 0, sizeof(*cfg));
-    if (model_ckpt_state_int(st, "model", "n_layer", &cfg->n_layer, dir, err, errlen) ||
-        model_ckpt_state_int(st, "model", "n_head", &cfg->n_head, dir, err, errlen) ||
-        model_ckpt_state_int(st, "model", "d_model", &cfg->d_model, dir, err, errlen) ||
-        model_ckpt_state_int(st, "model", "seq_len", &cfg->seq_len, dir, err, errlen) ||
-        model_ckpt_state_int(st, "model", "vocab_size", &cfg->vocab_size, dir, err, errlen))
-        return -1;
-    /* mixture-of-experts keys (absent in dense checkpoints) */
-    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(st, "model"), *v;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(mo, "moe_every"))) cfg->moe_every = v->valueint;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(mo, "n_experts"))) cfg->n_experts = v->valueint;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(mo, "top_k"))) cfg->top_k = v->valueint;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(mo, "capacity_factor")))
-        cfg->capacity_factor = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(mo, "aux_coef"))) cfg->aux_coef = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(mo, "z_coef"))) cfg->z_coef = (float)v->valuedouble;
-    return 0;
+    char what[600];
+    snprintf(what, sizeof(what), "%s/%s: model", dir, MODEL_CKPT_STATE_FILE);
+    return gpt_config_from_json(cJSON_GetObjectItemCaseSensitive(st, "model"), cfg, what, err,
+                                errlen);
 }
 
 /* ---- tensors ----------------------------------------------------------------------------------- */

@@ -79,7 +79,8 @@ cJSON *model_ckpt_read_state(const char *step_dir, char *err, size_t errlen);
 int model_ckpt_state_int(const cJSON *state, const char *obj, const char *key, int *out,
                          const char *step_dir, char *err, size_t errlen);
 
-/* The model shape recorded in a state (tp/pp/ep fields zero; MoE keys when present). Returns 0
+/* The model shape recorded in a state's "model" object, read by gpt_config_from_json
+ * (model/model.h: tp/pp/ep fields zero; a missing or ill-typed field refused by name). Returns 0
  * or -1 with err. */
 int model_ckpt_state_config(const cJSON *state, const char *step_dir, gpt_config *cfg,
                             char *err, size_t errlen);

@@ -27,15 +27,12 @@ int model_io_save(const gpt_model *m, const char *path, const char *config_json,
     }
     st_meta meta;
     st_meta_init(&meta);
-    char stepbuf[32], archbuf[400];
+    char stepbuf[32];
     snprintf(stepbuf, sizeof(stepbuf), "%d", step);
-    const gpt_config *c = &m->cfg;
-    snprintf(archbuf, sizeof(archbuf),
-             "{\"n_layer\":%d,\"n_head\":%d,\"d_model\":%d,\"seq_len\":%d,\"vocab_size\":%d,"
-             "\"moe_every\":%d,\"n_experts\":%d,\"top_k\":%d,\"capacity_factor\":%.9g,"
-             "\"aux_coef\":%.9g,\"z_coef\":%.9g}",
-             c->n_layer, c->n_head, c->d_model, c->seq_len, c->vocab_size, c->moe_every,
-             c->n_experts, c->top_k, c->capacity_factor, c->aux_coef, c->z_coef);
+    cJSON *shape = gpt_config_to_json(&m->cfg);
+    char *archbuf = shape ? cJSON_PrintUnformatted(shape) : NULL;
+    cJSON_Delete(shape);
+    mtCheck(archbuf != NULL, "out of memory");
     int rc = st_meta_set(&meta, "format", "minitrain-gpt2", err, errlen);
     if (rc == 0) rc = st_meta_set(&meta, "minitrain.model", archbuf, err, errlen);
     if (rc == 0) rc = st_meta_set(&meta, "minitrain.step", stepbuf, err, errlen);
@@ -47,15 +44,9 @@ int model_io_save(const gpt_model *m, const char *path, const char *config_json,
         free(json);
     }
     st_meta_free(&meta);
+    cJSON_free(archbuf);
     free(t);
     return rc;
-}
-
-static int json_int(const cJSON *o, const char *key, int *out) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v)) return -1;
-    *out = (int)v->valuedouble;
-    return 0;
 }
 
 /* Step recorded in a model file's metadata; -1 when the file is missing or unreadable. */
@@ -149,24 +140,19 @@ int model_io_load(gpt_model *m, const char *path_or_run_dir, int *step_out, char
     const char *arch = st_metadata(&f, "minitrain.model");
     cJSON *o = arch ? cJSON_Parse(arch) : NULL;
     gpt_config cfg = {0};
-    if (!o || json_int(o, "n_layer", &cfg.n_layer) || json_int(o, "n_head", &cfg.n_head) ||
-        json_int(o, "d_model", &cfg.d_model) || json_int(o, "seq_len", &cfg.seq_len) ||
-        json_int(o, "vocab_size", &cfg.vocab_size)) {
+    if (!o) {
         snprintf(err, errlen, "%s: missing or malformed 'minitrain.model' metadata (not a "
                  "minitrain model file?)", path);
+        st_close(&f);
+        return -1;
+    }
+    char what[sizeof(path) + 32];
+    snprintf(what, sizeof(what), "%s: 'minitrain.model'", path);
+    if (gpt_config_from_json(o, &cfg, what, err, errlen) != 0) {
         cJSON_Delete(o);
         st_close(&f);
         return -1;
     }
-    /* optional mixture-of-experts keys (absent in dense models) */
-    const cJSON *v;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "moe_every"))) cfg.moe_every = v->valueint;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "n_experts"))) cfg.n_experts = v->valueint;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "top_k"))) cfg.top_k = v->valueint;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "capacity_factor")))
-        cfg.capacity_factor = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "aux_coef"))) cfg.aux_coef = (float)v->valuedouble;
-    if (cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(o, "z_coef"))) cfg.z_coef = (float)v->valuedouble;
     cJSON_Delete(o);
     if (gpt_build(m, &cfg, err, errlen) != 0) {
         st_close(&f);

@@ -117,6 +117,14 @@ int api_body_take(api_buf *body, int *too_large, size_t *discarded, const char *
     return *discarded <= 16 * max;
 }
 
+void api_buf_put_json(api_buf *b, cJSON *o) {
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    mtCheck(text != NULL, "out of memory");
+    api_buf_puts(b, text);
+    cJSON_free(text);
+}
+
 long api_buf_drain(api_buf *b, size_t *off, char *dst, size_t max) {
     if (*off < b->len) {
         size_t n = b->len - *off;

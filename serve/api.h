@@ -20,6 +20,8 @@
 #include "core/check.h"
 #include "text/tokenizer.h"
 
+struct cJSON;
+
 /* ---- a growable byte buffer (api.c) ---------------------------------------------------------- */
 
 typedef struct {
@@ -37,6 +39,9 @@ void api_buf_printf(api_buf *b, const char *fmt, ...) MT_PRINTF(2, 3);
  * whatever bytes the model generated. */
 void api_buf_json_string(api_buf *b, const uint8_t *s, size_t n);
 void api_buf_free(api_buf *b);
+/* Append o printed as compact JSON (cJSON) and cJSON_Delete it: the bodies that are plain objects
+ * (health, model lists) are built with cJSON rather than by hand. */
+void api_buf_put_json(api_buf *b, struct cJSON *o);
 /* For a content reader that drains b, then refills it: copy up to max bytes of b from *off into
  * dst and advance *off. Returns the count copied while bytes were left (0 only when max is 0), or
  * -1 when none were: b is then emptied (len and *off back to 0, its memory kept) for the next
@@ -150,7 +155,6 @@ int api_parse_chat(const char *body, size_t len, const api_model_info *mi, api_r
                   api_error *err);
 
 /* ---- shared by the two parsers (api.c) -------------------------------------------------------- */
-struct cJSON;
 /* Check that body[0..len) is strict JSON text (UTF-8, no raw control bytes in strings, no
  * \u0000, nothing after the value) holding an object, and parse it. NULL with *err (400). */
 struct cJSON *api_json_body(const char *body, size_t len, api_error *err);
@@ -240,6 +244,16 @@ typedef struct {
     MHD_RequestCompletedCallback on_completed;
     void *cls;              /* passed to both callbacks */
 } api_listen_opts;
+
+/* The one way both servers answer: a response holding body (moved: libmicrohttpd frees it and
+ * *body is emptied; an empty body is sent as zero bytes) with Content-Type ctype. NULL when MHD
+ * cannot allocate it (body freed). The caller adds its own headers, then calls api_queue. */
+struct MHD_Response *api_response(api_buf *body, const char *ctype);
+/* Queue r (from api_response or MHD_create_response_from_callback) with HTTP status on c and drop
+ * the caller's reference. *status_out (the access log's status) is set when MHD took it. Returns
+ * MHD's answer; MHD_NO for r NULL. */
+enum MHD_Result api_queue(struct MHD_Connection *c, int status, struct MHD_Response *r,
+                          int *status_out);
 
 /* Start the daemon. Returns it, with the port actually bound in *bound_port, or NULL with one line
  * in err ("cannot resolve host ...", "cannot listen on H:P (port in use, or no permission?)"). */

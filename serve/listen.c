@@ -1,6 +1,7 @@
 /*
  * serve/listen.c — the HTTP plumbing serve and the gateway share (serve/api.h): resolve, bind and
- * start libmicrohttpd; the Prometheus text exposition writers; the monotonic clock.
+ * start libmicrohttpd; answering a request (api_response, api_queue); the Prometheus text
+ * exposition writers; the monotonic clock.
  *
  * MHD_USE_THREAD_PER_CONNECTION: a handler may block (waiting for a slot, or for an upstream)
  * without stalling other clients, and MHD still enforces the idle timeout. MHD's own log lines go
@@ -115,4 +116,29 @@ double api_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- answers ---------------------------------------------------------------------------------- */
+
+struct MHD_Response *api_response(api_buf *body, const char *ctype) {
+    struct MHD_Response *r;
+    if (body->len == 0) {
+        api_buf_free(body);
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    } else {
+        r = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
+        if (r == NULL) api_buf_free(body);
+        memset(body, 0, sizeof(*body)); /* MHD frees it */
+    }
+    if (r != NULL) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    return r;
+}
+
+enum MHD_Result api_queue(struct MHD_Connection *c, int status, struct MHD_Response *r,
+                          int *status_out) {
+    if (r == NULL) return MHD_NO;
+    enum MHD_Result q = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (q == MHD_YES && status_out) *status_out = status;
+    return q;
 }

@@ -27,6 +27,7 @@
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "serve/server.h"
 
+#include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <poll.h>
 #include <stdio.h>
@@ -134,21 +135,9 @@ static int conn_fd(struct MHD_Connection *c) {
 static enum MHD_Result reply(conn_ctx *cc, struct MHD_Connection *c, int status,
                              const char *ctype, api_buf *body, const char *hname,
                              const char *hval) {
-    struct MHD_Response *r;
-    if (body->len == 0) {
-        api_buf_free(body);
-        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    } else {
-        r = MHD_create_response_from_buffer(body->len, body->p, MHD_RESPMEM_MUST_FREE);
-        memset(body, 0, sizeof(*body)); /* MHD frees it */
-    }
-    if (r == NULL) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-    if (hname) MHD_add_response_header(r, hname, hval);
-    enum MHD_Result q = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    if (q == MHD_YES) cc->status = status;
-    return q;
+    struct MHD_Response *r = api_response(body, ctype);
+    if (r && hname) MHD_add_response_header(r, hname, hval);
+    return api_queue(c, status, r, &cc->status);
 }
 
 static enum MHD_Result reply_error(conn_ctx *cc, struct MHD_Connection *c, const api_error *e) {
@@ -201,15 +190,21 @@ static int route(const char *url, const char **model_id) {
 
 /* ---- GET endpoints ---------------------------------------------------------------------------- */
 
-static void model_object(srv_server *s, api_buf *b) {
+/* The /v1/models entry of the served model (OpenAI's model object plus its shape). */
+static cJSON *model_object(srv_server *s) {
     const gpt_config *c = &s->m->cfg;
-    api_buf_puts(b, "{\"id\":");
-    api_buf_json_string(b, (const uint8_t *)s->o.model_name, strlen(s->o.model_name));
-    api_buf_printf(b, ",\"object\":\"model\",\"created\":%ld,\"owned_by\":\"minitrain\","
-                     "\"context_length\":%d,\"vocab_size\":%d,\"n_layer\":%d,\"n_head\":%d,"
-                     "\"d_model\":%d,\"step\":%d}",
-                  s->started, c->seq_len, s->mi.n_vocab, c->n_layer, c->n_head, c->d_model,
-                  s->step);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", s->o.model_name);
+    cJSON_AddStringToObject(o, "object", "model");
+    cJSON_AddNumberToObject(o, "created", (double)s->started);
+    cJSON_AddStringToObject(o, "owned_by", "minitrain");
+    cJSON_AddNumberToObject(o, "context_length", c->seq_len);
+    cJSON_AddNumberToObject(o, "vocab_size", s->mi.n_vocab);
+    cJSON_AddNumberToObject(o, "n_layer", c->n_layer);
+    cJSON_AddNumberToObject(o, "n_head", c->n_head);
+    cJSON_AddNumberToObject(o, "d_model", c->d_model);
+    cJSON_AddNumberToObject(o, "step", s->step);
+    return o;
 }
 
 static enum MHD_Result handle_get(srv_server *s, conn_ctx *cc, struct MHD_Connection *c,
@@ -218,9 +213,12 @@ static enum MHD_Result handle_get(srv_server *s, conn_ctx *cc, struct MHD_Connec
     api_error e;
     int ready = atomic_load(&s->ready);
     switch (cc->endpoint) {
-    case SRV_EP_HEALTH:
-        api_buf_puts(&b, ready ? "{\"status\":\"ok\"}" : "{\"status\":\"loading\"}");
+    case SRV_EP_HEALTH: {
+        cJSON *h = cJSON_CreateObject();
+        cJSON_AddStringToObject(h, "status", ready ? "ok" : "loading");
+        api_buf_put_json(&b, h);
         return reply_json(cc, c, ready ? 200 : 503, &b);
+    }
     case SRV_EP_METRICS: {
         srv_gauges g = {.ready = ready, .slots_total = s->o.slots, .queue_capacity = s->o.queue};
         if (ready) srv_pool_stats(s->pool, &g.queue_depth, &g.slots_busy);
@@ -238,11 +236,12 @@ static enum MHD_Result handle_get(srv_server *s, conn_ctx *cc, struct MHD_Connec
                         "The model '%.64s' does not exist", model_id);
                 return reply_error(cc, c, &e);
             }
-            model_object(s, &b);
+            api_buf_put_json(&b, model_object(s));
         } else {
-            api_buf_puts(&b, "{\"object\":\"list\",\"data\":[");
-            model_object(s, &b);
-            api_buf_puts(&b, "]}");
+            cJSON *list = cJSON_CreateObject();
+            cJSON_AddStringToObject(list, "object", "list");
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(list, "data"), model_object(s));
+            api_buf_put_json(&b, list);
         }
         return reply_json(cc, c, 200, &b);
     }
@@ -382,13 +381,17 @@ static enum MHD_Result reply_empty(srv_server *s, conn_ctx *cc, struct MHD_Conne
         if (req->chat) api_chat_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
         else api_completion_json(&b, id, now, model, (const uint8_t *)"", 0, NULL, req->n_prompt, 0);
     } else {
-        api_buf_puts(&b, "{\"id\":");
-        api_buf_json_string(&b, (const uint8_t *)id, strlen(id));
-        api_buf_printf(&b, ",\"object\":\"%s\",\"created\":%ld,\"model\":",
-                      req->chat ? "chat.completion" : "text_completion", now);
-        api_buf_json_string(&b, (const uint8_t *)model, strlen(model));
-        api_buf_printf(&b, ",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":0,"
-                          "\"total_tokens\":%d}}", req->n_prompt, req->n_prompt);
+        cJSON *o = cJSON_CreateObject(); /* a completion with no choices at all */
+        cJSON_AddStringToObject(o, "id", id);
+        cJSON_AddStringToObject(o, "object", req->chat ? "chat.completion" : "text_completion");
+        cJSON_AddNumberToObject(o, "created", (double)now);
+        cJSON_AddStringToObject(o, "model", model);
+        cJSON_AddArrayToObject(o, "choices");
+        cJSON *u = cJSON_AddObjectToObject(o, "usage");
+        cJSON_AddNumberToObject(u, "prompt_tokens", req->n_prompt);
+        cJSON_AddNumberToObject(u, "completion_tokens", 0);
+        cJSON_AddNumberToObject(u, "total_tokens", req->n_prompt);
+        api_buf_put_json(&b, o);
     }
     return reply_json(cc, c, 200, &b);
 }
@@ -466,10 +469,7 @@ static enum MHD_Result handle_completion(srv_server *s, conn_ctx *cc, struct MHD
         }
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        enum MHD_Result q = MHD_queue_response(c, 200, r);
-        MHD_destroy_response(r);
-        if (q == MHD_YES) cc->status = 200;
-        return q;
+        return api_queue(c, 200, r, &cc->status);
     }
     int done = 0, finish = 0, n_gen = 0;
     size_t len = 0;

@@ -42,7 +42,7 @@ consecutive_failures = lots
 EOF
 rc=0; "$MT" gateway --config "$TMP/bad.ini" 2>"$TMP/err" >/dev/null || rc=$?
 check "malformed config value: exit 2, FILE:LINE names the key" \
-  bash -c "[ $rc = 2 ] && grep -q 'bad.ini:6: consecutive_failures needs a number' $TMP/err"
+  bash -c "[ $rc = 2 ] && grep -q \"bad.ini:6: 'consecutive_failures' needs a whole number, got 'lots'\" $TMP/err"
 printf '[gateway]\nport 8090\n' > "$TMP/bad2.ini"
 rc=0; "$MT" gateway --config "$TMP/bad2.ini" 2>"$TMP/err" >/dev/null || rc=$?
 check "malformed line: exit 2 with the line number" \

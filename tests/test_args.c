@@ -39,13 +39,13 @@ static void reset(void) {
 }
 
 static const args_opt OPTS[] = {
-    {"n", ARG_INT, &g_n, 1, 10, "N", "an int in [1, 10]", NULL},
-    {"flag", ARG_FLAG, &g_flag, 0, 0, NULL, "a flag", NULL},
-    {"big", ARG_I64, &g_big, -1, 1e15, "N", "a 64-bit int", ""},
-    {"seed", ARG_U64, &g_seed, 0, 1.8e19, "S", "a seed", NULL},
-    {"x", ARG_DOUBLE, &g_x, 0, INFINITY, "X", "a double >= 0", NULL},
-    {"max-body", ARG_BYTES, &g_bytes, 64, 1 << 30, "BYTES", "bytes, K/M suffix", NULL},
-    {"s", ARG_STRING, &g_s, 0, 0, "TEXT", "a string\nover two lines", NULL},
+    {"n", KEYTAB_INT, &g_n, 1, 10, "N", "an int in [1, 10]", NULL},
+    {"flag", KEYTAB_FLAG, &g_flag, 0, 0, NULL, "a flag", NULL},
+    {"big", KEYTAB_I64, &g_big, -1, 1e15, "N", "a 64-bit int", ""},
+    {"seed", KEYTAB_U64, &g_seed, 0, 1.8e19, "S", "a seed", NULL},
+    {"x", KEYTAB_DOUBLE, &g_x, 0, INFINITY, "X", "a double >= 0", NULL},
+    {"max-body", KEYTAB_BYTES, &g_bytes, 64, 1 << 30, "BYTES", "bytes, K/M suffix", NULL},
+    {"s", KEYTAB_STRING, &g_s, 0, 0, "TEXT", "a string\nover two lines", NULL},
     {0},
 };
 
@@ -119,6 +119,12 @@ static void test_every_kind_both_spellings(void **state) {
     assert_true(g_big == 123456789012LL);
     assert_true(isinf(g_x));
     assert_int_equal(g_bytes, 2 << 20);
+    /* core/keytab.c's byte counts: G as well as K and M, and a whole count in any spelling */
+    assert_int_equal(PARSE("--max-body", "1G"), ARGS_CONTINUE);
+    assert_int_equal(g_bytes, (size_t)1 << 30);
+    assert_int_equal(PARSE("--max-body", "1.5K", "--n", "1e1"), ARGS_CONTINUE);
+    assert_int_equal(g_bytes, 1536);
+    assert_int_equal(g_n, 10);
     assert_string_equal(g_s, "");
     assert_string_equal(g_err, "");
 }
@@ -158,7 +164,9 @@ static void test_refusals(void **state) {
     expect_refused("--x must be in [0, inf], got '-1'", PARSE("--x", "-1"));
     expect_refused("--seed needs a non-negative integer, got '-1'", PARSE("--seed", "-1"));
     expect_refused("--big must be in", PARSE("--big", "-2"));
-    expect_refused("--max-body needs a byte count", PARSE("--max-body", "1G"));
+    expect_refused("--max-body needs a byte count", PARSE("--max-body", "1T"));
+    expect_refused("--max-body needs a byte count", PARSE("--max-body", "1.0001K"));
+    expect_refused("--max-body must be in [64, 1073741824], got '2G'", PARSE("--max-body", "2G"));
     expect_refused("--max-body needs a byte count", PARSE("--max-body", "-5"));
     expect_refused("--max-body must be in [64, 1073741824], got '8'", PARSE("--max-body", "8"));
     expect_refused("--flag takes no value, got '1'", PARSE("--flag=1"));

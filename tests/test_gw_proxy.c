@@ -84,6 +84,24 @@ static void test_config_file(void **state) {
     assert_int_equal(c->rules[0].action, GW_ACT_REDACT);
     assert_int_equal(c->rules[0].on, GW_ON_COMPLETIONS);
     assert_string_equal(c->rules[0].pattern, "\\d{4}-\\d{4}");
+    assert_string_equal(c->rules[0].replacement, "[REDACTED]"); /* the rule table's default */
+    assert_int_equal(c->rules[0].window, 64);
+    /* defaults the file leaves alone, from the key tables */
+    assert_string_equal(c->host, "127.0.0.1");
+    assert_int_equal(c->redis_fail_open, 1);
+    assert_int_equal(c->pii, GW_PII_OFF);
+    assert_int_equal(c->pii_on, GW_ON_BOTH);
+    assert_int_equal(c->up[1].weight, 1);
+    unlink(write_tmp(""));
+    free(c);
+    /* the word keys, each word once */
+    c = load_ok("[gateway]\nredis_fail = closed\npii = mask\npii_on = prompts\n"
+                "[rule r]\npattern = x\non = both\n");
+    assert_int_equal(c->redis_fail_open, 0);
+    assert_int_equal(c->pii, GW_PII_MASK);
+    assert_int_equal(c->pii_on, GW_ON_PROMPTS);
+    assert_int_equal(c->rules[0].action, GW_ACT_BLOCK);
+    assert_int_equal(c->rules[0].on, GW_ON_BOTH);
     unlink(write_tmp(""));
     free(c);
 }
@@ -94,16 +112,24 @@ static void test_config_errors(void **state) {
     static const struct {
         const char *ini, *want;
     } cases[] = {
-        {"[gateway]\nport = 80000\n", ":2: port = 80000 is out of range"},
+        {"[gateway]\nport = 80000\n", ":2: 'port' = 80000 is out of range [0, 65535]"},
         {"[gateway]\n\nbogus = 1\n", ":3: unknown key 'bogus' in [gateway]"},
-        {"[policy]\nconsecutive_failures = 0\n", ":2: consecutive_failures = 0 is out of range"},
-        {"[policy]\nejection_base_s = soon\n", ":2: ejection_base_s needs a number"},
+        {"[policy]\nconsecutive_failures = 0\n", ":2: 'consecutive_failures' = 0 is out of range [1, 1000]"},
+        {"[policy]\nejection_base_s = soon\n", ":2: 'ejection_base_s' needs a number, got 'soon'"},
+        {"[policy]\nmax_body = 1.5\n", ":2: 'max_body' needs a byte count like 1048576 or 1M"},
+        {"[upstream a]\nweight = 0\n", ":2: 'weight' = 0 is out of range [1, 1000]"},
+        {"[rule r]\npattern = x\nwindow = many\n", ":3: rule r: 'window' needs a whole number, got 'many'"},
+        {"[rule r]\npattern = x\ncaseless = maybe\n", ":3: rule r: 'caseless' needs true or false"},
+        {"[rule r]\npattern = x\non = everything\n",
+         ":3: rule r: 'on' must be prompts, completions or both, got 'everything'"},
+        {"[gateway]\nredis_fail = maybe\n", ":2: 'redis_fail' must be closed or open, got 'maybe'"},
+        {"[gateway]\npii = on\n", ":2: 'pii' must be off or mask, got 'on'"},
         {"[upstream a]\nurl = ftp://x\n", ":2: upstream a: url must start with http://"},
         {"[upstream a]\nurl = http://x\nurl = http://y\n", ":3: 'url' is set twice"},
         {"[upstreams a]\nurl = http://x\n", ":2: unknown section [upstreams a]"},
         {"[model]\ntargets = a\n", ":2: [model] needs a name"},
         {"[gateway]\nthis line is not ini\n", ":2: malformed line"},
-        {"[rule r]\npattern = x\naction = shout\n", ":3: rule r: action must be block or redact"},
+        {"[rule r]\npattern = x\naction = shout\n", ":3: rule r: 'action' must be block or redact, got 'shout'"},
         {"[gateway]\nredis = nohostport\n", ":2: redis must be HOST:PORT"},
     };
     char err[512];

@@ -25,6 +25,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/peer.h"
 #include "ckpt/safetensors.h"
+#include "ckpt/st_shard.h"
 #include "ckpt/tiers.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -184,13 +185,24 @@ static int save_own(ckpt_peer_tr *p, int64_t step, const float *params, const fl
     st_tensor t[3] = {{"params", ST_F32, 1, {(int64_t)n}, params},
                       {"optim.m", ST_F32, 1, {(int64_t)n}, m},
                       {"optim.v", ST_F32, 1, {(int64_t)n}, v}};
-    char meta[256], dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX];
-    snprintf(meta, sizeof(meta), "{\"minitrain.mesh\":\"%s\"}", p->mesh);
-    if (ckpt_begin(p->own, step, dir, sizeof(dir), err, errlen) != 0) return -1;
-    if (fs_join(path, sizeof(path), dir, CKPT_PEER_LOCAL_FILE, err, errlen) != 0 ||
+    char dir[CKPT_PATH_MAX], path[CKPT_PATH_MAX];
+    st_meta sm;
+    st_meta_init(&sm);
+    int rc = st_meta_set(&sm, "minitrain.mesh", p->mesh, err, errlen);
+    char *meta = rc == 0 ? st_meta_json(&sm) : NULL;
+    st_meta_free(&sm);
+    if (meta == NULL) return -1;
+    rc = ckpt_begin(p->own, step, dir, sizeof(dir), err, errlen);
+    if (rc != 0) {
+        free(meta);
+        return -1;
+    }
+    rc = fs_join(path, sizeof(path), dir, CKPT_PEER_LOCAL_FILE, err, errlen) != 0 ||
         st_write(path, t, 3, meta, err, errlen) != 0 ||
         ckpt_write_json(dir, "trainer_state.json", state_json, err, errlen) != 0 ||
-        ckpt_commit(p->own, step, err, errlen) != 0) {
+        ckpt_commit(p->own, step, err, errlen) != 0;
+    free(meta);
+    if (rc != 0) {
         char ignored[256];
         fs_remove_tree(dir, ignored, sizeof(ignored));
         return -1;

@@ -19,6 +19,19 @@ static void check_exact(const cJSON *state, const char *obj, const char *key, in
     if (!cJSON_IsNumber(v) || (double)got != v->valuedouble) abort();
 }
 
+/* Does err name a field of the model shape the way gpt_config_from_json words its refusals? */
+static int names_shape_field(const char *err) {
+    static const char *const f[] = {"n_layer", "n_head", "d_model", "seq_len", "vocab_size",
+                                    "moe_every", "n_experts", "top_k", "capacity_factor",
+                                    "aux_coef", "z_coef"};
+    char want[96];
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        snprintf(want, sizeof(want), "model shape field '%s' ", f[i]);
+        if (strstr(err, want)) return 1;
+    }
+    return strstr(err, "the model shape is not a JSON object") != NULL;
+}
+
 /* Does err name key (obj.key, or key at the top level) the way model_ckpt_state_int words its
  * two refusals? (A plain strstr would match the directory name, which is ".../step".) */
 static int names_key(const char *err, const char *obj, const char *key) {
@@ -43,9 +56,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_exact(state, "model", "d_model", cfg.d_model);
         check_exact(state, "model", "seq_len", cfg.seq_len);
         check_exact(state, "model", "vocab_size", cfg.vocab_size);
-    } else if (!names_key(err, "model", "n_layer") && !names_key(err, "model", "n_head") &&
-               !names_key(err, "model", "d_model") && !names_key(err, "model", "seq_len") &&
-               !names_key(err, "model", "vocab_size")) {
+        const cJSON *mo = cJSON_GetObjectItemCaseSensitive(state, "model");
+        if (cJSON_GetObjectItemCaseSensitive(mo, "moe_every")) { /* the MoE group, when there */
+            check_exact(state, "model", "moe_every", cfg.moe_every);
+            check_exact(state, "model", "n_experts", cfg.n_experts);
+            check_exact(state, "model", "top_k", cfg.top_k);
+        }
+    } else if (!names_shape_field(err)) {
         abort(); /* a refusal names the key it refused */
     }
     int step;
