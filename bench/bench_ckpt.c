@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
     double load0 = loadavg1();
     comm *world = comm_init_world(NULL, NULL);
     mesh ms;
-    mesh_init(&ms, world, 1, 1, 1, 1);
+    mesh_init(&ms, world, 1, 1, 1, 1, 1);
 
     /* a trainer around the 124M model, built by hand as bench/bench_step.c does */
     trainer tr;

@@ -70,8 +70,9 @@ static void print_report(const plan_topo *t, const plan_model *m, const plan_pla
                          double t_plan) {
     const char *names[3] = {"planned", "megatron", "naive"};
     int g = t->nodes[p[0].node[0]].gpus;
-    printf("plan: %d ranks = tp %d x pp %d x dp %d (ep %d) on %d of %d nodes x %d GPUs, %d "
-           "leaves, %d spare(s)\n", p[0].world, m->tp, m->pp, m->dp, m->ep, p[0].n_used_nodes,
+    printf("plan: %d ranks = tp %d x cp %d x pp %d x dp %d (ep %d) on %d of %d nodes x %d GPUs, "
+           "%d leaves, %d spare(s)\n", p[0].world, m->tp, m->cp > 1 ? m->cp : 1, m->pp, m->dp,
+           m->ep, p[0].n_used_nodes,
            t->n_nodes, g, t->n_leaves, p[0].n_spares);
     printf("model: L %d, d %d, T %d, V %d; %d microbatch(es) of %d; %d-byte elements; links "
            "GB/s: nvlink %g, node %g, leaf %g, spine %g\n", m->n_layer, m->d_model, m->seq_len,
@@ -79,9 +80,10 @@ static void print_report(const plan_topo *t, const plan_model *m, const plan_pla
            t->intranode_gbs, t->nic_gbs, t->nic_gbs / t->oversub);
     double b[PLAN_NDIM];
     plan_bytes(m, b);
-    printf("bytes/step/rank: TP %.3g, DP %.3g, PP %.3g, EP %.3g\n", b[0], b[1], b[2], b[3]);
-    printf("\n%-9s  %-19s  %-19s  %-19s  %-19s  %-10s  %s\n", "order", "TP", "DP", "PP", "EP",
-           "total/step", "rules");
+    printf("bytes/step/rank: TP %.3g, DP %.3g, PP %.3g, EP %.3g, CP %.3g\n", b[0], b[1], b[2],
+           b[3], b[4]);
+    printf("\n%-9s  %-19s  %-19s  %-19s  %-19s  %-19s  %-10s  %s\n", "order", "TP", "DP", "PP",
+           "EP", "CP", "total/step", "rules");
     for (int o = 0; o < 3; o++) print_row(names[o], &c[o], broken[o]);
     for (int o = 0; o < 3; o++)
         if (broken[o] && !quiet) {
@@ -118,7 +120,7 @@ static void load_topology(plan_topo *t, const char *topology, int from_hwloc, in
 int cmd_plan(int argc, char **argv) {
     const char *topology = NULL, *exclude = NULL, *out = NULL, *config = NULL;
     int nodes = 0, gpn = 0, per_leaf = 0, from_hwloc = 0, from_slurm = 0, spares = 0, quiet = 0;
-    int tp = -1, pp = -1, dp = -1, ep = -1, n_layer = -1, d_model = -1, seq_len = -1,
+    int tp = -1, pp = -1, dp = -1, ep = -1, cp = -1, n_layer = -1, d_model = -1, seq_len = -1,
         vocab = -1, mbatch = -1, mbs = -1, bytes = 4;
     double nvlink = NAN, nic = NAN, oversub = NAN;
     const args_opt opts[] = {
@@ -136,6 +138,7 @@ int cmd_plan(int argc, char **argv) {
         {"dp", KEYTAB_INT, &dp, 0, 1e6, "D", "data-parallel degree (0 = every usable GPU)",
          "config's"},
         {"ep", KEYTAB_INT, &ep, 1, 1e6, "E", "expert-parallel degree (divides dp)", "config's"},
+        {"cp", KEYTAB_INT, &cp, 1, 1e6, "C", "context-parallel degree (ring attention)", "config's"},
         {"exclude", KEYTAB_STRING, &exclude, 0, 0, "HOSTS", "comma-separated hosts never to use "
          "(cordoned)", ""},
         {"spares", KEYTAB_INT, &spares, 0, 1e6, "N", "nodes held back as spares", NULL},
@@ -163,8 +166,8 @@ int cmd_plan(int argc, char **argv) {
                     "[--nodes-per-leaf K]\n                      | --from-hwloc | --from-slurm) "
                     "--tp T --pp P --dp D [--ep E]\n                      [--exclude HOSTS] "
                     "[--spares N] [--out rankfile]",
-        .about = "Place the ranks of the 4D mesh on a topology: TP (then EP) groups inside a "
-                 "scale-up\ndomain, DP groups rail-aligned and inside one leaf when they fit, PP "
+        .about = "Place the ranks of the 5D mesh on a topology: TP (then CP rings, then EP) "
+                 "groups inside a scale-up\ndomain, DP groups rail-aligned and inside one leaf when they fit, PP "
                  "stages across\nnodes, excluded hosts never used, spares held back. Prints the "
                  "predicted communication\ntime per step of each dimension (bytes per step x bus "
                  "factor / slowest link) for\nthe plan, Megatron's default order (ranks in host "
@@ -200,19 +203,19 @@ int cmd_plan(int argc, char **argv) {
     mt_config cfg;
     config_defaults(&cfg);
     char err[512];
-    plan_model m = {.tp = 1, .pp = 1, .dp = 0, .ep = 1, .n_layer = 12, .d_model = 768,
+    plan_model m = {.tp = 1, .pp = 1, .dp = 0, .ep = 1, .cp = 1, .n_layer = 12, .d_model = 768,
                     .seq_len = 1024, .vocab_size = 50257, .micro_batch = 1, .microbatches = 8,
                     .bytes_per_elem = bytes};
     if (config) {
         if (config_load_ini(&cfg, config, err, sizeof(err)) != 0) mt_fail("%s", err);
-        m.tp = cfg.tp, m.pp = cfg.pp, m.dp = cfg.dp, m.ep = cfg.ep;
+        m.tp = cfg.tp, m.pp = cfg.pp, m.dp = cfg.dp, m.ep = cfg.ep, m.cp = cfg.cp;
         m.n_layer = cfg.n_layer, m.d_model = cfg.d_model, m.seq_len = cfg.seq_len;
         if (cfg.vocab_size > 0) m.vocab_size = cfg.vocab_size;
         m.micro_batch = cfg.batch_size;
         m.moe_every = cfg.moe_every, m.top_k = cfg.top_k;
     }
 #define OVER(field, v) if ((v) >= 0) m.field = (v)
-    OVER(tp, tp); OVER(pp, pp); OVER(dp, dp); OVER(ep, ep); OVER(n_layer, n_layer);
+    OVER(tp, tp); OVER(pp, pp); OVER(dp, dp); OVER(ep, ep); OVER(cp, cp); OVER(n_layer, n_layer);
     OVER(d_model, d_model); OVER(seq_len, seq_len); OVER(vocab_size, vocab);
     OVER(micro_batch, mbatch); OVER(microbatches, mbs);
 #undef OVER

@@ -202,9 +202,9 @@ int cmd_robust(int argc, char **argv) {
     comm *world = comm_init_world(NULL, NULL);
     g_rank = comm_rank(world);
     log_set_rank(g_rank);
-    if (mesh_check(comm_size(world), tp, pp, &dp, 1, err, sizeof(err)) != 0) cli_fail("%s", err);
+    if (mesh_check(comm_size(world), tp, 1, pp, &dp, 1, err, sizeof(err)) != 0) cli_fail("%s", err);
     mesh ms;
-    mesh_init(&ms, world, tp, pp, dp, 1);
+    mesh_init(&ms, world, tp, 1, pp, dp, 1);
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     int local_ranks = local && atoi(local) > 0 ? atoi(local) : 1;
     if (threads <= 0) threads = omp_get_num_procs() / local_ranks;

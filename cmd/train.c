@@ -43,13 +43,13 @@ static void config_help(FILE *out) {
  * that does not load is left to the run's own check of it, which names the file. */
 static void take_rankfile_layout(mt_config *cfg, const char *path) {
     char err[512];
-    int tp, pp, dp, ep, world;
-    if (plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, err, sizeof(err)) != 0)
+    int tp, pp, dp, ep, world, cp;
+    if (plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, &cp, err, sizeof(err)) != 0)
         mt_fail("%s", err);
     const struct { const char *name; int *cur, want, def; } d[] = {
         {"tp", &cfg->tp, tp, 1}, {"pp", &cfg->pp, pp, 1}, {"dp", &cfg->dp, dp, 0},
-        {"ep", &cfg->ep, ep, 1}};
-    for (int i = 0; i < 4; i++) {
+        {"ep", &cfg->ep, ep, 1}, {"cp", &cfg->cp, cp, 1}};
+    for (int i = 0; i < 5; i++) {
         if (*d[i].cur != d[i].def && *d[i].cur != d[i].want)
             mt_fail("--rankfile %s was planned for %s %d, the config says %s %d", path,
                     d[i].name, d[i].want, d[i].name, *d[i].cur);
@@ -172,10 +172,39 @@ static void log_setup(const trainer *t, const mesh *ms) {
         for (int st = 0, n = 0; st < ms->pp && n < (int)sizeof(split) - 16; st++)
             n += snprintf(split + n, sizeof(split) - n, "%s%d", st ? "," : "",
                           t->stage_begin[st + 1] - t->stage_begin[st]);
-        log_info("pipeline: %d stages (layers %s), %d microbatches of %d, schedule %s | bubble "
-                 "(P-1)/(M+P-1) = %.1f%%", ms->pp, split, t->grad_accum, c->batch_size,
-                 t->schedule == PP_GPIPE ? "GPipe" : "1F1B",
-                 100 * pp_bubble_fraction(ms->pp, t->grad_accum));
+        if (t->schedule == PP_INTERLEAVED)
+            log_info("pipeline: %d stages x %d chunks (%d layers each; stage s holds chunks s, "
+                     "s+%d, ...), %d microbatches of %d, schedule interleaved | bubble "
+                     "(P-1)/(v·M+P-1) = %.1f%%", ms->pp, t->chunks, t->stage_begin[1], ms->pp,
+                     t->grad_accum, c->batch_size,
+                     100 * pp_idle_formula(t->schedule, ms->pp, t->grad_accum, t->chunks, 1, 2, 0));
+        else if (t->schedule == PP_ZBH1)
+            log_info("pipeline: %d stages (layers %s), %d microbatches of %d, schedule zb-h1 | "
+                     "bubble (P-1)(F+B-W)/(M(F+B+W)+(P-1)(F+B-W)) = %.1f%% with equal pass times",
+                     ms->pp, split, t->grad_accum, c->batch_size,
+                     100 * pp_idle_formula(t->schedule, ms->pp, t->grad_accum, 1, 1, 1, 1));
+        else
+            log_info("pipeline: %d stages (layers %s), %d microbatches of %d, schedule %s | "
+                     "bubble (P-1)/(M+P-1) = %.1f%%", ms->pp, split, t->grad_accum,
+                     c->batch_size, t->schedule == PP_GPIPE ? "GPipe" : "1F1B",
+                     100 * pp_bubble_fraction(ms->pp, t->grad_accum));
+    }
+    if (ms->cp > 1) {
+        int T = c->seq_len, Tl = T / ms->cp;
+        double mine = gpt_activation_floats(&t->model, c->batch_size, Tl) * 4.0 / 1048576.0;
+        double one = gpt_activation_floats_whole_sequence(&t->model, c->batch_size, T) * 4.0 /
+                     1048576.0;
+        log_info("context parallel: cp %d ring, head-tail chunks of %d positions (rank r holds "
+                 "chunks r and %d-r) | activation memory per rank %.2f MiB, without cp %.2f MiB "
+                 "(%.3fx)", ms->cp, T / (2 * ms->cp), 2 * ms->cp - 1, mine, one, mine / one);
+    }
+    if (c->sp) {
+        double mine = gpt_activation_floats(&t->model, c->batch_size, c->seq_len) * 4.0 / 1048576.0;
+        double one = gpt_activation_floats_whole_sequence(&t->model, c->batch_size, c->seq_len) *
+                     4.0 / 1048576.0;
+        log_info("sequence parallel: LayerNorm/residual rows sharded %d ways inside the TP group "
+                 "(all-reduce -> reduce-scatter + all-gather) | activation memory per rank %.2f "
+                 "MiB, without sp %.2f MiB (%.3fx)", c->tp, mine, one, mine / one);
     }
     if (ms->world_size > 1) {
         double opt_mb = 2.0 * t->opt.n * sizeof(float) / 1048576.0;
@@ -202,11 +231,11 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
     char err[1024];
     log_set_rank(comm_rank(j->world));
     int dp = cfg.dp;
-    if (mesh_check(comm_size(j->world), cfg.tp, cfg.pp, &dp, cfg.ep, err, sizeof(err)) != 0)
+    if (mesh_check(comm_size(j->world), cfg.tp, cfg.cp, cfg.pp, &dp, cfg.ep, err, sizeof(err)) != 0)
         return fail_run(j, MT_EXIT_USAGE, "", err);
     cfg.dp = dp;
     if (take_run_lock(j, &cfg, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
-    mesh_init(&j->ms, j->world, cfg.tp, cfg.pp, cfg.dp, cfg.ep);
+    mesh_init(&j->ms, j->world, cfg.tp, cfg.cp, cfg.pp, cfg.dp, cfg.ep);
     j->have_mesh = 1;
     mesh *ms = &j->ms;
     if (ms->world_size > 1) {

@@ -62,7 +62,9 @@ static const keytab_key KEYS[] = {
     KI(stop_after, 0, 0, 1 << 30, "stop cleanly after this step (0 = run all steps)"),
     KI(tp, 1, 1, 1024, "tensor-parallel degree"),
     KI(pp, 1, 1, 256, "pipeline-parallel degree"),
-    KI(dp, 0, 0, 1 << 20, "data-parallel degree (0 = world / (tp*pp))"),
+    KI(cp, 1, 1, 1024, "context-parallel degree (ring attention; 2*cp divides seq_len)"),
+    KI(sp, 0, 0, 1, "sequence parallelism inside the TP group (1 = on; needs tp > 1)"),
+    KI(dp, 0, 0, 1 << 20, "data-parallel degree (0 = world / (tp*cp*pp))"),
     KI(ep, 1, 1, 1024, "expert-parallel degree (carved out of dp)"),
     KI(zero, 0, 0, 3, "ZeRO stage: 0 | 1 (optimizer state sharded) | 2 (+ gradients) | 3 (+ "
        "parameters, gathered per layer)"),
@@ -78,7 +80,9 @@ static const keytab_key KEYS[] = {
     KF(z_loss_coef, 0, 0, 100, "router z-loss coefficient (ST-MoE)"),
     KI(microbatches, 0, 0, 1 << 20, "pipeline microbatches per step (0 = global_batch/(batch_size*dp))"),
     KS(pp_layers, "", "layers per pipeline stage, e.g. 3,4 (empty = even split)"),
-    KS(pp_schedule, "1f1b", "pipeline schedule: 1f1b | gpipe"),
+    KS(pp_schedule, "1f1b", "pipeline schedule: 1f1b | gpipe | interleaved | zb-h1 (docs/parallel.md)"),
+    KI(virtual_stages, 1, 1, 64, "model chunks per pipeline stage (pp_schedule = interleaved; n_layer "
+       "must divide into pp x virtual_stages chunks)"),
     KS(device, "cpu", "ops backend: cpu | guard (cpu kernels, PROT_NONE memory) | cuda (GPU=1)"),
     KF(comm_timeout, 300, 0, 1e6, "seconds a collective may take before the job is aborted (0 = off)"),
     KF(bucket_mb, 25, 0.001, 1e6, "data-parallel gradient bucket size in MiB"),
@@ -336,8 +340,15 @@ static int validate(const mt_config *cfg, char *err, size_t errlen) {
                  cfg->recompute);
         return -1;
     }
-    if (strcmp(cfg->pp_schedule, "1f1b") != 0 && strcmp(cfg->pp_schedule, "gpipe") != 0) {
-        snprintf(err, errlen, "'pp_schedule' must be 1f1b or gpipe, got '%s'", cfg->pp_schedule);
+    if (strcmp(cfg->pp_schedule, "1f1b") != 0 && strcmp(cfg->pp_schedule, "gpipe") != 0 &&
+        strcmp(cfg->pp_schedule, "interleaved") != 0 && strcmp(cfg->pp_schedule, "zb-h1") != 0) {
+        snprintf(err, errlen, "'pp_schedule' must be 1f1b, gpipe, interleaved or zb-h1, got '%s'",
+                 cfg->pp_schedule);
+        return -1;
+    }
+    if (cfg->virtual_stages > 1 && strcmp(cfg->pp_schedule, "interleaved") != 0) {
+        snprintf(err, errlen, "virtual_stages = %d needs pp_schedule = interleaved (got '%s')",
+                 cfg->virtual_stages, cfg->pp_schedule);
         return -1;
     }
     if (strcmp(cfg->robust_attack, "fgsm") != 0 && strcmp(cfg->robust_attack, "pgd") != 0 &&

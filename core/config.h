@@ -48,6 +48,8 @@ typedef struct {
     int stop_after; /* end cleanly after this step (0 = run to `steps`) */
     /* parallel layout (parallel runtime issues) */
     int tp, pp, dp, ep, zero;
+    int cp; /* context-parallel degree: the sequence split over a ring (parallel/cp.h) */
+    int sp; /* 1: Megatron sequence parallelism inside the TP group (parallel/sp.h) */
     /* mixture of experts */
     int moe_every;         /* every N-th block's MLP is a MoE layer (0 = dense model) */
     int n_experts, top_k;
@@ -55,7 +57,8 @@ typedef struct {
     float aux_loss_coef, z_loss_coef;
     int microbatches;     /* pipeline microbatches per step (0 = global_batch / (batch_size·dp)) */
     char pp_layers[256];  /* layers per stage, e.g. "3,4" ("" = even split) */
-    char pp_schedule[16]; /* 1f1b | gpipe */
+    char pp_schedule[16]; /* 1f1b | gpipe | interleaved | zb-h1 */
+    int virtual_stages;   /* model chunks per pipeline stage (interleaved) */
     char device[16];      /* cpu | guard | cuda: the ops backend (ops/ops.h) */
     float comm_timeout;  /* seconds before the collective watchdog aborts the job */
     float bucket_mb;     /* data-parallel gradient bucket size */

@@ -145,6 +145,7 @@
 #define EVK_AUX_LOSS "aux_loss"       /* MoE balancing loss, mean per (EP group, microbatch) */
 #define EVK_BACKOFF "backoff"         /* [min, max] seconds */
 #define EVK_BACKWARD_MS "backward_ms" /* [start, end] pairs per microbatch, ms after t0 */
+#define EVK_CHUNKS "chunks"           /* model chunks per pipeline stage (interleaved: v) */
 #define EVK_BUSY_MS "busy_ms"         /* a rank's compute time in its last step (ms) */
 #define EVK_BYTES "bytes"             /* size of a committed checkpoint */
 #define EVK_DETECTED_AT "detected_at" /* unix seconds */
@@ -167,6 +168,7 @@
 #define EVK_HOSTS "hosts"             /* host names, comma-separated */
 #define EVK_SPARES "spares"           /* spare nodes held back */
 #define EVK_IDLE_SHARE "idle_share"   /* fraction of the step a pipeline stage waited */
+#define EVK_IN_FLIGHT "in_flight"     /* most (microbatch, chunk) activations a stage held */
 #define EVK_KIND "kind"               /* failure: EV_FAILURE_*; fault: sched/fault.h names */
 #define EVK_LAYERS "layers"           /* global layer indices */
 #define EVK_LOAD "load"               /* MoE assignments per (layer, expert), row-major */
@@ -183,7 +185,7 @@
 #define EVK_RATIO "ratio"             /* busy_ms / median_ms */
 #define EVK_REASON "reason"           /* why the supervisor gave up, in words */
 #define EVK_RESUME "resume"           /* bool: the launch resumes (--resume auto) */
-#define EVK_SCHEDULE "schedule"       /* pipeline schedule: 1f1b | gpipe */
+#define EVK_SCHEDULE "schedule"       /* pipeline schedule: 1f1b | gpipe | interleaved | zb-h1 */
 #define EVK_SECONDS "seconds"         /* duration of the phase the kind names */
 #define EVK_SIGNAL "signal"           /* 0 = none */
 #define EVK_SLOTS_LEFT "slots_left"   /* slots on hosts not cordoned */
@@ -192,6 +194,7 @@
 #define EVK_STAGE "stage"             /* pipeline stage (pp rank) */
 #define EVK_STALL_S "stall_s"         /* training stall per checkpoint save, s */
 #define EVK_STAGES "stages"           /* pipeline stages (pp) */
+#define EVK_WEIGHT_MS "weight_ms"     /* zb-h1: [start, end] pairs of each W pass, ms after t0 */
 #define EVK_STATUS "status"           /* how a run or the supervisor ended */
 #define EVK_STEP "step"               /* optimizer step (after it), or the checkpoint's step */
 #define EVK_STEP_S "step_s"           /* seconds per optimizer step */

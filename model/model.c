@@ -73,6 +73,11 @@ static gpt_tensor *add_tensor(gpt_model *m, int *cap, const char *name, int64_t 
     return add_tensor_nd(m, cap, name, d1 > 0 ? 2 : 1, dims, split, off);
 }
 
+int gpt_global_layer(const gpt_model *m, int l) {
+    int per = m->chunk_layers > 0 ? m->chunk_layers : 1;
+    return m->cfg.layer_begin + (l / per) * m->cfg.chunk_stride + l % per;
+}
+
 /* 1 if global block l has a mixture-of-experts MLP. */
 static int block_is_moe(const gpt_config *c, int l) {
     return c->moe_every > 0 && c->n_experts > 0 && (l + 1) % c->moe_every == 0;
@@ -108,9 +113,15 @@ int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
         m->cfg.layer_begin = 0;
         m->cfg.layer_end = cfg->n_layer;
     }
-    if (m->cfg.layer_begin < 0 || m->cfg.layer_end > cfg->n_layer) {
-        snprintf(err, errlen, "stage layers [%d, %d) outside the model's %d layers",
-                 m->cfg.layer_begin, m->cfg.layer_end, cfg->n_layer);
+    int nch = pp > 1 && cfg->n_chunks > 1 ? cfg->n_chunks : 1;
+    m->cfg.n_chunks = nch;
+    m->cfg.chunk_stride = nch > 1 ? cfg->chunk_stride : 0;
+    int last_end = m->cfg.layer_end + (nch - 1) * m->cfg.chunk_stride;
+    if (m->cfg.layer_begin < 0 || last_end > cfg->n_layer ||
+        (nch > 1 && m->cfg.chunk_stride < m->cfg.layer_end - m->cfg.layer_begin)) {
+        snprintf(err, errlen, "stage layers [%d, %d) x %d chunks (stride %d) outside the model's "
+                 "%d layers", m->cfg.layer_begin, m->cfg.layer_end, nch, m->cfg.chunk_stride,
+                 cfg->n_layer);
         return -1;
     }
     int ep = cfg->ep > 1 ? cfg->ep : 1;
@@ -130,7 +141,8 @@ int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
     }
     m->first = m->cfg.pp_rank == 0;
     m->last = m->cfg.pp_rank == pp - 1;
-    m->n_local = m->cfg.layer_end - m->cfg.layer_begin;
+    m->chunk_layers = m->cfg.layer_end - m->cfg.layer_begin;
+    m->n_local = m->chunk_layers * nch;
     int C = cfg->d_model, V = cfg->vocab_size, maxT = cfg->seq_len;
     int Cl = C / tp; /* this rank's share of the attention width (its heads) */
     int cap = 0;
@@ -148,8 +160,9 @@ int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
     }
     m->block_t0 = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(int));
     int El = cfg->n_experts / ep; /* experts on this rank */
-    for (int l = m->cfg.layer_begin; l < m->cfg.layer_end; l++) {
-        m->block_t0[l - m->cfg.layer_begin] = m->n_tensors;
+    for (int li = 0; li < m->n_local; li++) {
+        int l = gpt_global_layer(m, li);
+        m->block_t0[li] = m->n_tensors;
 #define T(suffix, d0, d1, split) \
     (snprintf(nm, sizeof(nm), "h.%d.%s", l, suffix), add_tensor(m, &cap, nm, d0, d1, split, &off))
 #define T3(suffix, d0, d1, d2)                                                                     \

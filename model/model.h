@@ -32,11 +32,27 @@ typedef struct {
      * [layer_begin, layer_end); stage 0 also holds the embeddings, the last stage the final
      * LayerNorm and the LM head (with its own copy of the tied wte). pp 0 or 1 = all layers. */
     int pp, pp_rank, layer_begin, layer_end;
+    /* interleaved pipeline (parallel/pp.h): this rank holds n_chunks model chunks; chunk j is
+     * layers [layer_begin + j·chunk_stride, layer_end + j·chunk_stride). The embeddings belong
+     * to chunk 0 of stage 0, the head to the last chunk of the last stage. 0 or 1 = one range. */
+    int n_chunks, chunk_stride;
     /* mixture of experts (model/moe.h): block l's MLP is a MoE layer when moe_every > 0 and
      * (l + 1) % moe_every == 0; experts are sharded over ep ranks (this rank: ep_rank). */
     int moe_every, n_experts, top_k;
     float capacity_factor, aux_coef, z_coef;
     int ep, ep_rank;
+    /* context parallelism (parallel/cp.h): this rank holds T/cp positions of every sequence,
+     * CP rank cp_rank's head-tail chunks; attention is ring attention over cp_comm
+     * (model/ring_attention.h). B and T given to the passes are then the LOCAL T = seq_len/cp.
+     * 0 or 1 = no context parallelism. */
+    int cp, cp_rank;
+    /* sequence parallelism (parallel/sp.h, needs tp > 1): outside the column-/row-parallel
+     * linears (LayerNorms, residual stream, embedding, head and loss) this rank holds only
+     * positions [tp_rank·T/tp, (tp_rank+1)·T/tp) of every sequence; f and g become all-gather and
+     * reduce-scatter. The passes still take the whole (B, T) ids and targets and pick their rows;
+     * a pipeline stage's input and output are the local (B, T/tp, C). LayerNorm, embedding and
+     * head gradients are then partial over the TP group: gpt_sp_reduce_grads sums them. */
+    int sp;
 } gpt_config;
 
 /* One named parameter tensor inside the flat buffer. */
@@ -79,12 +95,23 @@ typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd; // (N, C), (N), (N)
     float *qkv;                       // (N, 3C)
     float *atty;                      // (N, C)
-    float *att;                       // (B, NH, T, T)
+    float *att;                       // (B, NH, T, T); context parallel: (B, NH, T, T·cp)
     float *res2;                      // (N, C) residual after attention
     float *ln2, *ln2_mean, *ln2_rstd; // (N, C), (N), (N)
     float *fch, *fch_gelu;            // (N, 4C)
     float *res3;                      // (N, C) block output
 } gpt_block_acts;
+
+/* What B, the input half of a split backward (ZB-H1, parallel/pp.h), keeps for W, the weight
+ * half: the gradient w.r.t. the output of each op that has weights, for one layer of one slot. */
+typedef struct {
+    float *dln1;     // (N, C)   w.r.t. ln_1's output
+    float *dqkv;     // (N, 3Cl) w.r.t. c_attn's output
+    float *dattproj; // (N, C)   w.r.t. attn.c_proj's output
+    float *dln2;     // (N, C)   w.r.t. ln_2's output
+    float *dfch;     // (N, 4Cl) w.r.t. mlp.c_fc's output
+    float *dfcproj;  // (N, C)   w.r.t. mlp.c_proj's output
+} gpt_block_kept;
 
 struct comm;
 
@@ -120,6 +147,11 @@ typedef struct {
     int *inputs;                      // (N) token ids (first stage), device
     int *targets, *pred;              // (N) each: targets copied in, argmax out (probes), device
     moe_layer **moe;                  // (local layers) MoE layer state, NULL for dense blocks
+    /* split backward only (gpt_alloc_split): what B keeps for W */
+    float *kept_mem;
+    gpt_block_kept *kept;             // (chunk layers)
+    float *dlnf;                      // (N, C) w.r.t. ln_f's output (last stage)
+    float *dembed;                    // (N, C) w.r.t. the embedding output (first stage)
 } gpt_acts;
 
 /* MoE statistics of one forward, summed over this stage's MoE blocks. */
@@ -136,6 +168,7 @@ typedef struct {
     gpt_config cfg;
     struct comm *tp_comm; /* tensor-parallel group (NULL or size 1 = none) */
     struct comm *ep_comm; /* expert-parallel group (NULL or size 1 = none), set before alloc */
+    struct comm *cp_comm; /* context-parallel ring (cfg.cp > 1), set before the first forward */
     float aux_grad;       /* d(objective)/d(aux + z) of each MoE layer per microbatch */
     gpt_moe_stats moe_stats; /* accumulated over forwards since the caller last cleared it */
     /* (n_local, E + 1) per local block: assignments per expert (over the EP group, before
@@ -165,7 +198,8 @@ typedef struct {
      * parameters only through the host mirror (gpt_params_host / gpt_params_upload) */
     float *params_host; // (capacity) host mirror, allocated on first use; == params on cpu
     int first, last; /* this stage holds the embeddings / the head */
-    int n_local;     /* layers on this stage: global layer cfg.layer_begin + i */
+    int n_local;     /* layers on this stage (gpt_global_layer maps them to the model's) */
+    int chunk_layers; /* layers per model chunk (n_local / cfg.n_chunks); a slot holds one chunk */
     int i_wte, i_wpe, i_lnf; /* tensor indices, -1 when not on this stage */
     float *wte, *wpe, *lnfw, *lnfb;     // views into params (NULL when not on this stage)
     float *dwte, *dwpe, *dlnfw, *dlnfb; // views into grads
@@ -181,6 +215,7 @@ typedef struct {
     /* recompute: the one copy (in scratch) of what the backward recomputes — att (selective), or
      * every block activation res3 included (full); NULL pointers without recompute */
     gpt_block_acts work;
+    float *sp_full, *sp_work; /* sequence parallel: (N, C) each, gathered rows and a permute */
 } gpt_model;
 
 /* ---- the model shape as JSON (model/model_json.c) ---------------------------------------------
@@ -238,9 +273,13 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots);
 /* Floats of activation memory of one slot and of the shared backward scratch, for (B, T) on
  * this model's stage: for memory reports. */
 size_t gpt_activation_floats(const gpt_model *m, int B, int T);
-/* The same, split: floats of ONE slot (kept for the backward, at m->recompute) and of the shared
- * backward scratch (recompute's work copy included). */
+/* The same, split: floats of ONE slot (kept for the backward, at m->recompute; one chunk's
+ * layers, this rank's cp shard of length T and, with sp, its N/tp sequence-local rows) and of the
+ * shared backward scratch (recompute's work copy included). */
 void gpt_activation_sizes(const gpt_model *m, int B, int T, size_t *slot, size_t *scratch);
+/* The same for this stage with the whole sequence on this rank — without context or sequence
+ * parallelism, B sequences of length T (what a cp or sp rank's share is measured against). */
+size_t gpt_activation_floats_whole_sequence(const gpt_model *m, int B, int T);
 
 /* Forward pass. inputs, targets (B,T) int token ids; targets may be NULL (no loss).
  * dloss: gradient scale of the mean loss for the backward that follows, normally
@@ -280,6 +319,31 @@ double gpt_stage_forward_ex(gpt_model *m, int slot, const int *inputs, const int
                             int T, float dloss, const gpt_probe *probe, int *n_counted);
 /* This stage's output (N, C) for the slot (non-last stages), to send to the next stage. */
 const float *gpt_stage_output(const gpt_model *m, int slot);
+/* --- model chunks and the split backward (interleaved and ZB-H1 pipelines, parallel/pp.h) ------
+ * Chunk c of this rank's n_chunks (0 with one chunk). A slot holds one chunk's activations. */
+/* The model's index of local layer l. */
+int gpt_global_layer(const gpt_model *m, int l);
+/* gpt_stage_forward for chunk c: embeds on chunk 0 of the first stage, runs the head and loss on
+ * the last chunk of the last stage (returning the loss sum there, 0 elsewhere). */
+double gpt_chunk_forward(gpt_model *m, int slot, int chunk, const int *inputs, const int *targets,
+                         int B, int T, float dloss, int *n_counted);
+/* The output (N, C) of chunk c's forward in the slot, to send on. */
+const float *gpt_chunk_output(const gpt_model *m, int slot);
+/* gpt_stage_backward for chunk c (NULL returned for the model's first chunk). */
+const float *gpt_chunk_backward(gpt_model *m, int slot, int chunk, const float *dout);
+/* B: the input half of chunk c's backward — the same ops as gpt_chunk_backward for the input
+ * gradient, no parameter gradient, and it keeps in the slot what W needs (gpt_alloc_split must
+ * have run). Returns the gradient w.r.t. the chunk input (NULL for the model's first chunk). */
+const float *gpt_chunk_backward_b(gpt_model *m, int slot, int chunk, const float *dout);
+/* W: the weight half (model/model_wgrad.c) — accumulates into m->grads exactly what
+ * gpt_chunk_backward would have, from what B kept and the slot's activations (bit-identical:
+ * the same ops on the same operands). The slot must not be reused between B and W. */
+void gpt_chunk_backward_w(gpt_model *m, int slot, int chunk);
+/* Allocate, per slot, what B keeps for W: (4C + 7C/tp)·N floats per chunk layer, plus (N, C)
+ * for ln_f and for the embedding output where the stage has them. After gpt_alloc_slots;
+ * gpt_free_activations frees it. Refuses MoE blocks (their backward is not split). */
+void gpt_alloc_split(gpt_model *m);
+
 /* Backward of this stage for the slot. dout (N, C): gradient w.r.t. this stage's output
  * (ignored on the last stage, which starts from its dlogits). Accumulates parameter gradients;
  * returns the gradient w.r.t. the stage input (N, C) to send back (non-first stages; valid
@@ -300,6 +364,13 @@ const float *gpt_stage_backward_input(gpt_model *m, int slot, const float *dout)
  * w.r.t. the embedding output (N, C) of that backward's slot (what FreeLB's ascent steps use),
  * valid until the next backward. */
 const float *gpt_embed_grad(const gpt_model *m);
+
+/* Sequence parallelism (cfg.sp): sum over the TP group the gradients each rank holds only for
+ * its own positions — every LayerNorm's, the token and position embeddings' (the tied head
+ * included). Row-parallel biases are complete already (their gradient is a sum over all rows,
+ * which every rank sees after the g backward's all-gather). Call once per optimizer step, after
+ * the accumulated backward; a no-op without sp. Collective over the TP group. */
+void gpt_sp_reduce_grads(gpt_model *m);
 
 /* Zero m->grads. */
 void gpt_zero_grad(gpt_model *m);

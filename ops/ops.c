@@ -65,6 +65,10 @@ const ops_backend ops_backend_cpu = {
     .layernorm_backward = ops_cpu_layernorm_backward,
     .matmul_forward = ops_cpu_matmul_forward,
     .matmul_backward = ops_cpu_matmul_backward,
+    .matmul_backward_input = ops_cpu_matmul_backward_input,
+    .matmul_backward_weight = ops_cpu_matmul_backward_weight,
+    .layernorm_backward_input = ops_cpu_layernorm_backward_input,
+    .layernorm_backward_weight = ops_cpu_layernorm_backward_weight,
     .attention_forward = ops_cpu_attention_forward,
     .attention_backward = ops_cpu_attention_backward,
     .attention_decode = ops_cpu_attention_decode,
@@ -212,6 +216,21 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                          const float *w, int N, int C, int OC) {
     ops_current()->matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+void ops_matmul_backward_input(float *dinp, const float *dout, const float *w, int N, int C, int OC) {
+    ops_current()->matmul_backward_input(dinp, dout, w, N, C, OC);
+}
+void ops_matmul_backward_weight(float *dw, float *dbias, const float *dout, const float *inp, int N,
+                                int C, int OC) {
+    ops_current()->matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
+}
+void ops_layernorm_backward_input(float *dinp, const float *dout, const float *inp, const float *w,
+                                  const float *mean, const float *rstd, int N, int C) {
+    ops_current()->layernorm_backward_input(dinp, dout, inp, w, mean, rstd, N, C);
+}
+void ops_layernorm_backward_weight(float *dw, float *db, const float *dout, const float *inp,
+                                   const float *mean, const float *rstd, int N, int C) {
+    ops_current()->layernorm_backward_weight(dw, db, dout, inp, mean, rstd, N, C);
 }
 void ops_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH, int HS) {
     ops_current()->attention_forward(out, att, qkv, B, T, NH, HS);

@@ -84,6 +84,22 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                          const float *w, int N, int C, int OC);
 
+/* The two halves of ops_matmul_backward and ops_layernorm_backward, for a backward split into B
+ * (the input gradient, which the previous pipeline stage waits for) and W (the weight gradient,
+ * which can run later: ZB-H1, parallel/pp.h; Qi et al. 2024). Each half does exactly what the
+ * whole op does for its outputs, so B then W gives the whole op's result bit for bit.
+ *   matmul:    dinp (N,C) += dout (N,OC) @ w (OC,C);   dw (OC,C) += doutᵀ @ inp, dbias (OC) +=
+ *              column sums of dout (dbias may be NULL).
+ *   layernorm: dinp (N,C) += the input gradient;       dw, db (C) += Σ_n x̂·dout, Σ_n dout, with
+ *              x̂ = (inp - mean)·rstd from the forward's mean, rstd (N). */
+void ops_matmul_backward_input(float *dinp, const float *dout, const float *w, int N, int C, int OC);
+void ops_matmul_backward_weight(float *dw, float *dbias, const float *dout, const float *inp, int N,
+                                int C, int OC);
+void ops_layernorm_backward_input(float *dinp, const float *dout, const float *inp, const float *w,
+                                  const float *mean, const float *rstd, int N, int C);
+void ops_layernorm_backward_weight(float *dw, float *db, const float *dout, const float *inp,
+                                   const float *mean, const float *rstd, int N, int C);
+
 /* Causal multi-head self-attention (Vaswani et al. 2017, scaled by 1/sqrt(HS)).
  * qkv (B,T,3,NH,HS) → out (B,T,NH,HS) overwritten; att (B,NH,T,T) receives the softmax
  * probabilities (entries above the diagonal are 0) and is kept for backward. */

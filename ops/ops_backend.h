@@ -44,6 +44,16 @@ typedef struct {
                            int C, int OC);
     void (*matmul_backward)(float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int C, int OC);
+    /* the two halves of each backward, for schedules that run them apart (ZB-H1: B, then W) */
+    void (*matmul_backward_input)(float *dinp, const float *dout, const float *w, int N, int C,
+                                  int OC);
+    void (*matmul_backward_weight)(float *dw, float *dbias, const float *dout, const float *inp,
+                                   int N, int C, int OC);
+    void (*layernorm_backward_input)(float *dinp, const float *dout, const float *inp,
+                                     const float *w, const float *mean, const float *rstd, int N,
+                                     int C);
+    void (*layernorm_backward_weight)(float *dw, float *db, const float *dout, const float *inp,
+                                      const float *mean, const float *rstd, int N, int C);
     void (*attention_forward)(float *out, float *att, const float *qkv, int B, int T, int NH,
                               int HS);
     void (*attention_backward)(float *dqkv, float *datt, const float *dout, const float *qkv,

@@ -162,54 +162,62 @@ void ops_cpu_layernorm_forward(float *out, float *mean, float *rstd, const float
     }
 }
 
-void ops_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                            const float *w, const float *mean, const float *rstd, int N, int C) {
-    const int big = (size_t)N * C >= OPS_PAR_MIN;
-    const int nblk = (C + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
-#pragma omp parallel if (big)
-    {
-        /* pass 1, over rows: dinp (llm.c layernorm_backward) */
-#pragma omp for schedule(static) nowait
-        for (int n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * C;          // (C)
-            const float *d = dout + (size_t)n * C;         // (C)
-            float *dx = dinp + (size_t)n * C;              // (C)
-            const float m = mean[n], r = rstd[n];
-            float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+/* The input half (llm.c layernorm_backward's dinp), over rows. */
+void ops_cpu_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
+                                      const float *w, const float *mean, const float *rstd, int N,
+                                      int C) {
+#pragma omp parallel for if ((size_t)N * C >= OPS_PAR_MIN) schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;          // (C)
+        const float *d = dout + (size_t)n * C;         // (C)
+        float *dx = dinp + (size_t)n * C;              // (C)
+        const float m = mean[n], r = rstd[n];
+        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
 #pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
-            for (int c = 0; c < C; c++) {
-                const float norm = (x[c] - m) * r;
-                const float dnorm = w[c] * d[c];
-                dnorm_mean += dnorm;
-                dnorm_norm_mean += dnorm * norm;
-            }
-            dnorm_mean /= C;
-            dnorm_norm_mean /= C;
-#pragma omp simd
-            for (int c = 0; c < C; c++) {
-                const float norm = (x[c] - m) * r;
-                const float dnorm = w[c] * d[c];
-                dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r;
-            }
+        for (int c = 0; c < C; c++) {
+            const float norm = (x[c] - m) * r;
+            const float dnorm = w[c] * d[c];
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * norm;
         }
-        /* pass 2, over column blocks: dw, db (each column owned by one thread: race-free);
-         * skipped when the caller wants the input gradient only (dw == NULL) */
-#pragma omp for schedule(static)
-        for (int blk = 0; blk < (dw != NULL ? nblk : 0); blk++) {
-            const int c0 = blk * OPS_COL_BLOCK;
-            const int c1 = c0 + OPS_COL_BLOCK < C ? c0 + OPS_COL_BLOCK : C;
-            for (int n = 0; n < N; n++) {
-                const float *x = inp + (size_t)n * C;
-                const float *d = dout + (size_t)n * C;
-                const float m = mean[n], r = rstd[n];
+        dnorm_mean /= C;
+        dnorm_norm_mean /= C;
 #pragma omp simd
-                for (int c = c0; c < c1; c++) {
-                    dw[c] += (x[c] - m) * r * d[c];
-                    db[c] += d[c];
-                }
+        for (int c = 0; c < C; c++) {
+            const float norm = (x[c] - m) * r;
+            const float dnorm = w[c] * d[c];
+            dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r;
+        }
+    }
+}
+
+/* The weight half, over column blocks: each column owned by one thread (race-free), rows summed
+ * in order. */
+void ops_cpu_layernorm_backward_weight(float *dw, float *db, const float *dout, const float *inp,
+                                       const float *mean, const float *rstd, int N, int C) {
+    const int nblk = (C + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
+#pragma omp parallel for if ((size_t)N * C >= OPS_PAR_MIN) schedule(static)
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * OPS_COL_BLOCK;
+        const int c1 = c0 + OPS_COL_BLOCK < C ? c0 + OPS_COL_BLOCK : C;
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C;
+            const float *d = dout + (size_t)n * C;
+            const float m = mean[n], r = rstd[n];
+#pragma omp simd
+            for (int c = c0; c < c1; c++) {
+                dw[c] += (x[c] - m) * r * d[c];
+                db[c] += d[c];
             }
         }
     }
+}
+
+/* Both halves; dw == NULL skips the weight half (the input gradient only). */
+void ops_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                            const float *w, const float *mean, const float *rstd, int N, int C) {
+    ops_cpu_layernorm_backward_input(dinp, dout, inp, w, mean, rstd, N, C);
+    if (dw != NULL) ops_cpu_layernorm_backward_weight(dw, db, dout, inp, mean, rstd, N, C);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -232,18 +240,19 @@ void ops_cpu_matmul_forward(float *out, const float *inp, const float *w, const 
     }
 }
 
-void ops_cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                         const float *w, int N, int C, int OC) {
-    if (dinp != NULL) {
-        // dinp (N,C) += dout (N,OC) @ w (OC,C)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
-                    1.0f, dinp, C);
-    }
-    if (dw != NULL) {
-        // dw (OC,C) += dout(N,OC)ᵀ @ inp (N,C)
+void ops_cpu_matmul_backward_input(float *dinp, const float *dout, const float *w, int N, int C,
+                                   int OC) {
+    // dinp (N,C) += dout (N,OC) @ w (OC,C)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 1.0f,
+                dinp, C);
+}
+
+void ops_cpu_matmul_backward_weight(float *dw, float *dbias, const float *dout, const float *inp,
+                                    int N, int C, int OC) {
+    // dw (OC,C) += dout(N,OC)ᵀ @ inp (N,C)
+    if (dw != NULL)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C,
                     1.0f, dw, C);
-    }
     if (dbias != NULL) {
         /* column sums, parallel over blocks of OC: every row read contiguously per block */
         const int nblk = (OC + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
@@ -260,6 +269,12 @@ void ops_cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *
             }
         }
     }
+}
+
+void ops_cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                         const float *w, int N, int C, int OC) {
+    if (dinp != NULL) ops_cpu_matmul_backward_input(dinp, dout, w, N, C, OC);
+    ops_cpu_matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -25,6 +25,15 @@ void ops_cpu_matmul_forward(float *out, const float *inp, const float *w, const 
                             int C, int OC);
 void ops_cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                              const float *inp, const float *w, int N, int C, int OC);
+void ops_cpu_matmul_backward_input(float *dinp, const float *dout, const float *w, int N, int C,
+                                   int OC);
+void ops_cpu_matmul_backward_weight(float *dw, float *dbias, const float *dout, const float *inp,
+                                    int N, int C, int OC);
+void ops_cpu_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
+                                      const float *w, const float *mean, const float *rstd, int N,
+                                      int C);
+void ops_cpu_layernorm_backward_weight(float *dw, float *db, const float *dout, const float *inp,
+                                       const float *mean, const float *rstd, int N, int C);
 void ops_cpu_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
                                int HS);
 void ops_cpu_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,

@@ -512,13 +512,18 @@ extern "C" void ops_cuda_layernorm_forward(float *out, float *mean, float *rstd,
     cudaLaunchCheck();
 }
 
-extern "C" void ops_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-                                            const float *inp, const float *w, const float *mean,
-                                            const float *rstd, int N, int C) {
+extern "C" void ops_cuda_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
+                                                  const float *w, const float *mean,
+                                                  const float *rstd, int N, int C) {
     if (N <= 0) return;
     k_layernorm_bwd_dinp<<<ops_cuda_warp_row_blocks(N), OPS_CUDA_BLOCK, 0, ops_cuda_i_stream()>>>(dinp, dout, inp, w, mean, rstd, N, C);
     cudaLaunchCheck();
-    if (dw == NULL) return;
+}
+
+extern "C" void ops_cuda_layernorm_backward_weight(float *dw, float *db, const float *dout,
+                                                   const float *inp, const float *mean,
+                                                   const float *rstd, int N, int C) {
+    if (N <= 0) return;
     const unsigned chunks = ops_cuda_colsum_chunks(N);
     const size_t half = ops_cuda_ws_colsum(N, C, 1);
     char *ws = (char *)ops_cuda_i_scratch(OPS_CUDA_SCRATCH_OP, 2 * half);
@@ -530,6 +535,13 @@ extern "C" void ops_cuda_layernorm_backward(float *dinp, float *dw, float *db, c
     cudaLaunchCheck();
     k_colsum_finish<<<grid.x, OPS_CUDA_BLOCK, 0, ops_cuda_i_stream()>>>(db, pb, chunks, C);
     cudaLaunchCheck();
+}
+
+extern "C" void ops_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                            const float *inp, const float *w, const float *mean,
+                                            const float *rstd, int N, int C) {
+    ops_cuda_layernorm_backward_input(dinp, dout, inp, w, mean, rstd, N, C);
+    if (dw != NULL) ops_cuda_layernorm_backward_weight(dw, db, dout, inp, mean, rstd, N, C);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -72,6 +72,17 @@ void ops_cuda_matmul_forward(float *out, const float *inp, const float *w, const
                              int N, int C, int OC);
 void ops_cuda_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                               const float *inp, const float *w, int N, int C, int OC);
+/* The input and weight halves of the two backwards above (ops/ops.h), each the whole op's own
+ * kernels for its outputs. */
+void ops_cuda_matmul_backward_input(float *dinp, const float *dout, const float *w, int N, int C,
+                                    int OC);
+void ops_cuda_matmul_backward_weight(float *dw, float *dbias, const float *dout, const float *inp,
+                                     int N, int C, int OC);
+void ops_cuda_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
+                                       const float *w, const float *mean, const float *rstd, int N,
+                                       int C);
+void ops_cuda_layernorm_backward_weight(float *dw, float *db, const float *dout, const float *inp,
+                                        const float *mean, const float *rstd, int N, int C);
 void ops_cuda_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
                                 int HS);
 void ops_cuda_attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv,

@@ -178,13 +178,23 @@ extern "C" void ops_cuda_matmul_forward(float *out, const float *inp, const floa
     gemm_rm(0, 1, N, OC, C, 1.0f, inp, C, 0, w, C, 0, bias != NULL ? 1.0f : 0.0f, out, OC, 0, 1);
 }
 
-extern "C" void ops_cuda_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
-                                         const float *inp, const float *w, int N, int C, int OC) {
+extern "C" void ops_cuda_matmul_backward_input(float *dinp, const float *dout, const float *w,
+                                               int N, int C, int OC) {
     // dinp (N,C) += dout (N,OC) @ w (OC,C)
-    if (dinp != NULL) gemm_rm(0, 0, N, C, OC, 1.0f, dout, OC, 0, w, C, 0, 1.0f, dinp, C, 0, 1);
+    gemm_rm(0, 0, N, C, OC, 1.0f, dout, OC, 0, w, C, 0, 1.0f, dinp, C, 0, 1);
+}
+
+extern "C" void ops_cuda_matmul_backward_weight(float *dw, float *dbias, const float *dout,
+                                                const float *inp, int N, int C, int OC) {
     // dw (OC,C) += dout(N,OC)ᵀ @ inp (N,C)
     if (dw != NULL) gemm_rm(1, 0, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dw, C, 0, 1);
     if (dbias != NULL) ops_cuda_i_colsum_add(dbias, dout, N, OC);
+}
+
+extern "C" void ops_cuda_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
+                                         const float *inp, const float *w, int N, int C, int OC) {
+    if (dinp != NULL) ops_cuda_matmul_backward_input(dinp, dout, w, N, C, OC);
+    ops_cuda_matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
 }
 
 /* ------------------------------------------------------------------------------------------ */

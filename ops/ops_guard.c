@@ -288,6 +288,39 @@ static void g_matmul_backward(float *dinp, float *dw, float *dbias, const float 
     guard_leave(d_, 6);
 }
 
+static void g_matmul_backward_input(float *dinp, const float *dout, const float *w, int N, int C,
+                                    int OC) {
+    const void *d_[] = {dinp, dout, w};
+    guard_enter("ops_matmul_backward_input", d_, 3);
+    ops_cpu_matmul_backward_input(dinp, dout, w, N, C, OC);
+    guard_leave(d_, 3);
+}
+
+static void g_matmul_backward_weight(float *dw, float *dbias, const float *dout, const float *inp,
+                                     int N, int C, int OC) {
+    const void *d_[] = {dw, dbias, dout, inp};
+    guard_enter("ops_matmul_backward_weight", d_, 4);
+    ops_cpu_matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
+    guard_leave(d_, 4);
+}
+
+static void g_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
+                                       const float *w, const float *mean, const float *rstd, int N,
+                                       int C) {
+    const void *d_[] = {dinp, dout, inp, w, mean, rstd};
+    guard_enter("ops_layernorm_backward_input", d_, 6);
+    ops_cpu_layernorm_backward_input(dinp, dout, inp, w, mean, rstd, N, C);
+    guard_leave(d_, 6);
+}
+
+static void g_layernorm_backward_weight(float *dw, float *db, const float *dout, const float *inp,
+                                        const float *mean, const float *rstd, int N, int C) {
+    const void *d_[] = {dw, db, dout, inp, mean, rstd};
+    guard_enter("ops_layernorm_backward_weight", d_, 6);
+    ops_cpu_layernorm_backward_weight(dw, db, dout, inp, mean, rstd, N, C);
+    guard_leave(d_, 6);
+}
+
 static void g_attention_forward(float *out, float *att, const float *qkv, int B, int T, int NH,
                                 int HS) {
     const void *d_[] = {out, att, qkv};
@@ -483,6 +516,10 @@ const ops_backend ops_backend_guard = {
     .layernorm_backward = g_layernorm_backward,
     .matmul_forward = g_matmul_forward,
     .matmul_backward = g_matmul_backward,
+    .matmul_backward_input = g_matmul_backward_input,
+    .matmul_backward_weight = g_matmul_backward_weight,
+    .layernorm_backward_input = g_layernorm_backward_input,
+    .layernorm_backward_weight = g_layernorm_backward_weight,
     .attention_forward = g_attention_forward,
     .attention_backward = g_attention_backward,
     .attention_decode = g_attention_decode,

@@ -127,12 +127,17 @@ static comm *new_comm(comm_backend b, int rank, int size, const char *name) {
     return c;
 }
 
+static int g_thread_multiple; /* MPI_Init_thread provided MPI_THREAD_MULTIPLE */
+
 comm *comm_init_world(int *argc, char ***argv) {
     int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 #ifdef MT_HAVE_MPI
     if (launched) {
         int provided = 0;
-        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        /* MULTIPLE where the library has it: the pipeline executor's progress thread tests its
+         * sends while the main thread computes (parallel/pp_exec.c); FUNNELED is enough else */
+        MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+        g_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         g_mpi = 1;
         int rank, size;
@@ -162,6 +167,7 @@ void comm_finalize(void) {
 }
 
 int comm_is_mpi(void) { return g_mpi; }
+int comm_thread_multiple(void) { return g_thread_multiple; }
 int comm_world_rank(void) { return g_world_rank; }
 
 comm *comm_split(comm *parent, int color, int key, const char *name) {
@@ -315,6 +321,8 @@ void comm_host_all_to_all_v(comm *c, const float *send, const size_t *send_count
 struct comm_request {
     comm *c;
     int nreq;
+    const char *what; /* the call a watchdog report names */
+    void *owned;      /* freed by comm_wait (comm_host_isend_owned's copy) */
 #ifdef MT_HAVE_MPI
     MPI_Request req[8];
 #endif
@@ -323,6 +331,7 @@ struct comm_request {
 comm_request *comm_host_iall_reduce(comm *c, float *buf, size_t count) {
     comm_request *r = callocCheck(1, sizeof(comm_request));
     r->c = c;
+    r->what = "all_reduce (bucket wait)";
     if (c->size == 1 || count == 0) return r;
 #ifdef MT_HAVE_MPI
     const size_t chunk = (size_t)1 << 28; /* int counts; 8 chunks = 2^31 floats max */
@@ -341,6 +350,7 @@ comm_request *comm_host_iall_reduce(comm *c, float *buf, size_t count) {
 comm_request *comm_host_iall_gather(comm *c, const float *send, float *recv, size_t send_count) {
     comm_request *r = callocCheck(1, sizeof(comm_request));
     r->c = c;
+    r->what = "all_gather (ZeRO-3 prefetch wait)";
     if (c->size == 1) {
         if (recv != send) memmove(recv, send, send_count * sizeof(float));
         return r;
@@ -370,12 +380,29 @@ void comm_wait(comm_request *r) {
     if (!r) return;
 #ifdef MT_HAVE_MPI
     if (r->nreq) {
-        ENTER(r->c, "wait (bucket all-reduce or ZeRO-3 prefetch)");
+        ENTER(r->c, r->what);
         mpiCheck(MPI_Waitall(r->nreq, r->req, MPI_STATUSES_IGNORE), r->c, "MPI_Waitall");
         LEAVE();
     }
 #endif
+    free(r->owned);
     free(r);
+}
+
+comm_request *comm_host_isend_owned(comm *c, float *host_buf, size_t count, int peer, int tag) {
+    if (c->size == 1) comm_abort(MT_EXIT_ERROR, "isend on a single-rank group '%s'", c->name);
+    comm_request *r = callocCheck(1, sizeof(comm_request));
+    r->c = c;
+    r->what = "isend (wait)";
+    r->owned = host_buf;
+#ifdef MT_HAVE_MPI
+    mtCheck(count <= (size_t)2147483647, "isend message too large");
+    mpiCheck(MPI_Isend(host_buf, (int)count, MPI_FLOAT, peer, tag, c->mpi, &r->req[r->nreq++]),
+             c, "MPI_Isend");
+#else
+    (void)count, (void)peer, (void)tag;
+#endif
+    return r;
 }
 
 void comm_host_send(comm *c, const float *buf, size_t count, int peer, int tag) {

@@ -76,6 +76,18 @@ void comm_recv(comm *c, float *buf, size_t count, int peer, int tag);
 void comm_sendrecv(comm *c, const float *sendbuf, size_t send_count, int to, float *recvbuf,
                    size_t recv_count, int from, int tag);
 void comm_barrier(comm *c);
+/* Non-blocking send of a COPY of buf (count floats, host or device memory: the copy is taken
+ * before the call returns, so buf may be overwritten at once) over MPI, never NCCL; finish it
+ * with comm_wait (or poll with comm_test). Match it with comm_recv_mpi and the same tag. For
+ * schedules whose per-stage order is not a chain of paired exchanges (parallel/pp_exec.c):
+ * with every send non-blocking, any order consistent with the passes' dependencies completes. */
+comm_request *comm_isend(comm *c, const float *buf, size_t count, int peer, int tag);
+/* 1 when MPI runs with MPI_THREAD_MULTIPLE, so a second thread may call comm_test while the main
+ * thread computes or blocks in another call (0 without MPI or with a lesser thread level). */
+int comm_thread_multiple(void);
+/* Blocking receive over MPI whatever buf is (device memory staged through a host copy): the
+ * receiving side of comm_isend. */
+void comm_recv_mpi(comm *c, float *buf, size_t count, int peer, int tag);
 
 /* Abort the whole job (MPI_Abort, or exit without MPI) after printing
  * "minitrain: rank R: <msg>". Never returns. */
@@ -129,6 +141,8 @@ comm_request *comm_host_iall_reduce(comm *c, float *buf, size_t count);
 comm_request *comm_host_iall_gather(comm *c, const float *send, float *recv, size_t send_count);
 void comm_host_send(comm *c, const float *buf, size_t count, int peer, int tag);
 void comm_host_recv(comm *c, float *buf, size_t count, int peer, int tag);
+/* MPI_Isend from host_buf, which the request owns from now on (comm_wait frees it). */
+comm_request *comm_host_isend_owned(comm *c, float *host_buf, size_t count, int peer, int tag);
 void comm_host_sendrecv(comm *c, const float *sendbuf, size_t send_count, int to, float *recvbuf,
                         size_t recv_count, int from, int tag);
 struct comm_nccl;

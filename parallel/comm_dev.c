@@ -247,6 +247,18 @@ void comm_recv(comm *c, float *buf, size_t count, int peer, int tag) {
     unstage(buf, h, count * sizeof(float), 1);
 }
 
+comm_request *comm_isend(comm *c, const float *buf, size_t count, int peer, int tag) {
+    float *h = mallocCheck(count ? count * sizeof(float) : 1);
+    comm_copy(h, buf, count * sizeof(float)); /* d2h for device memory, memmove for host */
+    return comm_host_isend_owned(c, h, count, peer, tag);
+}
+
+void comm_recv_mpi(comm *c, float *buf, size_t count, int peer, int tag) {
+    float *h = stage(buf, count * sizeof(float), 0);
+    comm_host_recv(c, h, count, peer, tag);
+    unstage(buf, h, count * sizeof(float), 1);
+}
+
 void comm_sendrecv(comm *c, const float *sendbuf, size_t send_count, int to, float *recvbuf,
                    size_t recv_count, int from, int tag) {
     if (!is_dev(sendbuf) && !is_dev(recvbuf)) {

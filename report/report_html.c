@@ -363,9 +363,13 @@ int report_html(const report_summary *r, const svg_panel *beside, const report_s
     metrics_section(f, r);
     picture_section(f, r, "pipeline", "Pipeline timeline (measured)", svg_pipeline,
                     "Each box is one microbatch's forward (dark) or backward (light, hatched) on "
-                    "one stage, over the time the trainer measured (event pp_timeline); the dotted "
-                    "background is idle time. The ideal bubble (p−1)/(m+p−1) assumes equal "
-                    "stage times and free communication. Drawn: the logged step of median "
+                    "one stage, over the time the trainer measured (event pp_timeline); with "
+                    "zb-h1 the backward is B (input gradient, hatched) and W (weight gradient, "
+                    "green, dashed); with interleaved chunks a box reads microbatch.chunk. The "
+                    "dotted background is idle time. The schedule's ideal idle fraction (1F1B, "
+                    "GPipe (p−1)/(m+p−1); interleaved (p−1)/(v·m+p−1); ZB-H1 "
+                    "(p−1)(F+B−W)/(m(F+B+W)+(p−1)(F+B−W)) from the measured mean pass times) "
+                    "assumes equal stage times and free communication. Drawn: the logged step of median "
                     "duration, of the pipeline of tp rank 0, dp rank 0 (the others run the same "
                     "schedule).");
     picture_section(f, r, "moe", "Mixture of experts: expert load and drops", svg_moe, NULL);

@@ -1,6 +1,6 @@
 /*
  * report/svg_layout.c — the parallel layout of the run (report/svg.h: svg_layout): which world
- * rank holds which (tp, pp, dp, ep) coordinate, and the communication groups.
+ * rank holds which (tp, cp, pp, dp, ep) coordinate, and the communication groups.
  *
  * Drawn from the latest run's config (tp, pp, dp, ep, n_layer, pp_layers, MoE keys) and world
  * size with the mesh's own pure functions (parallel/mesh.h: mesh_coords, mesh_split_key) and
@@ -8,9 +8,11 @@
  * not a second derivation. One panel per pipeline stage (its layers in the header), inside it a
  * dp × tp grid of ranks: a row is a TP group (solid outline), ep consecutive rows of a column an
  * EP group (dashed outline, cells shaded by ep_rank), a column the DP group, the same cell
- * across panels a PP group (arrows: activations forward, gradients back). Every group is also
- * listed in words below the grid. The title names the ZeRO stage, the DP line what it shards, and
- * the last line the memory budget (svg_memory_load: the events of train/memory.h).
+ * across panels a PP group (arrows: activations forward, gradients back). With context
+ * parallelism the rows are the (cp, dp) pairs in rank order, and cp consecutive rows of a column
+ * are a CP ring (dotted outline). Every group is also listed in words below the grid. The title
+ * names the ZeRO stage, the DP line what it shards, and the last line the memory budget
+ * (svg_memory_load: the events of train/memory.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,14 +34,14 @@ static int cfg_int(const cJSON *c, const char *key, int dflt) {
 }
 
 /* "name: {0,1} {2,3} ..." of group g, into f as one <text> line (shortened past ~140 chars). */
-static void group_line(FILE *f, double x, double y, const char *name, int world, int tp, int pp,
-                       int dp, int ep, mesh_group g) {
+static void group_line(FILE *f, double x, double y, const char *name, int world, int tp, int cp,
+                       int pp, int dp, int ep, mesh_group g) {
     char line[400];
     size_t L = (size_t)snprintf(line, sizeof(line), "%s:", name);
     int *color = malloc(world * sizeof(int)), *key = malloc(world * sizeof(int));
     int *done = calloc(world, sizeof(int)), *members = malloc(world * sizeof(int));
     if (!color || !key || !done || !members) goto out;
-    for (int r = 0; r < world; r++) mesh_split_key(r, tp, pp, dp, ep, g, &color[r], &key[r]);
+    for (int r = 0; r < world; r++) mesh_split_key(r, tp, cp, pp, dp, ep, g, &color[r], &key[r]);
     for (int r = 0; r < world && L < 150; r++) {
         if (done[r]) continue;
         L += (size_t)snprintf(line + L, sizeof(line) - L, " {");
@@ -75,17 +77,20 @@ static const char *EPFILL[] = {"#ffffff", "#dde8f3", "#b9cfe6", "#f3e3c3", "#e6c
 /* One rank's cell at (x, y), cw x ch with inset in: its coordinates (tr_, dr_, pr_, er_) in the
  * tooltip, shaded by ep_rank when ep > 1, labelled as the cell's size allows (with its experts
  * when the model has E of them, every moe_every layers, and the cell is tall enough). */
-static void draw_rank(FILE *f, int r, int tr_, int dr_, int pr_, int er_, int ep, double x,
-                      double y, double cw, double ch, double in, int moe_every, int E) {
-    fprintf(f, "<g class=\"layout-rank\" data-rank=\"%d\"><title>rank %d: tp %d, pp %d, "
+static void draw_rank(FILE *f, int r, int tr_, int cr_, int cp, int dr_, int pr_, int er_, int ep,
+                      double x, double y, double cw, double ch, double in, int moe_every, int E) {
+    char cpt[32] = "";
+    if (cp > 1) snprintf(cpt, sizeof(cpt), "cp %d, ", cr_);
+    fprintf(f, "<g class=\"layout-rank\" data-rank=\"%d\"><title>rank %d: tp %d, %spp %d, "
             "dp %d, ep %d</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-            "fill=\"%s\" stroke=\"#666\"/>", r, r, tr_, pr_, dr_, er_, x + in, y + in,
+            "fill=\"%s\" stroke=\"#666\"/>", r, r, tr_, cpt, pr_, dr_, er_, x + in, y + in,
             cw - 2 * in, ch - 2 * in, ep > 1 ? EPFILL[er_ % 8] : "#ffffff");
     if (cw >= 60 && ch >= 30) {
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
                 "font-weight=\"bold\">rank %d</text>", x + cw / 2, y + in + 14, r);
         char sub[96];
-        int n = snprintf(sub, sizeof(sub), "tp %d · dp %d", tr_, dr_);
+        int n = cp > 1 ? snprintf(sub, sizeof(sub), "tp %d · cp %d · dp %d", tr_, cr_, dr_)
+                       : snprintf(sub, sizeof(sub), "tp %d · dp %d", tr_, dr_);
         if (ep > 1) snprintf(sub + n, sizeof(sub) - n, " · ep %d", er_);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
                 "font-size=\"%d\">%s</text>", x + cw / 2, y + in + 28, cw > 110 ? 11 : 9, sub);
@@ -100,27 +105,38 @@ static void draw_rank(FILE *f, int r, int tr_, int dr_, int pr_, int er_, int ep
     fputs("</g>\n", f);
 }
 
-/* Stage s's group outlines (at px, pw wide; cells cw x ch, inset in): TP groups as rows, EP groups
- * as ep consecutive rows of a column, and the PP arrows to the next stage (gap GAPX) per row. */
+/* Outlines (class cls, dashed) of every run of `span` consecutive rows of each of the tp columns,
+ * over `rows` rows: EP groups, CP rings. */
+static void column_groups(FILE *f, const char *cls, const char *color, const char *dash, double px,
+                          double cw, double ch, double in, int tp, int rows, int span, int MT) {
+    for (int t = 0; t < tp; t++)
+        for (int d = 0; d < rows; d += span)
+            fprintf(f, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                    "rx=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+                    "stroke-dasharray=\"%s\"/>\n", cls, px + t * cw + in / 2, MT + d * ch + in / 2,
+                    cw - in, span * ch - in, color, dash);
+}
+
+/* Stage s's group outlines (at px, pw wide; cells cw x ch, inset in; rows = cp·dp): TP groups as
+ * rows, CP rings as cp consecutive rows of a column, EP groups as ep consecutive rows of a column,
+ * and the PP arrows to the next stage (gap GAPX) per row. */
 static void draw_groups(FILE *f, int s, double px, double pw, double cw, double ch, double in,
-                        int tp, int pp, int dp, int ep, int GAPX, int MT) {
+                        int tp, int cp, int pp, int dp, int ep, int GAPX, int MT) {
+    const int rows = cp * dp;
     /* TP groups: rows */
     if (tp > 1)
-        for (int d = 0; d < dp; d++)
+        for (int d = 0; d < rows; d++)
             fprintf(f, "<rect class=\"layout-tp\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
                     "height=\"%.1f\" rx=\"5\" fill=\"none\" stroke=\"%s\" stroke-width=\"2.2\"/>\n",
                     px + 0.5, MT + d * ch + 0.5, pw - 1, ch - 1, SVGD_COLORS[0]);
     /* EP groups: ep consecutive dp rows of one column */
-    if (ep > 1)
-        for (int t = 0; t < tp; t++)
-            for (int d = 0; d < dp; d += ep)
-                fprintf(f, "<rect class=\"layout-ep\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                        "height=\"%.1f\" rx=\"7\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-                        "stroke-dasharray=\"6,3\"/>\n", px + t * cw + in / 2, MT + d * ch + in / 2,
-                        cw - in, ep * ch - in, SVGD_COLORS[1]);
+    if (ep > 1) column_groups(f, "layout-ep", SVGD_COLORS[1], "6,3", px, cw, ch, in, tp, dp, ep, MT);
+    /* CP rings: cp consecutive rows (cp_rank varies after tp_rank) of one column */
+    if (cp > 1)
+        column_groups(f, "layout-cp", SVGD_COLORS[2], "2,2", px, cw, ch, in, tp, rows, cp, MT);
     /* PP: arrows to the next stage, one per row */
     if (s + 1 < pp)
-        for (int d = 0; d < dp; d++) {
+        for (int d = 0; d < rows; d++) {
             double y = MT + d * ch + ch / 2, x0 = px + pw + 3, x1 = px + pw + GAPX - 3;
             fprintf(f, "<path class=\"layout-pp\" d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f "
                     "%.1f L%.1f %.1f\" stroke=\"#222\" fill=\"none\" stroke-width=\"1.5\"/>"
@@ -216,10 +232,11 @@ int svg_layout(sqlite3 *db, FILE *f) {
         return 0;
     }
     int tp = cfg_int(c, "tp", 1), pp = cfg_int(c, "pp", 1), dp = cfg_int(c, "dp", 0),
-        ep = cfg_int(c, "ep", 1), n_layer = cfg_int(c, "n_layer", 0),
+        ep = cfg_int(c, "ep", 1), cp = cfg_int(c, "cp", 1), n_layer = cfg_int(c, "n_layer", 0),
         moe_every = cfg_int(c, "moe_every", 0), E = cfg_int(c, "n_experts", 0);
     char err[200];
-    if (tp < 1 || pp < 1 || world > 4096 || mesh_check(world, tp, pp, &dp, ep, err, sizeof(err)) != 0) {
+    if (tp < 1 || pp < 1 || cp < 1 || world > 4096 ||
+        mesh_check(world, tp, cp, pp, &dp, ep, err, sizeof(err)) != 0) {
         cJSON_Delete(c);
         return 0;
     }
@@ -230,26 +247,34 @@ int svg_layout(sqlite3 *db, FILE *f) {
                                      begin, err, sizeof(err)) == 0;
     const int W = 960, ML = 20, GAPX = 44, MT = 80;
     const double pw = (W - 2 * ML - (pp - 1) * GAPX) / (double)pp;
-    const double cw = pw / tp, ch = fmin(68, fmax(18, 420.0 / dp));
+    const int rows = cp * dp; /* a row per (cp, dp) pair, in rank order */
+    const double cw = pw / tp, ch = fmin(68, fmax(18, 420.0 / rows));
     const double in = ch >= 40 && cw >= 60 ? 8 : 2; /* cell inset: room for the group outlines */
     svg_memory mem;
     int have_mem = svg_memory_load(db, &mem);
-    const int H = (int)(MT + dp * ch + 46 + ((ep > 1 ? 5 : 3) + have_mem) * 18);
-    char title[200];
+    const int H = (int)(MT + rows * ch + 46 + ((ep > 1 ? 5 : cp > 1 ? 5 : 3) + have_mem) * 18);
+    char title[200], cpt[32] = "";
+    if (cp > 1) snprintf(cpt, sizeof(cpt), "cp %d × ", cp);
     int zero = cfg_int(c, "zero", 0);
     char zs[24] = "";
     if (zero) snprintf(zs, sizeof(zs), ", ZeRO-%d", zero);
-    snprintf(title, sizeof(title), "parallel layout: %d rank%s = tp %d × pp %d × dp %d%s", world,
-             world == 1 ? "" : "s", tp, pp, dp, zs);
+    snprintf(title, sizeof(title), "parallel layout: %d rank%s = tp %d × %spp %d × dp %d%s", world,
+             world == 1 ? "" : "s", tp, cpt, pp, dp, zs);
     if (ep > 1) {
         size_t L = strlen(title);
         snprintf(title + L, sizeof(title) - L, ", ep %d inside dp", ep);
     }
     svgd_begin(f, "pic-layout", W, H, title);
     svgd_title(f, 20, 24, title);
-    fprintf(f, "<text x=\"20\" y=\"44\" fill=\"#444\">rank = tp_rank + tp·(dp_rank + dp·pp_rank) "
-            "(parallel/mesh.h) · a row is a TP group, a column a DP group, the same place in "
-            "every stage a PP group</text>\n");
+    if (cp > 1)
+        fprintf(f, "<text x=\"20\" y=\"44\" fill=\"#444\">rank = tp_rank + tp·(cp_rank + "
+                "cp·(dp_rank + dp·pp_rank)) (parallel/mesh.h) · a row is a TP group, cp "
+                "consecutive rows of a column a CP ring, the same place in every stage a PP "
+                "group</text>\n");
+    else
+        fprintf(f, "<text x=\"20\" y=\"44\" fill=\"#444\">rank = tp_rank + tp·(dp_rank + "
+                "dp·pp_rank) (parallel/mesh.h) · a row is a TP group, a column a DP group, the "
+                "same place in every stage a PP group</text>\n");
     for (int s = 0; s < pp; s++) {
         double px = ML + s * (pw + GAPX);
         char head[96] = "";
@@ -262,17 +287,18 @@ int svg_layout(sqlite3 *db, FILE *f) {
                 "font-size=\"%d\">", px + pw / 2, MT - 10, pw > 200 ? 13 : 10);
         svgd_text(f, head);
         fputs("</text>\n", f);
-        for (int d = 0; d < dp; d++)
+        for (int row = 0; row < rows; row++)
             for (int t = 0; t < tp; t++) {
-                int r = t + tp * (d + dp * s), tr_, dr_, pr_, er_;
-                mesh_coords(r, tp, pp, dp, ep, &tr_, &dr_, &pr_, &er_);
-                double x = px + t * cw, y = MT + d * ch;
-                draw_rank(f, r, tr_, dr_, pr_, er_, ep, x, y, cw, ch, in, moe_every, E);
+                int r = mesh_rank_of(tp, cp, dp, t, row % cp, row / cp, s), tr_, cr_, dr_, pr_, er_;
+                mesh_coords(r, tp, cp, pp, dp, ep, &tr_, &cr_, &dr_, &pr_, &er_);
+                double x = px + t * cw, y = MT + row * ch;
+                draw_rank(f, r, tr_, cr_, cp, dr_, pr_, er_, ep, x, y, cw, ch, in, moe_every, E);
             }
-        draw_groups(f, s, px, pw, cw, ch, in, tp, pp, dp, ep, GAPX, MT);
+        draw_groups(f, s, px, pw, cw, ch, in, tp, cp, pp, dp, ep, GAPX, MT);
     }
-    double y = MT + dp * ch + 26, lx = 20;
+    double y = MT + rows * ch + 26, lx = 20;
     if (tp > 1) lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[0], NULL, 0, "TP group (all-reduces)");
+    if (cp > 1) lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[2], "2,2", 0, "CP ring (K/V blocks)");
     if (ep > 1) {
         lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[1], NULL, 0, "EP group (all-to-all)");
         lx = svgd_legend(f, lx, y, EPFILL[1], "#666", NULL, 0, "shade: ep_rank");
@@ -282,23 +308,35 @@ int svg_layout(sqlite3 *db, FILE *f) {
         lx = svgd_legend(f, lx, y, NULL, "#888", "3,2", 1, "gradients (PP send/recv)");
     }
     y += 20;
-    group_line(f, 20, y, "TP groups", world, tp, pp, dp, ep, MESH_TP);
+    group_line(f, 20, y, "TP groups", world, tp, cp, pp, dp, ep, MESH_TP);
     const char *dp_what[4] = {"DP groups (gradient all-reduce)",
                               "DP groups (ZeRO-1: gradient reduce-scatter, AdamW state sharded)",
                               "DP groups (ZeRO-2: per-block gradient reduce-scatter, gradients "
                               "and AdamW state sharded)",
                               "DP groups (ZeRO-3: per-block all-gather and reduce-scatter, "
                               "parameters, gradients and AdamW state sharded)"};
-    group_line(f, 20, y + 18, dp_what[zero >= 0 && zero <= 3 ? zero : 0], world, tp, pp, dp, ep,
-               MESH_DP);
-    group_line(f, 20, y + 36, "PP groups (one pipeline each)", world, tp, pp, dp, ep, MESH_PP);
+    if (cp > 1)
+        group_line(f, 20, y + 18,
+                   zero == 1 ? "DP x CP groups (ZeRO-1: gradient reduce-scatter, AdamW state "
+                               "sharded)"
+                             : "DP x CP groups (gradient all-reduce)",
+                   world, tp, cp, pp, dp, ep, MESH_DPCP);
+    else
+        group_line(f, 20, y + 18, dp_what[zero >= 0 && zero <= 3 ? zero : 0], world, tp, cp, pp,
+                   dp, ep, MESH_DP);
+    group_line(f, 20, y + 36, "PP groups (one pipeline each)", world, tp, cp, pp, dp, ep, MESH_PP);
     if (ep > 1) {
-        group_line(f, 20, y + 54, "EP groups", world, tp, pp, dp, ep, MESH_EP);
-        group_line(f, 20, y + 72, "EDP groups (same experts)", world, tp, pp, dp, ep, MESH_EDP);
+        group_line(f, 20, y + 54, "EP groups", world, tp, cp, pp, dp, ep, MESH_EP);
+        group_line(f, 20, y + 72, "EDP groups (same experts)", world, tp, cp, pp, dp, ep,
+                   MESH_EDP);
+    } else if (cp > 1) {
+        group_line(f, 20, y + 54, "CP rings (ring attention)", world, tp, cp, pp, dp, ep, MESH_CP);
+        group_line(f, 20, y + 72, "DP groups (which sequences)", world, tp, cp, pp, dp, ep,
+                   MESH_DP);
     }
     if (have_mem) { /* the memory budget, train/memory.h */
         char line[512];
-        fprintf(f, "<text x=\"20\" y=\"%.1f\">memory per rank: ", y + (ep > 1 ? 90 : 54));
+        fprintf(f, "<text x=\"20\" y=\"%.1f\">memory per rank: ", y + (ep > 1 || cp > 1 ? 90 : 54));
         svgd_text(f, svg_memory_text(&mem, line, sizeof(line)));
         fputs("</text>\n", f);
     }

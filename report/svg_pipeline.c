@@ -1,18 +1,22 @@
 /*
  * report/svg_pipeline.c — the measured pipeline timeline (report/svg.h: svg_pipeline).
  *
- * The 1F1B / GPipe picture of the papers (Huang et al. 2019, fig. 2; Narayanan et al. 2021,
- * fig. 4), but drawn from what happened: one row per stage, each microbatch's forward and
- * backward a box over the measured time (event pp_timeline, logged by the trainer from the
- * spans parallel/pp.c stamps), the gaps between boxes the stage's idle time. Which step: of the
+ * The pipeline picture of the papers (Huang et al. 2019, fig. 2; Narayanan et al. 2021, fig. 4;
+ * Qi et al. 2024, fig. 3), but drawn from what happened: one row per stage, each microbatch's
+ * forward and backward a box over the measured time (event pp_timeline, logged by the trainer
+ * from the spans parallel/pp.c stamps), the gaps between boxes the stage's idle time. Every
+ * schedule of parallel/pp.h: with interleaved chunks a box is labelled "microbatch.chunk"; with
+ * zb-h1 the backward is two boxes, B (input gradient) and W (weight gradient). Which step: of the
  * steps every stage logged, the one of median duration (pick_step) — typical, neither the first
  * step's warm-up nor a step a busy machine stretched.
  *
  * Shape: pick the step, read its events (one per stage, times as ms offsets from each
  * stage's own t0, put on one clock by their unix t0), then draw rows back to front: the idle
- * background (dotted), the boxes (forward dark blue, backward light yellow with hatching, so
- * the two differ in lightness and texture, not only in hue), microbatch numbers on boxes wide
- * enough, the measured idle share per stage and the ideal bubble (P-1)/(M+P-1) in the title.
+ * background (dotted), the boxes (forward dark blue, backward light yellow with hatching, W
+ * mid green with a dashed outline, so the three differ in lightness and texture, not only in
+ * hue), microbatch numbers on boxes wide enough, the measured idle share per stage and the
+ * schedule's ideal idle fraction (pp_idle_formula; for zb-h1 from the measured mean pass times)
+ * in the title.
  */
 #include <math.h>
 #include <stdio.h>
@@ -23,15 +27,17 @@
 #include <sqlite3.h>
 
 #include "core/check.h"
+#include "parallel/pp.h"
 #include "report/svg.h"
 #include "report/svg_draw.h"
 
 #define PP_MAX_STAGES 64
 
 typedef struct {
-    int have, M;
+    int have, M;        /* M: (microbatch, chunk) pairs, chunks · microbatches */
+    int chunks, split;  /* model chunks; 1 when W spans were logged (zb-h1) */
     double t0;          /* unix s */
-    double *f, *b;      /* (2M) [start, end] ms after t0 */
+    double *f, *b, *w;  /* (2M) [start, end] ms after t0; w only when split */
 } stage_row;
 
 static int num_array(const cJSON *a, double *out, int n) {
@@ -54,8 +60,9 @@ static int pick_step(sqlite3 *db) {
     sqlite3_stmt *st = NULL;
     const char *sql = "SELECT json_extract(detail, '$.step'), json_extract(detail, '$.stages'),"
                       " 1e3 * json_extract(detail, '$.t0') + json_extract(detail, '$.forward_ms[0]'),"
-                      " 1e3 * json_extract(detail, '$.t0') + json_extract(detail, '$.backward_ms['"
-                      " || (json_array_length(detail, '$.backward_ms') - 1) || ']') FROM events"
+                      " 1e3 * json_extract(detail, '$.t0') + MAX((SELECT MAX(value) FROM"
+                      " json_each(detail, '$.backward_ms')), COALESCE((SELECT MAX(value) FROM"
+                      " json_each(detail, '$.weight_ms')), 0)) FROM events"
                       " WHERE kind = 'pp_timeline' AND run_id = (SELECT MAX(run_id) FROM events"
                       " WHERE kind = 'pp_timeline') ORDER BY 1, rowid";
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return -1;
@@ -125,10 +132,15 @@ static int load_step(sqlite3 *db, int want, stage_row *rows, int *step_out, char
         }
         if (g >= 0 && g < P && !rows[g].have && M > 0) {
             stage_row *r = &rows[g];
-            r->f = mallocCheck(4 * (size_t)M * sizeof(double));
-            r->b = r->f + 2 * M;
+            r->f = callocCheck(6 * (size_t)M, sizeof(double));
+            r->b = r->f + 2 * M, r->w = r->f + 4 * M;
+            const cJSON *jw = cJSON_GetObjectItemCaseSensitive(j, "weight_ms");
+            const cJSON *jc = cJSON_GetObjectItemCaseSensitive(j, "chunks");
+            r->split = jw != NULL;
+            r->chunks = cJSON_IsNumber(jc) && jc->valueint > 0 ? jc->valueint : 1;
             if (num_array(jf, r->f, 2 * M) == 0 &&
-                num_array(cJSON_GetObjectItemCaseSensitive(j, "backward_ms"), r->b, 2 * M) == 0) {
+                num_array(cJSON_GetObjectItemCaseSensitive(j, "backward_ms"), r->b, 2 * M) == 0 &&
+                (!jw || num_array(jw, r->w, 2 * M) == 0) && M % r->chunks == 0) {
                 r->have = 1, r->M = M, r->t0 = jt->valuedouble;
                 if (cJSON_IsString(jsch)) snprintf(schedule, sl, "%s", jsch->valuestring);
                 got++;
@@ -148,19 +160,25 @@ static int load_step(sqlite3 *db, int want, stage_row *rows, int *step_out, char
     return P;
 }
 
-/* One box: a forward (dark, white label) or a backward (light + hatch, dark label). */
-static void box(FILE *f, const char *id, double x, double y, double w, double h, int fwd,
-                int micro, const char *tip) {
+enum { BOX_F, BOX_B, BOX_W };
+#define W_FILL "#7FBF7F"
+
+/* One box: a forward (dark, white label), a backward (light + hatch, dark label) or a W (mid
+ * green, dashed outline, dark label). label: the microbatch, "i.c" with chunks. */
+static void box(FILE *f, const char *id, double x, double y, double w, double h, int kind,
+                const char *label, const char *tip) {
+    static const char *const cls[] = {"pp-forward", "pp-backward", "pp-weight"};
+    const char *fill = kind == BOX_F ? SVGD_COLORS[0] : kind == BOX_B ? "#F2D58A" : W_FILL;
     fprintf(f, "<g class=\"%s\"><title>%s</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
-            "height=\"%.1f\" fill=\"%s\" stroke=\"#222\" stroke-width=\"0.6\"/>",
-            fwd ? "pp-forward" : "pp-backward", tip, x, y, w, h, fwd ? SVGD_COLORS[0] : "#F2D58A");
-    if (!fwd)
+            "height=\"%.1f\" fill=\"%s\" stroke=\"#222\" stroke-width=\"0.6\"%s/>", cls[kind],
+            tip, x, y, w, h, fill, kind == BOX_W ? " stroke-dasharray=\"3 2\"" : "");
+    if (kind == BOX_B)
         fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"url(#%s-hatch)\" "
                 "opacity=\"0.35\"/>", x, y, w, h, id);
-    if (w >= 14)
+    if (w >= 7.0 * strlen(label))
         fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" "
-                "font-weight=\"bold\" fill=\"%s\">%d</text>", x + w / 2, y + h / 2 + 4,
-                fwd ? "white" : "#222", micro);
+                "font-weight=\"bold\" fill=\"%s\">%s</text>", x + w / 2, y + h / 2 + 4,
+                kind == BOX_F ? "white" : "#222", label);
     fputs("</g>\n", f);
 }
 
@@ -171,35 +189,50 @@ int svg_pipeline(sqlite3 *db, FILE *f) {
     int want = pick_step(db);
     int P = want >= 0 ? load_step(db, want, rows, &step, schedule, sizeof(schedule)) : 0;
     if (P == 0) return 0;
-    int M = rows[0].M;
+    int V = rows[0].chunks, M = rows[0].M / V, split = rows[0].split;
     /* one clock: ms after the earliest stage's t0 */
     double base = INFINITY, end = 0;
     for (int s = 0; s < P; s++) base = fmin(base, rows[s].t0);
-    double busy[PP_MAX_STAGES] = {0}, lo = INFINITY;
+    double busy[PP_MAX_STAGES] = {0}, lo = INFINITY, sum[3] = {0, 0, 0}; /* F, B, W ms */
     for (int s = 0; s < P; s++) {
-        double sh = (rows[s].t0 - base) * 1e3;
-        for (int i = 0; i < 2 * rows[s].M; i++) rows[s].f[i] += sh, rows[s].b[i] += sh;
-        for (int i = 0; i < rows[s].M; i++) {
-            lo = fmin(lo, fmin(rows[s].f[2 * i], rows[s].b[2 * i]));
-            end = fmax(end, fmax(rows[s].f[2 * i + 1], rows[s].b[2 * i + 1]));
-            busy[s] += rows[s].f[2 * i + 1] - rows[s].f[2 * i] + rows[s].b[2 * i + 1] - rows[s].b[2 * i];
+        stage_row *r = &rows[s];
+        double sh = (r->t0 - base) * 1e3;
+        for (int i = 0; i < 2 * r->M; i++) r->f[i] += sh, r->b[i] += sh, r->w[i] += r->split ? sh : 0;
+        for (int i = 0; i < r->M; i++) {
+            double df = r->f[2 * i + 1] - r->f[2 * i], db = r->b[2 * i + 1] - r->b[2 * i];
+            double dw = r->split ? r->w[2 * i + 1] - r->w[2 * i] : 0;
+            lo = fmin(lo, fmin(r->f[2 * i], r->b[2 * i]));
+            end = fmax(end, fmax(r->f[2 * i + 1], fmax(r->b[2 * i + 1], r->split ? r->w[2 * i + 1] : 0)));
+            busy[s] += df + db + dw;
+            sum[0] += df, sum[1] += db, sum[2] += dw;
         }
     }
     if (!isfinite(lo)) lo = 0;
     for (int s = 0; s < P; s++) /* origin: the first span of any stage */
-        for (int i = 0; i < 2 * rows[s].M; i++) rows[s].f[i] -= lo, rows[s].b[i] -= lo;
+        for (int i = 0; i < 2 * rows[s].M; i++)
+            rows[s].f[i] -= lo, rows[s].b[i] -= lo, rows[s].w[i] -= rows[s].split ? lo : 0;
     end -= lo;
     lo = 0;
     const int W = 960, rowh = 34, gap = 10, ML = 80, MR = 120, MT = 70;
     const int H = MT + P * (rowh + gap) + 40;
     svgd_frame fr = {ML, MT, W - ML - MR, P * (rowh + gap) - gap, lo, end > lo ? end : lo + 1, 0, 1};
-    char title[256];
+    char title[384];
     double win = fr.xhi - fr.xlo, idle_sum = 0;
     for (int s = 0; s < P; s++) idle_sum += 1 - busy[s] / win;
-    snprintf(title, sizeof(title), "pipeline timeline, step %d: %s, %d stages × %d microbatches — "
-             "measured idle %.0f%%, ideal bubble (p−1)/(m+p−1) %.0f%%", step,
-             strcmp(schedule, "gpipe") ? "1F1B" : "GPipe", P, M, 100 * idle_sum / P,
-             100.0 * (P - 1) / (M + P - 1));
+    pp_schedule sch = PP_1F1B;
+    if (pp_schedule_parse(schedule, &sch) != 0) sch = PP_1F1B;
+    double ideal = pp_idle_formula(sch, P, M, V, sum[0], sum[1], sum[2]); /* sums: ratios count */
+    static const char *const label[] = {"1F1B", "GPipe", "interleaved 1F1B", "ZB-H1"};
+    static const char *const form[] = {"(p−1)/(m+p−1)", "(p−1)/(m+p−1)", "(p−1)/(v·m+p−1)",
+                                       "bubble (p−1)(F+B−W)"};
+    char shape[80];
+    if (V > 1) snprintf(shape, sizeof(shape), "%d stages × %d chunks × %d microbatches", P, V, M);
+    else snprintf(shape, sizeof(shape), "%d stages × %d microbatches", P, M);
+    /* ZB-H1's formula holds while W costs no more than B (parallel/pp.h) */
+    const char *regime = sch == PP_ZBH1 && sum[2] > sum[1] ? " (assumes W ≤ B; here W > B)" : "";
+    snprintf(title, sizeof(title), "pipeline timeline, step %d: %s, %s — measured idle %.0f%%, "
+             "ideal %s %.0f%%%s", step, label[sch], shape, 100 * idle_sum / P, form[sch],
+             100 * ideal, regime);
     svgd_begin(f, "pic-pipeline", W, H, title);
     svgd_patterns(f, "pic-pipeline");
     svgd_title(f, 20, 24, title);
@@ -220,23 +253,32 @@ int svg_pipeline(sqlite3 *db, FILE *f) {
                 ML - 8, y + rowh / 2 + 4, s, fr.x0 + fr.w + 8, y + rowh / 2 + 4,
                 100 * (1 - busy[s] / win));
         for (int i = 0; i < rows[s].M; i++) {
-            char tip[128];
-            double a = rows[s].f[2 * i], b = rows[s].f[2 * i + 1];
-            snprintf(tip, sizeof(tip), "stage %d forward of microbatch %d: %.2f–%.2f ms", s, i, a, b);
-            box(f, "pic-pipeline", svgd_x(&fr, a), y + 2, fmax(svgd_x(&fr, b) - svgd_x(&fr, a), 0.8),
-                rowh - 4, 1, i, tip);
-            a = rows[s].b[2 * i], b = rows[s].b[2 * i + 1];
-            snprintf(tip, sizeof(tip), "stage %d backward of microbatch %d: %.2f–%.2f ms", s, i, a, b);
-            box(f, "pic-pipeline", svgd_x(&fr, a), y + 2, fmax(svgd_x(&fr, b) - svgd_x(&fr, a), 0.8),
-                rowh - 4, 0, i, tip);
+            static const char *const what[] = {"forward", "backward", "W (weight gradient)"};
+            const double *span[] = {rows[s].f, rows[s].b, rows[s].w};
+            char tip[160], lab[24], ch[24] = "";
+            int micro = i % M, chunk = i / M;
+            if (V > 1) snprintf(lab, sizeof(lab), "%d.%d", micro, chunk);
+            else snprintf(lab, sizeof(lab), "%d", micro);
+            if (V > 1) snprintf(ch, sizeof(ch), ", chunk %d", chunk);
+            for (int k = 0; k < (rows[s].split ? 3 : 2); k++) {
+                double a = span[k][2 * i], b = span[k][2 * i + 1];
+                snprintf(tip, sizeof(tip), "stage %d %s%s of microbatch %d%s: %.2f–%.2f ms", s,
+                         k == 1 && rows[s].split ? "B (input gradient)" : "",
+                         k == 1 && rows[s].split ? "" : what[k], micro, ch, a, b);
+                box(f, "pic-pipeline", svgd_x(&fr, a), y + 2,
+                    fmax(svgd_x(&fr, b) - svgd_x(&fr, a), 0.8), rowh - 4, k, lab, tip);
+            }
         }
     }
     double lx = 20, ly = 50, bx;
-    lx = svgd_legend(f, lx, ly, SVGD_COLORS[0], NULL, NULL, 0, "forward of microbatch i");
+    lx = svgd_legend(f, lx, ly, SVGD_COLORS[0], NULL, NULL, 0,
+                     V > 1 ? "forward of microbatch i, chunk c (i.c)" : "forward of microbatch i");
     bx = lx;
-    lx = svgd_legend(f, lx, ly, "#F2D58A", NULL, NULL, 0, "backward of microbatch i");
+    lx = svgd_legend(f, lx, ly, "#F2D58A", NULL, NULL, 0,
+                     split ? "B: input gradient" : "backward of microbatch i");
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"12\" "
             "fill=\"url(#pic-pipeline-hatch)\" opacity=\"0.35\"/>\n", bx, ly - 10);
+    if (split) lx = svgd_legend(f, lx, ly, W_FILL, "#222", NULL, 0, "W: weight gradient");
     svgd_legend(f, lx, ly, "url(#pic-pipeline-dots)", "#999", NULL, 0,
                 "idle (waiting for a neighbour stage)");
     svgd_end(f);

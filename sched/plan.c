@@ -33,16 +33,19 @@ void plan_placement_free(plan_placement *p) {
 
 /* The GPUs per node of the placement: the first usable node's; nodes with another count are not
  * used (a topology mixing node shapes is planned on its majority shape by listing it first). */
+/* The context-parallel degree of m (0, an unset field, is 1). */
+static int cp_of(const plan_model *m) { return m->cp > 1 ? m->cp : 1; }
+
 static int usable_gpus(const plan_topo *t) {
     for (int i = 0; i < t->n_nodes; i++)
         if (!t->nodes[i].excluded) return t->nodes[i].gpus;
     return 0;
 }
 
-/* Nodes per stage block: a stage (tp·dp ranks) fills this many whole nodes; 1 when a stage fits
- * in one node. */
+/* Nodes per stage block: a stage (tp·cp·dp ranks) fills this many whole nodes; 1 when a stage
+ * fits in one node. */
 static int stage_nodes(const plan_model *m, int g) {
-    long stage = (long)m->tp * m->dp;
+    long stage = (long)m->tp * cp_of(m) * m->dp;
     return stage >= g && stage % g == 0 ? (int)(stage / g) : 1;
 }
 
@@ -74,15 +77,15 @@ static int order_leaf_aligned(const plan_topo *t, const int *usable, int n_usabl
 int plan_place(const plan_topo *t, const plan_model *m, int spares, plan_order order,
                plan_placement *p, char *err, size_t errlen) {
     memset(p, 0, sizeof(*p));
-    if (m->tp < 1 || m->pp < 1 || m->dp < 1 || m->ep < 1) {
-        snprintf(err, errlen, "plan: tp, pp, dp and ep must be >= 1");
+    if (m->tp < 1 || m->pp < 1 || m->dp < 1 || m->ep < 1 || m->cp < 0) {
+        snprintf(err, errlen, "plan: tp, cp, pp, dp and ep must be >= 1");
         return -1;
     }
     if (m->dp % m->ep != 0) {
         snprintf(err, errlen, "plan: ep (%d) must divide dp (%d)", m->ep, m->dp);
         return -1;
     }
-    long world = (long)m->tp * m->pp * m->dp;
+    long world = (long)m->tp * cp_of(m) * m->pp * m->dp;
     int g = usable_gpus(t);
     if (g < 1) {
         snprintf(err, errlen, "plan: no usable node (all excluded?)");
@@ -214,38 +217,52 @@ plan_link plan_group_link(const plan_topo *t, const plan_placement *p, const int
  * since pipeline traffic is point-to-point between neighbours). */
 typedef void (*group_fn)(void *ctx, const int *ranks, int n);
 static void for_each_group(const plan_model *m, plan_dim d, int *buf, group_fn fn, void *ctx) {
-    int tp = m->tp, dp = m->dp, pp = m->pp, ep = m->ep;
-#define RANK(t, dd, p) ((t) + tp * ((dd) + dp * (p)))
+    int tp = m->tp, dp = m->dp, pp = m->pp, ep = m->ep, cp = cp_of(m);
+    /* parallel/mesh.h's order: tp fastest, then cp, dp, pp (mesh_rank_of) */
+#define RANK(t, c, dd, p) ((t) + tp * ((c) + cp * ((dd) + dp * (p))))
     switch (d) {
     case PLAN_DIM_TP:
         for (int p = 0; p < pp; p++)
-            for (int dd = 0; dd < dp; dd++) {
-                for (int t = 0; t < tp; t++) buf[t] = RANK(t, dd, p);
-                fn(ctx, buf, tp);
-            }
+            for (int dd = 0; dd < dp; dd++)
+                for (int c = 0; c < cp; c++) {
+                    for (int t = 0; t < tp; t++) buf[t] = RANK(t, c, dd, p);
+                    fn(ctx, buf, tp);
+                }
         break;
-    case PLAN_DIM_DP:
+    case PLAN_DIM_DP: /* the gradient sum: dp x cp ranks */
         for (int p = 0; p < pp; p++)
             for (int t = 0; t < tp; t++) {
-                for (int dd = 0; dd < dp; dd++) buf[dd] = RANK(t, dd, p);
-                fn(ctx, buf, dp);
+                for (int dd = 0; dd < dp; dd++)
+                    for (int c = 0; c < cp; c++) buf[c + cp * dd] = RANK(t, c, dd, p);
+                fn(ctx, buf, dp * cp);
             }
         break;
     case PLAN_DIM_PP:
         for (int p = 0; p + 1 < pp; p++)
             for (int dd = 0; dd < dp; dd++)
-                for (int t = 0; t < tp; t++) {
-                    buf[0] = RANK(t, dd, p);
-                    buf[1] = RANK(t, dd, p + 1);
-                    fn(ctx, buf, 2);
-                }
+                for (int c = 0; c < cp; c++)
+                    for (int t = 0; t < tp; t++) {
+                        buf[0] = RANK(t, c, dd, p);
+                        buf[1] = RANK(t, c, dd, p + 1);
+                        fn(ctx, buf, 2);
+                    }
         break;
     case PLAN_DIM_EP:
         for (int p = 0; p < pp; p++)
-            for (int t = 0; t < tp; t++)
-                for (int e0 = 0; e0 < dp; e0 += ep) {
-                    for (int e = 0; e < ep; e++) buf[e] = RANK(t, e0 + e, p);
-                    fn(ctx, buf, ep);
+            for (int c = 0; c < cp; c++)
+                for (int t = 0; t < tp; t++)
+                    for (int e0 = 0; e0 < dp; e0 += ep) {
+                        for (int e = 0; e < ep; e++) buf[e] = RANK(t, c, e0 + e, p);
+                        fn(ctx, buf, ep);
+                    }
+        break;
+    case PLAN_DIM_CP: /* one ring: its slowest hop is the ring's link */
+        if (cp == 1) break;
+        for (int p = 0; p < pp; p++)
+            for (int dd = 0; dd < dp; dd++)
+                for (int t = 0; t < tp; t++) {
+                    for (int c = 0; c < cp; c++) buf[c] = RANK(t, c, dd, p);
+                    fn(ctx, buf, cp);
                 }
         break;
     default: break;
@@ -296,16 +313,18 @@ static group_ctx scan_dim(const plan_topo *t, const plan_model *m, const plan_pl
 void plan_bytes(const plan_model *m, double bytes[PLAN_NDIM]) {
     double L = m->n_layer, d = m->d_model, T = m->seq_len, V = m->vocab_size;
     double b = m->micro_batch, mb = m->microbatches, e = m->bytes_per_elem;
-    double layers = L / m->pp;
-    double act = b * T * d * e; /* one (micro_batch, seq_len, d_model) activation, bytes */
+    double layers = L / m->pp, cp = cp_of(m);
+    double act = b * (T / cp) * d * e; /* one rank's (micro_batch, seq_len/cp, d_model), bytes */
     double params = 12.0 * L * d * d + V * d + T * d;
     int moe_layers = m->moe_every > 0 ? m->n_layer / m->moe_every : 0;
     bytes[PLAN_DIM_TP] = m->tp > 1 ? 4.0 * layers * mb * act : 0;
-    bytes[PLAN_DIM_DP] = m->dp > 1 ? params / ((double)m->tp * m->pp) * e : 0;
+    bytes[PLAN_DIM_DP] = m->dp * cp > 1 ? params / ((double)m->tp * m->pp) * e : 0; /* dp x cp */
     bytes[PLAN_DIM_PP] = m->pp > 1 ? 2.0 * mb * act : 0;
     bytes[PLAN_DIM_EP] = m->ep > 1 && moe_layers > 0
                              ? 4.0 * ((double)moe_layers / m->pp) * mb * m->top_k * act
                              : 0;
+    /* the ring formula of parallel/cp.h: (6·cp − 4) blocks of (B, T/cp, d/tp) per layer */
+    bytes[PLAN_DIM_CP] = cp > 1 ? (6.0 * cp - 4.0) * layers * mb * act / m->tp : 0;
 }
 
 double plan_bus_factor(plan_dim d, int n) {
@@ -314,7 +333,8 @@ double plan_bus_factor(plan_dim d, int n) {
     case PLAN_DIM_TP:
     case PLAN_DIM_DP: return 2.0 * (n - 1) / n;
     case PLAN_DIM_EP: return (double)(n - 1) / n;
-    case PLAN_DIM_PP: return 1;
+    case PLAN_DIM_PP:
+    case PLAN_DIM_CP: return 1;
     default: return NAN;
     }
 }
@@ -322,7 +342,8 @@ double plan_bus_factor(plan_dim d, int n) {
 static int dim_size(const plan_model *m, plan_dim d) {
     switch (d) {
     case PLAN_DIM_TP: return m->tp;
-    case PLAN_DIM_DP: return m->dp;
+    case PLAN_DIM_DP: return m->dp * cp_of(m);
+    case PLAN_DIM_CP: return cp_of(m);
     case PLAN_DIM_PP: return m->pp > 1 ? 2 : 1;
     case PLAN_DIM_EP: return m->ep;
     default: return 1;
@@ -376,6 +397,15 @@ int plan_check_rules(const plan_topo *t, const plan_model *m, const plan_placeme
                 c.off_domain, c.groups);
         }
     }
+    int cp = cp_of(m);
+    if (cp > 1 && (long)m->tp * cp <= s && s % (m->tp * cp) == 0) {
+        group_ctx c = scan_dim(t, m, p, PLAN_DIM_CP);
+        if (c.off_domain) {
+            broken++;
+            say(buf, buflen, &off, "CP: %d of %d rings leave their scale-up domain\n",
+                c.off_domain, c.groups);
+        }
+    }
     if (m->ep > 1 && (long)m->tp * m->ep <= s && s % (m->tp * m->ep) == 0) {
         group_ctx c = scan_dim(t, m, p, PLAN_DIM_EP);
         if (c.off_domain) {
@@ -384,7 +414,7 @@ int plan_check_rules(const plan_topo *t, const plan_model *m, const plan_placeme
                 c.off_domain, c.groups);
         }
     }
-    if (m->dp > 1) {
+    if (m->dp * cp > 1) {
         group_ctx c = scan_dim(t, m, p, PLAN_DIM_DP);
         if (c.misaligned) {
             broken++;
@@ -398,7 +428,7 @@ int plan_check_rules(const plan_topo *t, const plan_model *m, const plan_placeme
                 "in one\n", c.straddle, c.groups, dp_nodes);
         }
     }
-    if (m->pp > 1 && (long)m->tp * m->dp >= g) {
+    if (m->pp > 1 && (long)m->tp * cp * m->dp >= g) {
         group_ctx c = scan_dim(t, m, p, PLAN_DIM_PP);
         if (c.same_node) {
             broken++;
@@ -421,10 +451,10 @@ int plan_check_rules(const plan_topo *t, const plan_model *m, const plan_placeme
 
 void plan_write_rankfile(FILE *fp, const plan_topo *t, const plan_model *m,
                          const plan_placement *p) {
-    fprintf(fp, "# minitrain plan: tp=%d pp=%d dp=%d ep=%d world=%d\n", m->tp, m->pp, m->dp,
-            m->ep, p->world);
-    fprintf(fp, "# rank = tp_rank + tp*(dp_rank + dp*pp_rank) (parallel/mesh.h); slot = the GPU "
-                "index on the host\n");
+    fprintf(fp, "# minitrain plan: tp=%d pp=%d dp=%d ep=%d world=%d cp=%d\n", m->tp, m->pp,
+            m->dp, m->ep, p->world, cp_of(m));
+    fprintf(fp, "# rank = tp_rank + tp*(cp_rank + cp*(dp_rank + dp*pp_rank)) (parallel/mesh.h); "
+                "slot = the GPU index on the host\n");
     for (int i = 0; i < t->n_nodes; i++)
         if (t->nodes[i].excluded) fprintf(fp, "# excluded %s\n", t->nodes[i].name);
     for (int i = 0; i < p->n_spares; i++) fprintf(fp, "# spare %s\n", t->nodes[p->spares[i]].name);
@@ -432,8 +462,9 @@ void plan_write_rankfile(FILE *fp, const plan_topo *t, const plan_model *m,
         fprintf(fp, "rank %d=%s slot=%d\n", r, t->nodes[p->node[r]].name, p->slot[r]);
 }
 
-int plan_read_rankfile(const char *path, int *tp, int *pp, int *dp, int *ep, int *world,
+int plan_read_rankfile(const char *path, int *tp, int *pp, int *dp, int *ep, int *world, int *cp,
                        char *err, size_t errlen) {
+    *cp = 1;
     FILE *fp = fopen(path, "r");
     if (!fp) {
         snprintf(err, errlen, "cannot read rankfile %s: %s", path, strerror(errno));
@@ -444,8 +475,8 @@ int plan_read_rankfile(const char *path, int *tp, int *pp, int *dp, int *ep, int
     while (fgets(line, sizeof(line), fp)) {
         lineno++;
         int r;
-        if (sscanf(line, "# minitrain plan: tp=%d pp=%d dp=%d ep=%d world=%d", tp, pp, dp, ep,
-                   world) == 5)
+        if (sscanf(line, "# minitrain plan: tp=%d pp=%d dp=%d ep=%d world=%d cp=%d", tp, pp, dp,
+                   ep, world, cp) >= 5)
             have = 1;
         else if (sscanf(line, " rank %d=", &r) == 1) {
             if (r != next) {
@@ -464,9 +495,9 @@ int plan_read_rankfile(const char *path, int *tp, int *pp, int *dp, int *ep, int
                  path);
         return -1;
     }
-    if (next != *world || (long)*tp * *pp * *dp != *world) {
-        snprintf(err, errlen, "%s: %d rank lines for a layout of world %d (tp %d x pp %d x dp %d)",
-                 path, next, *world, *tp, *pp, *dp);
+    if (*cp < 1 || next != *world || (long)*tp * *cp * *pp * *dp != *world) {
+        snprintf(err, errlen, "%s: %d rank lines for a layout of world %d (tp %d x cp %d x pp %d "
+                 "x dp %d)", path, next, *world, *tp, *cp, *pp, *dp);
         return -1;
     }
     return 0;
@@ -483,16 +514,18 @@ int plan_auto_dp(const plan_topo *t, const plan_model *m, int spares, char *err,
     long all = gpus;
     gpus -= (long)spares * g;
     if (gpus < 0) gpus = 0;
-    int dp = (int)(gpus / ((long)m->tp * m->pp));
+    int dp = (int)(gpus / ((long)m->tp * cp_of(m) * m->pp));
     if (dp < 1) {
-        snprintf(err, errlen, "plan: tp x pp = %d does not fit the %ld usable GPUs (%ld on hosts "
-                 "not excluded, %d spare node(s) held back)", m->tp * m->pp, gpus, all, spares);
+        snprintf(err, errlen, "plan: tp x cp x pp = %d does not fit the %ld usable GPUs (%ld on "
+                 "hosts not excluded, %d spare node(s) held back)", m->tp * cp_of(m) * m->pp,
+                 gpus, all, spares);
         return -1;
     }
     dp -= dp % m->ep;
     if (dp < 1) {
         snprintf(err, errlen, "plan: --dp 0 gives dp %d, fewer than ep %d (dp must be a multiple "
-                 "of ep): lower --ep or add GPUs", (int)(gpus / ((long)m->tp * m->pp)), m->ep);
+                 "of ep): lower --ep or add GPUs", (int)(gpus / ((long)m->tp * cp_of(m) * m->pp)),
+                 m->ep);
         return -1;
     }
     return dp;

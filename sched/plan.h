@@ -9,9 +9,13 @@
  * same-rail traffic inside one leaf takes one hop at NIC speed, and everything else (other rail,
  * other leaf) climbs to the spine, whose bandwidth is the NIC's divided by the oversubscription.
  *
- * The mesh's rank order is fixed (parallel/mesh.h, Megatron's): rank = t + tp·(d + dp·p). A
- * placement is therefore a map rank → (node, slot). The planner's rules:
+ * The mesh's rank order is fixed (parallel/mesh.h, Megatron's): rank = t + tp·(c + cp·(d + dp·p))
+ * (c the context-parallel rank; cp = 1 gives t + tp·(d + dp·p)). A placement is therefore a map
+ * rank → (node, slot). The planner's rules:
  *   - TP groups (then EP groups) inside one scale-up domain whenever they fit;
+ *   - CP rings next: ring neighbours are consecutive TP blocks, so a ring sits inside one
+ *     scale-up domain whenever tp·cp fits in it (the ring passes K/V every layer, the heaviest
+ *     traffic after TP's);
  *   - DP groups rail-aligned: every node a DP group touches hosts its members on the same rails,
  *     and a DP group's nodes share one leaf when they fit in it (a leaf-aligned node order);
  *   - PP stages across nodes (the cheapest traffic takes the longest links);
@@ -61,6 +65,7 @@ typedef enum { PLAN_LINK_SELF, PLAN_LINK_DOMAIN, PLAN_LINK_NODE, PLAN_LINK_LEAF,
 /* What the cost model needs of the model and the layout. */
 typedef struct {
     int tp, pp, dp, ep;
+    int cp; /* context-parallel degree (0 or 1 = none) */
     int n_layer, d_model, seq_len, vocab_size;
     int micro_batch;  /* sequences per microbatch */
     int microbatches; /* per optimizer step, per pipeline */
@@ -68,7 +73,8 @@ typedef struct {
     int bytes_per_elem; /* 4 (fp32, what minitrain's CPU path moves) or 2 (bf16) */
 } plan_model;
 
-typedef enum { PLAN_DIM_TP, PLAN_DIM_DP, PLAN_DIM_PP, PLAN_DIM_EP, PLAN_NDIM } plan_dim;
+/* DP's groups are the ranks that sum gradients: dp·cp of them (parallel/mesh.h's DPCP group). */
+typedef enum { PLAN_DIM_TP, PLAN_DIM_DP, PLAN_DIM_PP, PLAN_DIM_EP, PLAN_DIM_CP, PLAN_NDIM } plan_dim;
 
 typedef struct {
     double bytes[PLAN_NDIM];   /* bytes one rank moves per step (before the bus factor) */
@@ -128,7 +134,7 @@ int plan_topo_exclude(plan_topo *t, const char *list, char *err, size_t errlen);
 
 /* ---- placing and costing ------------------------------------------------------------------- */
 
-/* Place tp·pp·dp ranks on t with the given order, holding back `spares` nodes (PLANNED and the
+/* Place tp·cp·pp·dp ranks on t with the given order, holding back `spares` nodes (PLANNED and the
  * other orders alike, so the comparison is on the same GPUs' worth of machines). Returns 0, or
  * -1 with err (too few usable GPUs, ep not dividing dp, ...). p is zeroed first; free with
  * plan_placement_free. */
@@ -153,15 +159,19 @@ const char *plan_link_name(plan_link l);
 /* Bytes per step per rank of each dimension (see docs/placement.md):
  *   TP: 4 all-reduces (2 forward, 2 backward) per layer per microbatch of (micro_batch, seq_len,
  *       d_model) activations, for the n_layer/pp layers of one stage;
- *   DP: one all-reduce of the rank's gradient shard, params/(tp·pp) elements;
+ *   DP: one all-reduce of the rank's gradient shard, params/(tp·pp) elements, over the dp·cp
+ *       ranks holding the same parameters;
  *   PP: per microbatch one activation sent forward and one gradient back, (micro_batch, seq_len,
  *       d_model) each;
  *   EP: 4 all-to-alls (dispatch + combine, forward and backward) per MoE layer of a stage per
- *       microbatch, of top_k·micro_batch·seq_len token vectors of d_model (0 for a dense model).
+ *       microbatch, of top_k·micro_batch·seq_len token vectors of d_model (0 for a dense model);
+ *   CP: the ring (parallel/cp.h), (6·cp − 4)·micro_batch·(seq_len/cp)·(d_model/tp) elements per
+ *       layer of a stage per microbatch, sent point-to-point to the ring neighbour.
+ * With cp > 1, TP and PP move a rank's seq_len/cp positions, not seq_len.
  * Parameters: 12·L·d² + V·d + T·d (GPT-2, tied head). */
 void plan_bytes(const plan_model *m, double bytes[PLAN_NDIM]);
 
-/* Bus factor of dimension d's collective over n ranks: TP, DP 2(n−1)/n; EP (n−1)/n; PP 1
+/* Bus factor of dimension d's collective over n ranks: TP, DP 2(n−1)/n; EP (n−1)/n; PP, CP 1
  * (0 when n == 1). */
 double plan_bus_factor(plan_dim d, int n);
 
@@ -175,15 +185,16 @@ int plan_check_rules(const plan_topo *t, const plan_model *m, const plan_placeme
                      size_t buflen);
 
 /* Write the Open MPI rankfile ("rank N=host slot=S", one per rank, in rank order) to fp, headed by
- * a "# minitrain plan: tp=.. pp=.. dp=.. ep=.. world=.." line that `train --rankfile` reads, and
+ * a "# minitrain plan: tp=.. pp=.. dp=.. ep=.. world=.. cp=.." line that `train --rankfile` reads
+ * (a header without cp= is cp 1), and
  * "# spare HOST" / "# excluded HOST" comments. */
 void plan_write_rankfile(FILE *fp, const plan_topo *t, const plan_model *m,
                          const plan_placement *p);
 
 /* Read the layout header of a rankfile written by plan_write_rankfile and count its rank lines.
- * Returns 0 with tp/pp/dp/ep/world set, or -1 with err (no header, rank lines not 0..world-1 in
- * order, count differing from world). */
-int plan_read_rankfile(const char *path, int *tp, int *pp, int *dp, int *ep, int *world,
+ * Returns 0 with tp/pp/dp/ep/world/cp set, or -1 with err (no header, rank lines not 0..world-1
+ * in order, count differing from world). */
+int plan_read_rankfile(const char *path, int *tp, int *pp, int *dp, int *ep, int *world, int *cp,
                        char *err, size_t errlen);
 
 #endif /* MT_SCHED_PLAN_H */

@@ -28,7 +28,8 @@ void replan_free(replan_rankfile *rf) {
 
 int replan_read(const char *path, replan_rankfile *rf, char *err, size_t errlen) {
     memset(rf, 0, sizeof(*rf));
-    if (plan_read_rankfile(path, &rf->tp, &rf->pp, &rf->dp, &rf->ep, &rf->world, err, errlen))
+    if (plan_read_rankfile(path, &rf->tp, &rf->pp, &rf->dp, &rf->ep, &rf->world, &rf->cp, err,
+                           errlen))
         return -1;
     rf->host = calloc((size_t)rf->world, sizeof(*rf->host));
     rf->slot = calloc((size_t)rf->world, sizeof(*rf->slot));
@@ -157,7 +158,7 @@ int replan_write(replan_rankfile *rf, const sup_hosts *h, int spares, const char
         return -1;
     }
     /* only the layout matters for placing; the shape (GPT-2 124M's) only feeds the cost model */
-    plan_model m = {.tp = rf->tp, .pp = rf->pp, .dp = rf->dp, .ep = rf->ep, .n_layer = 12,
+    plan_model m = {.tp = rf->tp, .pp = rf->pp, .dp = rf->dp, .ep = rf->ep, .cp = rf->cp, .n_layer = 12,
                     .d_model = 768, .seq_len = 1024, .vocab_size = 50257, .micro_batch = 1,
                     .microbatches = 8, .bytes_per_elem = 4};
     plan_placement p;

@@ -19,7 +19,7 @@
 
 /* A rankfile written by `minitrain plan` (or by replan_write), as the supervisor uses it. */
 typedef struct {
-    int tp, pp, dp, ep, world;
+    int tp, pp, dp, ep, world, cp;
     char (*host)[REPLAN_HOST_MAX]; /* (world) host of each rank */
     int *slot;                     /* (world) its slot=S, -1 when not a plain number (socket:core) */
     int n_spares;                  /* "# spare HOST" lines */

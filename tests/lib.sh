@@ -104,3 +104,13 @@ blas_env() {
     elif grep -m1 -qow avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
   fi
 }
+
+# mpi_driver SRC BIN: build an MPI test driver (tests/*_driver.c) against $BUILD/libminitrain.a
+# with the Makefile's flags (-Werror), after blas_env.
+mpi_driver() {
+  mkdir -p "$(dirname "$2")"
+  ${CC:-gcc} -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. \
+    -I"$BLAS_INC" -DMT_HAVE_MPI $(mpicc --showme:compile) "$1" "${BUILD:-build}/libminitrain.a" \
+    -o "$2" -L"$BLAS_LIB" -Wl,-rpath,"$BLAS_LIB" -lopenblas $(mpicc --showme:link) \
+    -lsqlite3 -linih -lcjson -lmicrohttpd -lpcre2-8 -lpthread -lm
+}

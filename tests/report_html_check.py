@@ -15,7 +15,8 @@ EXPECT is a JSON object:
     pipeline_order  true: in every stage row the forward boxes of microbatches 0..M-1 start in
                order and no two boxes of one stage overlap (measured by the browser's layout)
     schedule, stages, micro   with pipeline_order: the boxes of each stage, left to right,
-               follow that schedule's order (1f1b | gpipe) for P stages and M microbatches
+               follow that schedule's order (1f1b | gpipe | zb-h1, W boxes included) for P
+               stages and M microbatches
 Also always: no console error, no uncaught exception, no log entry of level error (a failed
 resource load, say), no <script>, no element that loads a URL (self-contained), every inline
 <svg> laid out with a non-zero size.
@@ -137,11 +138,12 @@ DOM_PROBE = r"""
     for (const row of document.querySelectorAll('#pic-pipeline g.pp-stage')) {
       const stage = +row.dataset.stage, y = row.querySelector('rect').getBBox().y;
       const boxes = [];
-      for (const g of document.querySelectorAll('#pic-pipeline g.pp-forward, #pic-pipeline g.pp-backward')) {
+      for (const g of document.querySelectorAll('#pic-pipeline g.pp-forward, #pic-pipeline g.pp-backward, #pic-pipeline g.pp-weight')) {
         const b = g.querySelector('rect').getBBox();
         const m = /microbatch (\d+)/.exec(g.querySelector('title').textContent);
         if (Math.abs(b.y - (y + 2)) < 1)
-          boxes.push({fwd: g.classList.contains('pp-forward'), x: b.x, w: b.width,
+          boxes.push({fwd: g.classList.contains('pp-forward'), w_pass: g.classList.contains('pp-weight'),
+                      x: b.x, w: b.width,
                       micro: m ? +m[1] : -1});
       }
       out.order.push({stage, boxes});
@@ -159,6 +161,22 @@ def schedule_order(schedule, P, M, s):
     al. 2021)."""
     if schedule == "gpipe":
         seq = [f"F{i}" for i in range(M)] + [f"B{i}" for i in range(M)]
+    elif schedule == "zb-h1":
+        # ZB-H1 (Qi et al. 2024): 1F1B's warm-up, then F and B with a W whenever more than s are
+        # pending (stage s postpones its first s W passes), then the pending Ws
+        warm = min(P - s - 1, M)
+        seq = [f"F{i}" for i in range(warm)]
+        f, b, w = warm, 0, 0
+        while b < M:
+            if f < M:
+                seq.append(f"F{f}")
+                f += 1
+            seq.append(f"B{b}")
+            b += 1
+            while b - w > s:
+                seq.append(f"W{w}")
+                w += 1
+        seq += [f"W{i}" for i in range(w, M)]
     else:
         warm = min(P - s - 1, M)
         seq = [f"F{i}" for i in range(warm)]
@@ -259,7 +277,8 @@ def main():
             check(ordered and disjoint, f"stage {row['stage']}: {len(fw)} forwards in microbatch "
                   f"order, {len(allb)} boxes without overlap")
             if expect.get("schedule"):
-                got = " ".join(("F" if bx["fwd"] else "B") + str(bx["micro"]) for bx in allb)
+                got = " ".join(("F" if bx["fwd"] else "W" if bx.get("w_pass") else "B") +
+                               str(bx["micro"]) for bx in allb)
                 want = schedule_order(expect["schedule"], expect["stages"], expect["micro"],
                                       row["stage"])
                 check(got == want, f"stage {row['stage']}: measured order is {expect['schedule']}'s"

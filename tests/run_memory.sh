@@ -148,5 +148,40 @@ refuse no_dp 1 "zero = 3 with dp = 1" --zero 3
 refuse no_ep 2 "zero = 2 together with ep > 1" --dp 2 --ep 2 --zero 2 $MOE
 refuse bad_rc 1 "'recompute' must be none, selective or full" --recompute some
 refuse bad_lim 1 "memory_limit '12Q' is not a size" --memory-limit 12Q
+# the combinations the memory wall is not implemented with (train/trainer_setup.c check_memwall)
+refuse rc_cp 2 "recompute = full with cp > 1 is not supported" --cp 2 --recompute full
+refuse rc_sp 2 "recompute = selective with sp = 1 is not supported" --tp 2 --sp 1 --recompute selective
+refuse z2_cp 2 "cp 2 needs zero = 0" --cp 2 --zero 2
+refuse z3_sp 2 "sp = 1 needs zero = 0" --tp 2 --sp 1 --zero 3
+refuse rc_il 2 "recompute = full with pp_schedule = interleaved is not supported" \
+  --pp 2 --pp-schedule interleaved --virtual-stages 2 --microbatches 4 --recompute full
+refuse rc_zb 2 "recompute = selective with pp_schedule = zb-h1 is not supported" \
+  --pp 2 --pp-schedule zb-h1 --microbatches 4 --recompute selective
+refuse z3_il 4 "zero = 3 with pp_schedule = interleaved is not supported" \
+  --pp 2 --dp 2 --pp-schedule interleaved --virtual-stages 2 --microbatches 4 --zero 3
+refuse z2_zb 4 "zero = 2 with pp_schedule = zb-h1 is not supported" \
+  --pp 2 --dp 2 --pp-schedule zb-h1 --microbatches 4 --zero 2
+# the budget with cp and sp: activations per rank, the CP shard's and sp's rows (< the whole's)
+run bud_one 1 || bad "bud_one"
+run bud_cp 2 --cp 2 || bad "bud_cp: $(tail -2 "$TMP/bud_cp.log")"
+run bud_tp 2 --tp 2 || bad "bud_tp: $(tail -2 "$TMP/bud_tp.log")"
+run bud_sp 2 --tp 2 --sp 1 || bad "bud_sp: $(tail -2 "$TMP/bud_sp.log")"
+act() { # bytes of rank 0's predicted activations in run NAME's budget table
+  /usr/bin/python3 - "$TMP/$1.log" <<'PY'
+import re, sys
+u = {'B': 1, 'KiB': 2**10, 'MiB': 2**20, 'GiB': 2**30}
+for line in open(sys.argv[1], errors='replace'):
+    m = re.search(r'rank 0:.*activations ([0-9.]+) ([KMG]?i?B)', line)
+    if m:
+        print(float(m.group(1)) * u[m.group(2)])
+        break
+else:
+    print(-1)
+PY
+}
+a1=$(act bud_one); ac=$(act bud_cp); at=$(act bud_tp); as=$(act bud_sp)
+/usr/bin/python3 -c "import sys; a1,ac,at,asp=map(float,sys.argv[1:]); sys.exit(0 if 0 < ac < a1 and 0 < asp < at else 1)" "$a1" "$ac" "$at" "$as" \
+  && ok "budget activations per rank: cp 2 $ac < cp 1 $a1 B, tp 2 sp $as < tp 2 $at B" \
+  || bad "budget activations with cp/sp: one $a1 cp $ac tp $at sp $as"
 
 finish memory

@@ -15,11 +15,7 @@ make -s "$BUILD/libminitrain.a" >/dev/null
 . tests/lib.sh
 blas_env
 BIN="$BUILD/tests/moe_ep_driver"
-mkdir -p "$BUILD/tests"
-${CC:-gcc} -std=gnu11 -O3 -march=native -fno-math-errno -fopenmp -Wall -Wextra -Werror -I. \
-  -I"$BLAS_INC" -DMT_HAVE_MPI $(mpicc --showme:compile) tests/moe_ep_driver.c "$BUILD/libminitrain.a" \
-  -o "$BIN" -L"$BLAS_LIB" -Wl,-rpath,"$BLAS_LIB" -lopenblas $(mpicc --showme:link) \
-  -lsqlite3 -linih -lcjson -lmicrohttpd -lpcre2-8 -lpthread -lm
+mpi_driver tests/moe_ep_driver.c "$BIN"
 MPI="mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none"
 export OMP_NUM_THREADS=1
 fail=0

@@ -112,6 +112,22 @@ if timeout 60 $PY tests/report_html_check.py "$TMP/gpipe/report.html" "$TMP/gp_e
    > "$TMP/gp_check.log" 2>&1; then ok "chromium: the GPipe page ($(grep -c '  ok ' "$TMP/gp_check.log") DOM checks)"
 else bad "chromium, GPipe page:"; grep -v '  ok ' "$TMP/gp_check.log" || true; fi
 
+# --- 1c. ZB-H1 (dense, 2 ranks): B and W boxes apart, in the schedule's order -----------------
+OMP_NUM_THREADS=1 timeout 120 $MPI -np $P $MT train --config "$TMP/gp.ini" --run-dir "$TMP/zb" \
+  --pp $P --pp-schedule zb-h1 --microbatches $M > "$TMP/zb.log" 2>&1 \
+  && ok "pp 2 ZB-H1 run trained" || bad "ZB-H1 run: $(tail -2 "$TMP/zb.log")"
+$MT report --run "$TMP/zb" --html "$TMP/zb/report.html" > /dev/null 2>&1 || bad "report --html (ZB-H1)"
+cat > "$TMP/zb_expect.json" <<JSON
+{"sections": ["pipeline"], "absent": ["moe"],
+ "counts": {"#pic-pipeline g.pp-forward": $((P * M)), "#pic-pipeline g.pp-backward": $((P * M)),
+            "#pic-pipeline g.pp-weight": $((P * M))},
+ "texts": {"#pic-pipeline title": "ZB-H1, $P stages × $M microbatches"},
+ "pipeline_order": true, "stages": $P, "micro": $M, "schedule": "zb-h1"}
+JSON
+if timeout 60 $PY tests/report_html_check.py "$TMP/zb/report.html" "$TMP/zb_expect.json" "$SHOTS/zb" \
+   > "$TMP/zb_check.log" 2>&1; then ok "chromium: the ZB-H1 page ($(grep -c '  ok ' "$TMP/zb_check.log") DOM checks)"
+else bad "chromium, ZB-H1 page:"; grep -v '  ok ' "$TMP/zb_check.log" || true; fi
+
 # --- 2. a faulted run: kill at step 25 under the supervisor, resume from step 20 --------------
 cp "$TMP/base.ini" "$TMP/f.ini"
 cat >> "$TMP/f.ini" <<INI

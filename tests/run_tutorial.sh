@@ -188,6 +188,15 @@ d1=$(db dp2 "SELECT train_loss FROM metrics WHERE step = 1 AND train_loss IS NOT
 check "dp 2 step 1 loss equals section 1's ($d1 vs $l1)" in_range "$d1" "$l1-1e-4" "$l1+1e-4"
 if [ "$N_200" -ge 200 ]; then check "dp 2 = section 1 through the warm-up (steps 1..100)" same_losses shakespeare dp2 1 100; fi
 
+# 4b. cp
+check "cp 2: layout line and the ring" bash -c "grep -q 'world 2 = tp 1 x cp 2 x pp 1 x dp 1' '$O/cp.out' && grep -q 'cp ring \\[0,1\\]' '$O/cp.out'"
+check "cp 2: head-tail chunks of 32 positions" grep -q "head-tail chunks of 32 positions (rank r holds chunks r and 3-r)" "$O/cp.out"
+check "cp 2: activation memory per rank 0.500x" grep -q "without cp .*(0.500x)" "$O/cp.out"
+check "cp 2 and dp 2: the same train losses at every step 1..$N_200" same_losses dp2 cp2 1 "$N_200"
+ring=$(grep -m1 "cp ring: step" "$O/cp.out" || true)
+check "cp 2: ring volume counted = formula, 24 MiB per rank per step" \
+  bash -c "[[ '$ring' == *'sent 24.000 MiB per rank (6291456 floats)'*'= 24.000 MiB (6291456 floats)'* ]]"
+
 # 5. pp
 check "pp: predicted bubble printed: 20.0%" grep -q "bubble (P-1)/(M+P-1) = 20.0%" "$O/pp.out"
 check "pp 2 and dp 2: the same train losses" same_losses dp2 pp2 1 "$N_200"
@@ -197,6 +206,10 @@ check "pp: measured idle share, stage 0 $s0 in 0.10..0.55, stage 1 $s1 in 0..0.4
 mean=$($PY -c "print(($s0 + $s1) / 2)")
 check "pp: mean idle share $mean in 0.10..0.35 (predicted 0.20)" in_range "$mean" 0.10 0.35
 check "report --svg draws an SVG" grep -q "<svg" "$W/runs/pp2/report.svg"
+check "interleaved: bubble printed: 11.1%" grep -q "bubble (P-1)/(v·M+P-1) = 11.1%" "$O/pp-schedules.out"
+schedules_agree() { same_losses pp2 pp2_il 1 "$N_200" && same_losses pp2 pp2_zb 1 "$N_200"; }
+check "interleaved v 2 and zb-h1: the same train losses as 1F1B at every step 1..$N_200" schedules_agree
+check "zb-h1: the pipeline picture draws W boxes" grep -q 'class="pp-weight"' "$W/runs/pp2_zb/report-pipeline.svg"
 check "report --html: the pp page has the pipeline section and its SVG" \
   bash -c "grep -q 'id=\"pipeline\"' '$W/runs/pp2/report.html' && grep -q 'id=\"pic-pipeline\"' '$W/runs/pp2/report.html'"
 check "report --svg: the pipeline picture beside the plot" grep -q "<svg" "$W/runs/pp2/report-pipeline.svg"

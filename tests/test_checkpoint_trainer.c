@@ -355,7 +355,7 @@ static void test_failure_policy(void **state) {
 
 int main(void) {
     g_world = comm_init_world(NULL, NULL);
-    mesh_init(&g_mesh, g_world, 1, 1, 1, 1);
+    mesh_init(&g_mesh, g_world, 1, 1, 1, 1, 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_async_roundtrip_tiers_catalog, setup, tu_teardown),
         cmocka_unit_test_setup_teardown(test_retention_skip_corrupt_and_model_io, setup, tu_teardown),

@@ -1,6 +1,7 @@
 /*
  * tests/test_ops.c — unit tests of the CPU layer kernels in ops/ops.h (ops/ops_cpu.c):
- * encoder, layernorm, matmul, attention (and its decode step), GELU, softmax + cross-entropy.
+ * encoder, layernorm, matmul, attention (and its decode step), GELU, softmax + cross-entropy,
+ * and the input/weight halves of the matmul and layernorm backwards (equal to the whole op).
  * The optimizer and element-wise kernels, accumulation and thread-count independence are
  * tests/test_ops_elementwise.c; the helpers both use are tests/ops_testutil.h.
  *
@@ -519,6 +520,48 @@ static void test_softmax_crossentropy_wide(void **state) {
     free(z); free(zd); free(want);
 }
 
+/* The B/W halves (ops_*_backward_input / _weight, run apart by ZB-H1) give the whole backward's
+ * outputs bit for bit: each output is written by one half only, with the same operands. Sizes on
+ * both sides of OPS_PAR_MIN (the OpenMP threshold), accumulating into random buffers. */
+static void test_backward_halves(void **state) {
+    (void)state;
+    const int sizes[][3] = {{5, 7, 3}, {256, 96, 80}}; /* N, C, OC */
+    for (int k = 0; k < 2; k++) {
+        int N = sizes[k][0], C = sizes[k][1], OC = sizes[k][2];
+        float *dout = frand_array((size_t)N * OC, 1, 0), *inp = frand_array((size_t)N * C, 1, 0);
+        float *w = frand_array((size_t)OC * C, 1, 0);
+        float *dinp = frand_array((size_t)N * C, 1, 0), *dw = frand_array((size_t)OC * C, 1, 0);
+        float *db = frand_array(OC, 1, 0);
+        float *dinp2 = fcopy(dinp, (size_t)N * C), *dw2 = fcopy(dw, (size_t)OC * C);
+        float *db2 = fcopy(db, OC);
+        ops_matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+        ops_matmul_backward_input(dinp2, dout, w, N, C, OC);
+        ops_matmul_backward_weight(dw2, db2, dout, inp, N, C, OC);
+        assert_memory_equal(dinp, dinp2, (size_t)N * C * sizeof(float));
+        assert_memory_equal(dw, dw2, (size_t)OC * C * sizeof(float));
+        assert_memory_equal(db, db2, (size_t)OC * sizeof(float));
+        /* layernorm over (N, C): mean and rstd from a forward */
+        float *out = fzeros((size_t)N * C), *mean = fzeros(N), *rstd = fzeros(N);
+        float *g = frand_array(C, 1, 1), *b = frand_array(C, 1, 0), *d2 = frand_array((size_t)N * C, 1, 0);
+        ops_layernorm_forward(out, mean, rstd, inp, g, b, N, C);
+        float *lx = frand_array((size_t)N * C, 1, 0), *lw = frand_array(C, 1, 0), *lb = frand_array(C, 1, 0);
+        float *lx2 = fcopy(lx, (size_t)N * C), *lw2 = fcopy(lw, C), *lb2 = fcopy(lb, C);
+        ops_layernorm_backward(lx, lw, lb, d2, inp, g, mean, rstd, N, C);
+        ops_layernorm_backward_input(lx2, d2, inp, g, mean, rstd, N, C);
+        ops_layernorm_backward_weight(lw2, lb2, d2, inp, mean, rstd, N, C);
+        assert_memory_equal(lx, lx2, (size_t)N * C * sizeof(float));
+        assert_memory_equal(lw, lw2, (size_t)C * sizeof(float));
+        assert_memory_equal(lb, lb2, (size_t)C * sizeof(float));
+        /* and the halves did something: the weight half moved dw away from its start */
+        float *dw0 = frand_array((size_t)OC * C, 1, 0), *dw1 = fcopy(dw0, (size_t)OC * C);
+        ops_matmul_backward_weight(dw1, NULL, dout, inp, N, C, OC);
+        assert_true(memcmp(dw0, dw1, (size_t)OC * C * sizeof(float)) != 0);
+        float *bufs[] = {dout, inp, w, dinp, dw, db, dinp2, dw2, db2, out, mean, rstd, g, b, d2,
+                         lx, lw, lb, lx2, lw2, lb2, dw0, dw1};
+        for (size_t j = 0; j < sizeof(bufs) / sizeof(bufs[0]); j++) free(bufs[j]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encoder),
@@ -530,6 +573,7 @@ int main(void) {
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_softmax_crossentropy),
         cmocka_unit_test(test_softmax_crossentropy_wide),
+        cmocka_unit_test(test_backward_halves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

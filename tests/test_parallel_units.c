@@ -33,34 +33,41 @@
 /* ---- mesh ----------------------------------------------------------------------------------- */
 
 typedef struct {
-    int tp, pp, dp, ep;
+    int tp, cp, pp, dp, ep;
 } layout;
 
-/* The members of rank r's group g, in group order, by brute force from the coordinates. */
+/* The members of rank r's group g, in group order, by brute force from the coordinates
+ * co[q] = (tp, cp, dp, pp) of every rank q. */
 static int expected_members(const layout *L, const int (*co)[4], int r, mesh_group g, int *out) {
-    int world = L->tp * L->pp * L->dp, n = 0;
-    int t = co[r][0], d = co[r][1], p = co[r][2];
+    int world = L->tp * L->cp * L->pp * L->dp, n = 0;
+    int t = co[r][0], c = co[r][1], d = co[r][2], p = co[r][3];
     int r_end = p == 0 || p == L->pp - 1;
     /* candidates in group order: walk the ordering coordinate from 0 up */
     int span = g == MESH_TP ? L->tp : g == MESH_DP ? L->dp : g == MESH_EP ? L->ep
-             : g == MESH_EDP ? L->dp / L->ep : L->pp;
+             : g == MESH_EDP ? L->dp / L->ep : g == MESH_CP ? L->cp
+             : g == MESH_DPCP ? L->cp * L->dp : L->pp;
     for (int i = 0; i < span; i++)
         for (int q = 0; q < world; q++) {
-            int qt = co[q][0], qd = co[q][1], qp = co[q][2];
+            int qt = co[q][0], qc = co[q][1], qd = co[q][2], qp = co[q][3];
             int same = 0;
             switch (g) {
-            case MESH_TP: same = qd == d && qp == p && qt == i; break;
-            case MESH_DP: same = qt == t && qp == p && qd == i; break;
-            case MESH_PP: same = qt == t && qd == d && qp == i; break;
+            case MESH_TP: same = qc == c && qd == d && qp == p && qt == i; break;
+            case MESH_DP: same = qt == t && qc == c && qp == p && qd == i; break;
+            case MESH_PP: same = qt == t && qc == c && qd == d && qp == i; break;
+            case MESH_CP: same = qt == t && qd == d && qp == p && qc == i; break;
+            case MESH_DPCP: same = qt == t && qp == p && qc + L->cp * qd == i; break;
             case MESH_EP: /* ep consecutive dp ranks: block d / ep, place d % ep */
-                same = qt == t && qp == p && qd / L->ep == d / L->ep && qd % L->ep == i;
+                same = qt == t && qc == c && qp == p && qd / L->ep == d / L->ep &&
+                       qd % L->ep == i;
                 break;
             case MESH_EDP: /* the same place in every block */
-                same = qt == t && qp == p && qd % L->ep == d % L->ep && qd / L->ep == i;
+                same = qt == t && qc == c && qp == p && qd % L->ep == d % L->ep &&
+                       qd / L->ep == i;
                 break;
             case MESH_EMBED: {
                 int q_end = qp == 0 || qp == L->pp - 1;
-                same = r_end ? (q_end && qt == t && qd == d && qp == i) : (q == r && i == p);
+                same = r_end ? (q_end && qt == t && qc == c && qd == d && qp == i)
+                             : (q == r && i == p);
                 break;
             }
             default: break;
@@ -72,12 +79,12 @@ static int expected_members(const layout *L, const int (*co)[4], int r, mesh_gro
 
 /* The group of rank r as comm_split would form it from mesh_split_key: equal colors, by key. */
 static int split_members(const layout *L, int r, mesh_group g, int *out) {
-    int world = L->tp * L->pp * L->dp, n = 0, color, key;
-    mesh_split_key(r, L->tp, L->pp, L->dp, L->ep, g, &color, &key);
+    int world = L->tp * L->cp * L->pp * L->dp, n = 0, color, key;
+    mesh_split_key(r, L->tp, L->cp, L->pp, L->dp, L->ep, g, &color, &key);
     int keys[64];
     for (int q = 0; q < world; q++) {
         int c2, k2;
-        mesh_split_key(q, L->tp, L->pp, L->dp, L->ep, g, &c2, &k2);
+        mesh_split_key(q, L->tp, L->cp, L->pp, L->dp, L->ep, g, &c2, &k2);
         if (c2 != color) continue;
         int at = n++; /* insertion sort by key (MPI_Comm_split orders by key, then old rank) */
         while (at > 0 && (keys[at - 1] > k2)) {
@@ -92,39 +99,46 @@ static int split_members(const layout *L, int r, mesh_group g, int *out) {
 }
 
 static void check_layout(layout L) {
-    int world = L.tp * L.pp * L.dp;
+    int world = L.tp * L.cp * L.pp * L.dp;
     int dp = 0;
     char err[256];
-    assert_int_equal(mesh_check(world, L.tp, L.pp, &dp, L.ep, err, sizeof(err)), 0);
+    assert_int_equal(mesh_check(world, L.tp, L.cp, L.pp, &dp, L.ep, err, sizeof(err)), 0);
     assert_int_equal(dp, L.dp);
     int co[64][4], r = 0;
-    for (int p = 0; p < L.pp; p++) /* Megatron order: tp fastest, then dp, then pp */
+    for (int p = 0; p < L.pp; p++) /* Megatron order: tp fastest, then cp, then dp, then pp */
         for (int d = 0; d < L.dp; d++)
-            for (int t = 0; t < L.tp; t++, r++) {
-                co[r][0] = t, co[r][1] = d, co[r][2] = p, co[r][3] = d % L.ep;
-                int gt, gd, gp, ge;
-                mesh_coords(r, L.tp, L.pp, L.dp, L.ep, &gt, &gd, &gp, &ge);
-                assert_int_equal(gt, t);
-                assert_int_equal(gd, d);
-                assert_int_equal(gp, p);
-                assert_int_equal(ge, d % L.ep);
-            }
+            for (int c = 0; c < L.cp; c++)
+                for (int t = 0; t < L.tp; t++, r++) {
+                    co[r][0] = t, co[r][1] = c, co[r][2] = d, co[r][3] = p;
+                    int gt, gc, gd, gp, ge;
+                    mesh_coords(r, L.tp, L.cp, L.pp, L.dp, L.ep, &gt, &gc, &gd, &gp, &ge);
+                    assert_int_equal(gt, t);
+                    assert_int_equal(gc, c);
+                    assert_int_equal(gd, d);
+                    assert_int_equal(gp, p);
+                    assert_int_equal(ge, d % L.ep);
+                    assert_int_equal(mesh_rank_of(L.tp, L.cp, L.dp, t, c, d, p), r);
+                }
     for (int q = 0; q < world; q++)
         for (int g = 0; g < MESH_NGROUPS; g++) {
             int want[64], got[64];
             int nw = expected_members(&L, co, q, (mesh_group)g, want);
             int ng = split_members(&L, q, (mesh_group)g, got);
             if (nw != ng || memcmp(want, got, sizeof(int) * (size_t)nw) != 0)
-                fail_msg("layout tp %d pp %d dp %d ep %d, rank %d, group %d: %d members expected, "
-                         "%d formed", L.tp, L.pp, L.dp, L.ep, q, g, nw, ng);
+                fail_msg("layout tp %d cp %d pp %d dp %d ep %d, rank %d, group %d: %d members "
+                         "expected, %d formed", L.tp, L.cp, L.pp, L.dp, L.ep, q, g, nw, ng);
         }
 }
 
 static void test_mesh_groups_many_layouts(void **state) {
     (void)state;
-    const layout Ls[] = {{1, 1, 1, 1}, {2, 1, 1, 1}, {1, 1, 4, 1}, {1, 1, 4, 2}, {1, 1, 8, 4},
-                         {2, 2, 1, 1}, {1, 4, 1, 1}, {2, 1, 2, 2}, {2, 2, 2, 2}, {2, 2, 2, 1},
-                         {1, 2, 4, 2}, {4, 1, 2, 2}, {2, 3, 2, 1}, {1, 3, 4, 4}};
+    const layout Ls[] = {{1, 1, 1, 1, 1}, {2, 1, 1, 1, 1}, {1, 1, 1, 4, 1}, {1, 1, 1, 4, 2},
+                         {1, 1, 1, 8, 4}, {2, 1, 2, 1, 1}, {1, 1, 4, 1, 1}, {2, 1, 1, 2, 2},
+                         {2, 1, 2, 2, 2}, {2, 1, 2, 2, 1}, {1, 1, 2, 4, 2}, {4, 1, 1, 2, 2},
+                         {2, 1, 3, 2, 1}, {1, 1, 3, 4, 4},
+                         /* context parallel: alone and with tp, pp, dp (and ep inside dp) */
+                         {1, 2, 1, 1, 1}, {1, 4, 1, 1, 1}, {2, 2, 1, 1, 1}, {1, 2, 2, 1, 1},
+                         {1, 2, 1, 2, 1}, {2, 2, 2, 2, 2}, {1, 4, 2, 2, 1}, {2, 3, 1, 2, 2}};
     for (size_t i = 0; i < sizeof(Ls) / sizeof(Ls[0]); i++) check_layout(Ls[i]);
 }
 
@@ -139,9 +153,10 @@ static void expect_group(const layout *L, int r, mesh_group g, int n, const int 
  * rank 5 = tp 1, dp 0, pp 1. */
 static void test_mesh_4d_by_hand(void **state) {
     (void)state;
-    layout L = {2, 2, 2, 2};
-    int t, d, p, e;
-    mesh_coords(5, 2, 2, 2, 2, &t, &d, &p, &e);
+    layout L = {2, 1, 2, 2, 2};
+    int t, c, d, p, e;
+    mesh_coords(5, 2, 1, 2, 2, 2, &t, &c, &d, &p, &e);
+    assert_int_equal(c, 0);
     assert_int_equal(t, 1);
     assert_int_equal(d, 0);
     assert_int_equal(p, 1);
@@ -153,30 +168,53 @@ static void test_mesh_4d_by_hand(void **state) {
     expect_group(&L, 5, MESH_EDP, 1, (int[]){5});   /* one replica of each expert shard */
     expect_group(&L, 5, MESH_EMBED, 2, (int[]){1, 5});
     /* dp 4 with ep 2: rank 3 (dp 3, ep rank 1) shares experts with dp 2, replicas with dp 1 */
-    layout M = {1, 1, 4, 2};
+    layout M = {1, 1, 1, 4, 2};
     expect_group(&M, 3, MESH_EP, 2, (int[]){2, 3});
     expect_group(&M, 3, MESH_EDP, 2, (int[]){1, 3});
     /* pp 3: the middle stage holds no embedding copy, so it is alone */
-    layout P = {1, 3, 1, 1};
+    layout P = {1, 1, 3, 1, 1};
     expect_group(&P, 1, MESH_EMBED, 1, (int[]){1});
     expect_group(&P, 2, MESH_EMBED, 2, (int[]){0, 2});
+}
+
+/* tp 2 x cp 2 x dp 2, worked by hand: rank = t + 2·(c + 2·d), so rank 5 = tp 1, cp 0, dp 1;
+ * its ring is the other cp rank of (tp 1, dp 1); gradients sum over dp and cp (same tp). */
+static void test_mesh_cp_by_hand(void **state) {
+    (void)state;
+    layout L = {2, 2, 1, 2, 1};
+    int t, c, d, p, e;
+    mesh_coords(5, 2, 2, 1, 2, 1, &t, &c, &d, &p, &e);
+    assert_int_equal(t, 1);
+    assert_int_equal(c, 0);
+    assert_int_equal(d, 1);
+    assert_int_equal(p, 0);
+    expect_group(&L, 5, MESH_TP, 2, (int[]){4, 5});
+    expect_group(&L, 5, MESH_CP, 2, (int[]){5, 7});
+    expect_group(&L, 5, MESH_DP, 2, (int[]){1, 5});
+    expect_group(&L, 5, MESH_DPCP, 4, (int[]){1, 3, 5, 7});
 }
 
 static void test_mesh_check_errors(void **state) {
     (void)state;
     char err[256];
     int dp = 0;
-    assert_int_equal(mesh_check(8, 2, 2, &dp, 1, err, sizeof(err)), 0);
+    assert_int_equal(mesh_check(8, 2, 1, 2, &dp, 1, err, sizeof(err)), 0);
     assert_int_equal(dp, 2);
     dp = 0;
-    assert_int_equal(mesh_check(6, 4, 1, &dp, 1, err, sizeof(err)), -1);
+    assert_int_equal(mesh_check(6, 4, 1, 1, &dp, 1, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "not divisible"));
     dp = 3;
-    assert_int_equal(mesh_check(6, 2, 1, &dp, 2, err, sizeof(err)), -1); /* ep 2 ∤ dp 3 */
+    assert_int_equal(mesh_check(6, 2, 1, 1, &dp, 2, err, sizeof(err)), -1); /* ep 2 ∤ dp 3 */
     assert_non_null(strstr(err, "must divide"));
     dp = 2;
-    assert_int_equal(mesh_check(8, 2, 1, &dp, 1, err, sizeof(err)), -1); /* 4 != 8 */
+    assert_int_equal(mesh_check(8, 2, 1, 1, &dp, 1, err, sizeof(err)), -1); /* 4 != 8 */
     assert_non_null(strstr(err, "mpirun -np 4"));
+    dp = 0; /* cp takes its share of the world: 8 = tp 2 x cp 2 x dp 2 */
+    assert_int_equal(mesh_check(8, 2, 2, 1, &dp, 1, err, sizeof(err)), 0);
+    assert_int_equal(dp, 2);
+    dp = 0;
+    assert_int_equal(mesh_check(6, 1, 4, 1, &dp, 1, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "tp 1 x cp 4 x pp 1"));
 }
 
 /* ---- pipeline: layer split, warm-up, slots -------------------------------------------------- */
@@ -205,7 +243,7 @@ static void test_split_layers(void **state) {
 
 /* Replay stage s's 1F1B order from its definition and count the peak in flight. */
 static int replay_in_flight(int P, int s, int M) {
-    int warm = pp_warmup_forwards(PP_1F1B, P, s, M), f = 0, b = 0, peak = 0;
+    int warm = pp_warmup_forwards(PP_1F1B, P, s, M, 1), f = 0, b = 0, peak = 0;
     for (int i = 0; i < warm; i++) f++, peak = f - b > peak ? f - b : peak;
     for (int i = 0; i < M - warm; i++) {
         f++; /* one forward ... */
@@ -225,18 +263,18 @@ static void test_1f1b_counts(void **state) {
     /* M = 2 < P: stages 0 and 1 run both forwards first; in flight 2, 2, 2, 1 */
     int warm2[] = {2, 2, 1, 0}, slots2[] = {2, 2, 2, 1};
     for (int s = 0; s < 4; s++) {
-        assert_int_equal(pp_warmup_forwards(PP_1F1B, 4, s, 8), warm8[s]);
-        assert_int_equal(pp_slots_needed(PP_1F1B, 4, s, 8), slots8[s]);
-        assert_int_equal(pp_warmup_forwards(PP_1F1B, 4, s, 2), warm2[s]);
-        assert_int_equal(pp_slots_needed(PP_1F1B, 4, s, 2), slots2[s]);
-        assert_int_equal(pp_warmup_forwards(PP_GPIPE, 4, s, 8), 8); /* GPipe: all forwards */
-        assert_int_equal(pp_slots_needed(PP_GPIPE, 4, s, 8), 8);
+        assert_int_equal(pp_warmup_forwards(PP_1F1B, 4, s, 8, 1), warm8[s]);
+        assert_int_equal(pp_slots_needed(PP_1F1B, 4, s, 8, 1), slots8[s]);
+        assert_int_equal(pp_warmup_forwards(PP_1F1B, 4, s, 2, 1), warm2[s]);
+        assert_int_equal(pp_slots_needed(PP_1F1B, 4, s, 2, 1), slots2[s]);
+        assert_int_equal(pp_warmup_forwards(PP_GPIPE, 4, s, 8, 1), 8); /* GPipe: all forwards */
+        assert_int_equal(pp_slots_needed(PP_GPIPE, 4, s, 8, 1), 8);
     }
     /* the slot count is exactly the schedule's peak in flight, for many shapes */
     for (int P = 1; P <= 6; P++)
         for (int M = 1; M <= 9; M++)
             for (int s = 0; s < P; s++)
-                assert_int_equal(pp_slots_needed(PP_1F1B, P, s, M), replay_in_flight(P, s, M));
+                assert_int_equal(pp_slots_needed(PP_1F1B, P, s, M, 1), replay_in_flight(P, s, M));
     /* bubble (P-1)/(M+P-1): P 4, M 2 → 3/5 */
     assert_true(pp_bubble_fraction(4, 2) == 0.6);
     assert_true(pp_bubble_fraction(1, 5) == 0.0);
@@ -249,17 +287,19 @@ typedef struct {
     float buf[4];
 } rec;
 
-static float *rec_input(void *u, int i) {
-    (void)i;
+static float *rec_input(void *u, int i, int c) {
+    (void)i, (void)c;
     return ((rec *)u)->buf;
 }
-static const float *rec_forward(void *u, int i) {
+static const float *rec_forward(void *u, int i, int c) {
     rec *r = u;
+    (void)c;
     r->order[r->n++] = (char)('A' + i); /* forward of microbatch i: upper case */
     return r->buf;
 }
-static const float *rec_backward(void *u, int i, const float *dout) {
+static const float *rec_backward(void *u, int i, int c, const float *dout) {
     rec *r = u;
+    (void)c;
     assert_null(dout); /* the last stage gets no gradient from a next stage */
     r->order[r->n++] = (char)('a' + i);
     return r->buf;
@@ -271,7 +311,7 @@ static void test_pp_run_one_stage_order(void **state) {
     char *args[] = {"test", NULL}, **argv = args;
     comm *world = comm_init_world(&argc, &argv);
     rec r = {{0}, 0, {0}};
-    pp_stage_fns f = {&r, 4, rec_input, rec_forward, rec_backward, NULL, NULL};
+    pp_stage_fns f = {&r, 4, 1, rec_input, rec_forward, rec_backward, NULL, NULL, NULL};
     pp_run(world, PP_1F1B, 3, &f, NULL);
     assert_string_equal(r.order, "AaBbCc"); /* one stage: no warm-up, 1F1B alternates */
     memset(&r, 0, sizeof(r));
@@ -452,6 +492,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mesh_groups_many_layouts),
         cmocka_unit_test(test_mesh_4d_by_hand),
+        cmocka_unit_test(test_mesh_cp_by_hand),
         cmocka_unit_test(test_mesh_check_errors),
         cmocka_unit_test(test_split_layers),
         cmocka_unit_test(test_1f1b_counts),

@@ -205,12 +205,66 @@ static void test_cost_model_by_hand(void **state) {
     assert_int_equal(plan_place(&t, &m, 0, PLAN_ORDER_PLANNED, &p, err, sizeof(err)), 0);
     plan_cost c;
     plan_cost_eval(&t, &m, &p, &c);
-    double want[PLAN_NDIM] = {1024 / 450e9, 480 / 450e9, 512 / 450e9, 1024 / 450e9};
+    double want[PLAN_NDIM] = {1024 / 450e9, 480 / 450e9, 512 / 450e9, 1024 / 450e9, 0};
+    assert_true(c.bytes[PLAN_DIM_CP] == 0); /* cp 1: no ring */
     for (int d = 0; d < PLAN_NDIM; d++) {
-        assert_int_equal(c.link[d], PLAN_LINK_DOMAIN);
+        assert_int_equal(c.link[d], d == PLAN_DIM_CP ? PLAN_LINK_SELF : PLAN_LINK_DOMAIN);
         assert_true(fabs(c.seconds[d] - want[d]) < 1e-18);
     }
     assert_true(fabs(c.total_s - (1024 + 480 + 512 + 1024) / 450e9) < 1e-18);
+    plan_placement_free(&p);
+    plan_topo_free(&t);
+}
+
+/* Context parallel, by hand: tp 2 x cp 2 x dp 2, L 2, d 4, T 8, micro_batch 1, 2 microbatches,
+ * fp32. A rank holds T/cp = 4 positions: act = 1·4·4·4 = 64 B.
+ *   CP = (6·2 − 4) · 2 layers · 2 microbatches · 64 / tp 2 = 1024 B, bus factor 1
+ *   TP = 4 · 2 · 2 · 64 = 1024 B
+ * On one node of 8 GPUs in two NVLink domains of 4, rank = t + 2·(c + 2·d): ranks 0-3 (dp 0) in
+ * domain 0, so every ring (and TP group) stays in its domain; the gradient sum over dp x cp
+ * crosses the domains (node link). Round robin over 4 nodes of 4 breaks the ring rule. */
+static void test_cp_rings_placed(void **state) {
+    (void)state;
+    plan_model m = {.tp = 2, .cp = 2, .pp = 1, .dp = 2, .ep = 1, .n_layer = 2, .d_model = 4,
+                    .seq_len = 8, .vocab_size = 16, .micro_batch = 1, .microbatches = 2,
+                    .bytes_per_elem = 4};
+    double b[PLAN_NDIM];
+    plan_bytes(&m, b);
+    assert_true(b[PLAN_DIM_CP] == 1024);
+    assert_true(b[PLAN_DIM_TP] == 1024);
+    assert_true(plan_bus_factor(PLAN_DIM_CP, 2) == 1);
+    m.dp = 1; /* the ring's ranks still sum their gradients: DP bytes over dp x cp = 2 ranks */
+    plan_bytes(&m, b);
+    assert_true(b[PLAN_DIM_DP] == (12.0 * 2 * 16 + 16 * 4 + 8 * 4) / (2 * 1) * 4);
+    m.dp = 2;
+    plan_topo t;
+    plan_topo_init(&t);
+    plan_topo_add(&t, "n0", 8, 4, 8, 0);
+    t.n_leaves = 1;
+    plan_placement p;
+    char err[256], rules[1024];
+    assert_int_equal(plan_place(&t, &m, 0, PLAN_ORDER_PLANNED, &p, err, sizeof(err)), 0);
+    assert_int_equal(p.world, 8);
+    assert_int_equal(plan_check_rules(&t, &m, &p, rules, sizeof(rules)), 0);
+    assert_int_equal(dim_link(&t, &m, &p, PLAN_DIM_CP), PLAN_LINK_DOMAIN);
+    assert_int_equal(dim_link(&t, &m, &p, PLAN_DIM_TP), PLAN_LINK_DOMAIN);
+    assert_int_equal(dim_link(&t, &m, &p, PLAN_DIM_DP), PLAN_LINK_NODE);
+    plan_placement_free(&p);
+    plan_topo_free(&t);
+
+    plan_model r = model(1, 1, 4, 1);
+    r.cp = 4;
+    plan_topo_init(&t);
+    plan_topo_uniform(&t, 4, 4, 0);
+    assert_int_equal(plan_place(&t, &r, 0, PLAN_ORDER_PLANNED, &p, err, sizeof(err)), 0);
+    assert_int_equal(p.world, 16);
+    assert_int_equal(plan_check_rules(&t, &r, &p, rules, sizeof(rules)), 0);
+    assert_int_equal(dim_link(&t, &r, &p, PLAN_DIM_CP), PLAN_LINK_DOMAIN);
+    plan_placement_free(&p);
+    assert_int_equal(plan_place(&t, &r, 0, PLAN_ORDER_NAIVE, &p, err, sizeof(err)), 0);
+    assert_true(plan_check_rules(&t, &r, &p, rules, sizeof(rules)) >= 1);
+    assert_non_null(strstr(rules, "CP: 4 of 4 rings leave"));
+    assert_true(dim_link(&t, &r, &p, PLAN_DIM_CP) > PLAN_LINK_NODE);
     plan_placement_free(&p);
     plan_topo_free(&t);
 }
@@ -275,8 +329,9 @@ static void test_rankfile_round_trip(void **state) {
     FILE *fp = fopen(path, "w");
     plan_write_rankfile(fp, &t, &m, &p);
     fclose(fp);
-    int tp, pp, dp, ep, world;
-    assert_int_equal(plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, err, sizeof(err)), 0);
+    int tp, pp, dp, ep, world, cp;
+    assert_int_equal(plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, &cp, err, sizeof(err)), 0);
+    assert_int_equal(cp, 1);
     assert_int_equal(tp, 2);
     assert_int_equal(pp, 2);
     assert_int_equal(dp, 2);
@@ -288,8 +343,13 @@ static void test_rankfile_round_trip(void **state) {
     fclose(fp);
     assert_non_null(strstr(text, "rank 5=node1 slot=1\n"));
     assert_non_null(strstr(text, "# spare node2\n"));
+    /* a header of before cp is cp 1; cp=2 takes its share of the world */
+    write_file(path, "# minitrain plan: tp=1 pp=1 dp=1 ep=1 world=2 cp=2\nrank 0=a slot=0\n"
+                     "rank 1=a slot=1\n");
+    assert_int_equal(plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, &cp, err, sizeof(err)), 0);
+    assert_int_equal(cp, 2);
     write_file(path, "# minitrain plan: tp=2 pp=1 dp=1 ep=1 world=2\nrank 1=a slot=0\n");
-    assert_int_equal(plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, err, sizeof(err)), -1);
+    assert_int_equal(plan_read_rankfile(path, &tp, &pp, &dp, &ep, &world, &cp, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "rank 1 where rank 0"));
     plan_placement_free(&p);
     plan_topo_free(&t);
@@ -304,6 +364,7 @@ int main(void) {
         cmocka_unit_test(test_excluded_never_used),
         cmocka_unit_test(test_link_classes),
         cmocka_unit_test(test_cost_model_by_hand),
+        cmocka_unit_test(test_cp_rings_placed),
         cmocka_unit_test(test_topology_file),
         cmocka_unit_test(test_rankfile_round_trip),
     };

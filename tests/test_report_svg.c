@@ -54,17 +54,28 @@ static rundb *fresh_db(const char *name, const char *config, int world) {
     return db;
 }
 
-/* One pp_timeline event: spans given in absolute ms (from 0), stored as offsets from t0. */
-static void timeline(rundb *db, int step, int stage, double t0_ms, const double *f, const double *b,
-                     int M) {
+/* One pp_timeline event of `schedule` with `chunks` chunks: spans given in absolute ms (from 0),
+ * stored as offsets from t0; M = (microbatch, chunk) pairs; w NULL = no W spans. */
+static void timeline_of(rundb *db, const char *schedule, int chunks, int step, int stage,
+                        double t0_ms, const double *f, const double *b, const double *w, int M) {
     char d[2048];
-    int n = snprintf(d, sizeof(d), "{\"step\":%d,\"stage\":%d,\"stages\":2,\"schedule\":\"1f1b\","
-                     "\"t0\":%.6f,\"forward_ms\":[", step, stage, 1.8e9 + t0_ms / 1e3);
+    int n = snprintf(d, sizeof(d), "{\"step\":%d,\"stage\":%d,\"stages\":2,\"schedule\":\"%s\","
+                     "\"chunks\":%d,\"t0\":%.6f,\"forward_ms\":[", step, stage, schedule, chunks,
+                     1.8e9 + t0_ms / 1e3);
     for (int i = 0; i < 2 * M; i++) n += snprintf(d + n, sizeof(d) - n, "%s%g", i ? "," : "", f[i] - t0_ms);
     n += snprintf(d + n, sizeof(d) - n, "],\"backward_ms\":[");
     for (int i = 0; i < 2 * M; i++) n += snprintf(d + n, sizeof(d) - n, "%s%g", i ? "," : "", b[i] - t0_ms);
+    if (w) {
+        n += snprintf(d + n, sizeof(d) - n, "],\"weight_ms\":[");
+        for (int i = 0; i < 2 * M; i++) n += snprintf(d + n, sizeof(d) - n, "%s%g", i ? "," : "", w[i] - t0_ms);
+    }
     snprintf(d + n, sizeof(d) - n, "]}");
     rundb_log_event(db, 1, "pp_timeline", stage, d);
+}
+
+static void timeline(rundb *db, int step, int stage, double t0_ms, const double *f, const double *b,
+                     int M) {
+    timeline_of(db, "1f1b", 1, step, stage, t0_ms, f, b, NULL, M);
 }
 
 static void test_pipeline_picture(void **state) {
@@ -94,13 +105,60 @@ static void test_pipeline_picture(void **state) {
     char *svg = draw_text(svg_pipeline, db, &drawn);
     assert_int_equal(drawn, 1);
     assert_non_null(strstr(svg, "step 4: 1F1B, 2 stages × 3 microbatches"));
-    assert_non_null(strstr(svg, "measured idle 45%, ideal bubble (p−1)/(m+p−1) 25%"));
+    assert_non_null(strstr(svg, "measured idle 45%, ideal (p−1)/(m+p−1) 25%"));
     assert_int_equal(count(svg, "class=\"pp-forward\""), 6);
     assert_int_equal(count(svg, "class=\"pp-backward\""), 6);
     assert_int_equal(count(svg, ">idle 45%<"), 2);
     /* stage 1's offsets put back on the common clock */
     assert_non_null(strstr(svg, "stage 1 forward of microbatch 0: 1.00–2.00 ms"));
     assert_non_null(strstr(svg, "stage 0 backward of microbatch 2: 10.00–11.00 ms"));
+    free(svg);
+    rundb_close(db);
+}
+
+/* ZB-H1: B and W boxes apart. P 2, M 2, absolute ms. Stage 1: F0 1-2, B0 2-3, F1 3-4, B1 4-5,
+ * W0 5-6, W1 6-7. Stage 0: F0 0-1, F1 1-2, B0 3-4, W0 4-5, B1 5-6, W1 6-7. Window 0-7: each stage
+ * busy 6, idle 1/7 = 14%; ideal with F = B = W: (P-1)(F+B-W) / (M(F+B+W) + (P-1)(F+B-W)) = 1/7. */
+static void test_pipeline_picture_zb(void **state) {
+    (void)state;
+    rundb *db = fresh_db("ppzb", "{\"tp\":1,\"pp\":2,\"dp\":1,\"ep\":1}", 2);
+    const double f0[] = {0, 1, 1, 2}, b0[] = {3, 4, 5, 6}, w0[] = {4, 5, 6, 7};
+    const double f1[] = {1, 2, 3, 4}, b1[] = {2, 3, 4, 5}, w1[] = {5, 6, 6, 7};
+    timeline_of(db, "zb-h1", 1, 3, 0, 0, f0, b0, w0, 2);
+    timeline_of(db, "zb-h1", 1, 3, 1, 0, f1, b1, w1, 2);
+    int drawn;
+    char *svg = draw_text(svg_pipeline, db, &drawn);
+    assert_int_equal(drawn, 1);
+    assert_non_null(strstr(svg, "step 3: ZB-H1, 2 stages × 2 microbatches — measured idle 14%"));
+    assert_non_null(strstr(svg, "ideal bubble (p−1)(F+B−W) 14%"));
+    assert_int_equal(count(svg, "class=\"pp-forward\""), 4);
+    assert_int_equal(count(svg, "class=\"pp-backward\""), 4);
+    assert_int_equal(count(svg, "class=\"pp-weight\""), 4);
+    assert_non_null(strstr(svg, "stage 0 B (input gradient) of microbatch 1: 5.00–6.00 ms"));
+    assert_non_null(strstr(svg, "stage 0 W (weight gradient) of microbatch 1: 6.00–7.00 ms"));
+    assert_non_null(strstr(svg, "W: weight gradient"));
+    free(svg);
+    rundb_close(db);
+}
+
+/* Interleaved, P 2, v 2, M 2: four (microbatch, chunk) pairs per stage, labelled i.c; ideal
+ * (P-1)/(v·M+P-1) = 1/5 = 20%. Pair c·M + i: stage 0 F 0.0 0-1, 1.0 1-2, 0.1 3-4, 1.1 4-5. */
+static void test_pipeline_picture_interleaved(void **state) {
+    (void)state;
+    rundb *db = fresh_db("ppil", "{\"tp\":1,\"pp\":2,\"dp\":1,\"ep\":1}", 2);
+    const double f0[] = {0, 1, 1, 2, 3, 4, 4, 5}, b0[] = {9, 10, 10, 11, 6, 7, 7, 8};
+    const double f1[] = {1, 2, 2, 3, 4, 5, 5, 6}, b1[] = {8, 9, 9, 10, 5, 6, 6, 7};
+    timeline_of(db, "interleaved", 2, 5, 0, 0, f0, b0, NULL, 4);
+    timeline_of(db, "interleaved", 2, 5, 1, 0, f1, b1, NULL, 4);
+    int drawn;
+    char *svg = draw_text(svg_pipeline, db, &drawn);
+    assert_int_equal(drawn, 1);
+    assert_non_null(strstr(svg, "step 5: interleaved 1F1B, 2 stages × 2 chunks × 2 microbatches"));
+    assert_non_null(strstr(svg, "ideal (p−1)/(v·m+p−1) 20%"));
+    assert_int_equal(count(svg, "class=\"pp-forward\""), 8);
+    assert_int_equal(count(svg, "class=\"pp-weight\""), 0);
+    assert_non_null(strstr(svg, "stage 0 forward of microbatch 1, chunk 1: 4.00–5.00 ms"));
+    assert_non_null(strstr(svg, ">1.1</text>"));
     free(svg);
     rundb_close(db);
 }
@@ -144,6 +202,26 @@ static void test_layout_picture(void **state) {
     assert_non_null(strstr(svg, "stage 1: layers 2–3 + head"));
     assert_int_equal(count(svg, "class=\"layout-tp\""), 2 * 2);  /* dp rows per stage */
     assert_int_equal(count(svg, "class=\"layout-ep\""), 2 * 2);  /* tp columns × dp/ep per stage */
+    free(svg);
+    rundb_close(db);
+}
+
+/* tp 2 x cp 2 x dp 2: rank = t + 2·(c + 2·d); rows are (cp, dp) pairs, cp consecutive rows of
+ * a column are a ring; gradients sum over dp x cp. */
+static void test_layout_picture_cp(void **state) {
+    (void)state;
+    rundb *db = fresh_db("layout_cp", "{\"tp\":2,\"cp\":2,\"pp\":1,\"dp\":2,\"ep\":1,"
+                         "\"n_layer\":2,\"pp_layers\":\"\"}", 8);
+    int drawn;
+    char *svg = draw_text(svg_layout, db, &drawn);
+    assert_int_equal(drawn, 1);
+    assert_non_null(strstr(svg, "tp 2 × cp 2 × pp 1 × dp 2"));
+    assert_int_equal(count(svg, "class=\"layout-rank\""), 8);
+    assert_non_null(strstr(svg, "rank 5: tp 1, cp 0, pp 0, dp 1, ep 0"));
+    assert_non_null(strstr(svg, "CP rings (ring attention): {0,2} {1,3} {4,6} {5,7}"));
+    assert_non_null(strstr(svg, "DP x CP groups (gradient all-reduce): {0,2,4,6} {1,3,5,7}"));
+    assert_int_equal(count(svg, "class=\"layout-tp\""), 4); /* cp·dp rows */
+    assert_int_equal(count(svg, "class=\"layout-cp\""), 2 * 2); /* tp columns × dp rings */
     free(svg);
     rundb_close(db);
 }
@@ -218,8 +296,11 @@ static void test_html_page(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pipeline_picture),
+        cmocka_unit_test(test_pipeline_picture_zb),
+        cmocka_unit_test(test_pipeline_picture_interleaved),
         cmocka_unit_test(test_moe_picture),
         cmocka_unit_test(test_layout_picture),
+        cmocka_unit_test(test_layout_picture_cp),
         cmocka_unit_test(test_dense_run_has_no_pp_or_moe_picture),
         cmocka_unit_test(test_html_page),
     };

@@ -132,7 +132,7 @@ checkpointer *checkpoint_create(trainer *tr) {
     ck->last_saved_step = -1;
     /* dp rank 0 writes its (tp, pp) shard; with expert parallelism the other ranks of the first
      * EP group (dp ranks 1..ep-1) add their experts */
-    ck->writes_shard = tr->mesh->dp_rank < tr->mesh->ep;
+    ck->writes_shard = tr->mesh->dp_rank < tr->mesh->ep && tr->mesh->cp_rank == 0; /* CP: copies */
     ck->sink = (ckpt_sink){ck, sink_catalog, sink_event};
     ckpt_writer_opts o = {0};
     if (c->ckpt_tier0_root[0]) { /* every tier-0 user of this process (hooks too) reads the env */

@@ -42,7 +42,7 @@ static int write_run(const gpt_model *w, const tok_tokenizer *tok, const char *o
     cfg.ckpt_tier0 = 0;
     comm *world = comm_init_world(NULL, NULL);
     mesh ms;
-    mesh_init(&ms, world, 1, 1, 1, 1);
+    mesh_init(&ms, world, 1, 1, 1, 1, 1);
     trainer tr;
     int rc = trainer_init_weights(&tr, &cfg, &ms, w, err, errlen);
     if (rc == 0) {

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
+#include "parallel/cp.h"
 #include "parallel/pp.h"
 #include "model/flops.h"
 #include "model/model_io.h"
@@ -38,10 +39,25 @@ void trainer_set_microbatch(trainer *tr, trainer_micro_fn fn, void *user) {
     tr->micro_user = user;
 }
 
+/* Sequences [seq, seq + B) of dl into inp, tgt — with context parallelism this rank's shard of
+ * each (B, seq_len / cp), its head-tail chunks (parallel/cp.h), in place. */
+static void load_batch(trainer *tr, data_loader *dl, uint64_t seq, int B, int *inp, int *tgt) {
+    data_loader_get(dl, seq, B, inp, tgt);
+    const mesh *ms = tr->mesh;
+    if (ms->cp == 1) return;
+    int T = tr->cfg.seq_len;
+    int *tmp = mallocCheck((size_t)B * T * sizeof(int));
+    memcpy(tmp, inp, (size_t)B * T * sizeof(int));
+    cp_shard_tokens(tmp, inp, B, T, ms->cp, ms->cp_rank);
+    memcpy(tmp, tgt, (size_t)B * T * sizeof(int));
+    cp_shard_tokens(tmp, tgt, B, T, ms->cp, ms->cp_rank);
+    free(tmp);
+}
+
 float trainer_eval(trainer *tr) {
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
-    int B = c->batch_size, T = c->seq_len;
+    int B = c->batch_size, T = c->seq_len, Tl = T / ms->cp; /* Tl: this CP rank's positions */
     int *inp = mallocCheck((size_t)B * T * sizeof(int));
     int *tgt = mallocCheck((size_t)B * T * sizeof(int));
     uint64_t nwin = data_loader_num_windows(&tr->val_dl);
@@ -53,24 +69,32 @@ float trainer_eval(trainer *tr) {
     if ((uint64_t)batches * bsz > nwin) batches = (int)(nwin / bsz);
     double acc[2] = {0, 0}; /* loss sum, batches */
     gpt_model *m = &tr->model;
-    size_t act = (size_t)bsz * T * m->cfg.d_model;
+    size_t act = (size_t)bsz * (Tl / (c->sp ? c->tp : 1)) * m->cfg.d_model; /* sp: 1/tp */
     /* every rank runs the same number of forwards (MoE expert parallelism makes them
      * collective across data-parallel ranks); rounds past the end are computed, not counted */
     int rounds = (batches + ms->dp - 1) / ms->dp;
     for (int it = 0; it < rounds; it++) {
         int i = it * ms->dp + ms->dp_rank, counts = i < batches;
         if (!counts) i %= batches;
-        data_loader_get(&tr->val_dl, (uint64_t)i * bsz, bsz, inp, tgt);
-        /* forward only through the pipeline: receive, run this stage, pass it on */
-        if (!m->first) comm_recv(ms->pp_group, gpt_stage_input(m, 0), act, ms->pp_rank - 1, 0);
-        int counted = 0;
-        double sum = gpt_stage_forward(m, 0, inp, tgt, bsz, T, 0.0f, &counted);
-        if (!m->last) comm_send(ms->pp_group, gpt_stage_output(m, 0), act, ms->pp_rank + 1, 0);
+        load_batch(tr, &tr->val_dl, (uint64_t)i * bsz, bsz, inp, tgt);
+        /* forward only through the pipeline: receive, run this stage's chunk, pass it on (with
+         * interleaved chunks the last stage's chunk c feeds the first stage's chunk c + 1) */
+        int P = ms->pp, s = ms->pp_rank, counted = 0;
+        double sum = 0;
+        for (int ch = 0; ch < tr->chunks; ch++) {
+            if (!(m->first && ch == 0))
+                comm_recv(ms->pp_group, gpt_stage_input(m, 0), act, (s + P - 1) % P, 0);
+            sum = gpt_chunk_forward(m, 0, ch, inp, tgt, bsz, Tl, 0.0f, &counted);
+            if (!(m->last && ch == tr->chunks - 1))
+                comm_send(ms->pp_group, gpt_chunk_output(m, 0), act, (s + 1) % P, 0);
+        }
         if (m->last && counts) acc[0] += sum / counted, acc[1] += 1;
     }
     memset(&m->moe_stats, 0, sizeof(m->moe_stats)); /* eval routing is not a training statistic */
     comm_all_reduce_f64(ms->pp_group, acc, 2, COMM_SUM); /* only the last stage has losses */
-    comm_all_reduce_f64(ms->dp_group, acc, 2, COMM_SUM);
+    /* over dp and cp: a CP rank's mean is over its equal share of each sequence's positions */
+    comm_all_reduce_f64(ms->dpcp_group, acc, 2, COMM_SUM);
+    if (c->sp) comm_all_reduce_f64(ms->tp_group, acc, 2, COMM_SUM); /* sp: TP ranks' shares */
     free(inp);
     free(tgt);
     return (float)(acc[0] / acc[1]);
@@ -95,7 +119,7 @@ static gpt_model *full_model(trainer *tr) {
     gpt_model *m = &tr->model;
     const mesh *ms = tr->mesh;
     if (m->cfg.tp == 1 && m->cfg.pp == 1 && m->cfg.ep == 1) return ms->rank == 0 ? m : NULL;
-    if (ms->dp_rank >= ms->ep) return NULL;
+    if (ms->dp_rank >= ms->ep || ms->cp_rank != 0) return NULL; /* CP ranks hold copies */
     if (ms->rank != 0) {
         comm_send(ms->world, m->params, m->num_params, 0, 7);
         return NULL;
@@ -103,14 +127,14 @@ static gpt_model *full_model(trainer *tr) {
     gpt_model *full = callocCheck(1, sizeof(gpt_model));
     gpt_config fc = m->cfg;
     fc.tp = 1, fc.tp_rank = 0, fc.pp = 1, fc.pp_rank = 0, fc.layer_begin = 0, fc.layer_end = 0;
-    fc.ep = 1, fc.ep_rank = 0;
+    fc.ep = 1, fc.ep_rank = 0, fc.cp = 1, fc.cp_rank = 0, fc.sp = 0;
     char err[256];
     mtCheck(gpt_build(full, &fc, err, sizeof(err)) == 0, "cannot build the unsharded model");
     gpt_place_into_full(m, gpt_params_host(m), full);
     for (int p = 0; p < ms->pp; p++)
         for (int e = 0; e < ms->ep; e++)
             for (int t = 0; t < ms->tp; t++) {
-                int r = t + ms->tp * (e + ms->dp * p); /* world rank of (t, dp e, p) */
+                int r = mesh_rank_of(ms->tp, ms->cp, ms->dp, t, 0, e, p); /* (t, cp 0, dp e, p) */
                 if (r == 0) continue;
                 gpt_model src;
                 gpt_config gc = shard_config(tr, t, p, e);
@@ -296,51 +320,73 @@ typedef struct {
     double loss_sum; /* sum over microbatches of the mean token loss (last stage) */
 } pipe_ctx;
 
-static float *pipe_input(void *user, int micro) {
-    pipe_ctx *p = user;
-    return gpt_stage_input(&p->tr->model, micro % p->tr->model.n_slots);
+/* The activation slot of (microbatch, chunk) on this stage (parallel/pp.h: pp_slot_table). */
+static int pipe_slot(const pipe_ctx *p, int micro, int chunk) {
+    return p->tr->pp_slot[(size_t)chunk * p->tr->grad_accum + micro];
 }
 
-static const float *pipe_forward(void *user, int micro) {
+static float *pipe_input(void *user, int micro, int chunk) {
+    pipe_ctx *p = user;
+    return gpt_stage_input(&p->tr->model, pipe_slot(p, micro, chunk));
+}
+
+static const float *pipe_forward(void *user, int micro, int chunk) {
     pipe_ctx *p = user;
     trainer *tr = p->tr;
     const mt_config *c = &tr->cfg;
     gpt_model *m = &tr->model;
-    int B = c->batch_size, T = c->seq_len, slot = micro % m->n_slots;
-    if (m->first || m->last) {
+    int B = c->batch_size, T = c->seq_len, slot = pipe_slot(p, micro, chunk);
+    int embeds = m->first && chunk == 0, heads = m->last && chunk == tr->chunks - 1;
+    if (embeds || heads) {
         uint64_t seq = (uint64_t)p->step * c->global_batch +
                        ((uint64_t)micro * tr->mesh->dp + tr->mesh->dp_rank) * B;
-        data_loader_get(&tr->train_dl, seq, B, p->inp, p->tgt);
+        load_batch(tr, &tr->train_dl, seq, B, p->inp, p->tgt);
     }
     int counted = 0;
-    double sum = gpt_stage_forward(m, slot, p->inp, p->tgt, B, T,
+    double sum = gpt_chunk_forward(m, slot, chunk, p->inp, p->tgt, B, T / tr->mesh->cp,
                                    1.0f / ((float)c->global_batch * T), &counted);
-    if (m->last && counted) p->loss_sum += sum / counted;
-    return gpt_stage_output(m, slot);
+    if (heads && counted) p->loss_sum += sum / counted;
+    return gpt_chunk_output(m, slot);
 }
 
-static const float *pipe_backward(void *user, int micro, const float *dout) {
+/* The whole backward, or with zb-h1 its input half B (pipe_weight runs W later). */
+static const float *pipe_backward(void *user, int micro, int chunk, const float *dout) {
     pipe_ctx *p = user;
-    return gpt_stage_backward(&p->tr->model, micro % p->tr->model.n_slots, dout);
+    int slot = pipe_slot(p, micro, chunk);
+    if (p->tr->schedule == PP_ZBH1) return gpt_chunk_backward_b(&p->tr->model, slot, chunk, dout);
+    return gpt_chunk_backward(&p->tr->model, slot, chunk, dout);
+}
+
+static void pipe_weight(void *user, int micro, int chunk) {
+    pipe_ctx *p = user;
+    gpt_chunk_backward_w(&p->tr->model, pipe_slot(p, micro, chunk), chunk);
 }
 
 /* The measured pipeline timeline of one step on this stage into run.db (event pp_timeline,
  * core/events.h): each microbatch's forward and backward as [start, end] ms after t0. */
+static double ms_after(double t, double t0) { return round((t - t0) * 1e6) / 1e3; }
+
+/* The measured pipeline timeline of one step on this stage into run.db (event pp_timeline,
+ * core/events.h): each (microbatch, chunk)'s forward, backward (zb-h1: B) and, with zb-h1, W
+ * as [start, end] ms after t0, pair c·M + i at index 2·(c·M + i). */
 static void log_pp_timeline(trainer *tr, int step, double t0, const pp_span *sp) {
-    int M = tr->grad_accum;
-    double *f = mallocCheck(4 * (size_t)M * sizeof(double)), *b = f + 2 * M;
-    for (int i = 0; i < M; i++) {
-        f[2 * i] = round((sp[i].f0 - t0) * 1e6) / 1e3, f[2 * i + 1] = round((sp[i].f1 - t0) * 1e6) / 1e3;
-        b[2 * i] = round((sp[i].b0 - t0) * 1e6) / 1e3, b[2 * i + 1] = round((sp[i].b1 - t0) * 1e6) / 1e3;
+    int n = tr->grad_accum * tr->chunks, zb = tr->schedule == PP_ZBH1;
+    double *f = mallocCheck(6 * (size_t)n * sizeof(double)), *b = f + 2 * n, *w = f + 4 * n;
+    for (int i = 0; i < n; i++) {
+        f[2 * i] = ms_after(sp[i].f0, t0), f[2 * i + 1] = ms_after(sp[i].f1, t0);
+        b[2 * i] = ms_after(sp[i].b0, t0), b[2 * i + 1] = ms_after(sp[i].b1, t0);
+        w[2 * i] = ms_after(sp[i].w0, t0), w[2 * i + 1] = ms_after(sp[i].w1, t0);
     }
     cJSON *d = ev_detail();
     ev_num(d, EVK_STEP, step);
     ev_num(d, EVK_STAGE, tr->mesh->pp_rank);
     ev_num(d, EVK_STAGES, tr->mesh->pp);
-    ev_str(d, EVK_SCHEDULE, tr->schedule == PP_GPIPE ? "gpipe" : "1f1b");
+    ev_str(d, EVK_SCHEDULE, pp_schedule_name(tr->schedule));
+    ev_num(d, EVK_CHUNKS, tr->chunks);
     ev_num(d, EVK_T0, t0);
-    ev_numv(d, EVK_FORWARD_MS, f, 2 * M);
-    ev_numv(d, EVK_BACKWARD_MS, b, 2 * M);
+    ev_numv(d, EVK_FORWARD_MS, f, 2 * n);
+    ev_numv(d, EVK_BACKWARD_MS, b, 2 * n);
+    if (zb) ev_numv(d, EVK_WEIGHT_MS, w, 2 * n);
     ev_log(tr->db, tr->run_id, EV_PP_TIMELINE, tr->mesh->rank, d);
     free(f);
 }
@@ -386,7 +432,7 @@ static void log_moe_stats(trainer *tr) {
         const gpt_model *m = &tr->model;
         G = callocCheck((size_t)nmoe * E1, sizeof(double));
         for (int l = 0; l < m->n_local; l++) {
-            int g = m->cfg.layer_begin + l;
+            int g = gpt_global_layer(m, l);
             if ((g + 1) % c->moe_every == 0)
                 memcpy(G + (size_t)((g + 1) / c->moe_every - 1) * E1,
                        m->moe_load + (size_t)l * E1, E1 * sizeof(double));
@@ -466,18 +512,24 @@ static double pipeline_step(trainer *tr, int s, int end, int *inp, int *tgt) {
     gpt_model *m = &tr->model;
     int B = c->batch_size, T = c->seq_len;
     pipe_ctx pc = {tr, s, inp, tgt, 0};
-    float *grad_buf = ops_alloc((size_t)B * T * c->d_model * sizeof(float), "pp grad in");
-    pp_stage_fns fns = {&pc, (size_t)B * T * c->d_model, pipe_input, pipe_forward,
-                        pipe_backward, grad_buf, NULL};
+    /* this rank's positions: 1/cp of each sequence, and with sp 1/tp of that */
+    size_t act = (size_t)B * (T / ms->cp / (c->sp ? c->tp : 1)) * c->d_model;
+    float *grad_buf = ops_alloc(act * sizeof(float), "pp grad in");
+    pp_stage_fns fns = {&pc, act, tr->chunks, pipe_input, pipe_forward,
+                        pipe_backward, tr->schedule == PP_ZBH1 ? pipe_weight : NULL, grad_buf,
+                        NULL};
     /* the measured timeline of the steps that log (event pp_timeline, one per stage) */
     int traced = ms->tp_rank == 0 && ms->dp_rank == 0 &&
                  ((s + 1) % c->log_every == 0 || s + 1 == end);
-    if (traced) fns.trace = callocCheck((size_t)tr->grad_accum, sizeof(pp_span));
+    if (traced) fns.trace = callocCheck((size_t)tr->grad_accum * tr->chunks, sizeof(pp_span));
     double pp_t0 = timer_unix();
     m->grads_ready = c->zero >= 2 ? on_grads_ready : NULL; /* ZeRO-2/3: each block's backward */
     m->grads_ready_user = tr;
-    pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &tr->last_idle_s);
+    pp_stats st;
+    pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &st);
     m->grads_ready = NULL;
+    tr->last_idle_s = st.idle_s;
+    tr->last_in_flight = st.peak_in_flight;
     if (traced) log_pp_timeline(tr, s + 1, pp_t0, fns.trace);
     free(fns.trace);
     ops_free(grad_buf);
@@ -496,12 +548,12 @@ static double microbatch_step(trainer *tr, int s, int *inp, int *tgt, float dlos
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
     gpt_model *m = &tr->model;
-    int B = c->batch_size, T = c->seq_len, dp = ms->dp;
+    int B = c->batch_size, T = c->seq_len / ms->cp, dp = ms->dp; /* T: this CP rank's share */
     double loss_sum = 0;
     for (int k = 0; k < tr->grad_accum; k++) {
         /* microbatch k of this DP rank = sequences of the global batch no other rank reads */
         uint64_t seq = (uint64_t)s * c->global_batch + ((uint64_t)k * dp + ms->dp_rank) * B;
-        data_loader_get(&tr->train_dl, seq, B, inp, tgt);
+        load_batch(tr, &tr->train_dl, seq, B, inp, tgt);
         int last = k == tr->grad_accum - 1;
         /* overlap buckets with the backward (not with EP: two reduction groups); ZeRO-2/3
          * reduce-scatter each block after every microbatch's backward */
@@ -530,6 +582,19 @@ static void log_nonfinite(trainer *tr, int s, float loss, double norm) {
     }
     log_info("step %d: loss %g, grad norm %g is not finite; stopping (exit %d)", s + 1, loss, norm,
              MT_EXIT_NONFINITE);
+}
+
+/* The ring volume of the last step on this rank against parallel/cp.h's formula,
+ * (6·cp − 4)·B·(T/cp)·(d_model/tp) floats per layer and microbatch. */
+static void log_cp_ring(const trainer *tr) {
+    const mt_config *c = &tr->cfg;
+    const gpt_model *m = &tr->model;
+    double want = cp_ring_formula_floats(tr->mesh->cp, c->batch_size, c->seq_len,
+                                         c->d_model / c->tp) * m->n_local * tr->grad_accum;
+    log_info("cp ring: step %d sent %.3f MiB per rank (%.0f floats) | formula "
+             "(6·cp-4)·B·(T/cp)·(d/tp) x %d layers x %d microbatches = %.3f MiB (%.0f floats)",
+             tr->step, tr->last_cp_floats * sizeof(float) / 1048576.0, tr->last_cp_floats,
+             m->n_local, tr->grad_accum, want * sizeof(float) / 1048576.0, want);
 }
 
 /* After the update of step tr->step (it ran from t0 to t1, c0 = comm_seconds() at t0): the
@@ -571,6 +636,7 @@ static void log_step(trainer *tr, float loss, float lr, double norm, double t0, 
         ev_num(d, EVK_STEP, tr->step);
         ev_num(d, EVK_STAGE, ms->pp_rank);
         ev_num(d, EVK_IDLE_SHARE, tr->last_idle_s / step_s);
+        ev_num(d, EVK_IN_FLIGHT, tr->last_in_flight);
         ev_log(tr->db, tr->run_id, EV_PP_IDLE, ms->rank, d);
     }
     double eta = (t1 - t_loop) / steps_here * (end - tr->step);
@@ -585,6 +651,7 @@ static void log_step(trainer *tr, float loss, float lr, double norm, double t0, 
                      tr->step, c->steps, loss, lr, norm, step_s * 1e3, tps, 100 * mfu, th,
                      100 * hfu, cm,
                      log_duration(eta, buf, sizeof(buf)));
+        if (ms->cp > 1 && ms->rank == 0) log_cp_ring(tr);
     }
 }
 
@@ -655,7 +722,7 @@ int trainer_run(trainer *tr) {
     int pp_check = getenv("MINITRAIN_PP_CHECK") != NULL;
     int rc = MT_EXIT_OK;
     for (int s = tr->step; s < end; s++) {
-        double t0 = timer_now(), c0 = comm_seconds();
+        double t0 = timer_now(), c0 = comm_seconds(), ring0 = cp_ring_floats();
         if (c->zero >= 2) zero_begin_step(&tr->zero, m); /* the blocks' flat pages are clear */
         else gpt_zero_grad(m);
         memset(&m->moe_stats, 0, sizeof(m->moe_stats));
@@ -665,13 +732,16 @@ int trainer_run(trainer *tr) {
         m->aux_grad = (float)ms->ep / ((float)tr->grad_accum * dp);
         double loss_sum = ms->pp > 1 ? pipeline_step(tr, s, end, inp, tgt)
                                      : microbatch_step(tr, s, inp, tgt, dloss);
+        tr->last_cp_floats = cp_ring_floats() - ring0; /* the step's passes, not eval's */
         if (ms->ep > 1) reduce_grads_ep(tr);
         else if (c->zero >= 2) zero_finish(&tr->zero, m);
         else dp_finish(&tr->dp, m->grads);
+        gpt_sp_reduce_grads(m); /* sp: LayerNorm/embedding gradients are per-position partials */
         if (tp_check) tp_replica_check(tr);
-        double lsum = loss_sum;
-        comm_all_reduce_f64(ms->dp_group, &lsum, 1, COMM_SUM);
-        float loss = (float)(lsum / (tr->grad_accum * dp));
+        double lsum = loss_sum; /* CP ranks: means over equal shares of the same sequences */
+        comm_all_reduce_f64(ms->dpcp_group, &lsum, 1, COMM_SUM);
+        if (c->sp) comm_all_reduce_f64(ms->tp_group, &lsum, 1, COMM_SUM); /* sp: TP ranks' means */
+        float loss = (float)(lsum / (tr->grad_accum * dp * ms->cp * (c->sp ? c->tp : 1)));
         double norm = global_grad_norm(tr);
         if (!isfinite(loss) || !isfinite(norm)) {
             log_nonfinite(tr, s, loss, norm);

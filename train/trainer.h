@@ -62,9 +62,13 @@ struct trainer {
     zero_state zero; /* ZeRO-2/3 units and shards (cfg.zero >= 2; train/zero.h) */
     int threads;   /* CPU threads of this rank */
     int grad_accum; /* microbatches per step on each data-parallel rank (pipeline: M) */
-    int stage_begin[257]; /* pipeline stage s holds layers [stage_begin[s], stage_begin[s+1]) */
+    int stage_begin[257]; /* pipeline stage s holds layers [stage_begin[s], stage_begin[s+1])
+                           * (interleaved: its chunk 0; chunk j is shifted by j·pp·chunk size) */
     pp_schedule schedule;
+    int chunks;   /* model chunks per pipeline stage (interleaved: virtual_stages, else 1) */
+    int *pp_slot; /* (chunks·grad_accum) activation slot of (microbatch i, chunk c) at c·M + i */
     double last_idle_s; /* pipeline: time this stage waited in point-to-point calls last step */
+    int last_in_flight; /* pipeline: most (microbatch, chunk) activations held last step */
     int step; /* optimizer steps completed */
     /* accounting */
     double memory[MEMORY_N];    /* this rank's predicted bytes (train/memory.h) */
@@ -81,6 +85,7 @@ struct trainer {
     double last_step_s; /* wall time of the last optimizer step, seconds */
     double last_aux_loss; /* MoE: mean auxiliary loss of the last step */
     double last_comm_s; /* of which blocking communication */
+    double last_cp_floats; /* context parallel: floats this rank sent around the ring last step */
     rng_state sample_rng;
     int stop_requested; /* set by a hook (e.g. a failed checkpoint): end cleanly after this step */
     struct {

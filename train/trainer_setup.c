@@ -23,6 +23,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "parallel/comm.h"
+#include "parallel/cp.h"
 #include "parallel/pp.h"
 #include "model/flops.h"
 #include "model/interop.h"
@@ -71,19 +72,47 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     mt_config *c = &tr->cfg;
     mesh *ms = tr->mesh;
     char msg[512];
-    if (pp_split_layers(c->n_layer, ms->pp, c->pp_layers, tr->stage_begin, msg, sizeof(msg)) != 0) {
+    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
+    if (pp_schedule_parse(c->pp_schedule, &tr->schedule) != 0) {
+        snprintf(err, errlen, "unknown pp_schedule '%s'", c->pp_schedule);
+        return -1;
+    }
+    tr->chunks = ms->pp > 1 && tr->schedule == PP_INTERLEAVED ? c->virtual_stages : 1;
+    if (ms->pp > 1 && pp_schedule_check(tr->schedule, c->n_layer, ms->pp, c->virtual_stages,
+                                        tr->grad_accum, c->pp_layers, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
-    tr->schedule = strcmp(c->pp_schedule, "gpipe") == 0 ? PP_GPIPE : PP_1F1B;
+    if (ms->pp > 1 && c->moe_every > 0 &&
+        (tr->schedule == PP_INTERLEAVED || tr->schedule == PP_ZBH1)) {
+        snprintf(err, errlen, "pp_schedule = %s does not run mixture-of-experts blocks (%s); use "
+                 "1f1b or gpipe with moe_every", c->pp_schedule, tr->schedule == PP_ZBH1 ?
+                 "their backward is not split into B and W" : "a slot holds one dense chunk");
+        return -1;
+    }
+    if (tr->chunks > 1 && c->robust_every > 0) {
+        snprintf(err, errlen, "robust_every needs one model chunk per stage (the attacks run "
+                 "whole stages); use pp_schedule = 1f1b or zb-h1 with robust_every");
+        return -1;
+    }
+    if (tr->chunks > 1) { /* chunk j of stage s: global chunk j·P + s of equal size */
+        int per = c->n_layer / (ms->pp * tr->chunks);
+        for (int s = 0; s <= ms->pp; s++) tr->stage_begin[s] = s * per;
+    } else if (pp_split_layers(c->n_layer, ms->pp, c->pp_layers, tr->stage_begin, msg,
+                               sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
     gpt_config gc = {.n_layer = c->n_layer, .n_head = c->n_head, .d_model = c->d_model,
                      .seq_len = c->seq_len, .vocab_size = c->vocab_size, .tp = c->tp,
                      .tp_rank = ms->tp_rank, .pp = ms->pp, .pp_rank = ms->pp_rank,
                      .layer_begin = tr->stage_begin[ms->pp_rank],
-                     .layer_end = tr->stage_begin[ms->pp_rank + 1],
+                     .layer_end = tr->stage_begin[ms->pp_rank + 1], .n_chunks = tr->chunks,
+                     .chunk_stride = tr->chunks > 1 ? tr->stage_begin[ms->pp] : 0,
                      .moe_every = c->moe_every, .n_experts = c->n_experts, .top_k = c->top_k,
                      .capacity_factor = c->capacity_factor, .aux_coef = c->aux_loss_coef,
-                     .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank};
+                     .z_coef = c->z_loss_coef, .ep = ms->ep, .ep_rank = ms->ep_rank,
+                     .cp = ms->cp, .cp_rank = ms->cp_rank, .sp = c->sp};
     if (ms->ep > 1 && c->moe_every == 0) {
         snprintf(err, errlen, "ep %d needs a mixture-of-experts model (set moe_every)", ms->ep);
         return -1;
@@ -119,24 +148,32 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     }
     tr->model.tp_comm = ms->tp_group;
     tr->model.ep_comm = ms->ep_group;
+    tr->model.cp_comm = ms->cp_group;
     if (init) gpt_take_from_full(&tr->model, init); /* --init-from / ckpt import: every tensor */
     else gpt_init_weights(&tr->model, (uint64_t)c->seed);
-    tr->grad_accum = c->global_batch / (c->batch_size * ms->dp);
     tr->model.recompute = strcmp(c->recompute, "full") == 0        ? GPT_RECOMPUTE_FULL
                           : strcmp(c->recompute, "selective") == 0 ? GPT_RECOMPUTE_SELECTIVE
                                                                    : GPT_RECOMPUTE_NONE;
     /* ZeRO-2/3: the flat gradient (and parameter) buffers become unit-sharded, before the
-     * activations would allocate the gradients */
+     * activations would allocate the gradients (cp and sp are refused with zero, check_cp and
+     * check_sp, so the DP group is the whole dp x cp group here) */
     if (c->zero >= 2 && zero_init(&tr->zero, &tr->model, ms->dp_group, c->zero, err, errlen) != 0)
         return -1;
-    if (activations)
-        gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len,
+    if (activations) {
+        gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len / ms->cp, /* this CP shard */
                         ms->pp > 1 ? pp_slots_needed(tr->schedule, ms->pp, ms->pp_rank,
-                                                     tr->grad_accum) : 1);
+                                                     tr->grad_accum, tr->chunks) : 1);
+        if (ms->pp > 1) { /* which slot each (microbatch, chunk) takes */
+            tr->pp_slot = mallocCheck((size_t)tr->chunks * tr->grad_accum * sizeof(int));
+            pp_slot_table(tr->schedule, ms->pp, ms->pp_rank, tr->grad_accum, tr->chunks,
+                          tr->pp_slot);
+        }
+        if (ms->pp > 1 && tr->schedule == PP_ZBH1) gpt_alloc_split(&tr->model); /* B keeps, W reads */
+    }
     /* data parallel: bucketed all-reduce, or ZeRO-1 shards of a padded buffer */
     size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
     int zero1 = c->zero == 1;
-    dp_init(&tr->dp, ms->dp_group, tr->model.num_params, bucket, zero1);
+    dp_init(&tr->dp, ms->dpcp_group, tr->model.num_params, bucket, zero1); /* dp (x cp) */
     if (zero1) gpt_reserve(&tr->model, tr->dp.padded);
     size_t opt_n = zero1 ? tr->dp.shard : c->zero >= 2 ? tr->zero.shard : tr->model.num_params;
     optim_init(&tr->opt, opt_n, c->beta1, c->beta2, c->eps, c->weight_decay);
@@ -281,7 +318,7 @@ static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen)
     if (ops_select(c->device, lr ? atoi(lr) : 0, err, errlen) != 0) return -1;
     if (strcmp(ops_device(), "cuda") != 0) return 0;
     comm *groups[] = {ms->world, ms->tp_group, ms->dp_group, ms->pp_group, ms->ep_group,
-                      ms->edp_group, ms->embed_group};
+                      ms->edp_group, ms->embed_group, ms->cp_group, ms->dpcp_group};
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
         if (groups[i] && comm_enable_nccl(groups[i], err, errlen) != 0) return -1;
     return 0;
@@ -327,11 +364,16 @@ static void predict_memory(const trainer *tr, double runtime_bytes, double b[MEM
     }
     b[MEMORY_OPTIMIZER] = 2 * F * (double)tr->opt.n;
     size_t slot = 0, scratch = 0;
-    int B = m->B ? m->B : c->batch_size, T = m->T ? m->T : c->seq_len;
+    /* this rank's share of the sequence: T/cp positions (the CP shard the slots were sized for);
+     * sp's sequence-local rows (N/tp) are gpt_activation_sizes's */
+    int B = m->B ? m->B : c->batch_size, T = m->T ? m->T : c->seq_len / tr->mesh->cp;
     gpt_activation_sizes(m, B, T, &slot, &scratch);
     double N = (double)B * T, slots = m->n_slots > 0 ? m->n_slots : 1;
+    double Nl = c->sp ? N / c->tp : N; /* rows of the residual stream that crosses stages */
     b[MEMORY_ACTIVATIONS] = F * slot * slots;
-    if (tr->mesh->pp > 1) b[MEMORY_COMM] += F * N * c->d_model; /* the received input gradient */
+    if (tr->mesh->pp > 1) b[MEMORY_COMM] += F * Nl * c->d_model; /* the received input gradient */
+    if (tr->mesh->cp > 1) /* ring attention's backward: K,V and their gradients, twice each */
+        b[MEMORY_COMM] += F * 8 * N * (c->d_model / c->tp);
     /* the sgemm probe's a, b, c, as far as they exceed the step's transient buffers */
     double probe = 3 * F * FLOPS_PROBE_N * FLOPS_PROBE_N;
     b[MEMORY_WORKSPACE] = F * scratch + slots * 3 * N * sizeof(int) +
@@ -388,6 +430,85 @@ static int check_memory(trainer *tr, double rss0, int local_ranks, char *err, si
     return 0;
 }
 
+/* What context parallelism (cp > 1) does not combine with, refused before any work with one
+ * line each: 2·cp must divide seq_len (parallel/cp.h); ring attention runs on host memory (cpu
+ * device); the MoE statistics, ZeRO-1 shards and adversarial training are reduced over the
+ * data-parallel group alone, not yet over dp x cp. 0 or -1 with err. */
+/* 1 when the layout's pipeline runs 1F1B or GPipe (or there is no pipeline): the schedules that
+ * sp and cp are implemented with. */
+static int plain_pipeline(const mt_config *c) {
+    return c->pp <= 1 || !strcmp(c->pp_schedule, "1f1b") || !strcmp(c->pp_schedule, "gpipe");
+}
+
+static int check_cp(const mt_config *c, char *err, size_t errlen) {
+    if (cp_check(c->seq_len, c->cp, err, errlen) != 0) return -1;
+    if (c->cp == 1) return 0;
+    const char *why = strcmp(ops_device(), "cpu") != 0 ? "device = cpu (ring attention runs "
+                                                         "on host memory)"
+                    : c->moe_every > 0 ? "a dense model (moe_every = 0)"
+                    : c->zero ? "zero = 0"
+                    : strcmp(c->adv_train, "none") != 0 ? "adv_train = none"
+                    : !plain_pipeline(c) ? "pp_schedule = 1f1b or gpipe (the interleaved and "
+                                           "zb-h1 drivers do not carry the ring's shards)"
+                    : NULL;
+    if (!why) return 0;
+    snprintf(err, errlen, "cp %d needs %s: not implemented together with context parallelism",
+             c->cp, why);
+    return -1;
+}
+
+/* Sequence parallelism (sp = 1) shards inside the TP group, so it needs tp > 1 dividing
+ * seq_len; the MoE layer, ZeRO-1, adversarial training (probes) and context parallelism are not
+ * implemented with it. 0, or -1 with one line in err. */
+static int check_sp(const mt_config *c, char *err, size_t errlen) {
+    if (!c->sp) return 0;
+    if (c->tp < 2) {
+        snprintf(err, errlen, "sp = 1 needs tp > 1: sequence parallelism shards the sequence "
+                 "inside the tensor-parallel group (tp %d)", c->tp);
+        return -1;
+    }
+    if (c->seq_len % c->tp != 0) {
+        snprintf(err, errlen, "sp = 1 needs tp (%d) to divide seq_len (%d): each TP rank holds "
+                 "seq_len/tp positions", c->tp, c->seq_len);
+        return -1;
+    }
+    const char *why = c->cp > 1 ? "cp = 1" : c->moe_every > 0 ? "a dense model (moe_every = 0)"
+                    : c->zero ? "zero = 0" : strcmp(c->adv_train, "none") != 0 ? "adv_train = none"
+                    : !plain_pipeline(c) ? "pp_schedule = 1f1b or gpipe" : NULL;
+    if (!why) return 0;
+    snprintf(err, errlen, "sp = 1 needs %s: not implemented together with sequence parallelism",
+             why);
+    return -1;
+}
+
+/* Activation recompute and ZeRO-2/3 (train/zero.h) are implemented for one model chunk per stage
+ * with the whole sequence on the rank: recompute's work copy is one per stage, which ZB-H1's
+ * deferred weight-gradient pass W would read after another block overwrote it, and the chunked
+ * schedules interleave blocks of different chunks; ZeRO-2/3's per-block reduce-scatter runs in
+ * grads_ready, which W does not call, and zero 3's prefetch walks one chunk's blocks. cp and sp
+ * already refuse any zero (check_cp, check_sp). 0, or -1 with one line in err. */
+static int check_memwall(const mt_config *c, char *err, size_t errlen) {
+    int recompute = strcmp(c->recompute, "none") != 0;
+    if (recompute && (c->cp > 1 || c->sp)) {
+        snprintf(err, errlen, "recompute = %s with %s is not supported (the recomputation "
+                 "runs the whole-sequence attention and rows); use recompute = none", c->recompute,
+                 c->cp > 1 ? "cp > 1" : "sp = 1");
+        return -1;
+    }
+    if (!plain_pipeline(c) && (recompute || c->zero >= 2)) {
+        if (recompute)
+            snprintf(err, errlen, "recompute = %s with pp_schedule = %s is not supported (the "
+                     "one shared recompute copy would be overwritten before the chunk's or W's "
+                     "use); use pp_schedule = 1f1b or gpipe", c->recompute, c->pp_schedule);
+        else
+            snprintf(err, errlen, "zero = %d with pp_schedule = %s is not supported (the "
+                     "per-block reduce-scatter and gather follow one chunk's backward); use "
+                     "pp_schedule = 1f1b or gpipe, or zero = 1", c->zero, c->pp_schedule);
+        return -1;
+    }
+    return 0;
+}
+
 /* trainer_init's body; *init receives the --init-from weights (freed by the caller). */
 static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init, char *err,
                     size_t errlen) {
@@ -422,6 +543,9 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
                  "parallelism splits attention by heads", c->tp, c->n_head, c->d_model);
         return -1;
     }
+    if (check_cp(c, err, errlen) != 0 || check_sp(c, err, errlen) != 0 ||
+        check_memwall(c, err, errlen) != 0)
+        return -1;
 
     /* initial weights (--init-from): they fix the model's shape */
     char msg[512];
@@ -512,8 +636,8 @@ int trainer_init_weights(trainer *tr, const mt_config *cfg, mesh *ms, const gpt_
         c->top_k = w->top_k;
     }
     c->batch_size = c->global_batch = 1;
-    c->tp = c->pp = c->dp = c->ep = 1;
-    c->zero = 0;
+    c->tp = c->pp = c->dp = c->ep = c->cp = 1;
+    c->zero = c->sp = 0;
     if (ms->world_size != 1) {
         snprintf(err, errlen, "trainer_init_weights runs in one process");
         return -1;
@@ -529,6 +653,7 @@ void trainer_free(trainer *tr) {
     tr->model.moe_load = NULL;
     free(tr->memory_ranks);
     zero_free(&tr->zero, &tr->model); /* its flat buffers are not the model's to free */
+    free(tr->pp_slot);
     gpt_free(&tr->model);
     optim_free(&tr->opt);
     dp_free(&tr->dp);
