@@ -209,9 +209,10 @@ static void log_setup(const trainer *t, const mesh *ms) {
     if (ms->world_size > 1) {
         double opt_mb = 2.0 * t->opt.n * sizeof(float) / 1048576.0;
         double full_mb = 2.0 * t->model.num_params * sizeof(float) / 1048576.0;
-        log_info("optimizer state per rank: %.2f MiB (AdamW m+v)%s; without ZeRO-1 %.2f MiB | "
-                 "%d threads per rank", opt_mb, c->zero ? " with ZeRO-1" : "", full_mb,
-                 t->threads);
+        char stage[32] = "";
+        if (c->zero) snprintf(stage, sizeof(stage), " with ZeRO-%d", c->zero);
+        log_info("optimizer state per rank: %.2f MiB (AdamW m+v)%s; without ZeRO %.2f MiB | "
+                 "%d threads per rank", opt_mb, stage, full_mb, t->threads);
     }
 }
 

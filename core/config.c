@@ -68,7 +68,12 @@ static const keytab_key KEYS[] = {
     KI(sp, 0, 0, 1, "sequence parallelism inside the TP group (1 = on; needs tp > 1)"),
     KI(dp, 0, 0, 1 << 20, "data-parallel degree (0 = world / (tp*cp*pp))"),
     KI(ep, 1, 1, 1024, "expert-parallel degree (carved out of dp)"),
-    KI(zero, 0, 0, 1, "ZeRO stage (0 or 1)"),
+    KI(zero, 0, 0, 3, "ZeRO stage: 0 | 1 (optimizer state sharded) | 2 (+ gradients) | 3 (+ "
+       "parameters, gathered per layer)"),
+    KS(recompute, "none", "activation recompute: none | selective (attention probabilities) | "
+       "full (whole blocks)"),
+    KS(memory_limit, "auto", "bytes one rank may use, e.g. 6G or 512M (auto = the rank's share of "
+       "physical memory, or the device's memory on cuda; off = no check)"),
     KI(moe_every, 0, 0, 1024, "every N-th block's MLP is a mixture of experts (0 = dense)"),
     KI(n_experts, 4, 1, 4096, "experts per MoE layer"),
     KI(top_k, 1, 1, 2, "experts each token is routed to (1 or 2)"),
@@ -331,6 +336,12 @@ static int validate(const mt_config *cfg, char *err, size_t errlen) {
         return -1;
     }
 #endif
+    if (strcmp(cfg->recompute, "none") != 0 && strcmp(cfg->recompute, "selective") != 0 &&
+        strcmp(cfg->recompute, "full") != 0) {
+        snprintf(err, errlen, "'recompute' must be none, selective or full, got '%s'",
+                 cfg->recompute);
+        return -1;
+    }
     if (strcmp(cfg->pp_schedule, "1f1b") != 0 && strcmp(cfg->pp_schedule, "gpipe") != 0 &&
         strcmp(cfg->pp_schedule, "interleaved") != 0 && strcmp(cfg->pp_schedule, "zb-h1") != 0) {
         snprintf(err, errlen, "'pp_schedule' must be 1f1b, gpipe, interleaved or zb-h1, got '%s'",

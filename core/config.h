@@ -63,6 +63,8 @@ typedef struct {
     char device[16];      /* cpu | guard | cuda: the ops backend (ops/ops.h) */
     float comm_timeout;  /* seconds before the collective watchdog aborts the job */
     float bucket_mb;     /* data-parallel gradient bucket size */
+    char recompute[16];    /* none | selective | full (model/model.h gpt_recompute) */
+    char memory_limit[32]; /* bytes per rank with K/M/G/T suffix | auto | off (train/memory.h) */
     /* checkpointing */
     int ckpt_every;         /* 0 = no periodic checkpoints; CONFIG_CKPT_AUTO = "auto" */
     int ckpt_async;         /* 1 = snapshot then write in a background thread */

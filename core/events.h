@@ -83,6 +83,12 @@
                                         stage, stages, schedule (1f1b|gpipe), t0 (unix s: the
                                         stage entered the schedule), forward_ms, backward_ms:
                                         [start, end, start, end, ...] per microbatch, ms after t0 */
+#define EV_MEMORY "memory"       /* (run, 0) before step 1: zero, recompute, limit (bytes, 0 =
+                                    off) and one array per budget column of train/memory.h
+                                    (params, grads, optimizer, activations, comm, workspace,
+                                    checkpoint, runtime, total), predicted bytes per world rank */
+#define EV_MEMORY_PEAK "memory_peak" /* (run, 0) at the end of training: peak_rss (measured
+                                        bytes per world rank: VmHWM) and total (predicted) */
 #define EV_END "end"             /* (run, 0) status (completed|failed|stopped), step, message */
 #define EV_ERROR "error"         /* (run, 0) error (the message), step */
 /* the checkpointer: ckpt/writer.c and ckpt/tiers.c through train/checkpoint.c's sink, and
@@ -125,6 +131,19 @@
 #define EV_SUP_REQUEUED "requeued" /* stopped on SIGUSR1 after a checkpoint, requeued in Slurm */
 
 /* ---- detail keys (alphabetical; units in the name or here) ---------------------------------- */
+#define EVK_ACTIVATIONS "activations" /* bytes per rank: activation slots (train/memory.h) */
+#define EVK_CKPT_BYTES "checkpoint"   /* bytes per rank: the asynchronous checkpoint snapshot */
+#define EVK_COMM_BYTES "comm"         /* bytes per rank: communication buffers */
+#define EVK_GRADS "grads"             /* bytes per rank: gradients */
+#define EVK_LIMIT "limit"             /* memory_limit in bytes (0 = no check) */
+#define EVK_OPTIMIZER "optimizer"     /* bytes per rank: AdamW m and v */
+#define EVK_PARAMS "params"           /* bytes per rank: parameters */
+#define EVK_PEAK_RSS "peak_rss"       /* bytes per rank: measured peak resident set (VmHWM) */
+#define EVK_RECOMPUTE "recompute"     /* none | selective | full */
+#define EVK_RUNTIME "runtime"         /* bytes per rank: the process before the trainer built */
+#define EVK_TOTAL "total"             /* bytes per rank: the predicted total */
+#define EVK_WORKSPACE "workspace"     /* bytes per rank: backward scratch, token ids, probes */
+#define EVK_ZERO "zero"               /* ZeRO stage 0..3 */
 #define EVK_ARGV "argv"               /* array of strings */
 #define EVK_AT_STEP "at_step"         /* the step a rank had reached when the supervisor looked */
 #define EVK_ATTEMPT "attempt"         /* 1, 2, ...: the supervisor's launch number */

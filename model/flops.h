@@ -47,6 +47,18 @@ double flops_per_token(const gpt_config *cfg);
  * Returns -1 when n_matmul_params <= 0 or any int argument is < 1. */
 double flops_per_token_n(double n_matmul_params, int n_layer, int d_model, int seq_len);
 
+/* The FLOPs per token that activation recompute (model/model.h gpt_recompute) adds, for
+ * hardware FLOPs utilisation (HFU; Chowdhery et al. 2022, PaLM, appendix B: HFU counts the
+ * recomputation, MFU does not):
+ *   NONE      0
+ *   SELECTIVE 4·L·d·T: QKᵀ and A·V of every layer again (2·T·d each per token, full T×T as in
+ *             flops_per_token)
+ *   FULL      2·N_blocks + 4·L·d·T: every block's forward again (N_blocks = the blocks' matmul
+ *             parameters a token touches, MoE: router + top_k experts; not the LM head).
+ * HFU = (flops_per_token + flops_recompute_per_token) × tokens/s ÷ peak (flops_mfu's form).
+ * Returns -1 for a config flops_per_token refuses. */
+double flops_recompute_per_token(const gpt_config *cfg, gpt_recompute recompute);
+
 /* MFU as a fraction of the job's peak:
  *     flops_per_token × tokens_per_s ÷ (peak_per_rank × world_size)
  * tokens_per_s is the job's (global batch tokens per step ÷ step time), so the numerator is the

@@ -115,6 +115,25 @@ typedef struct {
 
 struct comm;
 
+/* Activation recompute (gpt_model.recompute, set before gpt_alloc_slots): NONE keeps every
+ * activation; SELECTIVE drops each block's attention probabilities att (B, NH, T, T) and
+ * recomputes them from the kept qkv in the block's backward (Korthikanti et al. 2022, "Reducing
+ * Activation Recomputation in Large Transformer Models", section 4.2); FULL keeps only each block's
+ * output (the next block's input) and reruns the whole block forward in its backward (Chen et al.
+ * 2016, "Training Deep Nets with Sublinear Memory Cost"). Gradients are bit-identical to NONE:
+ * the same ops run on the same inputs. */
+typedef enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_FULL } gpt_recompute;
+
+/* Where a layer hook is called (gpt_model.layer_hook): around each local block's forward and
+ * backward, with the block's local index. A ZeRO-3 trainer gathers the block's parameters before
+ * and frees them after (train/zero.c). */
+typedef enum {
+    GPT_LAYER_BEFORE_FORWARD,
+    GPT_LAYER_AFTER_FORWARD,
+    GPT_LAYER_BEFORE_BACKWARD,
+    GPT_LAYER_AFTER_BACKWARD
+} gpt_layer_event;
+
 /* The activations of one microbatch in flight (pipeline schedules keep several). */
 typedef struct {
     int B, T;       /* shape of the last forward through this slot */
@@ -162,6 +181,12 @@ typedef struct {
      * those buckets can start while the backward continues. NULL = not called. */
     void (*grads_ready)(void *user, size_t offset);
     void *grads_ready_user;
+    /* Called around every local block's forward and backward (gpt_layer_event; in a backward
+     * BEFORE_BACKWARD precedes the recomputation, AFTER_BACKWARD precedes grads_ready of the
+     * block). NULL = not called. */
+    void (*layer_hook)(void *user, int layer, gpt_layer_event ev);
+    void *layer_hook_user;
+    gpt_recompute recompute; /* set before gpt_alloc_slots */
     /* parameters */
     gpt_tensor *tensors;
     int n_tensors;
@@ -187,6 +212,9 @@ typedef struct {
     /* backward scratch, shared by all slots */
     float *scratch;
     float *dres, *dln, *datty, *dqkv, *datt, *dfch, *dfch_gelu;
+    /* recompute: the one copy (in scratch) of what the backward recomputes — att (selective), or
+     * every block activation res3 included (full); NULL pointers without recompute */
+    gpt_block_acts work;
     float *sp_full, *sp_work; /* sequence parallel: (N, C) each, gathered rows and a permute */
 } gpt_model;
 
@@ -245,6 +273,10 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots);
 /* Floats of activation memory of one slot and of the shared backward scratch, for (B, T) on
  * this model's stage: for memory reports. */
 size_t gpt_activation_floats(const gpt_model *m, int B, int T);
+/* The same, split: floats of ONE slot (kept for the backward, at m->recompute; one chunk's
+ * layers, this rank's cp shard of length T and, with sp, its N/tp sequence-local rows) and of the
+ * shared backward scratch (recompute's work copy included). */
+void gpt_activation_sizes(const gpt_model *m, int B, int T, size_t *slot, size_t *scratch);
 /* The same for this stage with the whole sequence on this rank — without context or sequence
  * parallelism, B sequences of length T (what a cp or sp rank's share is measured against). */
 size_t gpt_activation_floats_whole_sequence(const gpt_model *m, int B, int T);

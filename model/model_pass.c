@@ -2,7 +2,9 @@
  * model/model_pass.c — GPT-2 forward and backward on top of ops/ops.h, whole model or one
  * pipeline stage, one activation slot per microbatch in flight.
  *
- * The forward keeps every activation the backward needs (nothing is recomputed). The backward
+ * The forward keeps every activation the backward needs, or, with activation recompute
+ * (m->recompute; Chen et al. 2016 "full", Korthikanti et al. 2022 "selective"), only part of them:
+ * the backward of a block then reruns the dropped part first (recompute_block). The backward
  * walks the blocks in reverse with ONE running residual-gradient buffer `dres`: because every
  * op accumulates into its input gradient, a block's LayerNorm backward adds its contribution to
  * dres in place and the skip connection costs nothing. Tensor parallelism adds the f/g
@@ -28,25 +30,44 @@
 
 /* ---- activations ---------------------------------------------------------------------------- */
 
-/* Per-slot activation floats and shared backward scratch floats for (B, T) on m's stage. */
-static void activation_sizes(const gpt_model *m, int B, int T, size_t *slot, size_t *scratch) {
+/* Floats of one block's activations for N = B·T rows, split by what recompute keeps: att is the
+ * (B, NHl, T, T·cp) attention probabilities, rest everything else but the block output res3
+ * (Nl, C); Nl = N/tp rows of the sequence-local regions with sp, N without. */
+static void block_sizes(const gpt_model *m, int B, int T, size_t *att, size_t *rest) {
+    const gpt_config *c = &m->cfg;
+    size_t N = (size_t)B * T, C = c->d_model;
+    size_t Cl = C / c->tp, NHl = c->n_head / c->tp; /* this rank's width and heads */
+    size_t Nl = c->sp ? N / c->tp : N; /* rows of the sequence-local regions (parallel/sp.h) */
+    *att = (size_t)B * NHl * T * T * (c->cp > 1 ? c->cp : 1); /* keys: all T·cp */
+    *rest = Nl * C /*ln1*/ + 2 * Nl + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + Nl * C /*res2*/ +
+            Nl * C /*ln2*/ + 2 * Nl + N * 4 * Cl * 2 /*fch*/;
+}
+
+/* Per-slot activation floats and shared backward scratch floats for (B, T) on m's stage. With
+ * recompute, what a block's backward recomputes lives once, in the scratch, instead of once per
+ * block and slot: selective keeps all but att, full keeps only each block's output res3 (the next
+ * block's input) and recomputes into a work copy of the rest (res3 included, so nothing kept is
+ * ever rewritten). */
+void gpt_activation_sizes(const gpt_model *m, int B, int T, size_t *slot, size_t *scratch) {
     const gpt_config *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->d_model, V = c->vocab_size;
-    size_t Cl = C / c->tp, NHl = c->n_head / c->tp; /* this rank's width and heads */
-    size_t att = (size_t)B * NHl * T * T * (c->cp > 1 ? c->cp : 1); /* keys: all T·cp */
+    size_t Cl = C / c->tp, att, rest;
     size_t Nl = c->sp ? N / c->tp : N; /* rows of the sequence-local regions (parallel/sp.h) */
-    size_t per_block = Nl * C /*ln1*/ + 2 * Nl + N * 3 * Cl /*qkv*/ + N * Cl /*atty*/ + att +
-                       Nl * C /*res2*/ + Nl * C /*ln2*/ + 2 * Nl + N * 4 * Cl * 2 /*fch*/ +
-                       Nl * C;
-    *slot = Nl * C + (size_t)m->chunk_layers * per_block +
+    block_sizes(m, B, T, &att, &rest);
+    size_t kept = m->recompute == GPT_RECOMPUTE_FULL        ? Nl * C
+                  : m->recompute == GPT_RECOMPUTE_SELECTIVE ? rest + Nl * C
+                                                            : rest + att + Nl * C;
+    *slot = Nl * C + (size_t)m->chunk_layers * kept +
             (m->last ? Nl * C + 2 * Nl + Nl * V + Nl : 0);
     *scratch = N * C * 2 /*dres, dln*/ + N * Cl /*datty*/ + N * 3 * Cl + att + N * 4 * Cl * 2 +
                (c->sp ? 2 * N * C : 0) /*sp_full, sp_work*/;
+    if (m->recompute == GPT_RECOMPUTE_SELECTIVE) *scratch += att;
+    if (m->recompute == GPT_RECOMPUTE_FULL) *scratch += rest + att + Nl * C;
 }
 
 size_t gpt_activation_floats(const gpt_model *m, int B, int T) {
     size_t slot, scratch;
-    activation_sizes(m, B, T, &slot, &scratch);
+    gpt_activation_sizes(m, B, T, &slot, &scratch);
     return slot * (size_t)(m->n_slots > 0 ? m->n_slots : 1) + scratch;
 }
 
@@ -74,6 +95,29 @@ void gpt_free_activations(gpt_model *m) {
     m->n_slots = 0;
 }
 
+/* Point one block's activations a into consecutive floats from p (att only when att_floats > 0,
+ * else left as it is): N rows (Nl of them in the sequence-local regions, parallel/sp.h), width
+ * C, local width Cl. Returns the float after the last. */
+static float *take_block(gpt_block_acts *a, float *p, size_t N, size_t Nl, size_t C, size_t Cl,
+                         size_t att_floats) {
+#define TAKE(ptr, n) (ptr = p, p += (n))
+    TAKE(a->ln1, Nl * C);
+    TAKE(a->ln1_mean, Nl);
+    TAKE(a->ln1_rstd, Nl);
+    TAKE(a->qkv, N * 3 * Cl);
+    TAKE(a->atty, N * Cl);
+    if (att_floats) TAKE(a->att, att_floats);
+    TAKE(a->res2, Nl * C);
+    TAKE(a->ln2, Nl * C);
+    TAKE(a->ln2_mean, Nl);
+    TAKE(a->ln2_rstd, Nl);
+    TAKE(a->fch, N * 4 * Cl);
+    TAKE(a->fch_gelu, N * 4 * Cl);
+    TAKE(a->res3, Nl * C);
+#undef TAKE
+    return p;
+}
+
 void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     const gpt_config *c = &m->cfg;
     mtCheck(T <= c->seq_len, "sequence length exceeds the model's seq_len");
@@ -89,7 +133,7 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
     gpt_rebind(m);
     gpt_free_activations(m);
     size_t slot_floats, scratch_floats;
-    activation_sizes(m, B, T, &slot_floats, &scratch_floats);
+    gpt_activation_sizes(m, B, T, &slot_floats, &scratch_floats);
     m->n_slots = n_slots;
     m->slots = callocCheck((size_t)n_slots, sizeof(gpt_acts));
     float *p;
@@ -105,19 +149,13 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
         TAKE(A->encoded, Nl * C);
         for (int l = 0; l < m->chunk_layers; l++) { /* one chunk's layers (all, with one) */
             gpt_block_acts *a = &A->acts[l];
-            TAKE(a->ln1, Nl * C);
-            TAKE(a->ln1_mean, Nl);
-            TAKE(a->ln1_rstd, Nl);
-            TAKE(a->qkv, N * 3 * Cl);
-            TAKE(a->atty, N * Cl);
-            TAKE(a->att, (size_t)B * NH * T * T * (c->cp > 1 ? c->cp : 1));
-            TAKE(a->res2, Nl * C);
-            TAKE(a->ln2, Nl * C);
-            TAKE(a->ln2_mean, Nl);
-            TAKE(a->ln2_rstd, Nl);
-            TAKE(a->fch, N * 4 * Cl);
-            TAKE(a->fch_gelu, N * 4 * Cl);
-            TAKE(a->res3, Nl * C);
+            if (m->recompute == GPT_RECOMPUTE_FULL) { /* the rest is recomputed in the work copy */
+                TAKE(a->res3, Nl * C);
+                continue;
+            }
+            size_t att = m->recompute == GPT_RECOMPUTE_NONE
+                             ? (size_t)B * NH * T * T * (c->cp > 1 ? c->cp : 1) : 0;
+            p = take_block(a, p, N, Nl, C, Cl, att); /* selective: att is the shared copy */
         }
         if (m->last) {
             TAKE(A->lnf, Nl * C);
@@ -151,6 +189,23 @@ void gpt_alloc_slots(gpt_model *m, int B, int T, int n_slots) {
         TAKE(m->sp_full, N * C);
         TAKE(m->sp_work, N * C);
     }
+    /* recompute: the one copy of what the blocks' backwards recompute (see gpt_activation_sizes;
+     * refused with cp, sp and the chunked schedules, train/trainer_setup.c) */
+    memset(&m->work, 0, sizeof(m->work));
+    if (m->recompute != GPT_RECOMPUTE_NONE)
+        TAKE(m->work.att, (size_t)B * NH * T * T * (c->cp > 1 ? c->cp : 1));
+    if (m->recompute == GPT_RECOMPUTE_FULL) p = take_block(&m->work, p, N, Nl, C, Cl, 0);
+    /* every slot's blocks share it: point their recomputed activations there */
+    for (int s = 0; s < n_slots; s++)
+        for (int l = 0; l < m->chunk_layers; l++) {
+            gpt_block_acts *a = &m->slots[s].acts[l];
+            if (m->recompute == GPT_RECOMPUTE_SELECTIVE) a->att = m->work.att;
+            if (m->recompute == GPT_RECOMPUTE_FULL) {
+                float *res3 = a->res3;
+                *a = m->work;
+                a->res3 = res3;
+            }
+        }
 #undef TAKE
     mtCheck((size_t)(p - m->scratch) == scratch_floats, "scratch layout mismatch");
 }
@@ -284,6 +339,70 @@ const float *gpt_chunk_output(const gpt_model *m, int slot) {
     return m->chunk_layers ? A->acts[m->chunk_layers - 1].res3 : A->encoded;
 }
 
+/* Add one MoE block's forward statistics to m->moe_stats and its row of m->moe_load. */
+static void record_moe_stats(gpt_model *m, int l, const moe_stats *st) {
+    gpt_moe_stats *ms = &m->moe_stats;
+    ms->aux_loss += st->aux_loss;
+    ms->z_loss += st->z_loss;
+    ms->dropped += st->dropped;
+    if (ms->layers == 0 || st->tokens_min < ms->tokens_min) ms->tokens_min = st->tokens_min;
+    if (st->tokens_max > ms->tokens_max) ms->tokens_max = st->tokens_max;
+    if (st->tokens_cv > ms->tokens_cv) ms->tokens_cv = st->tokens_cv;
+    ms->layers++;
+    if (m->moe_load) { /* per-layer expert load (model/model.h) */
+        int E = m->cfg.n_experts;
+        double *row = m->moe_load + (size_t)l * (E + 1);
+        for (int e = 0; e < E; e++) row[e] += st->tokens_per_expert[e];
+        row[E] += st->dropped;
+    }
+}
+
+/* The layer hook (model/model.h), when one is set. */
+static void layer_event(gpt_model *m, int l, gpt_layer_event ev) {
+    if (m->layer_hook) m->layer_hook(m->layer_hook_user, l, ev);
+}
+
+/* Block l's forward from its input x (N, C) into the activations a (the block's own, or the
+ * recompute work copy); moe is the block's MoE state (NULL for a dense block). record = 1 adds a
+ * MoE block's statistics to m->moe_stats and m->moe_load (0 for a recomputation, which must not
+ * count twice). */
+static void block_forward(gpt_model *m, int l, gpt_block_acts *a, moe_layer *moe, const float *x,
+                          int B, int T, int record) {
+    const gpt_config *c = &m->cfg;
+    const gpt_block *w = &m->blocks[l];
+    int C = c->d_model, N = B * T;
+    int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head; /* local width, heads */
+    int Nl = c->sp ? N / c->tp : N; /* rows of the residual stream on this rank */
+    PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w,
+                                            w->ln1b, Nl, C));
+    /* f (identity forward; sp: all-gather), then column-parallel qkv: this rank's heads */
+    PROF(PROF_MM_QKV_FWD, ops_matmul_forward(a->qkv, sp_gather(m, a->ln1, B, T), w->qkvw,
+                                             w->qkvb, N, C, 3 * Cl)); // (N, 3, NHl, HS)
+    if (c->cp > 1) /* the sequence is split over the ring */
+        PROF(PROF_ATTN_FWD, ring_attention_forward(m->cp_comm, a->atty, a->att, a->qkv, B, T,
+                                                   NHl, HS));
+    else
+        PROF(PROF_ATTN_FWD, ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS)); // (N, Cl)
+    row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, B, T, Cl, C,
+                         PROF_MM_ATTPROJ_FWD); // g
+    PROF(PROF_RESIDUAL, ops_add_inplace(a->res2, x, (size_t)Nl * C)); // residual
+    PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
+                                            w->ln2w, w->ln2b, Nl, C));
+    if (w->moe) { /* mixture of experts, replicated over TP (model/moe.h) */
+        moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
+        moe_stats st;
+        moe_forward(moe, &mp, a->ln2, a->res3, N, &st);
+        if (record) record_moe_stats(m, l, &st);
+    } else {
+        PROF(PROF_MM_FC_FWD, ops_matmul_forward(a->fch, sp_gather(m, a->ln2, B, T), w->fcw,
+                                                w->fcb, N, C, 4 * Cl)); // (N, 4Cl)
+        PROF(PROF_GELU_FWD, ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl));
+        row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, B, T, 4 * Cl, C,
+                             PROF_MM_FCPROJ_FWD);
+    }
+    PROF(PROF_RESIDUAL, ops_add_inplace(a->res3, a->res2, (size_t)Nl * C)); // residual
+}
+
 double gpt_stage_forward(gpt_model *m, int slot, const int *inputs, const int *targets, int B,
                          int T, float dloss, int *n_counted) {
     return gpt_stage_forward_ex(m, slot, inputs, targets, B, T, dloss, NULL, n_counted);
@@ -315,7 +434,6 @@ static double chunk_forward(gpt_model *m, int slot, int chunk, const int *inputs
     /* A smaller (B, T) uses a prefix of each buffer with its own strides, which is consistent
      * because every op takes B and T. */
     int C = c->d_model, V = c->vocab_size, N = B * T;
-    int Cl = C / c->tp, NHl = c->n_head / c->tp, HS = C / c->n_head; /* local width, heads */
     int Nl = c->sp ? N / c->tp : N; /* rows of the residual stream on this rank */
     mtCheck(!c->sp || !probe, "probes (attacks) do not run with sequence parallelism");
     A->B = B;
@@ -335,50 +453,10 @@ static double chunk_forward(gpt_model *m, int slot, int chunk, const int *inputs
     }
     const float *x = A->encoded;
     for (int l = 0; l < m->chunk_layers; l++) {
-        const gpt_block *w = &m->blocks[l0 + l];
-        gpt_block_acts *a = &A->acts[l];
-        PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w,
-                                                w->ln1b, Nl, C));
-        /* f (identity forward; sp: all-gather), then column-parallel qkv: this rank's heads */
-        PROF(PROF_MM_QKV_FWD, ops_matmul_forward(a->qkv, sp_gather(m, a->ln1, B, T), w->qkvw,
-                                                 w->qkvb, N, C, 3 * Cl)); // (N, 3, NHl, HS)
-        if (c->cp > 1) /* the sequence is split over the ring */
-            PROF(PROF_ATTN_FWD, ring_attention_forward(m->cp_comm, a->atty, a->att, a->qkv, B, T,
-                                                       NHl, HS));
-        else
-            PROF(PROF_ATTN_FWD, ops_attention_forward(a->atty, a->att, a->qkv, B, T, NHl, HS)); // (N, Cl)
-        row_parallel_forward(m, a->res2, a->atty, w->attprojw, w->attprojb, B, T, Cl, C,
-                             PROF_MM_ATTPROJ_FWD); // g
-        PROF(PROF_RESIDUAL, ops_add_inplace(a->res2, x, (size_t)Nl * C)); // residual
-        PROF(PROF_LN_FWD, ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
-                                                w->ln2w, w->ln2b, Nl, C));
-        if (w->moe) { /* mixture of experts, replicated over TP (model/moe.h) */
-            moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
-            moe_stats st;
-            moe_forward(A->moe[l], &mp, a->ln2, a->res3, N, &st);
-            gpt_moe_stats *ms = &m->moe_stats;
-            ms->aux_loss += st.aux_loss;
-            ms->z_loss += st.z_loss;
-            ms->dropped += st.dropped;
-            if (ms->layers == 0 || st.tokens_min < ms->tokens_min) ms->tokens_min = st.tokens_min;
-            if (st.tokens_max > ms->tokens_max) ms->tokens_max = st.tokens_max;
-            if (st.tokens_cv > ms->tokens_cv) ms->tokens_cv = st.tokens_cv;
-            ms->layers++;
-            if (m->moe_load) { /* per-layer expert load (model/model.h) */
-                int E = m->cfg.n_experts;
-                double *row = m->moe_load + (size_t)(l0 + l) * (E + 1);
-                for (int e = 0; e < E; e++) row[e] += st.tokens_per_expert[e];
-                row[E] += st.dropped;
-            }
-        } else {
-            PROF(PROF_MM_FC_FWD, ops_matmul_forward(a->fch, sp_gather(m, a->ln2, B, T), w->fcw,
-                                                    w->fcb, N, C, 4 * Cl)); // (N, 4Cl)
-            PROF(PROF_GELU_FWD, ops_gelu_forward(a->fch_gelu, a->fch, (size_t)N * 4 * Cl));
-            row_parallel_forward(m, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, B, T, 4 * Cl,
-                                 C, PROF_MM_FCPROJ_FWD);
-        }
-        PROF(PROF_RESIDUAL, ops_add_inplace(a->res3, a->res2, (size_t)Nl * C)); // residual
-        x = a->res3;
+        layer_event(m, l0 + l, GPT_LAYER_BEFORE_FORWARD);
+        block_forward(m, l0 + l, &A->acts[l], A->moe ? A->moe[l] : NULL, x, B, T, 1);
+        layer_event(m, l0 + l, GPT_LAYER_AFTER_FORWARD);
+        x = A->acts[l].res3;
     }
     if (n_counted) *n_counted = 0;
     if (!last) return 0.0;
@@ -421,6 +499,22 @@ float gpt_forward(gpt_model *m, const int *inputs, const int *targets, int B, in
 
 static void grads_ready(gpt_model *m, size_t offset) {
     if (m->grads_ready) m->grads_ready(m->grads_ready_user, offset);
+}
+
+/* Before the backward of the chunk's block l (block l0 + l of the stage; slot A, input x_in): put back what the forward did not
+ * keep. selective: the attention probabilities att (B, NHl, T, T) from the kept qkv, its output
+ * going to datty (scratch, zeroed before its use); full: the whole block forward into the work
+ * copy, MoE statistics not recorded again. The same ops on the same inputs, so the backward sees
+ * the same bytes as without recompute. */
+static void recompute_block(gpt_model *m, gpt_acts *A, int l0, int l, const float *x_in) {
+    const gpt_config *c = &m->cfg;
+    int B = A->B, T = A->T, NHl = c->n_head / c->tp, HS = c->d_model / c->n_head;
+    if (m->recompute == GPT_RECOMPUTE_SELECTIVE) {
+        gpt_block_acts *a = &A->acts[l];
+        PROF(PROF_ATTN_FWD, ops_attention_forward(m->datty, a->att, a->qkv, B, T, NHl, HS));
+    } else if (m->recompute == GPT_RECOMPUTE_FULL) {
+        block_forward(m, l0 + l, &m->work, A->moe ? A->moe[l] : NULL, x_in, B, T, 0); /* PROF'd */
+    }
 }
 
 /* The backward of one chunk (the whole stage with one chunk) and slot. params = 1: the training
@@ -471,6 +565,8 @@ static void stage_backward(gpt_model *m, int slot, int chunk, const float *dout,
         gpt_block_acts *a = &A->acts[l];
         gpt_block_kept *k = keep ? &A->kept[l] : NULL;
         const float *x_in = l ? A->acts[l - 1].res3 : A->encoded;
+        layer_event(m, l0 + l, GPT_LAYER_BEFORE_BACKWARD);
+        recompute_block(m, A, l0, l, x_in);
         PROF(PROF_RESIDUAL, ops_zero(m->dln, NC * sizeof(float)));
         const float *dln = m->dln; /* the LayerNorm's output gradient, this rank's rows */
         if (w->moe) { /* replicated over TP: dln is already complete on every TP rank */
@@ -524,6 +620,7 @@ static void stage_backward(gpt_model *m, int slot, int chunk, const float *dout,
         KEEP(k->dln1, dln, NC);
         PROF(PROF_LN_BWD, ops_layernorm_backward(m->dres, g->ln1w, g->ln1b, dln, x_in, w->ln1w,
                                                  a->ln1_mean, a->ln1_rstd, Nl, C)); // dres = d x
+        layer_event(m, l0 + l, GPT_LAYER_AFTER_BACKWARD);
         if (params) grads_ready(m, m->tensors[m->block_t0[l0 + l]].offset); /* block is final */
     }
     if (first) KEEP(A->dembed, m->dres, NC);

@@ -346,6 +346,24 @@ comm_request *comm_host_iall_reduce(comm *c, float *buf, size_t count) {
     return r;
 }
 
+comm_request *comm_host_iall_gather(comm *c, const float *send, float *recv, size_t send_count) {
+    comm_request *r = callocCheck(1, sizeof(comm_request));
+    r->c = c;
+    r->what = "all_gather (ZeRO-3 prefetch wait)";
+    if (c->size == 1) {
+        if (recv != send) memmove(recv, send, send_count * sizeof(float));
+        return r;
+    }
+#ifdef MT_HAVE_MPI
+    mtCheck(send_count < (1u << 31), "iall_gather block too large for MPI int counts");
+    mpiCheck(MPI_Iallgather(send, (int)send_count, MPI_FLOAT, recv, (int)send_count, MPI_FLOAT,
+                            c->mpi, &r->req[r->nreq++]), c, "MPI_Iallgather");
+#else
+    (void)recv;
+#endif
+    return r;
+}
+
 int comm_test(comm_request *r) {
     if (!r || r->nreq == 0) return 1;
 #ifdef MT_HAVE_MPI

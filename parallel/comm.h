@@ -61,6 +61,9 @@ void comm_all_to_all_v(comm *c, const float *send, const size_t *send_counts,
  * MPI calls) and returns 1 when done. With one rank the request is already complete. */
 typedef struct comm_request comm_request;
 comm_request *comm_iall_reduce(comm *c, float *buf, size_t count);
+/* Non-blocking all-gather (send_count floats from each rank into recv, rank order); send and recv
+ * must stay untouched until comm_wait. */
+comm_request *comm_iall_gather(comm *c, const float *send, float *recv, size_t send_count);
 int comm_test(comm_request *r);
 void comm_wait(comm_request *r); /* completes and frees r */
 
@@ -131,6 +134,7 @@ void comm_host_all_to_all_v(comm *c, const float *send, const size_t *send_count
                             const size_t *send_displs, float *recv, const size_t *recv_counts,
                             const size_t *recv_displs);
 comm_request *comm_host_iall_reduce(comm *c, float *buf, size_t count);
+comm_request *comm_host_iall_gather(comm *c, const float *send, float *recv, size_t send_count);
 void comm_host_send(comm *c, const float *buf, size_t count, int peer, int tag);
 void comm_host_recv(comm *c, float *buf, size_t count, int peer, int tag);
 /* MPI_Isend from host_buf, which the request owns from now on (comm_wait frees it). */

@@ -207,6 +207,13 @@ comm_request *comm_iall_reduce(comm *c, float *buf, size_t count) {
     return comm_host_iall_reduce(c, buf, 0); /* an empty, completed request */
 }
 
+/* Device buffers: the blocking all-gather, then a completed request (as comm_iall_reduce). */
+comm_request *comm_iall_gather(comm *c, const float *send, float *recv, size_t send_count) {
+    if (!is_dev(send) && !is_dev(recv)) return comm_host_iall_gather(c, send, recv, send_count);
+    comm_all_gather(c, send, recv, send_count);
+    return comm_host_iall_reduce(c, recv, 0);
+}
+
 void comm_send(comm *c, const float *buf, size_t count, int peer, int tag) {
     if (!is_dev(buf)) {
         comm_host_send(c, buf, count, peer, tag);

@@ -361,6 +361,16 @@ int report_print_json(const report_summary *r) {
     add_num(o, "tokens_per_s", r->tokens_per_s);
     add_num(o, "mfu", r->mfu);
     add_num(o, "mfu_theoretical", r->mfu_theoretical);
+    svg_memory mem;
+    if (svg_memory_load(r->db, &mem)) { /* the budget's largest rank, predicted vs measured */
+        cJSON *mo = cJSON_AddObjectToObject(o, "memory");
+        cJSON_AddNumberToObject(mo, "zero", mem.zero);
+        add_str(mo, "recompute", mem.recompute);
+        cJSON_AddNumberToObject(mo, "rank", mem.rank);
+        add_num(mo, "predicted_bytes", mem.bytes[8]);
+        add_num(mo, "peak_rss_bytes", mem.peak);
+        add_num(mo, "limit_bytes", mem.limit);
+    }
     cJSON_AddItemToObject(o, "events", cJSON_Duplicate(r->events, 1));
     const ettr_report *e = &r->ettr;
     add_num(o, "ettr", e->ettr);
@@ -456,6 +466,9 @@ int report_print_text(const report_summary *r) {
     printf("MFU (median):   %s of measured sgemm peak, %s of theoretical peak\n",
            fmt_num(r->mfu, "%.1f%%", 100, b, sizeof(b)),
            fmt_num(r->mfu_theoretical, "%.1f%%", 100, c, sizeof(c)));
+    svg_memory mem;
+    char line[512];
+    if (svg_memory_load(r->db, &mem)) printf("memory:         %s\n", svg_memory_text(&mem, line, sizeof(line)));
     printf("events:        ");
     int any = 0;
     for (cJSON *e = r->events->child; e; e = e->next, any = 1)

@@ -109,6 +109,10 @@ static void summary(FILE *f, const report_summary *r) {
     kvn(f, "tokens/s (median)", r->tokens_per_s, "%.0f", 1);
     kvn(f, "MFU, measured peak (median)", r->mfu, "%.2f%%", 100);
     kvn(f, "MFU, theoretical peak (median)", r->mfu_theoretical, "%.2f%%", 100);
+    svg_memory mem;
+    char line[512];
+    if (svg_memory_load(r->db, &mem)) /* ZeRO stage and memory budget (train/memory.h) */
+        kv(f, "memory per rank (ZeRO stage, budget)", svg_memory_text(&mem, line, sizeof(line)));
     kvn(f, "ETTR", r->ettr.ettr, "%.3f", 1);
     kvn(f, "failures", r->ettr.failures, "%.0f", 1);
     fputs("</table>\n</section>\n", f);

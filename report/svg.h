@@ -58,6 +58,22 @@ int svg_pipeline(sqlite3 *db, FILE *f);
 int svg_moe(sqlite3 *db, FILE *f);
 int svg_layout(sqlite3 *db, FILE *f);
 
+/* The memory budget of the latest run (events memory and memory_peak, train/memory.h): the
+ * ZeRO stage and recompute it ran with, memory_limit (0 = off), and for the rank with the largest
+ * predicted total its predicted columns (bytes, in train/memory.h's order: params, grads,
+ * optimizer, activations, comm, workspace, checkpoint, runtime, total) and its measured peak RSS
+ * (NAN before the run ended). Returns 1, or 0 when the run logged no budget. */
+typedef struct {
+    int zero, ranks, rank;
+    char recompute[16];
+    double limit, bytes[9], peak;
+} svg_memory;
+int svg_memory_load(sqlite3 *db, svg_memory *m);
+
+/* "zero 3, recompute full | rank 2 predicted 1.34 GiB: params 112 MiB, ... | peak 1.28 GiB
+ * (-4.8%) | limit 11.8 GiB" into buf. Returns buf. */
+const char *svg_memory_text(const svg_memory *m, char *buf, size_t n);
+
 /* The table of those pictures, in the order a report shows them, ended by {NULL}. */
 typedef struct {
     const char *name;  /* "metrics", "pipeline", ...: file suffix and HTML anchor */

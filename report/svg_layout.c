@@ -10,7 +10,9 @@
  * EP group (dashed outline, cells shaded by ep_rank), a column the DP group, the same cell
  * across panels a PP group (arrows: activations forward, gradients back). With context
  * parallelism the rows are the (cp, dp) pairs in rank order, and cp consecutive rows of a column
- * are a CP ring (dotted outline). Every group is also listed in words below the grid.
+ * are a CP ring (dotted outline). Every group is also listed in words below the grid. The title
+ * names the ZeRO stage, the DP line what it shards, and the last line the memory budget
+ * (svg_memory_load: the events of train/memory.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 #include <cjson/cJSON.h>
 #include <sqlite3.h>
 
+#include "core/events.h"
 #include "parallel/mesh.h"
 #include "parallel/pp.h"
 #include "report/svg.h"
@@ -144,6 +147,73 @@ static void draw_groups(FILE *f, int s, double px, double pw, double cw, double 
         }
 }
 
+/* The latest detail of event kind in db, parsed; NULL when there is none. */
+static cJSON *latest_detail(sqlite3 *db, const char *kind) {
+    sqlite3_stmt *st = NULL;
+    cJSON *d = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT detail FROM events WHERE kind = ? AND run_id = (SELECT "
+                           "MAX(id) FROM runs) ORDER BY rowid DESC LIMIT 1", -1, &st, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        d = cJSON_Parse((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return d;
+}
+
+static double item_at(const cJSON *d, const char *key, int i) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(d, key);
+    const cJSON *x = cJSON_IsArray(a) ? cJSON_GetArrayItem(a, i) : NULL;
+    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+static const char *const MEM_KEYS[9] = {EVK_PARAMS,  EVK_GRADS,     EVK_OPTIMIZER,
+                                        EVK_ACTIVATIONS, EVK_COMM_BYTES, EVK_WORKSPACE,
+                                        EVK_CKPT_BYTES,  EVK_RUNTIME,    EVK_TOTAL};
+
+int svg_memory_load(sqlite3 *db, svg_memory *m) {
+    memset(m, 0, sizeof(*m));
+    m->peak = NAN;
+    cJSON *d = latest_detail(db, EV_MEMORY);
+    if (!d) return 0;
+    const cJSON *tot = cJSON_GetObjectItemCaseSensitive(d, EVK_TOTAL);
+    m->ranks = cJSON_IsArray(tot) ? cJSON_GetArraySize(tot) : 0;
+    for (int r = 1; r < m->ranks; r++)
+        if (item_at(d, EVK_TOTAL, r) > item_at(d, EVK_TOTAL, m->rank)) m->rank = r;
+    for (int i = 0; i < 9; i++) m->bytes[i] = item_at(d, MEM_KEYS[i], m->rank);
+    m->zero = cfg_int(d, EVK_ZERO, 0);
+    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(d, EVK_RECOMPUTE);
+    snprintf(m->recompute, sizeof(m->recompute), "%s", cJSON_IsString(rc) ? rc->valuestring : "?");
+    const cJSON *lim = cJSON_GetObjectItemCaseSensitive(d, EVK_LIMIT);
+    m->limit = cJSON_IsNumber(lim) ? lim->valuedouble : 0;
+    cJSON_Delete(d);
+    cJSON *p = latest_detail(db, EV_MEMORY_PEAK);
+    if (p) m->peak = item_at(p, EVK_PEAK_RSS, m->rank);
+    cJSON_Delete(p);
+    return m->ranks > 0;
+}
+
+static const char *mib(double b, char *buf, size_t n) {
+    if (b >= 1073741824.0) snprintf(buf, n, "%.2f GiB", b / 1073741824.0);
+    else snprintf(buf, n, "%.1f MiB", b / 1048576.0);
+    return buf;
+}
+
+const char *svg_memory_text(const svg_memory *m, char *buf, size_t n) {
+    char a[32], b[32], c[32], d[32], e[32];
+    int k = snprintf(buf, n, "zero %d, recompute %s | rank %d predicted %s (params %s, grads %s, "
+                     "optimizer %s, activations %s)", m->zero, m->recompute, m->rank,
+                     mib(m->bytes[8], a, sizeof(a)), mib(m->bytes[0], b, sizeof(b)),
+                     mib(m->bytes[1], c, sizeof(c)), mib(m->bytes[2], d, sizeof(d)),
+                     mib(m->bytes[3], e, sizeof(e)));
+    if (k > 0 && (size_t)k < n && isfinite(m->peak))
+        k += snprintf(buf + k, n - k, " | measured peak %s (%+.1f%%)", mib(m->peak, a, sizeof(a)),
+                      100 * (m->peak / m->bytes[8] - 1));
+    if (k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - k, " | limit %s", m->limit > 0 ? mib(m->limit, a, sizeof(a)) : "off");
+    return buf;
+}
+
 int svg_layout(sqlite3 *db, FILE *f) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT config, world_size FROM runs ORDER BY id DESC LIMIT 1", -1,
@@ -180,11 +250,16 @@ int svg_layout(sqlite3 *db, FILE *f) {
     const int rows = cp * dp; /* a row per (cp, dp) pair, in rank order */
     const double cw = pw / tp, ch = fmin(68, fmax(18, 420.0 / rows));
     const double in = ch >= 40 && cw >= 60 ? 8 : 2; /* cell inset: room for the group outlines */
-    const int H = (int)(MT + rows * ch + 46 + (ep > 1 ? 5 : cp > 1 ? 5 : 3) * 18);
+    svg_memory mem;
+    int have_mem = svg_memory_load(db, &mem);
+    const int H = (int)(MT + rows * ch + 46 + ((ep > 1 ? 5 : cp > 1 ? 5 : 3) + have_mem) * 18);
     char title[200], cpt[32] = "";
     if (cp > 1) snprintf(cpt, sizeof(cpt), "cp %d × ", cp);
-    snprintf(title, sizeof(title), "parallel layout: %d rank%s = tp %d × %spp %d × dp %d", world,
-             world == 1 ? "" : "s", tp, cpt, pp, dp);
+    int zero = cfg_int(c, "zero", 0);
+    char zs[24] = "";
+    if (zero) snprintf(zs, sizeof(zs), ", ZeRO-%d", zero);
+    snprintf(title, sizeof(title), "parallel layout: %d rank%s = tp %d × %spp %d × dp %d%s", world,
+             world == 1 ? "" : "s", tp, cpt, pp, dp, zs);
     if (ep > 1) {
         size_t L = strlen(title);
         snprintf(title + L, sizeof(title) - L, ", ep %d inside dp", ep);
@@ -234,12 +309,21 @@ int svg_layout(sqlite3 *db, FILE *f) {
     }
     y += 20;
     group_line(f, 20, y, "TP groups", world, tp, cp, pp, dp, ep, MESH_TP);
+    const char *dp_what[4] = {"DP groups (gradient all-reduce)",
+                              "DP groups (ZeRO-1: gradient reduce-scatter, AdamW state sharded)",
+                              "DP groups (ZeRO-2: per-block gradient reduce-scatter, gradients "
+                              "and AdamW state sharded)",
+                              "DP groups (ZeRO-3: per-block all-gather and reduce-scatter, "
+                              "parameters, gradients and AdamW state sharded)"};
     if (cp > 1)
-        group_line(f, 20, y + 18, "DP x CP groups (gradient all-reduce)", world, tp, cp, pp, dp,
-                   ep, MESH_DPCP);
+        group_line(f, 20, y + 18,
+                   zero == 1 ? "DP x CP groups (ZeRO-1: gradient reduce-scatter, AdamW state "
+                               "sharded)"
+                             : "DP x CP groups (gradient all-reduce)",
+                   world, tp, cp, pp, dp, ep, MESH_DPCP);
     else
-        group_line(f, 20, y + 18, "DP groups (gradient all-reduce)", world, tp, cp, pp, dp, ep,
-                   MESH_DP);
+        group_line(f, 20, y + 18, dp_what[zero >= 0 && zero <= 3 ? zero : 0], world, tp, cp, pp,
+                   dp, ep, MESH_DP);
     group_line(f, 20, y + 36, "PP groups (one pipeline each)", world, tp, cp, pp, dp, ep, MESH_PP);
     if (ep > 1) {
         group_line(f, 20, y + 54, "EP groups", world, tp, cp, pp, dp, ep, MESH_EP);
@@ -249,6 +333,12 @@ int svg_layout(sqlite3 *db, FILE *f) {
         group_line(f, 20, y + 54, "CP rings (ring attention)", world, tp, cp, pp, dp, ep, MESH_CP);
         group_line(f, 20, y + 72, "DP groups (which sequences)", world, tp, cp, pp, dp, ep,
                    MESH_DP);
+    }
+    if (have_mem) { /* the memory budget, train/memory.h */
+        char line[512];
+        fprintf(f, "<text x=\"20\" y=\"%.1f\">memory per rank: ", y + (ep > 1 || cp > 1 ? 90 : 54));
+        svgd_text(f, svg_memory_text(&mem, line, sizeof(line)));
+        fputs("</text>\n", f);
     }
     svgd_end(f);
     cJSON_Delete(c);

@@ -62,6 +62,25 @@ static void test_gpt2_124m_by_shapes(void **state) {
     assert_true(flops_per_token(&c) == (double)want);
 }
 
+/* HFU's recompute FLOPs for GPT-2 124M, by the matmul shapes: full recompute reruns every
+ * block's forward (2 FLOPs per weight, no LM head) plus the attention core's forward (QKᵀ and
+ * A·V: 2·T·d each per layer); selective reruns only the core. Full adds a third of the blocks'
+ * training FLOPs, as Korthikanti et al. 2022 count. */
+static void test_recompute_flops(void **state) {
+    (void)state;
+    const int64_t L = 12, d = 768, T = 1024, V = 50257;
+    int64_t blocks = matmul_params_by_shapes(L, d, V) - V * d;
+    gpt_config c = dense(12, 768, 1024, 50257);
+    assert_true(flops_recompute_per_token(&c, GPT_RECOMPUTE_NONE) == 0);
+    assert_true(flops_recompute_per_token(&c, GPT_RECOMPUTE_SELECTIVE) == (double)(4 * L * T * d));
+    double full = flops_recompute_per_token(&c, GPT_RECOMPUTE_FULL);
+    assert_true(full == (double)(2 * blocks + 4 * L * T * d));
+    double train_blocks = (double)(6 * blocks + 12 * L * d * T); /* fwd + bwd of the blocks */
+    assert_true(fabs(full / train_blocks - 1.0 / 3.0) < 1e-12);
+    c.vocab_size = 0;
+    assert_true(flops_recompute_per_token(&c, GPT_RECOMPUTE_FULL) == -1);
+}
+
 static void test_gpt2_124m_from_published_total(void **state) {
     (void)state;
     const int64_t L = 12, d = 768, T = 1024, V = 50257;
@@ -268,6 +287,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2_124m_by_shapes),
         cmocka_unit_test(test_gpt2_124m_from_published_total),
+        cmocka_unit_test(test_recompute_flops),
         cmocka_unit_test(test_small_config_and_n_variant),
         cmocka_unit_test(test_dense_against_built_model),
         cmocka_unit_test(test_moe_active_params),

@@ -338,7 +338,9 @@ static int can_defer(const checkpointer *ck, const trainer *tr) {
  * writes them live) and the full-layout AdamW m, v of this rank's shard. */
 static void snapshot(checkpointer *ck, trainer *tr) {
     size_t n = tr->model.num_params;
+    trainer_params_gather(tr); /* ZeRO-3: whole for the copy (always async, trainer_setup.c) */
     if (ck->async) snap_copy(ck->snap_p, tr->model.params, n);
+    trainer_params_release(tr);
     if (!tr->cfg.zero && tr->opt.n == n && tr->opt.offset == 0) {
         /* unsharded AdamW state: what trainer_gather_optimizer_state copies, but on all cores,
          * since this copy is the stall */
@@ -526,6 +528,7 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
                  model_ckpt_read_tensors(&fs, m, "optim.v.", vbuf, err, errlen) != 0))
         goto out;
     gpt_params_upload(m);
+    trainer_params_loaded(tr); /* ZeRO-3: the loaded weights into the shard */
     if (!direct) trainer_scatter_optimizer_state(tr, mbuf, vbuf);
     tr->opt.t = t;
     tr->sample_rng = sample;

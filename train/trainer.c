@@ -174,8 +174,12 @@ void trainer_hook_eval(trainer *tr, int step, int final, void *user) {
 void trainer_hook_sample(trainer *tr, int step, int final, void *user) {
     (void)user;
     (void)final;
+    trainer_params_gather(tr); /* ZeRO-3: every parameter resident while it samples */
     gpt_model *full = full_model(tr);
-    if (!full) return;
+    if (!full) {
+        trainer_params_release(tr);
+        return;
+    }
     const gpt_model *m = full;
     gpt_decode_state st;
     gpt_decode_init(&st, m);
@@ -214,6 +218,7 @@ void trainer_hook_sample(trainer *tr, int step, int final, void *user) {
     free(work);
     gpt_decode_free(&st);
     free_full_model(tr, full);
+    trainer_params_release(tr);
 }
 
 static void run_hooks(trainer *tr, int step, int final) {
@@ -226,7 +231,20 @@ static void run_hooks(trainer *tr, int step, int final) {
 
 static void on_grads_ready(void *user, size_t offset) {
     trainer *tr = user;
-    dp_ready_from(&tr->dp, tr->model.grads, offset);
+    if (tr->cfg.zero >= 2) zero_grads_ready(&tr->zero, &tr->model, offset);
+    else dp_ready_from(&tr->dp, tr->model.grads, offset);
+}
+
+void trainer_params_gather(trainer *tr) {
+    if (tr->cfg.zero == 3) zero_gather_all(&tr->zero, &tr->model);
+}
+
+void trainer_params_release(trainer *tr) {
+    if (tr->cfg.zero == 3) zero_release_all(&tr->zero, &tr->model);
+}
+
+void trainer_params_loaded(trainer *tr) {
+    if (tr->cfg.zero == 3) zero_take_params(&tr->zero, &tr->model);
 }
 
 /* Global L2 norm of the reduced gradient, identical to the single-process value: tensor-parallel
@@ -240,6 +258,10 @@ static double global_grad_norm(trainer *tr) {
         hi = lo + tr->dp.shard < m->num_params ? lo + tr->dp.shard : m->num_params;
     }
     double part[3] = {0, 0, 0}; /* replicated, tp-sharded, expert (ep-sharded) */
+    if (tr->cfg.zero >= 2) {
+        zero_grad_sumsq(&tr->zero, m, part);
+        hi = lo; /* nothing of the flat buffer below */
+    }
     const float **x = mallocCheck(((size_t)m->n_tensors + 1) * sizeof(float *));
     size_t *n = mallocCheck(((size_t)m->n_tensors + 1) * sizeof(size_t));
     double *sq = mallocCheck(((size_t)m->n_tensors + 1) * sizeof(double));
@@ -501,8 +523,11 @@ static double pipeline_step(trainer *tr, int s, int end, int *inp, int *tgt) {
                  ((s + 1) % c->log_every == 0 || s + 1 == end);
     if (traced) fns.trace = callocCheck((size_t)tr->grad_accum * tr->chunks, sizeof(pp_span));
     double pp_t0 = timer_unix();
+    m->grads_ready = c->zero >= 2 ? on_grads_ready : NULL; /* ZeRO-2/3: each block's backward */
+    m->grads_ready_user = tr;
     pp_stats st;
     pp_run(ms->pp_group, tr->schedule, tr->grad_accum, &fns, &st);
+    m->grads_ready = NULL;
     tr->last_idle_s = st.idle_s;
     tr->last_in_flight = st.peak_in_flight;
     if (traced) log_pp_timeline(tr, s + 1, pp_t0, fns.trace);
@@ -530,8 +555,9 @@ static double microbatch_step(trainer *tr, int s, int *inp, int *tgt, float dlos
         uint64_t seq = (uint64_t)s * c->global_batch + ((uint64_t)k * dp + ms->dp_rank) * B;
         load_batch(tr, &tr->train_dl, seq, B, inp, tgt);
         int last = k == tr->grad_accum - 1;
-        /* overlap buckets with the backward (not with EP: two reduction groups) */
-        m->grads_ready = last && ms->ep == 1 ? on_grads_ready : NULL;
+        /* overlap buckets with the backward (not with EP: two reduction groups); ZeRO-2/3
+         * reduce-scatter each block after every microbatch's backward */
+        m->grads_ready = (last && ms->ep == 1) || c->zero >= 2 ? on_grads_ready : NULL;
         m->grads_ready_user = tr;
         if (tr->micro_fn) {
             loss_sum += tr->micro_fn(tr, inp, tgt, B, T, seq, dloss, tr->micro_user);
@@ -585,6 +611,10 @@ static void log_step(trainer *tr, float loss, float lr, double norm, double t0, 
     /* of the job: its FLOP/s over (per-rank peak x world size), docs/mfu.md */
     double mfu = flops_mfu(tr->flops_per_token, tps, tr->peak_measured, ms->world_size);
     double mfu_th = flops_mfu(tr->flops_per_token, tps, tr->peak_theoretical, ms->world_size);
+    /* hardware FLOPs: the recomputation counted too (model/flops.h, docs/mfu.md) */
+    double hfu = flops_mfu(tr->flops_per_token + tr->recompute_flops_per_token, tps,
+                           tr->peak_measured, ms->world_size);
+    tr->last_hfu = hfu;
     tr->last_loss = loss;
     tr->last_lr = lr;
     tr->last_norm = norm;
@@ -617,11 +647,58 @@ static void log_step(trainer *tr, float loss, float lr, double norm, double t0, 
             snprintf(cm, sizeof(cm), " | comm %.0f%%", 100 * tr->last_comm_s / step_s);
         log_progress(!log_is_tty(),
                      "step %d/%d | loss %.4f | lr %.2e | norm %.3f | %.0f ms | %.0f tok/s | "
-                     "MFU %.1f%%%s%s | ETA %s",
-                     tr->step, c->steps, loss, lr, norm, step_s * 1e3, tps, 100 * mfu, th, cm,
+                     "MFU %.1f%%%s | HFU %.1f%%%s | ETA %s",
+                     tr->step, c->steps, loss, lr, norm, step_s * 1e3, tps, 100 * mfu, th,
+                     100 * hfu, cm,
                      log_duration(eta, buf, sizeof(buf)));
         if (ms->cp > 1 && ms->rank == 0) log_cp_ring(tr);
     }
+}
+
+/* The predicted budget of every rank (train/memory.h) into run.db: event memory. */
+static void log_memory_budget(trainer *tr) {
+    const mesh *ms = tr->mesh;
+    if (ms->rank != 0 || !tr->memory_ranks) return;
+    int W = ms->world_size;
+    double *col = mallocCheck((size_t)W * sizeof(double));
+    cJSON *d = ev_detail();
+    ev_num(d, EVK_ZERO, tr->cfg.zero);
+    ev_str(d, EVK_RECOMPUTE, tr->cfg.recompute);
+    ev_num(d, EVK_LIMIT, tr->memory_limit);
+    for (int i = 0; i < MEMORY_N; i++) {
+        for (int r = 0; r < W; r++) col[r] = tr->memory_ranks[(size_t)r * MEMORY_N + i];
+        ev_numv(d, memory_names[i], col, W);
+    }
+    ev_log(tr->db, tr->run_id, EV_MEMORY, 0, d);
+    free(col);
+}
+
+/* Every rank's measured peak resident set against its prediction: event memory_peak and one line
+ * on rank 0 (the rank furthest from its prediction). Collective over the world. */
+static void log_memory_peak(trainer *tr) {
+    const mesh *ms = tr->mesh;
+    int W = ms->world_size;
+    double *peak = callocCheck((size_t)W, sizeof(double));
+    peak[ms->rank] = memory_rss_bytes(1);
+    comm_all_reduce_f64(ms->world, peak, (size_t)W, COMM_SUM);
+    if (ms->rank == 0 && tr->memory_ranks) {
+        double *pred = mallocCheck((size_t)W * sizeof(double));
+        int far = 0;
+        for (int r = 0; r < W; r++) {
+            pred[r] = tr->memory_ranks[(size_t)r * MEMORY_N + MEMORY_TOTAL];
+            if (fabs(peak[r] / pred[r] - 1) > fabs(peak[far] / pred[far] - 1)) far = r;
+        }
+        cJSON *d = ev_detail();
+        ev_numv(d, EVK_PEAK_RSS, peak, W);
+        ev_numv(d, EVK_TOTAL, pred, W);
+        ev_log(tr->db, tr->run_id, EV_MEMORY_PEAK, 0, d);
+        char a[32], b[32];
+        log_info("memory: peak resident %s on rank %d, predicted %s (%+.1f%%)",
+                 memory_format(peak[far], a, sizeof(a)), far,
+                 memory_format(pred[far], b, sizeof(b)), 100 * (peak[far] / pred[far] - 1));
+        free(pred);
+    }
+    free(peak);
 }
 
 int trainer_run(trainer *tr) {
@@ -638,6 +715,7 @@ int trainer_run(trainer *tr) {
     if (c->moe_every > 0 && !m->moe_load) /* the per-layer expert load (event moe) */
         m->moe_load = callocCheck((size_t)m->n_local * (m->cfg.n_experts + 1), sizeof(double));
     if (ms->rank == 0) rundb_log_event(tr->db, tr->run_id, EV_START, 0, tr->config_json);
+    log_memory_budget(tr);
     double t_loop = timer_now();
     int steps_here = 0;
     int tp_check = getenv("MINITRAIN_TP_CHECK") != NULL;
@@ -645,7 +723,8 @@ int trainer_run(trainer *tr) {
     int rc = MT_EXIT_OK;
     for (int s = tr->step; s < end; s++) {
         double t0 = timer_now(), c0 = comm_seconds(), ring0 = cp_ring_floats();
-        gpt_zero_grad(m);
+        if (c->zero >= 2) zero_begin_step(&tr->zero, m); /* the blocks' flat pages are clear */
+        else gpt_zero_grad(m);
         memset(&m->moe_stats, 0, sizeof(m->moe_stats));
         if (m->moe_load)
             memset(m->moe_load, 0, (size_t)m->n_local * (m->cfg.n_experts + 1) * sizeof(double));
@@ -655,6 +734,7 @@ int trainer_run(trainer *tr) {
                                      : microbatch_step(tr, s, inp, tgt, dloss);
         tr->last_cp_floats = cp_ring_floats() - ring0; /* the step's passes, not eval's */
         if (ms->ep > 1) reduce_grads_ep(tr);
+        else if (c->zero >= 2) zero_finish(&tr->zero, m);
         else dp_finish(&tr->dp, m->grads);
         gpt_sp_reduce_grads(m); /* sp: LayerNorm/embedding gradients are per-position partials */
         if (tp_check) tp_replica_check(tr);
@@ -670,8 +750,12 @@ int trainer_run(trainer *tr) {
         }
         float lr = optim_lr(s, c->steps, c->warmup_steps, c->lr, c->min_lr);
         trainer_before_update(tr); /* an async checkpoint's snapshot copy must be done */
-        optim_step(&tr->opt, m, lr, optim_clip_scale(norm, c->grad_clip));
-        dp_gather_params(&tr->dp, m->params);
+        if (c->zero >= 2) {
+            zero_optim_step(&tr->zero, m, &tr->opt, lr, optim_clip_scale(norm, c->grad_clip));
+        } else {
+            optim_step(&tr->opt, m, lr, optim_clip_scale(norm, c->grad_clip));
+            dp_gather_params(&tr->dp, m->params);
+        }
         double t1 = timer_now();
         tr->step = s + 1;
         if (pp_check) pp_tied_check(tr);
@@ -682,6 +766,7 @@ int trainer_run(trainer *tr) {
         if (tr->stop_requested) break; /* a hook asked for a clean stop */
     }
     if (rc == MT_EXIT_OK) run_hooks(tr, tr->step, 1);
+    log_memory_peak(tr);
     free(inp);
     free(tgt);
     return rc;
@@ -689,6 +774,11 @@ int trainer_run(trainer *tr) {
 
 void trainer_gather_optimizer_state(trainer *tr, float *m_out, float *v_out) {
     size_t n = tr->model.num_params;
+    if (tr->cfg.zero >= 2) {
+        zero_gather_flat(&tr->zero, tr->opt.m, m_out, n);
+        zero_gather_flat(&tr->zero, tr->opt.v, v_out, n);
+        return;
+    }
     if (!tr->cfg.zero) {
         ops_copy_d2h(m_out, tr->opt.m, n * sizeof(float));
         ops_copy_d2h(v_out, tr->opt.v, n * sizeof(float));
@@ -704,6 +794,11 @@ void trainer_gather_optimizer_state(trainer *tr, float *m_out, float *v_out) {
 
 void trainer_scatter_optimizer_state(trainer *tr, const float *m_in, const float *v_in) {
     size_t n = tr->model.num_params, lo = tr->opt.offset;
+    if (tr->cfg.zero >= 2) {
+        zero_scatter_flat(&tr->zero, m_in, tr->opt.m, n);
+        zero_scatter_flat(&tr->zero, v_in, tr->opt.v, n);
+        return;
+    }
     float *h = mallocCheck((tr->opt.n + 1) * sizeof(float)); /* host staging of the shard */
     for (size_t i = 0; i < tr->opt.n; i++) h[i] = lo + i < n ? m_in[lo + i] : 0.0f;
     ops_copy_h2d(tr->opt.m, h, tr->opt.n * sizeof(float));
@@ -713,12 +808,17 @@ void trainer_scatter_optimizer_state(trainer *tr, const float *m_in, const float
 }
 
 int trainer_save_model(trainer *tr, char *err, size_t errlen) {
+    trainer_params_gather(tr);        /* ZeRO-3: every parameter resident (collective) */
     gpt_model *full = full_model(tr); /* collective over the TP group */
-    if (!full) return 0;              /* only world rank 0 writes */
+    if (!full) {                      /* only world rank 0 writes */
+        trainer_params_release(tr);
+        return 0;
+    }
     char path[1100];
     snprintf(path, sizeof(path), "%s/model.safetensors", tr->cfg.run_dir);
     int rc = model_io_save(full, path, tr->config_json, tr->step, err, errlen);
     free_full_model(tr, full);
+    trainer_params_release(tr);
     if (rc != 0) return -1;
     if (tok_vocab_size(&tr->tok) == 0) return 0; /* trained on ids without a tokenizer */
     snprintf(path, sizeof(path), "%s/tokenizer.bin", tr->cfg.run_dir);

@@ -26,6 +26,8 @@
 #include "model/model.h"
 #include "model/optim.h"
 #include "text/tokenizer.h"
+#include "train/memory.h"
+#include "train/zero.h"
 
 typedef struct trainer trainer;
 
@@ -57,6 +59,7 @@ struct trainer {
     rundb *db;
     int64_t run_id;
     dp_reducer dp; /* data-parallel gradient reduction (and ZeRO-1 shards) */
+    zero_state zero; /* ZeRO-2/3 units and shards (cfg.zero >= 2; train/zero.h) */
     int threads;   /* CPU threads of this rank */
     int grad_accum; /* microbatches per step on each data-parallel rank (pipeline: M) */
     int stage_begin[257]; /* pipeline stage s holds layers [stage_begin[s], stage_begin[s+1])
@@ -68,13 +71,17 @@ struct trainer {
     int last_in_flight; /* pipeline: most (microbatch, chunk) activations held last step */
     int step; /* optimizer steps completed */
     /* accounting */
-    double flops_per_token;
+    double memory[MEMORY_N];    /* this rank's predicted bytes (train/memory.h) */
+    double *memory_ranks;       /* rank 0: (world, MEMORY_N) every rank's prediction */
+    double memory_limit;        /* bytes per rank (0 = no check) */
+    double flops_per_token;           /* the model's (MFU) */
+    double recompute_flops_per_token; /* what activation recompute adds (HFU counts it too) */
     double peak_measured, peak_theoretical; /* FLOP/s; theoretical -1 if unknown */
     char peak_desc[256];
     double t_start;
     /* last values, for hooks and the final summary */
     float last_loss, last_val_loss, last_lr;
-    double last_norm, last_tokens_per_s, last_mfu;
+    double last_norm, last_tokens_per_s, last_mfu, last_hfu;
     double last_step_s; /* wall time of the last optimizer step, seconds */
     double last_aux_loss; /* MoE: mean auxiliary loss of the last step */
     double last_comm_s; /* of which blocking communication */
@@ -140,6 +147,15 @@ float trainer_eval(trainer *tr);
  * so their files do not depend on dp or zero. */
 void trainer_gather_optimizer_state(trainer *tr, float *m_out, float *v_out);
 void trainer_scatter_optimizer_state(trainer *tr, const float *m_in, const float *v_in);
+
+/* ZeRO-3 keeps only the running block's parameters resident: trainer_params_gather makes
+ * tr->model.params hold every parameter (collective over the data-parallel group), for whoever
+ * reads them whole (checkpoint snapshot, sample, save); trainer_params_release drops them again;
+ * trainer_params_loaded: the whole params were just written (a resume), take them into the shard.
+ * No-ops below ZeRO-3. */
+void trainer_params_gather(trainer *tr);
+void trainer_params_release(trainer *tr);
+void trainer_params_loaded(trainer *tr);
 
 /* Built-in hooks: validation loss (logged to run.db), and a printed sample. */
 void trainer_hook_eval(trainer *tr, int step, int final, void *user);

@@ -118,9 +118,29 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
         snprintf(err, errlen, "ep %d needs a mixture-of-experts model (set moe_every)", ms->ep);
         return -1;
     }
-    if (ms->ep > 1 && c->zero) {
+    if (ms->ep > 1 && c->zero == 1) {
         snprintf(err, errlen, "zero=1 together with ep>1 is not supported (expert and dense "
                  "gradients reduce over different groups); use zero=0");
+        return -1;
+    }
+    if (c->zero >= 2 && ms->dp == 1) {
+        snprintf(err, errlen, "zero = %d with dp = 1: there is no data-parallel group to shard "
+                 "over (use dp >= 2, or zero = 0)", c->zero);
+        return -1;
+    }
+    if (c->zero >= 2 && ms->ep > 1) {
+        snprintf(err, errlen, "zero = %d together with ep > 1 is not supported (expert gradients "
+                 "reduce over the expert-data-parallel group, not dp); use zero = 0", c->zero);
+        return -1;
+    }
+    if (c->zero >= 2 && (strcmp(c->adv_train, "none") != 0 || c->robust_every > 0)) {
+        snprintf(err, errlen, "zero = %d with adv_train / robust_every is not supported (their "
+                 "extra backwards would reduce-scatter out of step); use zero = 1", c->zero);
+        return -1;
+    }
+    if (c->zero == 3 && !c->ckpt_async) {
+        snprintf(err, errlen, "zero = 3 with ckpt_async = 0 is not supported (a synchronous save "
+                 "writes the live parameters, which zero 3 does not keep whole)");
         return -1;
     }
     if (gpt_build(&tr->model, &gc, msg, sizeof(msg)) != 0) {
@@ -132,6 +152,14 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     tr->model.cp_comm = ms->cp_group;
     if (init) gpt_take_from_full(&tr->model, init); /* --init-from / ckpt import: every tensor */
     else gpt_init_weights(&tr->model, (uint64_t)c->seed);
+    tr->model.recompute = strcmp(c->recompute, "full") == 0        ? GPT_RECOMPUTE_FULL
+                          : strcmp(c->recompute, "selective") == 0 ? GPT_RECOMPUTE_SELECTIVE
+                                                                   : GPT_RECOMPUTE_NONE;
+    /* ZeRO-2/3: the flat gradient (and parameter) buffers become unit-sharded, before the
+     * activations would allocate the gradients (cp and sp are refused with zero, check_cp and
+     * check_sp, so the DP group is the whole dp x cp group here) */
+    if (c->zero >= 2 && zero_init(&tr->zero, &tr->model, ms->dp_group, c->zero, err, errlen) != 0)
+        return -1;
     if (activations) {
         gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len / ms->cp, /* this CP shard */
                         ms->pp > 1 ? pp_slots_needed(tr->schedule, ms->pp, ms->pp_rank,
@@ -145,11 +173,12 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     }
     /* data parallel: bucketed all-reduce, or ZeRO-1 shards of a padded buffer */
     size_t bucket = (size_t)(c->bucket_mb * 1048576.0 / sizeof(float));
-    dp_init(&tr->dp, ms->dpcp_group, tr->model.num_params, bucket, c->zero); /* dp (x cp) */
-    if (c->zero) gpt_reserve(&tr->model, tr->dp.padded);
-    optim_init(&tr->opt, c->zero ? tr->dp.shard : tr->model.num_params, c->beta1, c->beta2,
-               c->eps, c->weight_decay);
-    tr->opt.offset = c->zero ? tr->dp.shard_start : 0;
+    int zero1 = c->zero == 1;
+    dp_init(&tr->dp, ms->dpcp_group, tr->model.num_params, bucket, zero1); /* dp (x cp) */
+    if (zero1) gpt_reserve(&tr->model, tr->dp.padded);
+    size_t opt_n = zero1 ? tr->dp.shard : c->zero >= 2 ? tr->zero.shard : tr->model.num_params;
+    optim_init(&tr->opt, opt_n, c->beta1, c->beta2, c->eps, c->weight_decay);
+    tr->opt.offset = zero1 ? tr->dp.shard_start : 0; /* ZeRO-2/3: shard layout (train/zero.h) */
     rng_seed(&tr->sample_rng, (uint64_t)c->seed ^ 0x5A4D504CULL);
     return 0;
 }
@@ -389,6 +418,112 @@ static int select_device(const mt_config *c, mesh *ms, char *err, size_t errlen)
     return 0;
 }
 
+/* Open MPI's reduce-scatter reduces to the group's first rank and scatters from there: that rank
+ * holds scratch of the whole send buffer, twice from 3 ranks on (measured with VmHWM; the
+ * figures are in docs/parallel.md). In units of the send buffer; 0 on the other ranks. */
+static double reduce_scatter_scratch(const trainer *tr) {
+    if (tr->mesh->dp_rank != 0 || tr->mesh->dp == 1) return 0;
+    return tr->mesh->dp > 2 ? 2 : 1;
+}
+
+/* This rank's predicted bytes, b[MEMORY_N] (train/memory.h), for trainer tr as built (model,
+ * activations, ZeRO state, optimizer), runtime_bytes being the process's resident size before it
+ * built them. */
+static void predict_memory(const trainer *tr, double runtime_bytes, double b[MEMORY_N]) {
+    const mt_config *c = &tr->cfg;
+    const gpt_model *m = &tr->model;
+    const double F = sizeof(float);
+    memset(b, 0, MEMORY_N * sizeof(double));
+    double local = (double)(m->capacity > m->num_params ? m->capacity : m->num_params);
+    double transient = 0; /* what exists only inside a step (the probe runs before, freed) */
+    if (c->zero >= 2) {
+        double resident = (double)tr->zero.shard + (double)zero_resident_floats(&tr->zero);
+        b[MEMORY_PARAMS] = F * (c->zero == 3 ? resident : local);
+        b[MEMORY_GRADS] = F * resident;
+        /* staging + one piece (+ zero 3's prefetch staging); the group's first rank also holds
+         * MPI's reduce-scatter scratch (reduce_scatter_scratch) of the staging's size */
+        double P = tr->zero.P, mp = (double)tr->zero.max_piece;
+        double prefetch = c->zero == 3 ? P * mp : 0; /* the next block's gather in flight */
+        b[MEMORY_COMM] = F * ((P + 1) * mp + prefetch + reduce_scatter_scratch(tr) * P * mp);
+        double block = (double)zero_resident_floats(&tr->zero) - (double)zero_root_floats(&tr->zero);
+        transient = b[MEMORY_COMM] + F * block * (c->zero == 3 ? 2 : 1);
+    } else {
+        b[MEMORY_PARAMS] = b[MEMORY_GRADS] = F * local;
+        /* MPI's reduction scratch of every bucket's non-blocking all-reduce at once (they may
+         * all be in flight; measured: docs/parallel.md), or ZeRO-1's reduce-scatter output */
+        if (c->zero == 0 && tr->mesh->dp > 1 && tr->mesh->ep == 1) b[MEMORY_COMM] = F * local;
+        if (c->zero == 1) /* and the first rank's scratch of the whole buffer, as above */
+            b[MEMORY_COMM] = F * ((double)tr->dp.shard + reduce_scatter_scratch(tr) * local);
+        transient = b[MEMORY_COMM];
+    }
+    b[MEMORY_OPTIMIZER] = 2 * F * (double)tr->opt.n;
+    size_t slot = 0, scratch = 0;
+    /* this rank's share of the sequence: T/cp positions (the CP shard the slots were sized for);
+     * sp's sequence-local rows (N/tp) are gpt_activation_sizes's */
+    int B = m->B ? m->B : c->batch_size, T = m->T ? m->T : c->seq_len / tr->mesh->cp;
+    gpt_activation_sizes(m, B, T, &slot, &scratch);
+    double N = (double)B * T, slots = m->n_slots > 0 ? m->n_slots : 1;
+    double Nl = c->sp ? N / c->tp : N; /* rows of the residual stream that crosses stages */
+    b[MEMORY_ACTIVATIONS] = F * slot * slots;
+    if (tr->mesh->pp > 1) b[MEMORY_COMM] += F * Nl * c->d_model; /* the received input gradient */
+    if (tr->mesh->cp > 1) /* ring attention's backward: K,V and their gradients, twice each */
+        b[MEMORY_COMM] += F * 8 * N * (c->d_model / c->tp);
+    /* the sgemm probe's a, b, c, as far as they exceed the step's transient buffers */
+    double probe = 3 * F * FLOPS_PROBE_N * FLOPS_PROBE_N;
+    b[MEMORY_WORKSPACE] = F * scratch + slots * 3 * N * sizeof(int) +
+                          (probe > transient ? probe - transient : 0);
+    if (c->ckpt_every != 0) b[MEMORY_CHECKPOINT] = (c->ckpt_async ? 3 : 2) * F * m->num_params;
+    b[MEMORY_RUNTIME] = runtime_bytes > 0 ? runtime_bytes : 0;
+    for (int i = 0; i < MEMORY_TOTAL; i++) b[MEMORY_TOTAL] += b[i];
+}
+
+/* The memory budget before step 1 (train/memory.h): every rank's prediction to every rank (rank
+ * 0 prints the table and keeps it for run.db), and the refusal when a rank's total exceeds
+ * memory_limit — on every rank at once, so the job ends together. rss0: the process's resident
+ * bytes before the trainer allocated anything. Collective over the world. 0 or -1 with err. */
+static int check_memory(trainer *tr, double rss0, int local_ranks, char *err, size_t errlen) {
+    const mt_config *c = &tr->cfg;
+    const mesh *ms = tr->mesh;
+    if (memory_limit_bytes(c->memory_limit, local_ranks, 0, &tr->memory_limit, err, errlen) != 0)
+        return -1;
+    predict_memory(tr, rss0, tr->memory);
+    int W = ms->world_size;
+    double *all = callocCheck((size_t)W * MEMORY_N, sizeof(double));
+    memcpy(all + (size_t)ms->rank * MEMORY_N, tr->memory, sizeof(tr->memory));
+    comm_all_reduce_f64(ms->world, all, (size_t)W * MEMORY_N, COMM_SUM);
+    int worst = 0;
+    for (int r = 1; r < W; r++)
+        if (all[(size_t)r * MEMORY_N + MEMORY_TOTAL] > all[(size_t)worst * MEMORY_N + MEMORY_TOTAL])
+            worst = r;
+    char a[32], b[32];
+    if (ms->rank == 0) {
+        log_info("memory budget per rank, predicted (zero %d, recompute %s, limit %s):", c->zero,
+                 c->recompute, tr->memory_limit > 0 ? memory_format(tr->memory_limit, a, sizeof(a))
+                                                     : "off");
+        for (int r = 0; r < W && r < 8; r++) {
+            char line[512];
+            int n = snprintf(line, sizeof(line), "  rank %d:", r);
+            for (int i = 0; i < MEMORY_N && n < (int)sizeof(line); i++)
+                n += snprintf(line + n, sizeof(line) - n, "%s %s %s", i ? " |" : "",
+                              memory_names[i],
+                              memory_format(all[(size_t)r * MEMORY_N + i], b, sizeof(b)));
+            log_info("%s", line);
+        }
+        if (W > 8) log_info("  ... %d more ranks; the largest total is rank %d's", W - 8, worst);
+    }
+    double top = all[(size_t)worst * MEMORY_N + MEMORY_TOTAL];
+    if (ms->rank == 0) tr->memory_ranks = all;
+    else free(all);
+    if (tr->memory_limit > 0 && top > tr->memory_limit) {
+        snprintf(err, errlen, "the memory budget of rank %d, %s, exceeds memory_limit %s "
+                 "(zero 3, recompute = full, a larger dp or a smaller batch_size shrink it; "
+                 "memory_limit = off skips the check)", worst, memory_format(top, a, sizeof(a)),
+                 memory_format(tr->memory_limit, b, sizeof(b)));
+        return -1;
+    }
+    return 0;
+}
+
 /* What context parallelism (cp > 1) does not combine with, refused before any work with one
  * line each: 2·cp must divide seq_len (parallel/cp.h); ring attention runs on host memory (cpu
  * device); the MoE statistics, ZeRO-1 shards and adversarial training are reduced over the
@@ -440,9 +575,38 @@ static int check_sp(const mt_config *c, char *err, size_t errlen) {
     return -1;
 }
 
+/* Activation recompute and ZeRO-2/3 (train/zero.h) are implemented for one model chunk per stage
+ * with the whole sequence on the rank: recompute's work copy is one per stage, which ZB-H1's
+ * deferred weight-gradient pass W would read after another block overwrote it, and the chunked
+ * schedules interleave blocks of different chunks; ZeRO-2/3's per-block reduce-scatter runs in
+ * grads_ready, which W does not call, and zero 3's prefetch walks one chunk's blocks. cp and sp
+ * already refuse any zero (check_cp, check_sp). 0, or -1 with one line in err. */
+static int check_memwall(const mt_config *c, char *err, size_t errlen) {
+    int recompute = strcmp(c->recompute, "none") != 0;
+    if (recompute && (c->cp > 1 || c->sp)) {
+        snprintf(err, errlen, "recompute = %s with %s is not supported (the recomputation "
+                 "runs the whole-sequence attention and rows); use recompute = none", c->recompute,
+                 c->cp > 1 ? "cp > 1" : "sp = 1");
+        return -1;
+    }
+    if (!plain_pipeline(c) && (recompute || c->zero >= 2)) {
+        if (recompute)
+            snprintf(err, errlen, "recompute = %s with pp_schedule = %s is not supported (the "
+                     "one shared recompute copy would be overwritten before the chunk's or W's "
+                     "use); use pp_schedule = 1f1b or gpipe", c->recompute, c->pp_schedule);
+        else
+            snprintf(err, errlen, "zero = %d with pp_schedule = %s is not supported (the "
+                     "per-block reduce-scatter and gather follow one chunk's backward); use "
+                     "pp_schedule = 1f1b or gpipe, or zero = 1", c->zero, c->pp_schedule);
+        return -1;
+    }
+    return 0;
+}
+
 /* trainer_init's body; *init receives the --init-from weights (freed by the caller). */
 static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init, char *err,
                     size_t errlen) {
+    double rss0 = memory_rss_bytes(0); /* the process before the trainer allocates */
     memset(tr, 0, sizeof(*tr));
     tr->cfg = *cfg;
     tr->mesh = ms;
@@ -473,7 +637,9 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
                  "parallelism splits attention by heads", c->tp, c->n_head, c->d_model);
         return -1;
     }
-    if (check_cp(c, err, errlen) != 0 || check_sp(c, err, errlen) != 0) return -1;
+    if (check_cp(c, err, errlen) != 0 || check_sp(c, err, errlen) != 0 ||
+        check_memwall(c, err, errlen) != 0)
+        return -1;
 
     /* initial weights (--init-from): they fix the model's shape */
     char msg[512];
@@ -527,10 +693,13 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     }
 
     if (init_model(tr, init->params ? init : NULL, 1, err, errlen) != 0) return -1;
+    if (check_memory(tr, rss0, local_ranks, err, errlen) != 0) return -1; /* before any work */
     if (init_run(tr, err, errlen) != 0) return -1;
 
     /* accounting */
     tr->flops_per_token = flops_per_token(&tr->model.cfg); /* whole model; MoE: active experts */
+    tr->recompute_flops_per_token = flops_recompute_per_token(&tr->model.cfg,
+                                                              tr->model.recompute);
     tr->peak_measured = measured_peak(tr, threads, local_ranks);
     /* per rank: the ranks on this node share its cores (model/flops.h peak_rank_cores) */
     tr->peak_theoretical = peak_theoretical_rank(threads, local_ranks, tr->peak_desc,
@@ -584,6 +753,8 @@ void trainer_free(trainer *tr) {
     if (tr->db) rundb_close(tr->db);
     free(tr->model.moe_load);
     tr->model.moe_load = NULL;
+    free(tr->memory_ranks);
+    zero_free(&tr->zero, &tr->model); /* its flat buffers are not the model's to free */
     free(tr->pp_slot);
     gpt_free(&tr->model);
     optim_free(&tr->opt);
