@@ -469,7 +469,7 @@ static void predict_memory(const trainer *tr, double runtime_bytes, double b[MEM
     if (tr->mesh->cp > 1) /* ring attention's backward: K,V and their gradients, twice each */
         b[MEMORY_COMM] += F * 8 * N * (c->d_model / c->tp);
     /* the sgemm probe's a, b, c, as far as they exceed the step's transient buffers */
-    double probe = 3 * F * FLOPS_PROBE_N * FLOPS_PROBE_N;
+    double probe = 3 * F * PEAK_PROBE_N * PEAK_PROBE_N;
     b[MEMORY_WORKSPACE] = F * scratch + slots * 3 * N * sizeof(int) +
                           (probe > transient ? probe - transient : 0);
     if (c->ckpt_every != 0) b[MEMORY_CHECKPOINT] = (c->ckpt_async ? 3 : 2) * F * m->num_params;
