@@ -174,7 +174,7 @@ expect_usage "run -- no_such_cmd_mt (PATH)" "$MT" run --run-dir "$TMP/sup_noexec
 grep -q "cannot execute 'no_such_cmd_mt': not found in PATH" "$TMP/err" && ! grep -q "attempt 1" "$TMP/err" && ok "... names it, launches nothing" || bad "run of a missing command: $(head -c 300 "$TMP/err")"
 
 echo "== README: its supervisor line runs as written (the supervisor needs the run directory)"
-line=$(grep -m1 '^\./minitrain run .* -- ' README.md)
+line=$(grep -m1 -E '^ *\./minitrain run .* -- ' README.md | sed 's/^ *//')
 run_dir=$(sed -n 's/.*--run-dir \([^ ]*\).*/\1/p' <<<"$line")
 if [ -n "$run_dir" ]; then
   # the same line on the tiny model: --config and --run-dir swapped for the test's own
