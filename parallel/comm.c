@@ -34,7 +34,9 @@ struct comm {
 #endif
 };
 
-static int g_mpi = 0;
+#ifdef MT_HAVE_MPI
+static int g_mpi = 0; /* MPI_Init done, MPI_Finalize not yet */
+#endif
 static int g_world_rank = 0;
 
 /* ---- watchdog ---------------------------------------------------------------------------- */
