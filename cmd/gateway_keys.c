@@ -453,8 +453,8 @@ int cmd_gateway_keys(int argc, char **argv) {
         "usage: minitrain gateway keys disable --keys-db FILE ID|KEY",
         "usage: minitrain gateway keys enable --keys-db FILE ID|KEY",
         "usage: minitrain gateway keys audit --keys-db FILE [--limit N]",
-        "usage: minitrain gateway keys budget --keys-db FILE ID|KEY|role:NAME [--tokens-per-day N]"
-        " [--tokens-per-month N] [--cost-per-day X] [--cost-per-month X]",
+        ("usage: minitrain gateway keys budget --keys-db FILE ID|KEY|role:NAME [--tokens-per-day N]"
+         " [--tokens-per-month N] [--cost-per-day X] [--cost-per-month X]"),
         "usage: minitrain gateway keys usage --keys-db FILE ID|KEY|role:NAME [--json]"};
     static const char *const about[] = {
         "Create a key. It is printed once, alone on the last stdout line, and stored as a hash.",
@@ -462,8 +462,8 @@ int cmd_gateway_keys(int argc, char **argv) {
         "Revoke a key for good (its hash is erased; the row stays for the audit trail).",
         "Stop a key until `keys enable`.", "Let a disabled key work again.",
         "Show the audit trail of admin actions, newest first.",
-        "Set the spend budgets of a key or a role (all omitted: remove them); they apply to the\n"
-        "next request, in calendar windows (UTC days and months).",
+        ("Set the spend budgets of a key or a role (all omitted: remove them); they apply to the\n"
+         "next request, in calendar windows (UTC days and months)."),
         "Show the spend of a key or role in the current UTC day and month, from the ledger."};
     const args_opt *opts = k == 0 ? add_opts : k == 1 ? ls_opts : k == 5 ? audit_opts
                          : k == 6 ? budget_opts : k == 7 ? usage_opts : id_opts;
