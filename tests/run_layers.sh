@@ -140,15 +140,15 @@ for c in sorted(cycles):
 NO_TRAINER = {"serve", "gateway"}
 FORBIDDEN = ("train/", "sched/")
 def closure(f):
-    seen, todo, via = set(), [h for _, h in includes.get(f, [])], {}
-    for h in todo: via[h] = f
-    while todo:
-        h = todo.pop()
+    seen, pending, via = set(), [h for _, h in includes.get(f, [])], {}
+    for h in pending: via[h] = f
+    while pending:
+        h = pending.pop()
         if h in seen or h not in includes: continue
         seen.add(h)
         for _, h2 in includes[h]:
             if h2 not in via: via[h2] = h
-            todo.append(h2)
+            pending.append(h2)
     return seen, via
 for f in includes:
     if module_of(f) not in NO_TRAINER: continue
