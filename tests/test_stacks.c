@@ -139,8 +139,8 @@ static void test_verdict_groups(void **state) {
     assert_int_equal(v.blame[1], 7);
     /* outliers 1 and 5 share no TP group (0,1 and 4,5) but one PP group: tp 1, dp 0 -> {1, 5} */
     for (int r = 0; r < 8; r++) st[r] = mk(r, r < 4 ? "a" : "b", "comm_all_reduce", "trainer_run");
-    st[1] = mk(1, "a", "pp_recv", "pipeline_step");
-    st[5] = mk(5, "b", "pp_recv", "pipeline_step");
+    st[1] = mk(1, "a", "pp_recv", "trainer_pipe_step");
+    st[5] = mk(5, "b", "pp_recv", "trainer_pipe_step");
     assert_int_equal(stk_verdict_of(st, 8, &L, &v), 0);
     assert_string_equal(v.blame_kind, "pp");
     assert_int_equal(v.nblame, 2);

@@ -172,6 +172,30 @@ int trainer_save_model(trainer *tr, char *err, size_t errlen);
 void trainer_log_end(trainer *tr, const char *status, const char *message);
 void trainer_log_error(trainer *tr, const char *error);
 
+/* The loop's inner pieces, shared by train/trainer.c and train/trainer_pipe.c (the pipeline
+ * half of a step); not for callers outside train/. */
+/* Step s's microbatches through the pipeline (pp > 1; parallel/pp.c drives the order of the
+ * schedule tr->schedule), the measured timeline of the steps that log (event pp_timeline, one per
+ * stage, when (s + 1) % log_every == 0 or s + 1 == end), and the tied embedding's two gradient
+ * copies summed over the embedding group. inp, tgt: (batch_size, seq_len / cp) scratch.
+ * Returns the step's loss sum over microbatches (the mean token loss of each; every stage gets
+ * it). Collective over the pipeline group. */
+double trainer_pipe_step(trainer *tr, int s, int end, int *inp, int *tgt);
+
+/* Debug check (MINITRAIN_PP_CHECK=1): the first and last stages hold copies of the tied
+ * embedding; after every optimizer step they must be identical. Prints the largest difference,
+ * seen from the first stage. Collective over the embedding group. */
+void trainer_pipe_tied_check(trainer *tr);
+
+/* Sequences [seq, seq + B) of dl into inp, tgt: (B, seq_len / cp) ints each — with context
+ * parallelism this rank's head-tail chunks of each sequence (parallel/cp.h). */
+void trainer_load_batch(trainer *tr, data_loader *dl, uint64_t seq, int B, int *inp, int *tgt);
+
+/* The model's grads_ready callback (model/model.h): the gradients from offset on are final for
+ * this step; reduces the DP buckets they complete (ZeRO-2/3: reduce-scatters them). user: the
+ * trainer. */
+void trainer_grads_ready(void *user, size_t offset);
+
 void trainer_free(trainer *tr);
 
 #endif /* MT_TRAINER_H */
