@@ -189,7 +189,7 @@ LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhire
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
-MODULES = core parallel ckpt text ops model train report serve safety gateway sched cmd
+MODULES = core parallel ckpt text ops model train report dash serve safety gateway sched cmd
 SRCS = $(filter-out $(CUDA_TABLE),$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 OBJS = $(SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a
