@@ -34,7 +34,9 @@ static const char DASH_CSS[] =
     "tr.diff td,tr.diff th{background:#fff3c4;font-weight:700}td.mark{font-weight:700}"
     "nav{display:flex;flex-wrap:wrap;gap:4px 0}"
     "@media (max-width:700px){header,nav,main{padding-left:10px;padding-right:10px}"
-    "section{padding:4px 8px}header h1{font-size:19px}table{font-size:12px}}";
+    "section{padding:4px 8px}header h1{font-size:19px}header p{word-break:break-all}"
+    "table{font-size:12px;display:block;overflow-x:auto;max-width:100%}"
+    "table.events td code,table.checkpoints td code{word-break:normal}}";
 
 /* The live-update script; %d is the poll period in ms. */
 static const char LIVE_JS[] =
@@ -44,7 +46,9 @@ static const char LIVE_JS[] =
     "return r.text()}).then(function(t){var d=new DOMParser().parseFromString(t,'text/html');"
     "var a=document.querySelector('main'),b=d.querySelector('main');if(a&&b&&a.innerHTML!=="
     "b.innerHTML){var on={};document.querySelectorAll('main input[type=checkbox]').forEach("
-    "function(c){on[c.value]=c.checked});a.innerHTML=b.innerHTML;document.querySelectorAll("
+    "function(c){on[c.value]=c.checked});var op=[];a.querySelectorAll('details').forEach("
+    "function(x){op.push(x.open)});a.innerHTML=b.innerHTML;a.querySelectorAll('details')."
+    "forEach(function(x,i){if(op[i])x.open=true});document.querySelectorAll("
     "'main input[type=checkbox]').forEach(function(c){if(c.value in on)c.checked=on[c.value]})}"
     "var h=document.querySelector('header h1'),g=d.querySelector('header h1');if(h&&g&&"
     "h.innerHTML!==g.innerHTML)h.innerHTML=g.innerHTML;document.title=d.title;note('live, "
@@ -305,6 +309,47 @@ static char *value_text(const cJSON *x) {
     return cJSON_PrintUnformatted(x);
 }
 
+/* One table of the keys that differ (same = 0) or of those that do not (same = 1). */
+static int config_rows(FILE *f, const cJSON *keys, cJSON **c, const report_summary *s, int n,
+                       int want_same) {
+    int rows = 0;
+    for (const cJSON *k = keys->child; k; k = k->next) {
+        char **t = calloc((size_t)n, sizeof(char *));
+        int same = 1;
+        for (int i = 0; i < n; i++) {
+            t[i] = value_text(cJSON_GetObjectItemCaseSensitive(c[i], k->string));
+            if (i && strcmp(t[i], t[0]) != 0) same = 0;
+        }
+        if (same == want_same) {
+            if (rows++ == 0) {
+                fprintf(f, "<div class=\"scroll\"><table class=\"configs%s\"><thead><tr><th>key"
+                        "</th><th>differs</th>", want_same ? " same" : "");
+                for (int i = 0; i < n; i++) {
+                    fputs("<th>", f);
+                    dash_html(f, s[i].name ? s[i].name : "(unnamed)");
+                    fputs("</th>", f);
+                }
+                fputs("</tr></thead><tbody>\n", f);
+            }
+            fprintf(f, "<tr%s><th>", same ? "" : " class=\"diff\"");
+            dash_html(f, k->string);
+            fprintf(f, "</th><td class=\"mark\">%s</td>", same ? "" : "≠");
+            for (int i = 0; i < n; i++) {
+                fputs("<td><code>", f);
+                dash_html(f, t[i]);
+                fputs("</code></td>", f);
+            }
+            fputs("</tr>\n", f);
+        }
+        for (int i = 0; i < n; i++) free(t[i]);
+        free(t);
+    }
+    if (rows) fputs("</tbody></table></div>\n", f);
+    return rows;
+}
+
+/* The configs side by side: the keys that differ first (marked ≠ and shaded), the identical
+ * ones folded below. */
 static void compare_configs(FILE *f, report_summary *s, int n) {
     cJSON **c = calloc((size_t)n, sizeof(cJSON *));
     cJSON *keys = cJSON_CreateObject(); /* the union of keys, in first-seen order */
@@ -314,37 +359,12 @@ static void compare_configs(FILE *f, report_summary *s, int n) {
             if (!cJSON_GetObjectItemCaseSensitive(keys, x->string))
                 cJSON_AddTrueToObject(keys, x->string);
     }
-    int ndiff = 0;
-    fputs("<div class=\"scroll\"><table class=\"configs\"><thead><tr><th>key</th><th>differs"
-          "</th>", f);
-    for (int i = 0; i < n; i++) {
-        fputs("<th>", f);
-        dash_html(f, s[i].name ? s[i].name : "(unnamed)");
-        fputs("</th>", f);
-    }
-    fputs("</tr></thead><tbody>\n", f);
-    for (const cJSON *k = keys->child; k; k = k->next) {
-        char **t = calloc((size_t)n, sizeof(char *));
-        int same = 1;
-        for (int i = 0; i < n; i++) {
-            t[i] = value_text(cJSON_GetObjectItemCaseSensitive(c[i], k->string));
-            if (i && strcmp(t[i], t[0]) != 0) same = 0;
-        }
-        ndiff += !same;
-        fprintf(f, "<tr%s><th>", same ? "" : " class=\"diff\"");
-        dash_html(f, k->string);
-        fprintf(f, "</th><td class=\"mark\">%s</td>", same ? "" : "≠");
-        for (int i = 0; i < n; i++) {
-            fputs("<td><code>", f);
-            dash_html(f, t[i]);
-            fputs("</code></td>", f);
-            free(t[i]);
-        }
-        fputs("</tr>\n", f);
-        free(t);
-    }
-    fprintf(f, "</tbody></table></div>\n<p class=\"note\" id=\"config-diffs\">%d of %d keys "
-            "differ (marked ≠ and shaded)</p>\n", ndiff, cJSON_GetArraySize(keys));
+    int ndiff = config_rows(f, keys, c, s, n, 0), nkeys = cJSON_GetArraySize(keys);
+    fprintf(f, "<p class=\"note\" id=\"config-diffs\">%d of %d keys differ (marked ≠ and "
+            "shaded)</p>\n<details><summary>the %d identical keys</summary>\n", ndiff, nkeys,
+            nkeys - ndiff);
+    config_rows(f, keys, c, s, n, 1);
+    fputs("</details>\n", f);
     for (int i = 0; i < n; i++) cJSON_Delete(c[i]);
     free(c);
     cJSON_Delete(keys);
@@ -360,7 +380,7 @@ void dash_page_compare(FILE *f, dash_run *const *runs, int n, int poll_ms) {
     }
     head(f, "minitrain dashboard: compare", poll_ms);
     fprintf(f, "<header><h1>compare %d runs</h1><p>minitrain dashboard · <span id=\"live-note\">"
-            "</span></p></header>\n<nav><a href=\"/\">All runs</a><a href=\"#compare\">Loss</a>"
+            "live (polling)</span></p></header>\n<nav><a href=\"/\">All runs</a><a href=\"#compare\">Loss</a>"
             "<a href=\"#summaries\">Summaries</a><a href=\"#configs\">Configs</a></nav>\n<main>\n",
             n);
     fputs("<section id=\"compare\"><h2>Loss by step and by wall time</h2>\n", f);
