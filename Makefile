@@ -318,6 +318,7 @@ UNITS_bad_inputs = test_config test_args
 UNITS_parallel = test_parallel_units test_reference test_perf_step
 UNITS_pipeline = test_parallel_units
 UNITS_moe_ep = test_moe
+UNITS_dashboard = test_dash test_report_svg
 UNITS_moe_train = test_moe
 UNITS_guard = test_guard
 UNITS_serve = test_serve test_serve_chat test_decode_batch

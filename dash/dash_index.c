@@ -163,6 +163,12 @@ static void found(dash_index *ix, const char *dir, const lockset *ls) {
     }
     r->db = sd, r->wal = sw, r->locked = locked, r->seen = ix->scan;
     summarise(r);
+    /* A read-only connection to a WAL database whose writer closed leaves an empty run.db-wal
+     * behind (SQLite creates it to read): keep that stamp, or the next scan reads again for
+     * nothing. Any other change during the read keeps the stamps from before it, so the next
+     * scan reads the run again and misses nothing. */
+    dash_stamp w2 = stamp_of(wal);
+    if (!sw.ino && w2.ino && w2.size == 0 && stamp_eq(stamp_of(db), sd)) r->wal = w2;
 }
 
 static int is_file(const char *dir, const char *name) {
