@@ -34,9 +34,18 @@ static const char DASH_CSS[] =
     "tr.diff td,tr.diff th{background:#fff3c4;font-weight:700}td.mark{font-weight:700}"
     "nav{display:flex;flex-wrap:wrap;gap:4px 0}"
     "@media (max-width:700px){header,nav,main{padding-left:10px;padding-right:10px}"
-    "section{padding:4px 8px}header h1{font-size:19px}header p{word-break:break-all}"
+    "section{padding:4px 8px}header h1{font-size:19px}header p{overflow-wrap:anywhere}"
     "table{font-size:12px;display:block;overflow-x:auto;max-width:100%}"
-    "table.events td code,table.checkpoints td code{word-break:normal}}";
+    "table.events td code,table.checkpoints td code{word-break:normal}"
+    /* the runs table as one card per run: each cell labelled, the sort links wrapped */
+    "table.runs,table.runs tbody,table.runs thead{display:block;overflow:visible}"
+    "table.runs thead tr{display:flex;flex-wrap:wrap;gap:2px 10px}table.runs thead th{border:none;"
+    "background:none;padding:2px}table.runs tr.run{display:block;border:1px solid #bbb;"
+    "border-radius:6px;margin:8px 0;padding:4px 8px}table.runs tr.run td{display:flex;"
+    "justify-content:space-between;gap:12px;border:none;border-bottom:1px dotted #ddd;"
+    "text-align:right;padding:2px 0}table.runs tr.run td.name{display:block;text-align:left}"
+    "table.runs tr.run td[data-label]::before{content:attr(data-label);font-weight:600;"
+    "color:#444;text-align:left}table.runs tr.run td.name::before{display:none}}";
 
 /* The live-update script; %d is the poll period in ms. */
 static const char LIVE_JS[] =
@@ -52,7 +61,7 @@ static const char LIVE_JS[] =
     "'main input[type=checkbox]').forEach(function(c){if(c.value in on)c.checked=on[c.value]})}"
     "var h=document.querySelector('header h1'),g=d.querySelector('header h1');if(h&&g&&"
     "h.innerHTML!==g.innerHTML)h.innerHTML=g.innerHTML;document.title=d.title;note('live, "
-    "updated '+new Date().toLocaleTimeString())}).catch(function(e){note('not updating ('+"
+    "updated '+new Date().toISOString().slice(11,19)+' UTC')}).catch(function(e){note('not updating ('+"
     "e.message+'): retrying')}).finally(function(){setTimeout(tick,ms)})}setTimeout(tick,ms)})()"
     "</script>";
 
@@ -144,14 +153,14 @@ static int cmp_runs(const void *pa, const void *pb) {
     return c ? c : strcmp(a->dir, b->dir);
 }
 
-static void cell_num(FILE *f, double v, const char *fmt, double scale) {
-    if (isfinite(v)) {
-        fputs("<td class=\"num\">", f);
-        fprintf(f, fmt, v * scale);
-        fputs("</td>", f);
-    } else {
-        fputs("<td class=\"num\">n/a</td>", f);
-    }
+/* <td class="num" data-label="label">v</td> (label NULL: none; the phone layout shows it). */
+static void cell_num(FILE *f, double v, const char *fmt, double scale, const char *label) {
+    fputs("<td class=\"num\"", f);
+    if (label) fprintf(f, " data-label=\"%s\"", label);
+    fputs(">", f);
+    if (isfinite(v)) fprintf(f, fmt, v * scale);
+    else fputs("n/a", f);
+    fputs("</td>", f);
 }
 
 static void duration(FILE *f, double s) {
@@ -166,15 +175,16 @@ static void run_row(FILE *f, const dash_run *r) {
     fprintf(f, "<tr class=\"run st-row-%s\" data-status=\"%s\" data-dir=\"", safe_class(st),
             safe_class(st));
     dash_html(f, r->dir);
-    fputs("\"><td><input type=\"checkbox\" name=\"run\" aria-label=\"compare\" value=\"", f);
+    fputs("\"><td data-label=\"compare\"><input type=\"checkbox\" name=\"run\" aria-label=\"compare\" value=\"", f);
     dash_html(f, r->dir);
-    fputs("\"></td><td class=\"name\"><a href=\"/run?dir=", f);
+    fputs("\"></td><td class=\"name\" data-label=\"run\"><a href=\"/run?dir=", f);
     dash_url(f, r->dir);
     fputs("\">", f);
     dash_html(f, r->ok ? r->name : "(unreadable)");
     fputs("</a><br><small>", f);
     dash_html(f, r->dir);
-    fprintf(f, "</small></td><td><span class=\"status st-%s\">%s</span>", safe_class(st), st);
+    fprintf(f, "</small></td><td data-label=\"status\"><span class=\"status st-%s\">%s</span>",
+            safe_class(st), st);
     if (!r->ok) {
         fputs("<br><small>", f);
         dash_html(f, r->err);
@@ -186,13 +196,13 @@ static void run_row(FILE *f, const dash_run *r) {
               "change</td></tr>\n", f);
         return;
     }
-    fprintf(f, "<td class=\"num\">%lld</td>", (long long)r->steps);
-    cell_num(f, r->loss, "%.4f", 1);
-    cell_num(f, r->val, "%.4f", 1);
-    cell_num(f, r->tps, "%.0f", 1);
-    cell_num(f, r->mfu, "%.2f%%", 100);
-    cell_num(f, r->ettr, "%.3f", 1);
-    cell_num(f, r->failures, "%.0f", 1);
+    fprintf(f, "<td class=\"num\" data-label=\"steps\">%lld</td>", (long long)r->steps);
+    cell_num(f, r->loss, "%.4f", 1, "train loss");
+    cell_num(f, r->val, "%.4f", 1, "val loss");
+    cell_num(f, r->tps, "%.0f", 1, "tokens/s");
+    cell_num(f, r->mfu, "%.2f%%", 100, "MFU");
+    cell_num(f, r->ettr, "%.3f", 1, "ETTR");
+    cell_num(f, r->failures, "%.0f", 1, "failures");
     char when[64] = "n/a";
     if (isfinite(r->start)) {
         time_t t = (time_t)r->start;
@@ -200,7 +210,8 @@ static void run_row(FILE *f, const dash_run *r) {
         gmtime_r(&t, &tm);
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M", &tm);
     }
-    fprintf(f, "<td>%s</td><td class=\"num\">", when);
+    fprintf(f, "<td data-label=\"started\">%s</td><td class=\"num\" data-label=\"duration\">",
+            when);
     duration(f, r->wall);
     fputs("</td></tr>\n", f);
 }
@@ -239,9 +250,9 @@ void dash_page_runs(FILE *f, dash_index *ix, const char *q, const char *status, 
         dash_html(f, ix->roots[i]);
         fputs("</code>", f);
     }
-    fprintf(f, " · drawn %s · <span id=\"live-note\">%s</span></p></header>\n<nav><a href=\"/\">"
+    fprintf(f, " · <span id=\"live-note\">drawn %s%s</span></p></header>\n<nav><a href=\"/\">"
             "All runs</a><a href=\"#runs\">Runs</a></nav>\n", at,
-            poll_ms > 0 ? "live (polling)" : "");
+            poll_ms > 0 ? ", live (polling)" : "");
     fputs("<main>\n<section id=\"runs\"><h2>Runs</h2>\n<form class=\"filter\" method=\"get\" "
           "action=\"/\"><label>name contains <input name=\"q\" value=\"", f);
     dash_html(f, q);
@@ -289,7 +300,8 @@ int dash_page_run(FILE *f, const dash_run *run, dash_sections_fn sections, int p
     char headx[sizeof(LIVE_JS) + sizeof(DASH_CSS) + 64];
     int k = snprintf(headx, sizeof(headx), "<style>%s</style>", DASH_CSS);
     if (poll_ms > 0) snprintf(headx + k, sizeof(headx) - (size_t)k, LIVE_JS, poll_ms);
-    report_html_opts o = {headx, "<a href=\"/\">All runs</a>", "minitrain dashboard"};
+    report_html_opts o = {headx, "<a href=\"/\">All runs</a>", "minitrain dashboard",
+                          poll_ms > 0 ? " · <span id=\"live-note\">live (polling)</span>" : NULL};
     report_html_write(f, &r, NULL, sec, n, &o);
     report_free(&r);
     return 0;
@@ -404,13 +416,13 @@ void dash_page_compare(FILE *f, dash_run *const *runs, int n, int poll_ms) {
         const char *st = s[i].status ? s[i].status : "unknown";
         fprintf(f, "<td><span class=\"status st-%s\">%s</span></td><td class=\"num\">%lld</td>",
                 safe_class(st), safe_class(st), (long long)s[i].steps);
-        cell_num(f, s[i].final_train_loss, "%.4f", 1);
-        cell_num(f, s[i].final_val_loss, "%.4f", 1);
-        cell_num(f, s[i].best_val_loss, "%.4f", 1);
-        cell_num(f, s[i].tokens_per_s, "%.0f", 1);
-        cell_num(f, s[i].mfu, "%.2f%%", 100);
-        cell_num(f, s[i].ettr.ettr, "%.3f", 1);
-        cell_num(f, s[i].ettr.failures, "%.0f", 1);
+        cell_num(f, s[i].final_train_loss, "%.4f", 1, NULL);
+        cell_num(f, s[i].final_val_loss, "%.4f", 1, NULL);
+        cell_num(f, s[i].best_val_loss, "%.4f", 1, NULL);
+        cell_num(f, s[i].tokens_per_s, "%.0f", 1, NULL);
+        cell_num(f, s[i].mfu, "%.2f%%", 100, NULL);
+        cell_num(f, s[i].ettr.ettr, "%.3f", 1, NULL);
+        cell_num(f, s[i].ettr.failures, "%.0f", 1, NULL);
         fputs("</tr>\n", f);
     }
     fputs("</table></div></section>\n<section id=\"configs\"><h2>Configs side by side</h2>\n", f);

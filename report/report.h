@@ -78,9 +78,10 @@ int report_html(const report_summary *r, const svg_panel *beside, const report_s
 
 /* What a caller adds to the page report_html_write draws (all may be NULL): head, extra HTML in
  * <head> (the dashboard's live-update script); nav, links put first in the navigation bar;
- * generator, the command named in the header ("minitrain report --html" when NULL). */
+ * generator, the command named in the header ("minitrain report --html" when NULL); note, HTML
+ * ending the header's line (the dashboard's "live, updated ..."). */
 typedef struct {
-    const char *head, *nav, *generator;
+    const char *head, *nav, *generator, *note;
 } report_html_opts;
 
 /* The page report_html writes, into f (o may be NULL): the one HTML drawing path that `report

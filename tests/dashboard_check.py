@@ -18,7 +18,7 @@ the order a person would see them:
   6. at a phone's width (390 px) no page is wider than the screen;
   and always: no console error or exception, no error log entry, no <script src>, no element
   that loads a URL, and every request the pages make goes to BASE_URL (nothing off the host).
-Screenshots: SHOTS_DIR/{runs,run,run_fault,compare,runs_phone,run_phone}.png, each also as
+Screenshots: SHOTS_DIR/{runs,run,run_fault,run_end,runs_end,compare,runs_phone,run_phone}.png, each also as
 NAME_top.png (its first 1000 px). Exit 0 when all
 pass; one line per check.
 """
@@ -46,7 +46,8 @@ PROBE = r"""
     loss_points: pts('#pic-metrics g.panel[data-panel=loss] polyline.series').reduce((a, b) => a + b, 0),
     failures: qa('table.events tr.ev-failure').length,
     ettr_text: (q('#pic-ettr') || {}).textContent || '',
-    cmp: pts('#pic-compare polyline.cmp-series'),
+    cmp: [...qa('#pic-compare polyline.cmp-series')].map(p => [p.closest('g.panel').dataset.panel, +p.dataset.run,
+          (p.getAttribute('points') || '').trim().split(/\s+/).filter(x => x).length]),
     diff_keys: [...qa('table.configs tr.diff th')].map(t => t.textContent),
     scripts_src: qa('script[src]').length, loaders,
     width: document.documentElement.scrollWidth, view: window.innerWidth,
@@ -101,6 +102,15 @@ def main():
                 time.sleep(0.5)
                 b.send("Runtime.evaluate", {"expression": "1"}, session=s)  # drain events
 
+        def shot_section(sid, name):  # one section of the page, for docs/img
+            r = b.send("Runtime.evaluate", {"expression": f"JSON.stringify((()=>{{const r=document.getElementById('{sid}').getBoundingClientRect();return [r.top+window.scrollY,r.height]}})())",
+                       "returnByValue": True}, session=s)
+            top, h = json.loads(r["result"]["value"])
+            img = b.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                         "clip": {"x": 0, "y": top - 8, "width": 1280, "height": h + 16, "scale": 1}},
+                         session=s, timeout=60)
+            open(os.path.join(shots, name + ".png"), "wb").write(base64.b64decode(img["data"]))
+
         def shot(name):
             size = b.send("Page.getLayoutMetrics", session=s)["cssContentSize"]
             img = b.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
@@ -131,24 +141,34 @@ def main():
         check(all(x in second["sections"] for x in ("summary", "config", "ettr", "metrics", "checkpoints", "events")),
               "run page: the report's sections (summary, config, ettr, metrics, checkpoints, events)")
         shot("run")
+        shot_section("metrics", "run_metrics")
         # 3. the fault appears in the events table and in the ETTR picture
         d = wait_for(lambda d: d["failures"] >= 1 and "crash" in d["ettr_text"], 90)
         check(d["failures"] >= 1, f"run page: the injected fault is in the events table ({d['failures']} failure rows)")
         check("crash" in d["ettr_text"], "run page: the ETTR picture marks the crash")
         shot("run_fault")
+        shot_section("ettr", "run_fault_ettr")
+        shot_section("events", "run_fault_events")
         # 4. the end flips the status
         d = wait_for(lambda d: d["status"] == "completed", 120)
         check(d["status"] == "completed", f"run page: the status flips to completed at the end ({d['status']})")
-        shot("run")
+        shot("run_end")
         go("/")
         d = probe()
         check(d["rows"].get(live) == "completed", f"runs page: the live job now completed ({d['rows'].get(live)})")
-        shot("runs")
+        shot("runs_end")
         # 5. compare
         go(f"/compare?run={live}&run={other}")
         d = probe()
-        check(len(d["cmp"]) == 4 and min(d["cmp"] or [0]) > 1,
-              f"compare: 2 runs x 2 panels of loss curves, each with points ({d['cmp']})")
+        got = {(panel, run): 0 for panel in ("step", "wall") for run in (0, 1)}
+        launches = {}
+        for panel, run, n in d["cmp"]:
+            got[(panel, run)] = got.get((panel, run), 0) + n
+            launches[(panel, run)] = launches.get((panel, run), 0) + 1
+        check(len(got) == 4 and min(got.values()) > 1,
+              f"compare: 2 runs x 2 panels of loss curves, each with points ({got})")
+        check(launches.get(("step", 0)) == 2 and launches.get(("step", 1)) == 1,
+              f"compare: one curve per launch (the crashed job 2, the other 1: {launches})")
         check("lr" in d["diff_keys"], f"compare: the configs' lr row is marked as differing ({d['diff_keys']})")
         shot("compare")
         # 6. a phone's width
