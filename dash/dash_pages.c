@@ -13,6 +13,7 @@
  * boxes kept). Without JavaScript each page still works: sorting and filtering are links and a
  * GET form, and the runs page says when it was drawn.
  */
+#define _GNU_SOURCE /* qsort_r */
 #include "dash/dash_impl.h"
 
 #include <math.h>
@@ -135,21 +136,25 @@ static double num_of(const dash_run *r, int c) {
     }
 }
 
-static int g_sort_col, g_sort_desc; /* qsort has no context; set under the index's mutex */
+typedef struct {
+    int col, desc;
+} sort_by;
 
-static int cmp_runs(const void *pa, const void *pb) {
+static int cmp_runs(const void *pa, const void *pb, void *ctx) {
     const dash_run *a = *(dash_run *const *)pa, *b = *(dash_run *const *)pb;
+    const sort_by *sb = ctx;
+    const int sort_col = sb->col, sort_desc = sb->desc;
     int c = 0;
-    if (g_sort_col <= 1) {
-        const char *x = g_sort_col == 0 ? (a->name ? a->name : a->dir) : (a->status ? a->status : "");
-        const char *y = g_sort_col == 0 ? (b->name ? b->name : b->dir) : (b->status ? b->status : "");
+    if (sort_col <= 1) {
+        const char *x = sort_col == 0 ? (a->name ? a->name : a->dir) : (a->status ? a->status : "");
+        const char *y = sort_col == 0 ? (b->name ? b->name : b->dir) : (b->status ? b->status : "");
         c = strcmp(x, y);
     } else {
-        double x = a->ok ? num_of(a, g_sort_col) : NAN, y = b->ok ? num_of(b, g_sort_col) : NAN;
+        double x = a->ok ? num_of(a, sort_col) : NAN, y = b->ok ? num_of(b, sort_col) : NAN;
         if (isnan(x) || isnan(y)) return isnan(x) - isnan(y); /* n/a last either way */
         c = (x > y) - (x < y);
     }
-    if (g_sort_desc) c = -c;
+    if (sort_desc) c = -c;
     return c ? c : strcmp(a->dir, b->dir);
 }
 
@@ -234,8 +239,8 @@ void dash_page_runs(FILE *f, dash_index *ix, const char *q, const char *status, 
         if (q && *q && !strstr(r->dir, q) && !(r->name && strstr(r->name, q))) continue;
         v[n++] = r;
     }
-    g_sort_col = col, g_sort_desc = desc;
-    qsort(v, n, sizeof(*v), cmp_runs);
+    sort_by sb = {col, desc};
+    qsort_r(v, n, sizeof(*v), cmp_runs, &sb); /* glibc's qsort_r: the context last */
     int running = 0;
     for (size_t i = 0; i < ix->n; i++) running += ix->runs[i].ok && !strcmp(ix->runs[i].status, "running");
     head(f, "minitrain dashboard", poll_ms);
