@@ -3,8 +3,8 @@
 # checked in a real browser, plus its refusals, its token, and a database rotated and deleted
 # under it.
 #
-# A supervised job (about 20-40 s on 2 cores) trains with a kill fault at step 1000 (a crash, a
-# restart from the step-750 checkpoint); a second, finished run differs in lr. The dashboard on
+# A supervised job (about 25-50 s on 2 cores) trains with a kill fault at step 1600 (a crash, a
+# restart from the step-1500 checkpoint); a second, finished run differs in lr. The dashboard on
 # --port 0 watches both; tests/dashboard_check.py drives Debian's Chromium headless over the
 # DevTools pipe: the runs page lists the job as running, its page's loss plot gains points
 # between two reads without a reload, the crash shows in the events table and the ETTR picture,
@@ -57,9 +57,9 @@ cp "$TMP/base.ini" "$TMP/other.ini"; printf 'steps = 300\nlog_every = 10\neval_e
 $MT train --config "$TMP/other.ini" --run-dir "$TMP/runs/other" --lr 1e-3 > "$TMP/other.log" 2>&1 \
   && ok "the run to compare with trained" || bad "other run: $(tail -2 "$TMP/other.log")"
 cp "$TMP/base.ini" "$TMP/live.ini"
-printf 'steps = 3000\nlog_every = 10\neval_every = 100\nckpt_every = 250\n' >> "$TMP/live.ini"
+printf 'steps = 5000\nlog_every = 10\neval_every = 100\nckpt_every = 500\n' >> "$TMP/live.ini"
 $MT run --heartbeat-timeout 60 --backoff 0.1:0.5 --grace 2 -- \
-  $MT train --config "$TMP/live.ini" --run-dir "$TMP/runs/live" --fault kill@step=1000 \
+  $MT train --config "$TMP/live.ini" --run-dir "$TMP/runs/live" --fault kill@step=1600 \
   > "$TMP/live.log" 2>&1 &
 JOB=$!; PIDS+=("$JOB")
 start_bg dash "listening on http://127.0.0.1:" $MT dashboard --runs "$TMP/runs" --port 0 --poll-ms 500
