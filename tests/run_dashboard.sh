@@ -9,7 +9,8 @@
 # DevTools pipe: the runs page lists the job as running, its page's loss plot gains points
 # between two reads without a reload, the crash shows in the events table and the ETTR picture,
 # the status flips to completed at the end, compare draws both runs and marks lr; no console
-# error, no request off the host, no page wider than a phone (390 px). Then with curl: a run.db
+# error, no request off the host, no page wider than a phone (390 px). Then with curl: a run's
+# page holds exactly the <main> that `report --html` writes (one drawing path); a run.db
 # is never written by the dashboard (same bytes after every page), a rotated run.db is read anew,
 # a garbage run.db is listed as unreadable, a deleted run leaves the list and its page is 404;
 # --bind elsewhere needs --token; the token in header, cookie and ?token=; --db names issue 25.
@@ -80,6 +81,15 @@ for p in "/" "/run?dir=$TMP/runs/other" "/compare?run=$TMP/runs/other&run=$TMP/r
   code=$(curl -s -o "$TMP/page.html" -w '%{http_code}' "$URL$p")
   check "GET ${p%%\?*}: 200 ($code)" test "$code" = 200
 done
+# one drawing path: the run page's <main> is byte for byte what report --html writes
+$MT report --run "$TMP/runs/other" --html "$TMP/other_report.html" > /dev/null 2>&1 || bad "report --html of the other run"
+curl -s -o "$TMP/other_dash.html" "$URL/run?dir=$TMP/runs/other"
+$PY - "$TMP/other_report.html" "$TMP/other_dash.html" <<'PY' && ok "the run page's <main> equals report --html's (one drawing path)" || bad "run page and report --html differ"
+import sys
+a, b = (open(p, encoding="utf-8").read() for p in sys.argv[1:3])
+main = lambda t: t[t.index("<main>"):t.index("</main>")]
+sys.exit(0 if len(main(a)) > 10000 and main(a) == main(b) else 1)
+PY
 check "the dashboard never wrote run.db (same SHA-256 after every page)" \
   test "$(sha256sum "$TMP/runs/other/run.db" | cut -d' ' -f1)" = "$sum0"
 etag=$(curl -sI "$URL/run?dir=$TMP/runs/other" | tr -d '\r' | sed -n 's/^ETag: //Ip')
