@@ -189,7 +189,7 @@ LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhire
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
-MODULES = core parallel ckpt text ops model train report serve safety gateway sched cmd
+MODULES = core parallel ckpt text ops model train report dash serve safety gateway sched cmd
 SRCS = $(filter-out $(CUDA_TABLE),$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 OBJS = $(SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a
@@ -318,6 +318,7 @@ UNITS_bad_inputs = test_config test_args
 UNITS_parallel = test_parallel_units test_reference test_perf_step
 UNITS_pipeline = test_parallel_units
 UNITS_moe_ep = test_moe
+UNITS_dashboard = test_dash test_report_svg
 UNITS_moe_train = test_moe
 UNITS_guard = test_guard
 UNITS_serve = test_serve test_serve_chat test_decode_batch

@@ -28,6 +28,7 @@ static const subcommand COMMANDS[] = {
     {"plan", cmd_plan, "place ranks on a topology: rankfile + predicted comm time per step"},
     {"diagnose", cmd_diagnose, "where every rank of a running job is stuck: stacks, grouped"},
     {"simulate", cmd_simulate, "Monte Carlo ETTR at cluster scale (Young/Daly interval)"},
+    {"dashboard", cmd_dashboard, "live read-only web dashboard of every run (runs, run, compare)"},
     {"serve", cmd_serve, "serve a trained run over HTTP (OpenAI completions API)"},
     {"gateway", cmd_gateway, "AI gateway in front of servers: fallback, ejection, keys, limits"},
     {"robust", cmd_robust, "adversarial robustness of a run: FGSM/PGD/HotFlip (--json)"},

@@ -33,6 +33,18 @@ int cmd_sample(int argc, char **argv);
  * with its ETTR accounting. */
 int cmd_report(int argc, char **argv);
 
+/* The sections `report --html` adds to a run's page beyond report/'s own (safety's
+ * robustness), for the run database db; the dashboard's run page adds the same. Fills
+ * out[0..max), returns how many. */
+#include <sqlite3.h>
+#include "report/report.h"
+int cmd_report_sections(sqlite3 *db, report_section *out, int max);
+
+/* `minitrain dashboard [--runs DIR ...] [--port P] [--bind ADDR] [--token T]`: the live,
+ * read-only web dashboard over the run databases under DIR (dash/dash.h) until SIGINT or SIGTERM.
+ * 2 for bad flags (a non-loopback --bind without --token; --db, which waits for issue 25). */
+int cmd_dashboard(int argc, char **argv);
+
 /* `minitrain run [options] -- LAUNCH...`: the supervisor's restart loop (sched/supervisor.h).
  * 0 when the job finished cleanly, 1 when it gave up, 2 for bad flags, 128+signal when stopped. */
 int cmd_run(int argc, char **argv);

@@ -86,6 +86,12 @@ static int check_outputs(const char *run_dir, const char *svg, const char *html)
 }
 static int robust_picture(void *user, FILE *f) { return robust_section(user, f, 0); }
 
+int cmd_report_sections(sqlite3 *db, report_section *out, int max) {
+    if (max < 1) return 0;
+    out[0] = (report_section){"robustness", "Robustness: adversarial loss vs ε", robust_html, db};
+    return 1;
+}
+
 int cmd_report(int argc, char **argv) {
     const char *run_dir = NULL, *svg = NULL, *html = NULL;
     int json = 0;
@@ -145,8 +151,9 @@ int cmd_report(int argc, char **argv) {
             ret = MT_EXIT_IO;
         }
     }
-    report_section sec = {"robustness", "Robustness: adversarial loss vs ε", robust_html, r.db};
-    if (html && report_html(&r, NULL, &sec, 1, html, err, sizeof(err)) != 0) {
+    report_section sec[1];
+    int nsec = cmd_report_sections(r.db, sec, 1);
+    if (html && report_html(&r, NULL, sec, nsec, html, err, sizeof(err)) != 0) {
         fprintf(stderr, "minitrain: error: report --html: %s\n", err);
         ret = MT_EXIT_IO;
     } else if (html && !json) {

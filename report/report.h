@@ -76,6 +76,22 @@ typedef struct {
 int report_html(const report_summary *r, const svg_panel *beside, const report_section *extra,
                 int n_extra, const char *path, char *err, size_t errlen);
 
+/* What a caller adds to the page report_html_write draws (all may be NULL): head, extra HTML in
+ * <head> (the dashboard's live-update script); nav, links put first in the navigation bar;
+ * generator, the command named in the header ("minitrain report --html" when NULL); note, HTML
+ * ending the header's line (the dashboard's "live, updated ..."). */
+typedef struct {
+    const char *head, *nav, *generator, *note;
+} report_html_opts;
+
+/* The page report_html writes, into f (o may be NULL): the one HTML drawing path that `report
+ * --html` and the dashboard (dash/) share. */
+void report_html_write(FILE *f, const report_summary *r, const svg_panel *beside,
+                       const report_section *extra, int n_extra, const report_html_opts *o);
+
+/* The page's style sheet (one CSS text), for other pages that should look the same. */
+const char *report_html_css(void);
+
 /* Beside the ettr picture at path ("plot.svg"), write every other picture that applies
  * (report/svg.h's table, then the contributed sections) as "plot-<name>.svg", printing each
  * path when print. Returns how many were written, or -1 with err. */

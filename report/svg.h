@@ -58,6 +58,18 @@ int svg_pipeline(sqlite3 *db, FILE *f);
 int svg_moe(sqlite3 *db, FILE *f);
 int svg_layout(sqlite3 *db, FILE *f);
 
+/* Two or more runs on one picture (report/svg_compare.c), the dashboard's compare page: train
+ * loss (line) and val loss (dots) against optimizer step and against wall time since each run's
+ * first launch; run i drawn in colour i and dash pattern i, labelled in the legend. The <svg> has
+ * id "pic-compare"; each launch of run i is a polyline.cmp-series with data-run = i (and
+ * data-launch = its runs.id) in each panel (g.panel data-panel = step | wall). A run whose db is NULL draws nothing. Returns 1, or 0 when
+ * no run has a loss. */
+typedef struct {
+    sqlite3 *db;       /* read-only run database */
+    const char *label; /* legend text */
+} svg_compare_run;
+int svg_compare(const svg_compare_run *runs, int n, FILE *f);
+
 /* The memory budget of the latest run (events memory and memory_peak, train/memory.h): the
  * ZeRO stage and recompute it ran with, memory_limit (0 = off), and for the rank with the largest
  * predicted total its predicted columns (bytes, in train/memory.h's order: params, grads,
