@@ -82,18 +82,30 @@ double peak_sgemm_stable(int threads, double cap_s, peak_stable *st) {
 
 /* ---- read bandwidth --------------------------------------------------------------------------- */
 
-/* One pass: the sum of n floats, read by `threads` OpenMP threads; its seconds into *dt. The
- * 8 partial sums keep 8 vector adds in flight, so the loop is bound by the loads. */
+/* One pass: the sum of n floats (n a multiple of 64), read by `threads` OpenMP threads; its
+ * seconds into *dt. Each thread sums its contiguous share into 32 lanes (four 8-wide vectors, so
+ * four adds are in flight and the loop is bound by the loads, not by the add latency) and folds
+ * them once at the end. */
 static float read_pass(const float *x, size_t n, int threads, double *dt) {
     double t0 = timer_now();
     float total = 0;
-#pragma omp parallel for num_threads(threads) reduction(+ : total) schedule(static)
-    for (size_t blk = 0; blk < n / 64; blk++) {
-        const float *p = x + blk * 64;
-        float s[8] = {0};
-        for (int j = 0; j < 64; j += 8)
-            for (int k = 0; k < 8; k++) s[k] += p[j + k];
-        total += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    size_t blocks = n / 64;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+        int nt = 1, id = 0;
+#ifdef _OPENMP
+        nt = omp_get_num_threads();
+        id = omp_get_thread_num();
+#endif
+        size_t lo = blocks * (size_t)id / (size_t)nt, hi = blocks * (size_t)(id + 1) / (size_t)nt;
+        float acc[32] = {0};
+        for (const float *p = x + lo * 64, *end = x + hi * 64; p < end; p += 64) {
+#pragma omp simd
+            for (int k = 0; k < 32; k++) acc[k] += p[k] + p[k + 32];
+        }
+        float s = 0;
+        for (int k = 0; k < 32; k++) s += acc[k];
+        total += s;
     }
     *dt = timer_now() - t0;
     return total;
