@@ -67,7 +67,9 @@ double peak_gpu_describe(const char *device_name, char *desc, size_t desclen);
 
 /* `minitrain bench gemm` (cmd/bench.c): warn when OpenBLAS runs kernels below the CPU's ISA, then
  * print the measured sgemm peak of peak_sgemm_probe_n(threads, seconds, size) in GFLOP/s (threads
- * <= 0: OpenBLAS's count) and the theoretical peak line. Returns MT_EXIT_OK, or MT_EXIT_USAGE when
+ * <= 0: OpenBLAS's count) and the theoretical peak line; then peak_sgemm_stable (capped at
+ * 4·seconds) with its rounds and spread and peak_bandwidth, both stored in the peak cache (ranks
+ * = 1; the sgemm figure never lowered). Returns MT_EXIT_OK, or MT_EXIT_USAGE when
  * seconds or size are out of the probe's range. */
 int peak_bench_gemm(int threads, double seconds, int size);
 
