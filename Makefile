@@ -329,6 +329,8 @@ UNITS_resilience = test_sched test_runlock
 UNITS_reliability = test_sched test_runlock
 UNITS_chaos = test_sched
 UNITS_events = test_events test_rundb
+# issue 30: the stable peak and its cache, the decode matmul, decode equality, ETTR with overlap_ms
+UNITS_peak = test_flops test_ops_gemv test_decode_batch test_sched
 UNITS_plan = test_plan test_replan test_peer_topology
 UNITS_slurm = test_replan
 UNITS_interop = test_interop test_safetensors

@@ -14,7 +14,10 @@
  *      thread) vs asynchronous save — its snapshot copied by the writer's thread while the next
  *      forward/backward runs (the optimizer step waits for it: trainer_before_update), and, for
  *      comparison, copied inline before training resumes. Target: async stall <= 3% of sync;
- *   3. step time of training while an async save is being written vs without;
+ *   3. step time of training while an async save is being written vs without, and each async
+ *      save's total cost: its stall + (the --train-steps steps it overlapped − as many steps
+ *      right after it) + the wait for the rest of its write (checkpoint_wait); target <= 10% of
+ *      the synchronous save;
  *   4. restart to first step (--restart 1): verified resume (manifest + CRC-32C of every file +
  *      load) plus one training step, from tier 0 (tmpfs) vs tier 1 (the disk; page cache
  *      dropped first with posix_fadvise(DONTNEED) so the read really comes from the disk).
@@ -334,7 +337,7 @@ int main(int argc, char **argv) {
 
     /* 2b. asynchronous saves: snapshot deferred to the writer (default), then copied inline */
     double async_stall[2][R_MAX] = {{0}}, async_wait[2][R_MAX] = {{0}}, async_write[2][R_MAX] = {{0}};
-    double during = 0, without = 0;
+    double during = 0, without = 0, total_cost[R_MAX] = {0};
     int n_during = 0;
     for (int s = 0; do_async && s < train_steps; s++) without += train_step(&tr);
     for (int mode = 0; do_async && mode < 2; mode++) {
@@ -344,11 +347,16 @@ int main(int argc, char **argv) {
         for (int i = 0; i < repeat; i++) {
             checkpoint_stats s;
             checkpoint_hook(&tr, tr.step, 0, ck); /* as trainer_run saves: may defer the copy */
+            double ov = 0, base = 0;
             for (int k = 0; k < train_steps; k++) {
                 double st = train_step(&tr);
+                ov += st;
                 if (mode == 0) during += st, n_during++;
             }
+            double tw = timer_now();
             checkpoint_wait(ck, &tr);
+            tw = timer_now() - tw; /* the part of the write no step overlapped: a stall too */
+            for (int k = 0; mode == 0 && k < train_steps; k++) base += train_step(&tr);
             checkpoint_get_stats(ck, &s);
             if (s.failures) {
                 fprintf(stderr, "asynchronous save failed\n");
@@ -357,6 +365,14 @@ int main(int argc, char **argv) {
             async_stall[mode][i] = s.last_snapshot_ms;
             async_wait[mode][i] = s.last_snapshot_wait_ms;
             async_write[mode][i] = s.last_write_ms;
+            /* total cost: stall + what the overlapped steps took beyond the same number of steps
+             * right after (no save in flight) + waiting for the rest of the write */
+            if (mode == 0) {
+                total_cost[i] = s.last_snapshot_ms + 1e3 * (ov - base) + 1e3 * tw;
+                printf("  async save %d total cost: stall %.1f + overlapped steps %.0f - baseline "
+                       "%.0f + wait for the rest %.0f = %.0f ms\n", i + 1, s.last_snapshot_ms,
+                       1e3 * ov, 1e3 * base, 1e3 * tw, total_cost[i]);
+            }
             printf("  async save %d (%s snapshot, load %.2f): stall %.1f ms (of which waiting for "
                    "the copy %.1f), background write+commit %.0f ms\n", i + 1,
                    mode ? "inline" : "deferred", loadavg1(), s.last_snapshot_ms,
@@ -441,6 +457,9 @@ int main(int argc, char **argv) {
     printf("%-56s %9.0f ms\n", "async background write + commit", median(async_write[0], n));
     printf("%-56s %9.0f ms\n", "train step (B=4 T=64) without a save in flight", 1e3 * without / train_steps);
     printf("%-56s %9.0f ms\n", "train step while an async save is written", n_during ? 1e3 * during / n_during : 0);
+    printf("%-56s %9.0f ms = %.1f %% of sync   (target <= 10%%; writer at nice 19, idle I/O)\n",
+           "total cost of an async save (median)", median(total_cost, n),
+           100 * median(total_cost, n) / sync_med);
     }
     if (do_restart) {
         printf("%-56s %9.0f ms (resume %.0f + first step %.0f)\n", "restart to first step, tier 0 (tmpfs)",

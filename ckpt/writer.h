@@ -82,6 +82,7 @@ typedef struct {
     double last_write_ms;    /* background write + commit of the last committed save */
     double last_files_ms;    /* of which: writing the files (serialise + write + fsync) */
     double total_stall_ms;   /* sum of stalls, including waits for a previous save */
+    double total_overlap_ms; /* sum of the steps' excess while saves were in flight (note_step) */
     double total_wait_ms;    /* of which: waiting for a previous save to finish */
     int64_t last_bytes;      /* bytes of the last committed tier-1 step (all files; rank 0) */
     int64_t last_failed_step; /* step of the last failed save, -1 when none */
@@ -137,6 +138,13 @@ void ckpt_writer_progress(ckpt_writer *w, int wait);
 
 /* 1 while a save is in flight (begun and not yet committed or failed). */
 int ckpt_writer_busy(const ckpt_writer *w);
+
+/* The trainer's step time (seconds) of the step that just ended, before ckpt_writer_progress at
+ * that step boundary. With no save in flight it joins the baseline (the last 8 such steps);
+ * while one is in flight, its excess over the baseline's median is that save's overlap cost,
+ * reported as the "checkpoint" event's overlap_ms (beside snapshot_ms, the stall) and summed in
+ * ckpt_writer_stats.total_overlap_ms. A save's total cost = snapshot_ms + overlap_ms. */
+void ckpt_writer_note_step(ckpt_writer *w, double step_s);
 
 /* 1 when a save failed with stop_on_error (no further saves happen). */
 int ckpt_writer_failed(const ckpt_writer *w);

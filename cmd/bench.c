@@ -30,7 +30,9 @@ static int bench_gemm(int argc, char **argv) {
         .cmd = "bench gemm",
         .synopsis = "usage: minitrain bench gemm [--threads N] [--seconds S] [--size N]",
         .about = "Measure this machine's fp32 sgemm peak (the MFU denominator on CPUs) and print\n"
-                 "it beside the theoretical peak (cores x clock x FLOP/cycle).",
+                 "it beside the theoretical peak (cores x clock x FLOP/cycle); then the stable\n"
+                 "peak (rounds over 4 sizes until two agree within 3%) and the read bandwidth,\n"
+                 "written to the per-machine peak cache every training run reads (docs/mfu.md).",
         .opts = opts,
     };
     int prc = args_parse(&spec, argc, argv, NULL);

@@ -195,6 +195,7 @@
 #define EVK_SIGNAL "signal"           /* 0 = none */
 #define EVK_SLOTS_LEFT "slots_left"   /* slots on hosts not cordoned */
 #define EVK_SNAPSHOT_MS "snapshot_ms" /* the training stall of a save */
+#define EVK_OVERLAP_MS "overlap_ms"   /* the excess time of the steps a background save overlapped */
 #define EVK_SPEC "spec"               /* a fault spec as given */
 #define EVK_STAGE "stage"             /* pipeline stage (pp rank) */
 #define EVK_STALL_S "stall_s"         /* training stall per checkpoint save, s */

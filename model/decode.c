@@ -59,25 +59,25 @@ const float *gpt_decode_step(const gpt_model *m, gpt_decode_state *s, int token)
         const gpt_block *w = &m->blocks[l];
         float *kc = s->k + (size_t)l * s->max_T * C, *vc = s->v + (size_t)l * s->max_T * C;
         ops_layernorm_forward(ln, mean, rstd, s->x, w->ln1w, w->ln1b, 1, C);
-        ops_matmul_forward(s->qkv, ln, w->qkvw, w->qkvb, 1, C, 3 * C);
+        ops_matmul_forward_decode(s->qkv, ln, w->qkvw, w->qkvb, 1, C, 3 * C);
         ops_copy_d2d(kc + (size_t)t * C, s->qkv + C, C * sizeof(float));
         ops_copy_d2d(vc + (size_t)t * C, s->qkv + 2 * C, C * sizeof(float));
         ops_attention_decode(att, s->qkv, kc, vc, t, NH, HS, s->scratch);
-        ops_matmul_forward(s->buf, att, w->attprojw, w->attprojb, 1, C, C);
+        ops_matmul_forward_decode(s->buf, att, w->attprojw, w->attprojb, 1, C, C);
         ops_add_inplace(s->x, s->buf, C);
         ops_layernorm_forward(ln, mean, rstd, s->x, w->ln2w, w->ln2b, 1, C);
         if (w->moe) { /* one token through its top-k experts (no EP at inference) */
             moe_params mp = {w->router_w, w->efc_w, w->efc_b, w->eproj_w, w->eproj_b};
             moe_forward(s->moe[l], &mp, ln, s->buf, 1, NULL);
         } else {
-            ops_matmul_forward(s->h, ln, w->fcw, w->fcb, 1, C, 4 * C);
+            ops_matmul_forward_decode(s->h, ln, w->fcw, w->fcb, 1, C, 4 * C);
             ops_gelu_forward(s->hg, s->h, 4 * C);
-            ops_matmul_forward(s->buf, s->hg, w->fcprojw, w->fcprojb, 1, 4 * C, C);
+            ops_matmul_forward_decode(s->buf, s->hg, w->fcprojw, w->fcprojb, 1, 4 * C, C);
         }
         ops_add_inplace(s->x, s->buf, C);
     }
     ops_layernorm_forward(ln, mean, rstd, s->x, m->lnfw, m->lnfb, 1, C);
-    ops_matmul_forward(s->dlogits, ln, m->wte, NULL, 1, C, V);
+    ops_matmul_forward_decode(s->dlogits, ln, m->wte, NULL, 1, C, V);
     ops_copy_d2h(s->logits, s->dlogits, (size_t)V * sizeof(float)); /* for the sampler */
     s->pos++;
     return s->logits;

@@ -118,7 +118,7 @@ static void block_rows(const gpt_model *m, gpt_batch *b, gpt_decode_state *const
     const int C = c->d_model, NH = c->n_head, HS = C / NH, maxT = b->max_T;
     const gpt_block *w = &m->blocks[l];
     ops_layernorm_forward(b->ln, b->mean, b->rstd, b->x, w->ln1w, w->ln1b, R, C);
-    ops_matmul_forward(b->qkv, b->ln, w->qkvw, w->qkvb, R, C, 3 * C); // (R, 3C)
+    ops_matmul_forward_decode(b->qkv, b->ln, w->qkvw, w->qkvb, R, C, 3 * C); // (R, 3C)
     for (int r = 0; r < R; r++) { /* every row's K,V into its own cache before anyone attends */
         gpt_decode_state *s = st[b->row_seq[r]];
         size_t at = ((size_t)l * s->max_T + (size_t)b->row_pos[r]) * C;
@@ -136,7 +136,7 @@ static void block_rows(const gpt_model *m, gpt_batch *b, gpt_decode_state *const
         ops_attention_decode(b->att + (size_t)r * C, b->qkv + (size_t)r * 3 * C, kc, vc,
                              b->row_pos[r], NH, HS, b->scratch + (size_t)r * (maxT + 2 * C));
     }
-    ops_matmul_forward(b->buf, b->att, w->attprojw, w->attprojb, R, C, C);
+    ops_matmul_forward_decode(b->buf, b->att, w->attprojw, w->attprojb, R, C, C);
     ops_add_inplace(b->x, b->buf, (size_t)R * C);
     ops_layernorm_forward(b->ln, b->mean, b->rstd, b->x, w->ln2w, w->ln2b, R, C);
     if (w->moe) { /* per row through its generation's own MoE state, as gpt_decode_step */
@@ -145,9 +145,9 @@ static void block_rows(const gpt_model *m, gpt_batch *b, gpt_decode_state *const
             moe_forward(st[b->row_seq[r]]->moe[l], &mp, b->ln + (size_t)r * C,
                         b->buf + (size_t)r * C, 1, NULL);
     } else {
-        ops_matmul_forward(b->h, b->ln, w->fcw, w->fcb, R, C, 4 * C); // (R, 4C)
+        ops_matmul_forward_decode(b->h, b->ln, w->fcw, w->fcb, R, C, 4 * C); // (R, 4C)
         ops_gelu_forward(b->hg, b->h, (size_t)R * 4 * C);
-        ops_matmul_forward(b->buf, b->hg, w->fcprojw, w->fcprojb, R, 4 * C, C);
+        ops_matmul_forward_decode(b->buf, b->hg, w->fcprojw, w->fcprojb, R, 4 * C, C);
     }
     ops_add_inplace(b->x, b->buf, (size_t)R * C);
 }
@@ -168,7 +168,7 @@ void gpt_decode_batch(const gpt_model *m, gpt_batch *b, gpt_decode_state *const 
         ops_copy_d2d(b->ln + (size_t)s * C, b->x + (size_t)r * C, C * sizeof(float));
     }
     ops_layernorm_forward(b->last, b->mean, b->rstd, b->ln, m->lnfw, m->lnfb, n_seq, C);
-    ops_matmul_forward(b->logits, b->last, m->wte, NULL, n_seq, C, V); // (S, V)
+    ops_matmul_forward_decode(b->logits, b->last, m->wte, NULL, n_seq, C, V); // (S, V)
     for (int s = 0; s < n_seq; s++) {
         ops_copy_d2h(st[s]->logits, b->logits + (size_t)s * V, (size_t)V * sizeof(float));
         st[s]->pos += n_tok[s];

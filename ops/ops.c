@@ -213,6 +213,13 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
                         int C, int OC) {
     ops_current()->matmul_forward(out, inp, w, bias, N, C, OC);
 }
+void ops_matmul_forward_decode(float *out, const float *inp, const float *w, const float *bias,
+                               int N, int C, int OC) {
+    if (g_backend == &ops_backend_cpu && N <= OPS_GEMV_MAX_ROWS)
+        ops_cpu_matmul_rows(out, inp, w, bias, N, C, OC);
+    else
+        ops_matmul_forward(out, inp, w, bias, N, C, OC);
+}
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                          const float *w, int N, int C, int OC) {
     ops_current()->matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);

@@ -83,6 +83,11 @@ void ops_layernorm_backward(float *dinp, float *dw, float *db, const float *dout
 /* out (N,OC) = inp (N,C) @ wᵀ, w (OC,C), plus bias (OC) if bias != NULL. Overwrites out. */
 void ops_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
                         int C, int OC);
+/* ops_matmul_forward for decode (model/decode*.c): on the CPU backend with N <= 8 rows a kernel
+ * that reads each weight once (ops/ops_cpu.h ops_cpu_matmul_rows) instead of sgemm, which packs a
+ * copy of w first; elsewhere ops_matmul_forward. Training keeps sgemm (its results unchanged). */
+void ops_matmul_forward_decode(float *out, const float *inp, const float *w, const float *bias,
+                               int N, int C, int OC);
 /* dinp (N,C) += dout @ w; dw (OC,C) += doutᵀ @ inp; dbias (OC) += column sums of dout.
  * Any of dinp, dw, dbias may be NULL to skip it. */
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,

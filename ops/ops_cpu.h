@@ -23,6 +23,14 @@ void ops_cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *
                                 const float *rstd, int N, int C);
 void ops_cpu_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N,
                             int C, int OC);
+
+/* The decode matmul (ops/ops_cpu_gemv.c): out (N,OC) = inp (N,C) @ wᵀ (+ bias) for N <=
+ * OPS_GEMV_MAX_ROWS rows, each weight read once (no packing copy), threads over OC; the same
+ * dot products as ops_cpu_matmul_forward in a different summation order (fp32 rounding differs
+ * in the last bits). Larger N falls through to ops_cpu_matmul_forward (sgemm). */
+#define OPS_GEMV_MAX_ROWS 8
+void ops_cpu_matmul_rows(float *out, const float *inp, const float *w, const float *bias, int N,
+                         int C, int OC);
 void ops_cpu_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                              const float *inp, const float *w, int N, int C, int OC);
 void ops_cpu_matmul_backward_input(float *dinp, const float *dout, const float *w, int N, int C,

@@ -67,7 +67,9 @@ double peak_gpu_describe(const char *device_name, char *desc, size_t desclen);
 
 /* `minitrain bench gemm` (cmd/bench.c): warn when OpenBLAS runs kernels below the CPU's ISA, then
  * print the measured sgemm peak of peak_sgemm_probe_n(threads, seconds, size) in GFLOP/s (threads
- * <= 0: OpenBLAS's count) and the theoretical peak line. Returns MT_EXIT_OK, or MT_EXIT_USAGE when
+ * <= 0: OpenBLAS's count) and the theoretical peak line; then peak_sgemm_stable (capped at
+ * 4·seconds) with its rounds and spread and peak_bandwidth, both stored in the peak cache (ranks
+ * = 1; the sgemm figure never lowered). Returns MT_EXIT_OK, or MT_EXIT_USAGE when
  * seconds or size are out of the probe's range. */
 int peak_bench_gemm(int threads, double seconds, int size);
 
@@ -77,5 +79,65 @@ int peak_bench_gemm(int threads, double seconds, int size);
  * re-execute the program once. Call first thing in main(); returns only if no re-exec was needed
  * (or it failed, after a warning). A value already in the environment is respected. */
 void peak_blas_reexec(char **argv);
+
+/* ---- a stable peak, the read bandwidth and the per-machine cache (ops/peak_stable.c) ---------- */
+
+/* Two rounds agree when they differ by at most this fraction of the larger. */
+#define PEAK_STABLE_TOL 0.03
+
+/* How a repeated probe went: rounds run, whether the last two agreed within PEAK_STABLE_TOL (0:
+ * the time cap ended it first), min/max/last round figure (FLOP/s or bytes/s), spread =
+ * (max - min) / max over the rounds, wall seconds, and best_n (the sgemm size of the best round,
+ * or the bandwidth buffer in MiB). */
+typedef struct {
+    int rounds, agreed, best_n;
+    double min, max, last, spread, seconds;
+} peak_stable;
+
+/* The sgemm peak that does not move between runs: rounds of peak_sgemm_probe_n over the sizes
+ * 512, 1024, 1536, 2048 (a round's figure is its best size), repeated until two consecutive rounds
+ * agree within PEAK_STABLE_TOL or cap_s seconds have passed (at least 2 rounds). Returns the
+ * maximum round in FLOP/s (a neighbour's load only slows calls down), -1 when cap_s <= 0; st
+ * (may be NULL) gets the rounds and the spread. */
+double peak_sgemm_stable(int threads, double cap_s, peak_stable *st);
+
+/* Read bandwidth in bytes/s: `threads` OpenMP threads (<= 0: OpenMP's count) sum a `bytes` buffer
+ * (>= 1 MiB; make it several times the last-level cache, e.g. 256 MiB) of fp32, one warm-up pass,
+ * then passes until two agree within PEAK_STABLE_TOL or cap_s passes. The maximum pass; -1 on bad
+ * arguments. This is the limit of decode: a step reads every weight once (docs/benchmarks.md). */
+double peak_bandwidth(int threads, size_t bytes, double cap_s, peak_stable *st);
+
+/* The CPU's "model name" from /proc/cpuinfo into out ("unknown" and -1 when absent). */
+int peak_cpu_model(char *out, size_t outlen);
+
+/* One machine kind's line of the peak cache. rounds, agreed and from_cache are not stored: they
+ * say how this process got the figures. */
+typedef struct {
+    int threads, ranks;    /* the key, with cpu: OpenBLAS threads, ranks sharing the node */
+    char cpu[256];
+    double sgemm;          /* FLOP/s, > 0 */
+    double bandwidth;      /* read bytes/s, 0 = not measured */
+    double spread;         /* of the sgemm rounds, 0..1 */
+    int rounds, agreed, from_cache;
+} peak_cache_entry;
+
+/* The cache file: $MINITRAIN_PEAK_CACHE ("off": none, returns -1), else
+ * $XDG_CACHE_HOME/minitrain/peak, else $HOME/.cache/minitrain/peak. 0, or -1 when there is none.
+ * Format (one line per key, malformed lines ignored): docs/mfu.md "A stable peak". */
+int peak_cache_path(char *out, size_t outlen);
+
+/* The entry for (this CPU model, threads, ranks): 0 and *out, or -1 (no cache, no such line). */
+int peak_cache_lookup(int threads, int ranks, peak_cache_entry *out);
+
+/* Write in's line into the cache atomically (directories made), keeping other keys' well-formed
+ * lines and dropping malformed ones. 0, or -1 with err. */
+int peak_cache_store(const peak_cache_entry *in, char *err, size_t errlen);
+
+/* The machine's sgemm peak in FLOP/s: the cached figure for (CPU model, threads, ranks) unless
+ * refresh, else peak_sgemm_stable(threads, cap_s) (on refresh never below the cached figure). out
+ * (may be NULL) gets the entry (from_cache says which; the bandwidth is kept from the cache). Does
+ * not write the cache: the caller stores (rank 0 only, after averaging the ranks). */
+double peak_sgemm_machine(int threads, int ranks, double cap_s, int refresh,
+                          peak_cache_entry *out);
 
 #endif /* MT_PEAK_H */

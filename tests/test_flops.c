@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -222,6 +223,86 @@ static void test_sgemm_probe_sane(void **state) {
     assert_true(peak_sgemm_probe_n(1, 0.1, 8) == -1);
 }
 
+/* The stable probe's bookkeeping: at least two rounds, the returned figure is the maximum round,
+ * the spread is (max - min) / max, and a run that stopped on agreement had agreed. */
+static void test_sgemm_stable(void **state) {
+    (void)state;
+    peak_stable st;
+    double r = peak_sgemm_stable(1, 1.0, &st);
+    assert_true(isfinite(r) && r > 0);
+    assert_true(st.rounds >= 2);
+    assert_true(r == st.max && st.min <= st.max && st.min > 0);
+    assert_true(st.last >= st.min && st.last <= st.max);
+    assert_true(fabs(st.spread - (st.max - st.min) / st.max) < 1e-12);
+    assert_true(st.best_n == 512 || st.best_n == 1024 || st.best_n == 1536 || st.best_n == 2048);
+    assert_true(st.agreed || st.seconds >= 1.0);
+    assert_true(peak_sgemm_stable(1, 0, &st) == -1);
+    /* read bandwidth: a 64 MiB buffer, between 100 MB/s and 10 TB/s on anything that runs this */
+    double bw = peak_bandwidth(1, (size_t)64 << 20, 0.5, &st);
+    assert_true(bw > 1e8 && bw < 1e13);
+    assert_true(st.rounds >= 2 && bw == st.max && st.best_n == 64);
+    assert_true(peak_bandwidth(1, 1000, 0.5, NULL) == -1);
+}
+
+/* The per-machine cache: a missing file is a miss, a stored line reads back, malformed lines and
+ * other keys are ignored on lookup, junk is dropped and other keys kept on store, "off" disables
+ * it, and peak_sgemm_machine answers from the cache (and never lowers it on refresh). */
+static void test_peak_cache(void **state) {
+    (void)state;
+    char dir[] = "/tmp/mt_peak_cacheXXXXXX", path[256], buf[4096];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/sub/peak", dir);
+    setenv("MINITRAIN_PEAK_CACHE", path, 1);
+    peak_cache_entry e;
+    assert_int_equal(peak_cache_lookup(2, 1, &e), -1); /* no file yet */
+    peak_cache_entry in = {.threads = 2, .ranks = 1, .sgemm = 1.25e11, .bandwidth = 1.5e10,
+                           .spread = 0.021};
+    assert_int_equal(peak_cpu_model(in.cpu, sizeof(in.cpu)) == 0 || strcmp(in.cpu, "unknown") == 0, 1);
+    char err[256];
+    assert_int_equal(peak_cache_store(&in, err, sizeof(err)), 0);
+    assert_int_equal(peak_cache_lookup(2, 1, &e), 0);
+    assert_true(fabs(e.sgemm - 1.25e11) < 1e5 && fabs(e.bandwidth - 1.5e10) < 1e4);
+    assert_true(fabs(e.spread - 0.021) < 1e-6 && strcmp(e.cpu, in.cpu) == 0);
+    assert_int_equal(peak_cache_lookup(1, 1, &e), -1); /* another thread count: another key */
+    assert_int_equal(peak_cache_lookup(2, 4, &e), -1); /* another rank count */
+    /* junk, a torn line, a negative peak and another CPU's line around ours */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "garbage\nv1 threads=2 ranks=1 sgemm=\nv1 threads=2 ranks=1 sgemm=-5 bw=0 "
+               "spread=0 cpu=%s\nv1 threads=2 ranks=1 sgemm=9e10 bw=0 spread=0.5 cpu=Other CPU\n",
+            in.cpu);
+    fclose(f);
+    assert_int_equal(peak_cache_lookup(2, 1, &e), -1); /* only malformed lines for our key */
+    in.sgemm = 2e11;
+    assert_int_equal(peak_cache_store(&in, err, sizeof(err)), 0);
+    f = fopen(path, "r");
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_null(strstr(buf, "garbage"));
+    assert_null(strstr(buf, "sgemm=-5"));
+    assert_non_null(strstr(buf, "cpu=Other CPU\n"));
+    assert_int_equal(peak_cache_lookup(2, 1, &e), 0);
+    assert_true(fabs(e.sgemm - 2e11) < 1e5);
+    /* from the cache: no probe, the stored figure; a refresh probes but never goes lower */
+    double pk = peak_sgemm_machine(2, 1, 0.5, 0, &e);
+    assert_true(pk == e.sgemm && e.from_cache == 1 && fabs(pk - 2e11) < 1e5);
+    in.sgemm = 1e6; /* far below any real sgemm: the refresh must measure more */
+    assert_int_equal(peak_cache_store(&in, err, sizeof(err)), 0);
+    pk = peak_sgemm_machine(2, 1, 0.5, 1, &e);
+    assert_true(pk > 1e6 && e.from_cache == 0 && e.rounds >= 2 && fabs(e.bandwidth - 1.5e10) < 1e4);
+    setenv("MINITRAIN_PEAK_CACHE", "off", 1);
+    assert_int_equal(peak_cache_path(path, sizeof(path)), -1);
+    assert_int_equal(peak_cache_lookup(2, 1, &e), -1);
+    assert_int_equal(peak_cache_store(&in, err, sizeof(err)), -1);
+    unsetenv("MINITRAIN_PEAK_CACHE");
+    setenv("XDG_CACHE_HOME", "/x/y", 1);
+    assert_int_equal(peak_cache_path(path, sizeof(path)), 0);
+    assert_string_equal(path, "/x/y/minitrain/peak");
+    snprintf(buf, sizeof(buf), "rm -rf '%s'", dir);
+    assert_int_equal(system(buf), 0);
+}
+
 static void test_theoretical_peak(void **state) {
     (void)state;
     char desc[256] = "";
@@ -294,6 +375,8 @@ int main(void) {
         cmocka_unit_test(test_mfu),
         cmocka_unit_test(test_rank_cores),
         cmocka_unit_test(test_sgemm_probe_sane),
+        cmocka_unit_test(test_sgemm_stable),
+        cmocka_unit_test(test_peak_cache),
         cmocka_unit_test(test_theoretical_peak),
         cmocka_unit_test(test_gpu_table),
         cmocka_unit_test(test_bench_flags),

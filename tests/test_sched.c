@@ -417,6 +417,8 @@ static sqlite3 *fresh_db(const char *name, char *dir, size_t n) {
  *   run 2 created at 11.0, loads step 5 in 300 ms, loop starts at 12.0; steps 6..20 end at
  *   12.0 + 0.6(k-5) (step 6 starts at 12.1, ends at 12.6); checkpoint of step 10 (stall 70 ms,
  *   plus a 30 ms wait for the previous save); 21.5 supervisor_end. */
+static double g_overlap_ms; /* > 0: the step-10 save also logs overlap_ms (its steps' excess) */
+
 static void build_faulted_job(sqlite3 *db) {
     ev(db, 0, 0.0, "supervisor_start", "{}");
     ev(db, 0, 0.5, "launch", "{\"attempt\":1}");
@@ -441,9 +443,38 @@ static void build_faulted_job(sqlite3 *db) {
         exec_sql(db, "INSERT INTO metrics(run_id, step, train_loss, step_ms, wall_s, tokens_per_s)"
                  " VALUES(2, %d, %g, 500, %g, 100)", k, 5.0 - 0.1 * k, 0.6 * (k - 5));
     exec_sql(db, "INSERT INTO metrics(run_id, step, val_loss, wall_s) VALUES(2, 20, 3.1, 9.1)");
-    ev(db, 2, 15.0, "checkpoint", "{\"step\":10,\"tier\":1,\"snapshot_ms\":70}");
+    char ck10[128];
+    snprintf(ck10, sizeof(ck10), "{\"step\":10,\"tier\":1,\"snapshot_ms\":70%s%.0f}",
+             g_overlap_ms > 0 ? ",\"overlap_ms\":" : "", g_overlap_ms > 0 ? g_overlap_ms : 0);
+    if (g_overlap_ms > 0) ev(db, 2, 15.0, "checkpoint", ck10);
+    else ev(db, 2, 15.0, "checkpoint", "{\"step\":10,\"tier\":1,\"snapshot_ms\":70}");
     ev(db, 2, 15.1, "ckpt_wait", "{\"step\":10,\"waited_ms\":30.0}");
     ev(db, 0, 21.5, "supervisor_end", "{\"exit\":0}");
+}
+
+/* A save's overlap cost (overlap_ms: the excess of the steps its background write overlapped)
+ * moves from the training line to the checkpoint line: the stall line grows by it, the useful
+ * time shrinks by it, the other lines and the remainder do not move. */
+static void test_ettr_overlap(void **state) {
+    (void)state;
+    char dir[300], err[256];
+    sqlite3 *db = fresh_db("ettr_overlap", dir, sizeof(dir));
+    g_overlap_ms = 400;
+    build_faulted_job(db);
+    g_overlap_ms = 0;
+    ettr_report r;
+    assert_int_equal(ettr_compute(db, &r, err, sizeof(err)), 0);
+    sqlite3_close(db);
+    const double eps = 1e-6, wall = 21.5;
+    assert_near(r.useful_s, 20 * 0.5 - 0.4, eps);
+    assert_near(r.ckpt_stall_s, 0.050 + 0.070 + 0.030 + 0.4, eps);
+    assert_near(r.ettr, (20 * 0.5 - 0.4) / wall, eps);
+    assert_near(r.recompute_s, 5 * 0.5 + (8.2 - 8.0), eps);
+    assert_near(r.other_s, wall - (r.useful_s + r.recompute_s + r.detect_s + r.teardown_s +
+                                   r.backoff_s + r.startup_s + r.ckpt_load_s + r.relaunch_s +
+                                   r.ckpt_stall_s), eps);
+    assert_near(r.other_s, wall - (10 + 2.7 + 0.8 + 0.5 + 1.0 + 2.1 + 0.3 + 1.3 + 0.15), eps);
+    assert_int_equal(r.checkpoints, 2);
 }
 
 static void test_ettr_hand_made(void **state) {
@@ -651,6 +682,7 @@ int main(void) {
         cmocka_unit_test(test_ckpt_auto_every),
         cmocka_unit_test(test_supervisor_helpers),
         cmocka_unit_test(test_ettr_hand_made),
+        cmocka_unit_test(test_ettr_overlap),
         cmocka_unit_test(test_ettr_clean_unsupervised),
         cmocka_unit_test(test_sim_no_failures),
         cmocka_unit_test(test_sim_time_adds_up),

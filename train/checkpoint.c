@@ -423,6 +423,8 @@ void checkpoint_wait(checkpointer *ck, trainer *tr) {
 
 void checkpoint_hook(trainer *tr, int step, int final, void *user) {
     checkpointer *ck = user;
+    /* the step that just ended: baseline, or the overlap cost of the save in flight */
+    if (!final) ckpt_writer_note_step(ck->w, tr->last_step_s);
     if (ckpt_writer_busy(ck->w)) ckpt_writer_progress(ck->w, 0);
     apply_failures(ck);
     /* fixed: multiples of every; adaptive: every steps since the last save (or the start) */

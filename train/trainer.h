@@ -78,6 +78,7 @@ struct trainer {
     double recompute_flops_per_token; /* what activation recompute adds (HFU counts it too) */
     double peak_measured, peak_theoretical; /* FLOP/s; theoretical -1 if unknown */
     char peak_desc[256];
+    int peak_ranks; /* ranks sharing this node: with threads and the CPU, the peak cache's key */
     double t_start;
     /* last values, for hooks and the final summary */
     float last_loss, last_val_loss, last_lr;

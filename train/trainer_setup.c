@@ -31,17 +31,21 @@
 #include "ops/peak.h"
 
 /* The sgemm peak MFU is measured against (per rank, averaged over the ranks, which probe at
- * once: the peak each gets while sharing), 0.5 s of every start. A relaunch by the supervisor
+ * once: the peak each gets while sharing). Every run on one machine divides by one figure: the
+ * per-machine cache (ops/peak.h peak_sgemm_machine, keyed by CPU model, threads and ranks per
+ * node) is read first, and only a machine without a line probes (peak_sgemm_stable, rounds until
+ * two agree within 3%, at most 3 s) and writes it. A relaunch by the supervisor
  * ($MINITRAIN_ATTEMPT > 1) on the same layout reuses the measurement of the attempt before
  * (RUN_DIR/.sgemm_peak): a restart is time the job is not training. Collective. */
 static double measured_peak(trainer *tr, int threads, int local_ranks) {
     const mesh *ms = tr->mesh;
-    char path[1100], want[128], err[256];
+    char path[1100], want[128], err[256], cpath[1024];
+    int cached = peak_cache_path(cpath, sizeof(cpath)) == 0;
     snprintf(path, sizeof(path), "%s/.sgemm_peak", tr->cfg.run_dir);
     snprintf(want, sizeof(want), "world=%d threads=%d local=%d peak=", ms->world_size, threads,
              local_ranks);
     const char *attempt = getenv("MINITRAIN_ATTEMPT");
-    double pk = 0;
+    double pk = 0, spread = 0;
     if (ms->rank == 0 && attempt && atoi(attempt) > 1) {
         char *text = NULL;
         if (fs_read_file(path, 4096, &text, NULL, err, sizeof(err)) == 0 &&
@@ -54,9 +58,35 @@ static double measured_peak(trainer *tr, int threads, int local_ranks) {
         if (ms->rank == 0) log_info("sgemm peak: %.1f GFLOP/s, measured by the previous attempt", pk / 1e9);
         return pk;
     }
-    comm_barrier(ms->world);
-    pk = peak_sgemm_probe(threads, 0.5);
-    comm_all_reduce_f64(ms->world, &pk, 1, COMM_AVG);
+    peak_cache_entry e = {0};
+    if (ms->rank == 0 && peak_cache_lookup(threads, local_ranks, &e) == 0) {
+        pk = e.sgemm;
+        spread = e.spread;
+    }
+    comm_all_reduce_f64(ms->world, &pk, 1, COMM_MAX);
+    if (pk > 0) {
+        if (ms->rank == 0)
+            log_info("sgemm peak: %.1f GFLOP/s (spread %.1f%%), this machine's cached figure (%s)",
+                     pk / 1e9, 100 * spread,
+                     cpath);
+    } else {
+        comm_barrier(ms->world);
+        peak_stable st;
+        pk = peak_sgemm_stable(threads, 3.0, &st);
+        comm_all_reduce_f64(ms->world, &pk, 1, COMM_AVG);
+        if (ms->rank == 0) {
+            log_info("sgemm peak: %.1f GFLOP/s, probed in %d rounds%s (spread %.1f%%, %.1f s)",
+                     pk / 1e9, st.rounds, st.agreed ? " until two agreed within 3%" :
+                     ", capped in time before two agreed", 100 * st.spread, st.seconds);
+            peak_cache_entry in = {.threads = threads, .ranks = local_ranks < 1 ? 1 : local_ranks,
+                                   .sgemm = pk, .spread = st.spread};
+            peak_cpu_model(in.cpu, sizeof(in.cpu));
+            peak_cache_entry old;
+            if (peak_cache_lookup(threads, local_ranks, &old) == 0) in.bandwidth = old.bandwidth;
+            if (cached && peak_cache_store(&in, err, sizeof(err)) != 0)
+                mt_warn("the peak cache: %s", err);
+        }
+    }
     if (ms->rank == 0) {
         char line[200];
         int n = snprintf(line, sizeof(line), "%s%.6e\n", want, pk);
@@ -701,6 +731,7 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
     tr->recompute_flops_per_token = flops_recompute_per_token(&tr->model.cfg,
                                                               tr->model.recompute);
     tr->peak_measured = measured_peak(tr, threads, local_ranks);
+    tr->peak_ranks = local_ranks;
     /* per rank: the ranks on this node share its cores (model/flops.h peak_rank_cores) */
     tr->peak_theoretical = peak_theoretical_rank(threads, local_ranks, tr->peak_desc,
                                                        sizeof(tr->peak_desc));
