@@ -92,6 +92,11 @@ int cmd_run(int argc, char **argv) {
          "the median ...", NULL},
         {"straggler-steps", KEYTAB_INT, &o.straggler_w, 1, 1e9, "W", "... for W consecutive steps = "
          "straggler", NULL},
+        {"failslow-round", KEYTAB_DOUBLE, &o.failslow_round_s, 0.1, INFINITY, "S", "fail-slow "
+         "rounds: every S s flag the slowest mesh group\n(by busy time; none within the run's "
+         "noise) ...", NULL},
+        {"failslow-rounds", KEYTAB_INT, &o.failslow_rounds, 0, 32, "N", "... the group flagged in "
+         "most of the last N rounds is\nblamed (0 = off; evicted with --evict-stragglers)", NULL},
         {"fault-mtbf", KEYTAB_DOUBLE, &o.fault_mtbf_s, 0.001, INFINITY, "S", "kill a random rank at "
          "exponential intervals of mean S s", ""},
         {"seed", KEYTAB_U64, &seed, 0, 1.8e19, "N", "seed of --fault-mtbf", NULL},

@@ -41,6 +41,10 @@
                                                   training again) */
 #define EV_STRAGGLER "straggler"               /* (0, slow rank) attempt, step, busy_ms,
                                                   median_ms, ratio, steps */
+#define EV_FAILSLOW "failslow"                 /* (0, slowest rank) a fail-slow verdict
+                                                  (sched/failslow.h): attempt, text, blame_kind,
+                                                  blame, hosts, machines, flagged_rounds,
+                                                  window, ratio, round_s, evicted (bool) */
 #define EV_MTBF_KILL "mtbf_kill"               /* (0, killed rank) attempt, pid, step */
 #define EV_FAILURE "failure"                   /* (0, blamed rank or -1) kind (EV_FAILURE_*),
                                                   attempt, exit_code, signal, step, failed_at,
@@ -120,6 +124,7 @@
 #define EV_FAILURE_NONFINITE "nonfinite" /* exit MT_EXIT_NONFINITE: the loss was not finite */
 #define EV_FAILURE_HANG "hang"           /* no heartbeat progress for the timeout */
 #define EV_FAILURE_STRAGGLER "straggler" /* evicted straggler (--evict-stragglers) */
+#define EV_FAILURE_FAILSLOW "failslow"   /* evicted fail-slow group (--evict-stragglers) */
 #define EV_FAILURE_IO "io"               /* exit MT_EXIT_IO: a file could not be written */
 
 /* Values of supervisor_end's "status". */

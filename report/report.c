@@ -271,6 +271,28 @@ static void add_str(cJSON *o, const char *key, const char *s) {
         cJSON_AddNullToObject(o, key);
 }
 
+/* The fail-slow verdicts of the job (EV_FAILSLOW, sched/failslow.h), one "failslow:" line
+ * each: the verdict's text, the hosts blamed and whether the group was evicted. */
+static void failslow_lines(const report_summary *r) {
+    sqlite3_stmt *st = NULL;
+    if (!r->db || sqlite3_prepare_v2(r->db, "SELECT detail FROM events WHERE kind = 'failslow' "
+                                     "ORDER BY time, rowid", -1, &st, NULL) != SQLITE_OK)
+        return;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *detail = (const char *)sqlite3_column_text(st, 0);
+        cJSON *d = detail ? cJSON_Parse(detail) : NULL;
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(d, "text");
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "hosts");
+        printf("failslow:       %s; hosts", cJSON_IsString(t) ? t->valuestring : "?");
+        for (const cJSON *x = h ? h->child : NULL; x; x = x->next)
+            printf(" %s", cJSON_IsString(x) ? x->valuestring : "?");
+        printf("%s\n", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "evicted")) ? ", evicted"
+                                                                                  : "");
+        cJSON_Delete(d);
+    }
+    sqlite3_finalize(st);
+}
+
 /* The stack captures of the job (EV_STACKS, sched/stacks.h: the supervisor's on a hang, and
  * `minitrain diagnose`'s), in time order: [{time, source, text, outliers, blame_kind, blame,
  * machines}]. An empty array when none. */
@@ -492,6 +514,7 @@ int report_print_text(const report_summary *r) {
                cJSON_IsString(src) ? src->valuestring : "?");
     }
     cJSON_Delete(sv);
+    failslow_lines(r);
     ettr_print(&r->ettr, "");
     return MT_EXIT_OK;
 }

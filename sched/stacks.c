@@ -262,9 +262,7 @@ static void rank_list(const int *r, int n, char *buf, size_t len) {
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-/* The group of kind g that holds every outlier, into v->blame (smallest of size > 1 that is not
- * the whole job); 0 when there is none. */
-static int blame_group(const stk_layout *L, int world, stk_verdict *v) {
+int stk_blame_group(const stk_layout *L, int world, stk_verdict *v) {
     static const struct {
         mesh_group g;
         const char *name;
@@ -397,7 +395,7 @@ int stk_verdict_of(const stk_stack *stacks, int n, const stk_layout *layout, stk
                      "one out (a hang inside a collective, or every rank waiting on I/O)");
         return 0;
     }
-    if (!blame_group(&L, world, v)) {
+    if (!stk_blame_group(&L, world, v)) {
         v->blame_kind = "rank";
         v->nblame = v->noutliers;
         memcpy(v->blame, v->outliers, sizeof(int) * (size_t)v->noutliers);

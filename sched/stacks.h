@@ -88,6 +88,12 @@ typedef struct {
  * one stack was captured (v->text says so). Pure. */
 int stk_verdict_of(const stk_stack *stacks, int n, const stk_layout *L, stk_verdict *v);
 
+/* The group that holds every one of v->outliers[0..v->noutliers), into v->blame, v->nblame and
+ * v->blame_kind: the smallest TP, CP, EP, PP or DP group (that order on ties) of size > 1 that is
+ * not the whole job of `world` ranks. Returns 1, or 0 (v->blame untouched) when there is none.
+ * Pure; shared with the fail-slow rounds (sched/failslow.h). */
+int stk_blame_group(const stk_layout *L, int world, stk_verdict *v);
+
 /* "f0 ← f1 ← f2 (where of f0)": a stack's innermost `depth` minitrain frames, into buf. */
 void stk_describe(const stk_stack *s, int depth, char *buf, size_t len);
 

@@ -251,6 +251,8 @@ typedef struct {
     int killed_rank;                        /* --fault-mtbf's victim, or -1 */
     double killed_at;                       /* unix s of that kill, or NAN */
     double next_kill;                       /* monotonic time of the next kill, or INFINITY */
+    int fsl_on;                             /* the fail-slow rounds run (once a rank trains) */
+    fsl_state fsl;                          /* their state (sched/failslow.h) */
 } watch_state;
 
 /* The launch process exited with wait status st: 0 (clean; 3 when SIGUSR1 asked for the stop,
@@ -318,6 +320,7 @@ static int on_progress(sup *s, watch_state *w, int i, int attempt, double last_f
         sup_say("attempt %d: training again from step %d (where it resumed), %.1f s "
                 "after the failure", attempt, hb[i].start, hb[i].time - last_fail_unix);
     }
+    if (advanced && w->fsl_on && !strcmp(hb[i].state, "run")) fsl_sample(&w->fsl, r, hb[i].busy_ms);
     /* stragglers: busy time above k x the median for W consecutive steps */
     double med = sup_median_busy(hb, n);
     if (!(advanced && n >= 2 && !strcmp(hb[i].state, "run") && med > 0)) return 0;
@@ -369,6 +372,67 @@ static void mtbf_kill(sup *s, watch_state *w, int attempt) {
     w->next_kill = INFINITY;
 }
 
+/* Start the fail-slow rounds once the job trains: its layout from run.db (the trainer has
+ * written its config row by then), or data parallel over the ranks seen. */
+static void failslow_start(sup *s, watch_state *w) {
+    stk_layout L = {1, 1, 1, w->n, 1};
+    stk_layout_of_db(rundb_sqlite(s->db), &L);
+    int world = L.tp * L.cp * L.pp * L.dp;
+    if (world != w->n) L = (stk_layout){1, 1, 1, w->n, 1}, world = w->n;
+    fsl_init(&w->fsl, &s->failslow, &L, world, timer_now());
+    w->fsl_on = 1;
+}
+
+/* A round ended (fsl_tick returned 2): the verdict as an EV_FAILSLOW event and a line, with the
+ * hosts of the blamed group (from the rankfile; this host otherwise). Returns 1 when it is
+ * evicted (--evict-stragglers; f filled), else 0. */
+static int failslow_verdict(sup *s, watch_state *w, int attempt, const fsl_round *r,
+                            const fsl_verdict *v, sup_failure *f) {
+    char hosts[512] = "", local[64] = "this host";
+    int machines = 0;
+    gethostname(local, sizeof(local));
+    local[sizeof(local) - 1] = 0;
+    cJSON *hl = cJSON_CreateArray();
+    for (int k = 0; k < v->nblame; k++) {
+        int rk = v->blame[k];
+        const char *h = s->have_rf && rk < s->rf.world ? s->rf.host[rk] : local;
+        int seen = 0;
+        for (int j = 0; j < k; j++)
+            seen |= !strcmp(h, s->have_rf && v->blame[j] < s->rf.world ? s->rf.host[v->blame[j]]
+                                                                       : local);
+        if (seen) continue;
+        size_t o = strlen(hosts);
+        snprintf(hosts + o, sizeof(hosts) - o, "%s%s", o ? "," : "", h);
+        cJSON_AddItemToArray(hl, cJSON_CreateString(h));
+        machines++;
+    }
+    int evict = s->evict_stragglers;
+    cJSON *d = sup_attempt_detail(attempt);
+    ev_str(d, "text", v->text);
+    ev_str(d, "blame_kind", v->kind);
+    cJSON *bl = cJSON_CreateArray();
+    for (int k = 0; k < v->nblame; k++) cJSON_AddItemToArray(bl, cJSON_CreateNumber(v->blame[k]));
+    cJSON_AddItemToObject(d, "blame", bl);
+    cJSON_AddItemToObject(d, "hosts", hl);
+    ev_num(d, "machines", machines);
+    ev_num(d, "flagged_rounds", v->flagged_rounds);
+    ev_num(d, "window", v->window);
+    ev_num(d, EVK_RATIO, v->ratio);
+    ev_num(d, "round_s", s->failslow.round_s);
+    ev_bool(d, "evicted", evict);
+    sup_event(s, EV_FAILSLOW, r->slowest, d);
+    sup_say("attempt %d: fail-slow: %s. Blamed: %s on %s — %d machine%s evicted%s", attempt,
+            v->text, !strcmp(v->kind, "rank") ? "the rank" : v->kind, hosts, machines,
+            machines == 1 ? "" : "s", evict ? "" : " (not: no --evict-stragglers)");
+    (void)w;
+    if (!evict) return 0;
+    f->kind = EV_FAILURE_FAILSLOW;
+    f->rank = r->slowest;
+    f->failed_at = timer_unix();
+    snprintf(f->why, sizeof(f->why), "fail-slow: %.200s", v->text);
+    return 1;
+}
+
 /* The job stopped making progress: capture every local rank's stack, group them and name the
  * outliers (sched/stacks.h), log the verdict (EV_STACKS), and blame the first outlier instead of
  * the heartbeat's guess — the rank that is elsewhere, not the one that logged last. With a
@@ -413,6 +477,7 @@ int sup_watch(sup *s, pid_t child, int attempt, double last_fail_unix, sup_failu
     for (int i = 0; i < HB_MAX_RANKS; i++) w.seen_step[i] = -1, w.slow_count[i] = w.reported[i] = 0;
     memset(w.seen_state, 0, sizeof(w.seen_state));
     w.recovered = attempt == 1, w.killed_rank = -1;
+    w.fsl_on = 0;
     w.killed_at = NAN;
     w.n = 0;
     double stop_asked = NAN; /* when a SIGINT/SIGTERM was forwarded as the checkpoint request */
@@ -451,6 +516,7 @@ int sup_watch(sup *s, pid_t child, int attempt, double last_fail_unix, sup_failu
             int r = w.hb[i].rank;
             if (r < 0 || r >= HB_MAX_RANKS) continue;
             if (!strcmp(w.hb[i].state, "run")) f->trained = 1;
+            if (f->trained && !w.fsl_on && s->failslow.rounds > 0) failslow_start(s, &w);
             if ((w.hb[i].step != w.seen_step[r] || strcmp(w.hb[i].state, w.seen_state[r]) != 0) &&
                 on_progress(s, &w, i, attempt, last_fail_unix, f))
                 return 1;
@@ -465,6 +531,16 @@ int sup_watch(sup *s, pid_t child, int attempt, double last_fail_unix, sup_failu
                               : "");
             localise_hang(s, attempt, f);
             break;
+        }
+        if (w.fsl_on) {
+            static fsl_round fr;
+            static fsl_verdict fv;
+            if (fsl_tick(&w.fsl, timer_now(), &fr, &fv) == 2 &&
+                failslow_verdict(s, &w, attempt, &fr, &fv, f)) {
+                for (int i = 0; i < w.n; i++)
+                    if (w.hb[i].rank == f->rank) f->step = w.hb[i].step;
+                return 1;
+            }
         }
         if (timer_now() >= w.next_kill) mtbf_kill(s, &w, attempt);
         sup_nap(s, SUP_POLL_MS);

@@ -221,6 +221,8 @@ void sup_opts_default(sup_opts *o) {
     o->grace_s = 5;
     o->straggler_k = 2.0;
     o->straggler_w = 10;
+    o->failslow_round_s = 10;
+    o->failslow_rounds = 5;
     o->seed = 1;
     o->cordon_after = 2;
 }
@@ -268,6 +270,9 @@ static void start(sup *s, const sup_opts *o, char **launch_argv, int nlaunch) {
     s->straggler_k = o->straggler_k;
     s->straggler_w = o->straggler_w;
     s->evict_stragglers = o->evict_stragglers;
+    fsl_opts_default(&s->failslow);
+    s->failslow.round_s = o->failslow_round_s;
+    s->failslow.rounds = o->failslow_rounds;
     s->seed = o->seed;
     s->run_dir = o->run_dir;
     s->hostfile = o->hostfile;
@@ -351,7 +356,8 @@ static int record_failure(sup *s, pid_t child, int attempt, const sup_failure *f
     /* every process of the attempt is gone: rows it left "running" get its real outcome */
     rundb_end_running(s->db, !strcmp(f->kind, EV_FAILURE_HANG) ? "hung"
                             : !strcmp(f->kind, EV_FAILURE_CRASH) ? "crashed"
-                            : !strcmp(f->kind, EV_FAILURE_STRAGGLER) ? "killed" : "failed",
+                            : !strcmp(f->kind, EV_FAILURE_STRAGGLER) ||
+                                      !strcmp(f->kind, EV_FAILURE_FAILSLOW) ? "killed" : "failed",
                       f->failed_at);
     return host;
 }

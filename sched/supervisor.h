@@ -41,7 +41,10 @@ typedef struct {
     double fault_mtbf_s;      /* > 0: kill a random rank at exponential intervals of this mean */
     double straggler_k;       /* busy time above k x the median ... */
     int straggler_w;          /* ... for w consecutive steps = straggler */
-    int evict_stragglers;     /* 1: a straggler is a failure (restart without it) */
+    int evict_stragglers;     /* 1: a straggler is a failure (restart without it); so is a
+                               * fail-slow verdict */
+    double failslow_round_s;  /* fail-slow rounds (sched/failslow.h): length of a round, s */
+    int failslow_rounds;      /* ... rounds in the majority window (0 = off) */
     uint64_t seed;            /* of fault_mtbf_s */
     const char *run_dir;      /* the job's run directory (required) */
     const char *hostfile;     /* OpenMPI hostfile, or NULL */
@@ -51,7 +54,7 @@ typedef struct {
 } sup_opts;
 
 /* The defaults of `minitrain run`: 5 restarts in 3600 s, heartbeat timeout 60 s, backoff 1..30 s,
- * grace 5 s, stragglers at 2x the median for 10 steps, seed 1, no faults, no hostfile, no
+ * grace 5 s, stragglers at 2x the median for 10 steps, fail-slow rounds of 10 s over 5, seed 1, no faults, no hostfile, no
  * rankfile, a host cordoned after 2 failures blamed on it. */
 void sup_opts_default(sup_opts *o);
 

@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "core/rundb.h"
 #include "core/runlock.h"
+#include "sched/failslow.h"
 #include "sched/replan.h"
 #include "sched/supervisor.h"
 
@@ -30,6 +31,7 @@ typedef struct {
     double window_s, hb_timeout_s, backoff_min, backoff_max, grace_s, fault_mtbf_s;
     double straggler_k;
     int straggler_w, evict_stragglers;
+    fsl_opts failslow;       /* the fail-slow rounds (sched/failslow.h) */
     uint64_t seed;
     const char *run_dir, *hostfile;
     int cordon_after;
@@ -53,7 +55,7 @@ typedef struct {
 
 /* Why an attempt failed (sup_watch fills it; the restart loop logs it and decides). */
 typedef struct {
-    const char *kind; /* crash | nonfinite | io | hang | straggler */
+    const char *kind; /* crash | nonfinite | io | hang | straggler | failslow */
     int code, sig, rank, step;
     double failed_at; /* unix s, best estimate of when it broke */
     int trained;      /* some rank of the attempt had trained (a heartbeat in state "run") */
