@@ -9,9 +9,11 @@
  *   p2c          two random choices, the better first, then the rest best first (Mitzenmacher's
  *                power of two choices).
  * The load-reading balancers shuffle first, so ties are broken at random. gw_route.c walks the
- * order; this file only builds it and keeps each upstream's time-to-first-token EWMA.
+ * order; this file only builds it and keeps each upstream's time-to-first-token EWMA. Its face is
+ * the "load balancing" section of gateway/gw_impl.h (a header of its own would close an include
+ * cycle with gw_impl.h, whose functions gw_route.c implements; run_layers rule 3).
  */
-#include "gateway/gw_lb.h"
+#include "gateway/gw_impl.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -23,7 +23,6 @@
  * The stream after its commit is gw_stream.c's.
  */
 #include "gateway/gw_impl.h"
-#include "gateway/gw_lb.h"
 #include "core/timer.h"
 
 #include <math.h>
