@@ -306,21 +306,16 @@ static int client_no_cache(struct MHD_Connection *c) {
     return cc && (strcasestr(cc, "no-cache") || strcasestr(cc, "no-store"));
 }
 
-static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
-    int chat = cc->ep == EP_CHAT;
-    cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
-    api_buf_free(&cc->body);
-    if (!cJSON_IsObject(req)) {
-        cJSON_Delete(req);
-        return fail(cc, c, 400, "invalid_request_error", NULL, "invalid_json", NULL,
-                    "the request body is not a JSON object");
-    }
+/* cc's exchange for the parsed body `req` (taken over): ids, clock, client socket, and every
+ * "none yet" field set to -1. */
+static gw_exchange *exchange_begin(gw_gateway *g, conn *cc, struct MHD_Connection *c,
+                                   cJSON *req) {
     gw_exchange *x = &cc->x;
     memset(x, 0, sizeof(*x));
     x->req = req;
     cc->have_x = 1;
     x->g = g;
-    x->chat = chat;
+    x->chat = cc->ep == EP_CHAT;
     x->t0 = cc->t0;
     x->client_fd = conn_fd(c);
     /* "none yet", not index 0 / zero: a request refused before routing (403, 404) reached no
@@ -330,6 +325,74 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     x->prompt_tokens = x->completion_tokens = -1;
     snprintf(x->req_id, sizeof(x->req_id), "%s", cc->req_id);
     if (cc->have_key) snprintf(x->key_id, sizeof(x->key_id), "%s", cc->key.id);
+    return x;
+}
+
+/* The key's rate limits (gw_limit.h): reserves prompt + max_tokens tokens, one request and one
+ * slot. Returns 0 when admitted (cc holds the reservation), else 1 with the 400/429/503 answered
+ * into *answered. */
+static int reserve_rate(gw_gateway *g, conn *cc, struct MHD_Connection *c, const cJSON *req,
+                        int chat, long max_tokens, enum MHD_Result *answered) {
+    long tokens = prompt_size(req, chat, cc->x.embeddings) + max_tokens;
+    int lr = gw_limiter_reserve(g->lim, &cc->key, tokens, &cc->adm);
+    if (lr == GW_LIMIT_TOO_LARGE) {
+        *answered = fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
+                         NULL, "this request reserves %ld tokens (prompt + max_tokens), more than "
+                         "the key's limit of %ld tokens per minute", tokens, cc->adm.limit_tokens);
+        return 1;
+    }
+    /* Redis down: with redis_fail = closed the limiter refuses (503); with open it decided
+     * on this process's own buckets, and an empty one is an ordinary 429 */
+    int fell_back = lr == GW_LIMIT_UNAVAILABLE && gw_limiter_fails_open(g->lim);
+    if (lr == GW_LIMIT_UNAVAILABLE && !fell_back && !cc->adm.admitted) {
+        *answered = fail(cc, c, 503, "server_error", NULL, "rate_limiter_unavailable", "1",
+                         "the rate limiter is unavailable (Redis down, redis_fail = closed); "
+                         "retry later");
+        return 1;
+    }
+    if (!cc->adm.admitted) {
+        gw_metrics_rate_limited(&g->mx, cc->key.id);
+        char ra[32];
+        snprintf(ra, sizeof(ra), "%d",
+                 (int)ceil(cc->adm.retry_after_s > 0 ? cc->adm.retry_after_s : 1));
+        *answered = fail(cc, c, 429, "rate_limit_error", NULL, "rate_limit_exceeded", ra,
+                         "rate limit reached for this key (requests/min, tokens/min or concurrent "
+                         "requests)%s; retry after %s s", fell_back ? " on this gateway's own "
+                         "buckets (Redis down, redis_fail = open)" : "", ra);
+        return 1;
+    }
+    cc->have_res = 1;
+    cc->reserved = tokens;
+    return 0;
+}
+
+/* A whole (not streamed) upstream answer to the client, as valid UTF-8, into the cache when
+ * it may go there. */
+static enum MHD_Result reply_upstream(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
+    gw_exchange *x = &cc->x;
+    api_buf b = x->body;
+    memset(&x->body, 0, sizeof(x->body));
+    if (b.len && !utf8_valid((const uint8_t *)b.p, b.len)) { /* an upstream's bytes: as
+                                                                    serve's own, valid UTF-8 */
+        api_buf v = {0};
+        api_buf_put_utf8(&v, (const uint8_t *)b.p, b.len);
+        api_buf_free(&b);
+        b = v;
+    }
+    if (cc->cacheable && x->status == 200) gw_cache_put(g->cache, cc->ckey, b.p, b.len);
+    return reply_json(cc, c, x->status, &b, x->retry_after);
+}
+
+static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
+    int chat = cc->ep == EP_CHAT;
+    cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
+    api_buf_free(&cc->body);
+    if (!cJSON_IsObject(req)) {
+        cJSON_Delete(req);
+        return fail(cc, c, 400, "invalid_request_error", NULL, "invalid_json", NULL,
+                    "the request body is not a JSON object");
+    }
+    gw_exchange *x = exchange_begin(g, cc, c, req);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(req, "model");
     if (!cJSON_IsString(model))
         return fail(cc, c, 400, "invalid_request_error", "model", "missing_model", NULL,
@@ -367,33 +430,8 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
         return fail(cc, c, 400, "invalid_request_error", NULL, "content_policy_violation", NULL,
                     "the request was refused by the gateway's content policy (rule '%s')", rule);
     }
-    if (g->lim && cc->have_key) {
-        long tokens = prompt_size(req, chat, x->embeddings) + max_tokens;
-        int lr = gw_limiter_reserve(g->lim, &cc->key, tokens, &cc->adm);
-        if (lr == GW_LIMIT_TOO_LARGE)
-            return fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
-                        NULL, "this request reserves %ld tokens (prompt + max_tokens), more than "
-                        "the key's limit of %ld tokens per minute", tokens, cc->adm.limit_tokens);
-        /* Redis down: with redis_fail = closed the limiter refuses (503); with open it decided
-         * on this process's own buckets, and an empty one is an ordinary 429 */
-        int fell_back = lr == GW_LIMIT_UNAVAILABLE && gw_limiter_fails_open(g->lim);
-        if (lr == GW_LIMIT_UNAVAILABLE && !fell_back && !cc->adm.admitted)
-            return fail(cc, c, 503, "server_error", NULL, "rate_limiter_unavailable", "1",
-                        "the rate limiter is unavailable (Redis down, redis_fail = closed); "
-                        "retry later");
-        if (!cc->adm.admitted) {
-            gw_metrics_rate_limited(&g->mx, cc->key.id);
-            char ra[32];
-            snprintf(ra, sizeof(ra), "%d", (int)ceil(cc->adm.retry_after_s > 0
-                                                        ? cc->adm.retry_after_s : 1));
-            return fail(cc, c, 429, "rate_limit_error", NULL, "rate_limit_exceeded", ra,
-                        "rate limit reached for this key (requests/min, tokens/min or concurrent "
-                        "requests)%s; retry after %s s", fell_back ? " on this gateway's own "
-                        "buckets (Redis down, redis_fail = open)" : "", ra);
-        }
-        cc->have_res = 1;
-        cc->reserved = tokens;
-    }
+    if (g->lim && cc->have_key && reserve_rate(g, cc, c, req, chat, max_tokens, &answered))
+        return answered;
     if (g->ledger && cc->have_key) {
         api_error e;
         char ra[32] = "";
@@ -422,17 +460,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     int rc = gw_proxy_run(x);
     if (rc < 0) return MHD_NO; /* the client is gone: nobody to answer */
     if (rc == 1) return stream_reply(g, cc, c);
-    api_buf b = x->body;
-    memset(&x->body, 0, sizeof(x->body));
-    if (b.len && !utf8_valid((const uint8_t *)b.p, b.len)) { /* an upstream's bytes: as
-                                                                    serve's own, valid UTF-8 */
-        api_buf v = {0};
-        api_buf_put_utf8(&v, (const uint8_t *)b.p, b.len);
-        api_buf_free(&b);
-        b = v;
-    }
-    if (cc->cacheable && x->status == 200) gw_cache_put(g->cache, cc->ckey, b.p, b.len);
-    return reply_json(cc, c, x->status, &b, x->retry_after);
+    return reply_upstream(g, cc, c);
 }
 
 static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
