@@ -1,6 +1,6 @@
 /*
- * gateway/gw_http.c — the gateway's HTTP side (libmicrohttpd), its active health thread and its
- * lifecycle.
+ * gateway/gw_http.c — the gateway's HTTP side (libmicrohttpd): one client request from MHD's first
+ * call to its completion. The daemon, the health thread and start/stop are gw_gateway.c's.
  *
  * Why it is shaped so:
  *   - Like `serve` (serve/server.c), MHD runs one thread per connection, and that thread runs
@@ -306,21 +306,16 @@ static int client_no_cache(struct MHD_Connection *c) {
     return cc && (strcasestr(cc, "no-cache") || strcasestr(cc, "no-store"));
 }
 
-static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
-    int chat = cc->ep == EP_CHAT;
-    cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
-    api_buf_free(&cc->body);
-    if (!cJSON_IsObject(req)) {
-        cJSON_Delete(req);
-        return fail(cc, c, 400, "invalid_request_error", NULL, "invalid_json", NULL,
-                    "the request body is not a JSON object");
-    }
+/* cc's exchange for the parsed body `req` (taken over): ids, clock, client socket, and every
+ * "none yet" field set to -1. */
+static gw_exchange *exchange_begin(gw_gateway *g, conn *cc, struct MHD_Connection *c,
+                                   cJSON *req) {
     gw_exchange *x = &cc->x;
     memset(x, 0, sizeof(*x));
     x->req = req;
     cc->have_x = 1;
     x->g = g;
-    x->chat = chat;
+    x->chat = cc->ep == EP_CHAT;
     x->t0 = cc->t0;
     x->client_fd = conn_fd(c);
     /* "none yet", not index 0 / zero: a request refused before routing (403, 404) reached no
@@ -330,6 +325,74 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     x->prompt_tokens = x->completion_tokens = -1;
     snprintf(x->req_id, sizeof(x->req_id), "%s", cc->req_id);
     if (cc->have_key) snprintf(x->key_id, sizeof(x->key_id), "%s", cc->key.id);
+    return x;
+}
+
+/* The key's rate limits (gw_limit.h): reserves prompt + max_tokens tokens, one request and one
+ * slot. Returns 0 when admitted (cc holds the reservation), else 1 with the 400/429/503 answered
+ * into *answered. */
+static int reserve_rate(gw_gateway *g, conn *cc, struct MHD_Connection *c, const cJSON *req,
+                        int chat, long max_tokens, enum MHD_Result *answered) {
+    long tokens = prompt_size(req, chat, cc->x.embeddings) + max_tokens;
+    int lr = gw_limiter_reserve(g->lim, &cc->key, tokens, &cc->adm);
+    if (lr == GW_LIMIT_TOO_LARGE) {
+        *answered = fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
+                         NULL, "this request reserves %ld tokens (prompt + max_tokens), more than "
+                         "the key's limit of %ld tokens per minute", tokens, cc->adm.limit_tokens);
+        return 1;
+    }
+    /* Redis down: with redis_fail = closed the limiter refuses (503); with open it decided
+     * on this process's own buckets, and an empty one is an ordinary 429 */
+    int fell_back = lr == GW_LIMIT_UNAVAILABLE && gw_limiter_fails_open(g->lim);
+    if (lr == GW_LIMIT_UNAVAILABLE && !fell_back && !cc->adm.admitted) {
+        *answered = fail(cc, c, 503, "server_error", NULL, "rate_limiter_unavailable", "1",
+                         "the rate limiter is unavailable (Redis down, redis_fail = closed); "
+                         "retry later");
+        return 1;
+    }
+    if (!cc->adm.admitted) {
+        gw_metrics_rate_limited(&g->mx, cc->key.id);
+        char ra[32];
+        snprintf(ra, sizeof(ra), "%d",
+                 (int)ceil(cc->adm.retry_after_s > 0 ? cc->adm.retry_after_s : 1));
+        *answered = fail(cc, c, 429, "rate_limit_error", NULL, "rate_limit_exceeded", ra,
+                         "rate limit reached for this key (requests/min, tokens/min or concurrent "
+                         "requests)%s; retry after %s s", fell_back ? " on this gateway's own "
+                         "buckets (Redis down, redis_fail = open)" : "", ra);
+        return 1;
+    }
+    cc->have_res = 1;
+    cc->reserved = tokens;
+    return 0;
+}
+
+/* A whole (not streamed) upstream answer to the client, as valid UTF-8, into the cache when
+ * it may go there. */
+static enum MHD_Result reply_upstream(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
+    gw_exchange *x = &cc->x;
+    api_buf b = x->body;
+    memset(&x->body, 0, sizeof(x->body));
+    if (b.len && !utf8_valid((const uint8_t *)b.p, b.len)) { /* an upstream's bytes: as
+                                                                    serve's own, valid UTF-8 */
+        api_buf v = {0};
+        api_buf_put_utf8(&v, (const uint8_t *)b.p, b.len);
+        api_buf_free(&b);
+        b = v;
+    }
+    if (cc->cacheable && x->status == 200) gw_cache_put(g->cache, cc->ckey, b.p, b.len);
+    return reply_json(cc, c, x->status, &b, x->retry_after);
+}
+
+static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Connection *c) {
+    int chat = cc->ep == EP_CHAT;
+    cJSON *req = cJSON_ParseWithLength(cc->body.p ? cc->body.p : "", cc->body.len);
+    api_buf_free(&cc->body);
+    if (!cJSON_IsObject(req)) {
+        cJSON_Delete(req);
+        return fail(cc, c, 400, "invalid_request_error", NULL, "invalid_json", NULL,
+                    "the request body is not a JSON object");
+    }
+    gw_exchange *x = exchange_begin(g, cc, c, req);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(req, "model");
     if (!cJSON_IsString(model))
         return fail(cc, c, 400, "invalid_request_error", "model", "missing_model", NULL,
@@ -367,33 +430,8 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
         return fail(cc, c, 400, "invalid_request_error", NULL, "content_policy_violation", NULL,
                     "the request was refused by the gateway's content policy (rule '%s')", rule);
     }
-    if (g->lim && cc->have_key) {
-        long tokens = prompt_size(req, chat, x->embeddings) + max_tokens;
-        int lr = gw_limiter_reserve(g->lim, &cc->key, tokens, &cc->adm);
-        if (lr == GW_LIMIT_TOO_LARGE)
-            return fail(cc, c, 400, "invalid_request_error", "max_tokens", "request_too_large",
-                        NULL, "this request reserves %ld tokens (prompt + max_tokens), more than "
-                        "the key's limit of %ld tokens per minute", tokens, cc->adm.limit_tokens);
-        /* Redis down: with redis_fail = closed the limiter refuses (503); with open it decided
-         * on this process's own buckets, and an empty one is an ordinary 429 */
-        int fell_back = lr == GW_LIMIT_UNAVAILABLE && gw_limiter_fails_open(g->lim);
-        if (lr == GW_LIMIT_UNAVAILABLE && !fell_back && !cc->adm.admitted)
-            return fail(cc, c, 503, "server_error", NULL, "rate_limiter_unavailable", "1",
-                        "the rate limiter is unavailable (Redis down, redis_fail = closed); "
-                        "retry later");
-        if (!cc->adm.admitted) {
-            gw_metrics_rate_limited(&g->mx, cc->key.id);
-            char ra[32];
-            snprintf(ra, sizeof(ra), "%d", (int)ceil(cc->adm.retry_after_s > 0
-                                                        ? cc->adm.retry_after_s : 1));
-            return fail(cc, c, 429, "rate_limit_error", NULL, "rate_limit_exceeded", ra,
-                        "rate limit reached for this key (requests/min, tokens/min or concurrent "
-                        "requests)%s; retry after %s s", fell_back ? " on this gateway's own "
-                        "buckets (Redis down, redis_fail = open)" : "", ra);
-        }
-        cc->have_res = 1;
-        cc->reserved = tokens;
-    }
+    if (g->lim && cc->have_key && reserve_rate(g, cc, c, req, chat, max_tokens, &answered))
+        return answered;
     if (g->ledger && cc->have_key) {
         api_error e;
         char ra[32] = "";
@@ -422,17 +460,7 @@ static enum MHD_Result handle_inference(gw_gateway *g, conn *cc, struct MHD_Conn
     int rc = gw_proxy_run(x);
     if (rc < 0) return MHD_NO; /* the client is gone: nobody to answer */
     if (rc == 1) return stream_reply(g, cc, c);
-    api_buf b = x->body;
-    memset(&x->body, 0, sizeof(x->body));
-    if (b.len && !utf8_valid((const uint8_t *)b.p, b.len)) { /* an upstream's bytes: as
-                                                                    serve's own, valid UTF-8 */
-        api_buf v = {0};
-        api_buf_put_utf8(&v, (const uint8_t *)b.p, b.len);
-        api_buf_free(&b);
-        b = v;
-    }
-    if (cc->cacheable && x->status == 200) gw_cache_put(g->cache, cc->ckey, b.p, b.len);
-    return reply_json(cc, c, x->status, &b, x->retry_after);
+    return reply_upstream(g, cc, c);
 }
 
 static ssize_t stream_cb(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -545,10 +573,10 @@ static enum MHD_Result first_call(gw_gateway *g, conn *cc, struct MHD_Connection
     return MHD_YES; /* MHD reads the body now */
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+enum MHD_Result gw_http_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                   const char *method, const char *version,
+                                   const char *upload_data, size_t *upload_data_size,
+                                   void **con_cls) {
     (void)version;
     gw_gateway *g = cls;
     conn *cc = *con_cls;
@@ -577,8 +605,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return handle_inference(g, cc, c);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                         enum MHD_RequestTerminationCode toe) {
+void gw_http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                          enum MHD_RequestTerminationCode toe) {
     (void)c;
     gw_gateway *g = cls;
     conn *cc = *con_cls;
@@ -644,164 +672,4 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         cc->have_x = 0;
     }
     conn_unref(cc);
-}
-
-/* ---- active health ------------------------------------------------------------------------------------- */
-
-static void health_round(gw_gateway *g) {
-    for (int u = 0; u < g->cfg.n_up && !atomic_load(&g->stopping); u++) {
-        gw_upstream *up = &g->up[u];
-        int code = gw_http_get_status(up->url_health, g->cfg.pol.health_timeout_s);
-        int ok = code == 200;
-        pthread_mutex_lock(&up->mu);
-        int was_down = up->h.active_down;
-        gw_health_active(&up->h, &g->cfg.pol, ok, timer_now());
-        pthread_mutex_unlock(&up->mu);
-        if (ok && was_down)
-            gw_log(g, "upstream %s passes its health check again", up->cfg.name);
-        else if (!ok && !was_down)
-            gw_log(g, "upstream %s fails its health check (%s): out of service", up->cfg.name,
-                   code ? (code == 503 ? "503, loading or overloaded" : "not 200")
-                        : "no answer");
-    }
-}
-
-static void *health_main(void *arg) {
-    gw_gateway *g = arg;
-    pthread_mutex_lock(&g->stop_mu);
-    while (!atomic_load(&g->stopping)) {
-        struct timespec ts = timer_deadline(g->cfg.pol.health_interval_s);
-        pthread_cond_timedwait(&g->stop_cv, &g->stop_mu, &ts);
-        if (atomic_load(&g->stopping)) break;
-        pthread_mutex_unlock(&g->stop_mu);
-        health_round(g);
-        pthread_mutex_lock(&g->stop_mu);
-    }
-    pthread_mutex_unlock(&g->stop_mu);
-    return NULL;
-}
-
-/* ---- lifecycle ------------------------------------------------------------------------------------------ */
-
-static void free_parts(gw_gateway *g) {
-    for (int u = 0; u < g->cfg.n_up; u++) pthread_mutex_destroy(&g->up[u].mu);
-    while (g->pool) {
-        gw_call *c = g->pool;
-        g->pool = c->next;
-        curl_easy_cleanup(c->easy);
-        curl_multi_cleanup(c->multi);
-        api_buf_free(&c->body);
-        gw_sse_free(&c->sse);
-        free(c);
-    }
-    gw_rules_free(g->rules);
-    if (g->lim) gw_limiter_free(g->lim);
-    if (g->keys) gw_keys_close(g->keys);
-    gw_ledger_close(g->ledger);
-    gw_cache_free(g->cache);
-    gw_metrics_destroy(&g->mx);
-    pthread_mutex_destroy(&g->budget_mu);
-    pthread_mutex_destroy(&g->pool_mu);
-    pthread_mutex_destroy(&g->rng_mu);
-    pthread_mutex_destroy(&g->lb_mu);
-    pthread_mutex_destroy(&g->stop_mu);
-    pthread_cond_destroy(&g->stop_cv);
-    free(g);
-}
-
-gw_gateway *gw_gateway_start(const gw_config *cfg, char *err, size_t errlen) {
-    static int curl_ready = 0;
-    if (!curl_ready) { /* not thread-safe: the first start happens before any other thread */
-        mtCheck(curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK, "libcurl failed to start");
-        curl_ready = 1;
-    }
-    gw_gateway *g = callocCheck(1, sizeof(gw_gateway));
-    g->cfg = *cfg;
-    atomic_init(&g->stopping, 0);
-    pthread_mutex_init(&g->budget_mu, NULL);
-    pthread_mutex_init(&g->pool_mu, NULL);
-    pthread_mutex_init(&g->rng_mu, NULL);
-    pthread_mutex_init(&g->lb_mu, NULL);
-    pthread_mutex_init(&g->stop_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->stop_cv, &ca);
-    pthread_condattr_destroy(&ca);
-    gw_metrics_init(&g->mx);
-    rng_seed(&g->rng, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(size_t)g);
-    g->started = (long)time(NULL);
-    double now = timer_now();
-    for (int u = 0; u < cfg->n_up; u++) {
-        gw_upstream *up = &g->up[u];
-        up->cfg = cfg->up[u];
-        pthread_mutex_init(&up->mu, NULL);
-        gw_health_init(&up->h, now);
-        const char *base = cfg->up[u].url; /* (the caller's copy: no overlap with *up) */
-        snprintf(up->url_completions, sizeof(up->url_completions), "%s/v1/completions", base);
-        snprintf(up->url_chat, sizeof(up->url_chat), "%s/v1/chat/completions", base);
-        snprintf(up->url_health, sizeof(up->url_health), "%s/health", base);
-        snprintf(up->url_embeddings, sizeof(up->url_embeddings), "%s/v1/embeddings", base);
-    }
-    g->rules = gw_rules_new(cfg, err, errlen);
-    if (!g->rules) {
-        free_parts(g);
-        return NULL;
-    }
-    if (cfg->keys_db[0]) {
-        char e2[512];
-        g->keys = gw_keys_open(cfg->keys_db, e2, sizeof(e2));
-        if (!g->keys) {
-            snprintf(err, errlen, "keys_db '%s': %s", cfg->keys_db, e2);
-            free_parts(g);
-            return NULL;
-        }
-        g->ledger = gw_ledger_open(cfg->keys_db, e2, sizeof(e2));
-        if (!g->ledger) {
-            snprintf(err, errlen, "keys_db '%s': %s", cfg->keys_db, e2);
-            free_parts(g);
-            return NULL;
-        }
-        g->lim = gw_limiter_new(cfg->redis[0] ? cfg->redis : NULL, cfg->redis_fail_open, e2,
-                                sizeof(e2));
-        if (!g->lim) {
-            snprintf(err, errlen, "rate limiter%s%s: %s", cfg->redis[0] ? " at redis " : "",
-                     cfg->redis, e2);
-            free_parts(g);
-            return NULL;
-        }
-    }
-    if (cfg->cache_bytes > 0)
-        g->cache = cfg->cache_ttl_s > 0
-                       ? gw_cache_new_redis(cfg->cache_bytes, cfg->redis, cfg->cache_ttl_s)
-                       : gw_cache_new(cfg->cache_bytes);
-    if (cfg->pol.health_interval_s > 0) health_round(g); /* know the upstreams before serving */
-    api_listen_opts lo = {.host = cfg->host, .port = cfg->port, .who = "gateway",
-                         .timeout_s = (unsigned)cfg->pol.client_timeout_s, .conn_limit = 1024u,
-                         .backlog = 1024u, .on_request = on_request,
-                         .on_completed = on_completed, .cls = g};
-    g->d = api_listen(&lo, &g->port, err, errlen);
-    if (!g->d) {
-        free_parts(g);
-        return NULL;
-    }
-    if (cfg->pol.health_interval_s > 0) {
-        mtCheck(pthread_create(&g->health_thread, NULL, health_main, g) == 0,
-                "cannot start the health-check thread");
-        g->health_started = 1;
-    }
-    return g;
-}
-
-int gw_gateway_port(const gw_gateway *g) { return g->port; }
-
-void gw_gateway_stop(gw_gateway *g) {
-    if (!g) return;
-    pthread_mutex_lock(&g->stop_mu);
-    atomic_store(&g->stopping, 1);
-    pthread_cond_broadcast(&g->stop_cv);
-    pthread_mutex_unlock(&g->stop_mu);
-    MHD_stop_daemon(g->d); /* connection threads see `stopping` within one poll and end */
-    if (g->health_started) pthread_join(g->health_thread, NULL);
-    free_parts(g);
 }

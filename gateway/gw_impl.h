@@ -339,4 +339,28 @@ int gw_route_available(gw_gateway *g, int route); /* targets that may take a req
 void gw_log(gw_gateway *g, const char *fmt, ...) MT_PRINTF(2, 3);
 double gw_rand01(gw_gateway *g);
 
+/* ---- load balancing (gw_lb.c) -------------------------------------------------------------------- */
+
+/* The balancer (GW_LB_*) route `route` uses: its own lb, or the gateway's when it says default. */
+int gw_lb_of_route(const gw_gateway *g, int route);
+/* Fills order[0..n) (n <= GW_MAX_TARGETS) with target indices of x's route, level by level in
+ * ascending level, each level ordered by the route's balancer; returns n. Draws from the
+ * gateway's RNG; round_robin advances the route's counter. Locks each upstream's mutex briefly. */
+int gw_lb_order(gw_exchange *x, int *order);
+/* A successful attempt on upstream u took `seconds` (s) to its first token: folded into u's EWMA
+ * with weight GW_EWMA_ALPHA (the first sample is taken as is). */
+void gw_lb_observe(gw_gateway *g, int u, double seconds);
+
+/* ---- the client side's libmicrohttpd callbacks (gw_http.c), opened by gw_gateway.c ----------------- */
+
+/* MHD's access handler for one client request (cls: the gw_gateway); see serve/api.h's
+ * api_listen_opts. Answers with the OpenAI error object on every refusal. */
+enum MHD_Result gw_http_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                   const char *method, const char *version, const char *upload,
+                                   size_t *upload_size, void **con_cls);
+/* MHD's request-completed callback: settles or releases the request's reservation, records its
+ * metrics and access-log line, frees its state. Called exactly once per request. */
+void gw_http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                          enum MHD_RequestTerminationCode toe);
+
 #endif /* MT_GATEWAY_GW_IMPL_H */

@@ -18,10 +18,11 @@
  *                  the client's connection thread, so streaming has natural backpressure);
  *   gw_route.c     routing, the attempt loop (retries + fallbacks under one attempts cap), the
  *                  all-targets-ejected policy;
+ *   gw_lb.c        the load balancers: the order of a request's targets;
  *   gw_stream.c    a committed stream passed through (rewritten only when guards need it);
  *   gw_metrics.c   Prometheus text for /metrics;
- *   gw_http.c      libmicrohttpd glue: endpoints, keys (gw_keys.h), limits (gw_limit.h), the
- *                  active health thread and the process lifecycle.
+ *   gw_http.c      libmicrohttpd glue: endpoints, keys (gw_keys.h), limits (gw_limit.h);
+ *   gw_gateway.c   the active health thread and the process lifecycle.
  * The subcommand (flags, signals) is cmd/gateway.c.
  */
 #ifndef MT_GATEWAY_GW_PROXY_H
@@ -349,7 +350,7 @@ void gw_filter_init(gw_filter *f, const gw_rules *r);
 int gw_filter_push(gw_filter *f, const char *text, size_t n, int final, api_buf *out);
 void gw_filter_free(gw_filter *f);
 
-/* ---- the gateway process (gw_http.c) ------------------------------------------------------------- */
+/* ---- the gateway process (gw_gateway.c) ---------------------------------------------------------- */
 typedef struct gw_gateway gw_gateway;
 
 /* Open the keys db and limiter, compile the rules, start the active health thread and listen.
