@@ -10,8 +10,7 @@
  * so this file writes queries already canonical: keys sorted, values URI-encoded, "key=" for a
  * key without a value (SigV4, "Create a canonical request").
  */
-#include "objstore/s3.h"
-#include "objstore/s3_impl.h"
+#include "objstore/s3_impl.h" /* the module face objstore/s3.h, and its private part */
 
 #include <ctype.h>
 #include <errno.h>

@@ -14,8 +14,7 @@
  * download that died resumes from those records when the object is still the same (size and
  * ETag), fetching only the missing chunks; then fsync, rename PATH.part -> PATH.
  */
-#include "objstore/s3.h"
-#include "objstore/s3_impl.h"
+#include "objstore/s3_impl.h" /* the module face objstore/s3.h, and its private part */
 
 #include <errno.h>
 #include <fcntl.h>
