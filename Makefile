@@ -189,7 +189,7 @@ LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhire
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
-MODULES = core parallel ckpt text ops model train report dash serve safety gateway sched cmd
+MODULES = core parallel ckpt objstore text ops model train report dash serve safety gateway sched cmd
 SRCS = $(filter-out $(CUDA_TABLE),$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 OBJS = $(SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a
@@ -244,6 +244,9 @@ DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-d
            libcurl4-openssl-dev libpcre2-dev sqlite3 elfutils
 DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge \
                 clang libclang-rt-14-dev libomp-14-dev shellcheck chromium
+# OpenStack Swift with s3api + tempauth: the real S3 server of the object-store tests (issue 27,
+# tests/swift_lib.sh starts a one-box Swift on loopback)
+DEB_TEST_PKGS += swift swift-proxy swift-object swift-container swift-account python3-swift
 # Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
 # tokenizer tests' reference) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.
@@ -339,6 +342,7 @@ UNITS_report_html = test_report_svg test_rundb
 UNITS_pii = test_pii
 UNITS_robust = test_robust
 UNITS_gpu_script = test_ops_cuda_launch
+UNITS_object_store = test_objstore
 UNITS_layers =
 UNITS_map =
 UNITS_tutorial =

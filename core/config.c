@@ -101,6 +101,14 @@ static const keytab_key KEYS[] = {
     KS(topology, "", "topology file of `minitrain plan` (docs/placement.md): each host's leaf "
        "switch, so tier-0 buddies sit behind another leaf ($MINITRAIN_LEAF overrides)"),
     KS(ckpt_durable, "", "tier-2 directory checkpoints are copied to in the background"),
+    KS(ckpt_object, "", "tier-3 object store s3://bucket/prefix committed checkpoints are archived "
+       "to in the background (credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"),
+    KI(keep_object, 3, 1, 1 << 20, "archived checkpoints kept in tier 3"),
+    KS(s3_endpoint, "", "object store endpoint, e.g. http://127.0.0.1:8080 (empty = "
+       "$AWS_ENDPOINT_URL)"),
+    KS(s3_region, "", "object store SigV4 region (empty = $AWS_REGION, else us-east-1)"),
+    KI(s3_part_mb, 16, 5, 5120, "multipart upload part size and download chunk, MiB"),
+    KF(s3_max_mb_s, 0, 0, 1e6, "tier-3 upload bandwidth cap, MB/s (0 = none)"),
     KS(resume, "auto", "auto | no | STEP: where a run starts"),
     KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),
     KS(fault, "", "fault injection spec (repeatable: --fault kill@step=5,rank=1)"),

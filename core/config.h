@@ -77,6 +77,12 @@ typedef struct {
     char topology[512];     /* topology file (docs/placement.md): hosts' leaf switches pick
                              * tier-0 buddies behind another leaf ("" = none) */
     char ckpt_durable[512]; /* tier 2 directory, copied in the background ("" = none) */
+    char ckpt_object[512];  /* tier 3 s3://bucket/prefix, archived in the background ("" = none) */
+    int keep_object;        /* archived steps kept in tier 3 */
+    char s3_endpoint[256];  /* object store endpoint ("" = $AWS_ENDPOINT_URL) */
+    char s3_region[64];     /* SigV4 region ("" = $AWS_REGION or us-east-1) */
+    int s3_part_mb;         /* multipart part size, MiB */
+    float s3_max_mb_s;      /* upload bandwidth cap, MB/s (0 = none) */
     char resume[32];        /* auto | no | STEP */
     char ckpt_on_error[16]; /* stop | continue */
     /* resilience */

@@ -28,8 +28,8 @@ import re
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-PRODUCT = ["core", "parallel", "ckpt", "text", "ops", "model", "train", "report", "dash", "serve",
-           "safety", "gateway", "sched", "cmd"]
+PRODUCT = ["core", "parallel", "ckpt", "objstore", "text", "ops", "model", "train", "report", "dash",
+           "serve", "safety", "gateway", "sched", "cmd"]
 TOP = PRODUCT + ["tests", "bench", "examples", "docs"]
 IDENT = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
 PATH = re.compile(r"(?<![\w/.-])((?:%s)/[\w*./-]*\.(?:c|h|cu|cuh|sh|py|ini|md|sbatch))(?![\w])"

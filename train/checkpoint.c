@@ -29,6 +29,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
+#include "train/checkpoint_object.h"
 #include "train/checkpoint_peer.h"
 #include "model/model_ckpt.h"
 #include "model/optim.h"
@@ -37,6 +38,7 @@ struct checkpointer {
     trainer *tr;
     ckpt_writer *w;
     ckpt_peer_tr *peer; /* per-rank / peer-replicated tier 0 (NULL: the writer's shared tier 0) */
+    ckpt_object_tr *obj; /* tier 3, the object store (rank 0; NULL: off) */
     ckpt_sink sink;   /* run.db: the catalog rows and events of this rank */
     int every, async;
     int writes_shard; /* this rank writes model/optim files (DP rank < ep of its (tp, pp) shard) */
@@ -74,6 +76,8 @@ static void sink_catalog(void *user, const ckpt_record *r) {
     rundb_checkpoint row = {r->step,     r->tier,  r->path,        r->bytes,
                             r->checksum, r->state, r->snapshot_ms, r->write_ms};
     rundb_log_checkpoint(ck->tr->db, ck->tr->run_id, &row);
+    /* tier 3 archives committed tier-1 steps only: the commit rule, reused */
+    if (r->tier == 1 && strcmp(r->state, "committed") == 0) ckpt_object_tr_committed(ck->obj, r->step);
 }
 
 static void sink_event(void *user, const char *kind, cJSON *detail) {
@@ -164,6 +168,7 @@ checkpointer *checkpoint_create(trainer *tr) {
     o.io_direct = 1;
     if ((d = getenv("MINITRAIN_CKPT_DIRECT")) != NULL) o.io_direct = atoi(d);
     ck->w = ckpt_writer_create(&o);
+    if (world_rank(ck) == 0) ck->obj = ckpt_object_tr_create(c, ckpt_tiers_root(&o.tiers, 1));
     if (ck->every > 0) alloc_snapshot(ck);
     tr->before_update = wait_snapshot;
     tr->before_update_user = ck;
@@ -185,6 +190,7 @@ void checkpoint_free(checkpointer *ck) {
     if (ck == NULL) return;
     if (ck->tr->before_update_user == ck) ck->tr->before_update = NULL;
     ckpt_writer_free(ck->w); /* joins a job still running before the files below go */
+    ckpt_object_tr_finish(ck->obj, &ck->sink);
     ckpt_peer_tr_free(ck->peer);
     for (int i = 0; i < 2; i++) model_ckpt_file_free(&ck->files[i]);
     free(ck);
@@ -434,12 +440,15 @@ void checkpoint_hook(trainer *tr, int step, int final, void *user) {
     if (due && !ckpt_writer_failed(ck->w) && step > 0 && step != ck->last_saved_step)
         save(ck, tr, 1); /* from the trainer loop: the snapshot may be deferred */
     if (final) checkpoint_wait(ck, tr);
+    ckpt_object_tr_poll(ck->obj, &ck->sink);
 }
 
 int checkpoint_finish(checkpointer *ck, trainer *tr) {
     /* a completed run no longer needs its restart copies in memory */
     int done = tr->step >= tr->cfg.steps;
     int failed = ckpt_writer_finish(ck->w, done && !ck->peer);
+    ckpt_object_tr_finish(ck->obj, &ck->sink); /* the last archive goes up before the exit */
+    ck->obj = NULL;
     if (done && !failed && ck->peer) ckpt_peer_tr_drop(ck->peer);
     apply_failures(ck);
     return failed ? MT_EXIT_ERROR : MT_EXIT_OK;
@@ -654,6 +663,14 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
         char msg[2 * CKPT_MSG];
         /* verifies: reads every file of the candidates it tries */
         pick[0] = ckpt_tiers_choose(tiers, want, &tier, &step, &ck->sink, msg, sizeof(msg));
+        if (pick[0] == 0 && ck->obj) { /* tiers 0-2 hold nothing that verifies: tier 3 */
+            int64_t got = -1;
+            int rc = ckpt_object_tr_fetch(ck->obj, want, &got, msg, sizeof(msg));
+            if (rc > 0)
+                pick[0] = ckpt_tiers_choose(tiers, got, &tier, &step, &ck->sink, msg, sizeof(msg));
+            else if (rc < 0)
+                pick[0] = -1;
+        }
         if (pick[0] < 0) mt_errf(err, errlen, "--resume %" PRId64 ": %s", want, msg);
         pick[1] = tier;
         pick[2] = step;
