@@ -424,8 +424,11 @@ int s3_request(s3_client *c, CURL *h, s3_req *r, char *err_out) {
     }
     if (rc) {
         char e[S3_ERR];
-        snprintf(e, sizeof e, "s3: %s s3://%s%s%s: %s", r->method, r->bucket, r->key ? "/" : "",
-                 r->key ? r->key : "", msg);
+        /* the call, then as much of msg as fits (a very long key cuts it short) */
+        int n = snprintf(e, sizeof e, "s3: %s s3://%s%s%s: ", r->method, r->bucket,
+                         r->key ? "/" : "", r->key ? r->key : "");
+        if (n < 0 || n >= (int)sizeof e) n = (int)sizeof e - 1;
+        snprintf(e + n, sizeof e - (size_t)n, "%.*s", (int)(sizeof e - (size_t)n - 1), msg);
         if (err_out) snprintf(err_out, S3_ERR, "%s", e);
         else snprintf(c->err, sizeof c->err, "%s", e);
     }
