@@ -117,47 +117,54 @@ static void load_topology(plan_topo *t, const char *topology, int from_hwloc, in
     if (exclude && plan_topo_exclude(t, exclude, err, sizeof(err)) != 0) mt_fail("%s", err);
 }
 
-int cmd_plan(int argc, char **argv) {
-    const char *topology = NULL, *exclude = NULL, *out = NULL, *config = NULL;
-    int nodes = 0, gpn = 0, per_leaf = 0, from_hwloc = 0, from_slurm = 0, spares = 0, quiet = 0;
-    int tp = -1, pp = -1, dp = -1, ep = -1, cp = -1, n_layer = -1, d_model = -1, seq_len = -1,
-        vocab = -1, mbatch = -1, mbs = -1, bytes = 4;
-    double nvlink = NAN, nic = NAN, oversub = NAN;
+/* The flags of `minitrain plan`: -1 (NAN for the link overrides) means "not given". */
+typedef struct {
+    const char *topology, *exclude, *out, *config;
+    int nodes, gpn, per_leaf, from_hwloc, from_slurm, spares, quiet;
+    int tp, pp, dp, ep, cp, n_layer, d_model, seq_len, vocab, mbatch, mbs, bytes;
+    double nvlink, nic, oversub;
+} plan_args;
+
+/* Step 1: the option table and its parse; ARGS_CONTINUE or the exit code (--help, bad flag). */
+static int parse_plan_args(plan_args *a, int argc, char **argv) {
+    *a = (plan_args){.tp = -1, .pp = -1, .dp = -1, .ep = -1, .cp = -1, .n_layer = -1,
+                     .d_model = -1, .seq_len = -1, .vocab = -1, .mbatch = -1, .mbs = -1,
+                     .bytes = 4, .nvlink = NAN, .nic = NAN, .oversub = NAN};
     const args_opt opts[] = {
-        {"topology", KEYTAB_STRING, &topology, 0, 0, "FILE", "topology file (docs/placement.md)", ""},
-        {"nodes", KEYTAB_INT, &nodes, 1, 1e6, "N", "uniform topology: N nodes named node0..", ""},
-        {"gpus-per-node", KEYTAB_INT, &gpn, 1, 4096, "G", "... of G GPUs sharing one scale-up "
+        {"topology", KEYTAB_STRING, &a->topology, 0, 0, "FILE", "topology file (docs/placement.md)", ""},
+        {"nodes", KEYTAB_INT, &a->nodes, 1, 1e6, "N", "uniform topology: N nodes named node0..", ""},
+        {"gpus-per-node", KEYTAB_INT, &a->gpn, 1, 4096, "G", "... of G GPUs sharing one scale-up "
          "domain", ""},
-        {"nodes-per-leaf", KEYTAB_INT, &per_leaf, 0, 1e6, "K", "... K nodes per leaf switch (0 = "
+        {"nodes-per-leaf", KEYTAB_INT, &a->per_leaf, 0, 1e6, "K", "... K nodes per leaf switch (0 = "
          "one leaf)", ""},
-        {"from-hwloc", KEYTAB_FLAG, &from_hwloc, 0, 0, NULL, "the local node, as hwloc sees it", NULL},
-        {"from-slurm", KEYTAB_FLAG, &from_slurm, 0, 0, NULL, "the nodes of the current Slurm "
+        {"from-hwloc", KEYTAB_FLAG, &a->from_hwloc, 0, 0, NULL, "the local node, as hwloc sees it", NULL},
+        {"from-slurm", KEYTAB_FLAG, &a->from_slurm, 0, 0, NULL, "the nodes of the current Slurm "
          "allocation", NULL},
-        {"tp", KEYTAB_INT, &tp, 1, 1e6, "T", "tensor-parallel degree", "config's"},
-        {"pp", KEYTAB_INT, &pp, 1, 1e6, "P", "pipeline stages", "config's"},
-        {"dp", KEYTAB_INT, &dp, 0, 1e6, "D", "data-parallel degree (0 = every usable GPU)",
+        {"tp", KEYTAB_INT, &a->tp, 1, 1e6, "T", "tensor-parallel degree", "config's"},
+        {"pp", KEYTAB_INT, &a->pp, 1, 1e6, "P", "pipeline stages", "config's"},
+        {"dp", KEYTAB_INT, &a->dp, 0, 1e6, "D", "data-parallel degree (0 = every usable GPU)",
          "config's"},
-        {"ep", KEYTAB_INT, &ep, 1, 1e6, "E", "expert-parallel degree (divides dp)", "config's"},
-        {"cp", KEYTAB_INT, &cp, 1, 1e6, "C", "context-parallel degree (ring attention)", "config's"},
-        {"exclude", KEYTAB_STRING, &exclude, 0, 0, "HOSTS", "comma-separated hosts never to use "
+        {"ep", KEYTAB_INT, &a->ep, 1, 1e6, "E", "expert-parallel degree (divides dp)", "config's"},
+        {"cp", KEYTAB_INT, &a->cp, 1, 1e6, "C", "context-parallel degree (ring attention)", "config's"},
+        {"exclude", KEYTAB_STRING, &a->exclude, 0, 0, "HOSTS", "comma-separated hosts never to use "
          "(cordoned)", ""},
-        {"spares", KEYTAB_INT, &spares, 0, 1e6, "N", "nodes held back as spares", NULL},
-        {"out", KEYTAB_STRING, &out, 0, 0, "FILE", "write the Open MPI rankfile here", ""},
-        {"config", KEYTAB_STRING, &config, 0, 0, "FILE", "training config: the model shape and "
+        {"spares", KEYTAB_INT, &a->spares, 0, 1e6, "N", "nodes held back as spares", NULL},
+        {"out", KEYTAB_STRING, &a->out, 0, 0, "FILE", "write the Open MPI rankfile here", ""},
+        {"config", KEYTAB_STRING, &a->config, 0, 0, "FILE", "training config: the model shape and "
          "layout", ""},
-        {"n-layer", KEYTAB_INT, &n_layer, 1, 1e6, "L", "model: layers", "12"},
-        {"d-model", KEYTAB_INT, &d_model, 1, 1e7, "D", "model: width", "768"},
-        {"seq-len", KEYTAB_INT, &seq_len, 1, 1e8, "T", "model: sequence length", "1024"},
-        {"vocab-size", KEYTAB_INT, &vocab, 1, 1e8, "V", "model: vocabulary", "50257"},
-        {"micro-batch", KEYTAB_INT, &mbatch, 1, 1e6, "B", "sequences per microbatch", "1"},
-        {"microbatches", KEYTAB_INT, &mbs, 1, 1e6, "M", "microbatches per step", "8"},
-        {"bytes", KEYTAB_INT, &bytes, 1, 8, "N", "bytes per element moved (4 fp32, 2 bf16)", NULL},
-        {"nvlink-gbs", KEYTAB_DOUBLE, &nvlink, 1e-3, 1e6, "X", "override: scale-up GB/s per GPU",
+        {"n-layer", KEYTAB_INT, &a->n_layer, 1, 1e6, "L", "model: layers", "12"},
+        {"d-model", KEYTAB_INT, &a->d_model, 1, 1e7, "D", "model: width", "768"},
+        {"seq-len", KEYTAB_INT, &a->seq_len, 1, 1e8, "T", "model: sequence length", "1024"},
+        {"vocab-size", KEYTAB_INT, &a->vocab, 1, 1e8, "V", "model: vocabulary", "50257"},
+        {"micro-batch", KEYTAB_INT, &a->mbatch, 1, 1e6, "B", "sequences per microbatch", "1"},
+        {"microbatches", KEYTAB_INT, &a->mbs, 1, 1e6, "M", "microbatches per step", "8"},
+        {"bytes", KEYTAB_INT, &a->bytes, 1, 8, "N", "bytes per element moved (4 fp32, 2 bf16)", NULL},
+        {"nvlink-gbs", KEYTAB_DOUBLE, &a->nvlink, 1e-3, 1e6, "X", "override: scale-up GB/s per GPU",
          ""},
-        {"nic-gbs", KEYTAB_DOUBLE, &nic, 1e-3, 1e6, "X", "override: network GB/s per GPU", ""},
-        {"oversubscription", KEYTAB_DOUBLE, &oversub, 1, 1e3, "X", "override: spine "
+        {"nic-gbs", KEYTAB_DOUBLE, &a->nic, 1e-3, 1e6, "X", "override: network GB/s per GPU", ""},
+        {"oversubscription", KEYTAB_DOUBLE, &a->oversub, 1, 1e3, "X", "override: spine "
          "oversubscription", ""},
-        {"quiet", KEYTAB_FLAG, &quiet, 0, 0, NULL, "print only the table", NULL},
+        {"quiet", KEYTAB_FLAG, &a->quiet, 0, 0, NULL, "print only the table", NULL},
         {0},
     };
     const args_spec spec = {
@@ -182,30 +189,40 @@ int cmd_plan(int argc, char **argv) {
                   "  mpirun --rankfile job.rankfile -np 32 ./minitrain train --config C "
                   "--rankfile job.rankfile",
     };
-    int prc = args_parse(&spec, argc, argv, NULL);
-    if (prc != ARGS_CONTINUE) return prc;
-    int sources = (topology != NULL) + (nodes > 0 || gpn > 0) + from_hwloc + from_slurm;
+    return args_parse(&spec, argc, argv, NULL);
+}
+
+/* Step 2: the flags that go together, and an --out that is neither an input nor a FIFO, link
+ * or directory; a user error (exit 2) otherwise. */
+static void check_plan_args(const plan_args *a) {
+    int sources = (a->topology != NULL) + (a->nodes > 0 || a->gpn > 0) + a->from_hwloc +
+                  a->from_slurm;
     if (sources != 1)
         mt_fail("plan: give exactly one of --topology, --nodes/--gpus-per-node, --from-hwloc, "
                 "--from-slurm");
-    if ((nodes > 0) != (gpn > 0)) mt_fail("plan: --nodes and --gpus-per-node go together");
+    if ((a->nodes > 0) != (a->gpn > 0)) mt_fail("plan: --nodes and --gpus-per-node go together");
 
     /* the rankfile must not replace an input (`--topology t.ini --out t.ini` did) */
-    const char *inputs[2] = {topology, config}, *input_flag[2] = {"--topology", "--config"};
-    for (int i = 0; out && i < 2; i++)
-        if (inputs[i] && fs_same_file(out, inputs[i]))
-            mt_fail("plan: --out %s is the %s file; write the rankfile elsewhere", out,
+    const char *inputs[2] = {a->topology, a->config}, *input_flag[2] = {"--topology", "--config"};
+    for (int i = 0; a->out && i < 2; i++)
+        if (inputs[i] && fs_same_file(a->out, inputs[i]))
+            mt_fail("plan: --out %s is the %s file; write the rankfile elsewhere", a->out,
                     input_flag[i]);
     char oerr[8192]; /* and the one output rule (core/fs.h): no FIFO, link or directory */
-    if (out && fs_check_output(out, NULL, 0, oerr, sizeof(oerr)) < 0) mt_fail("plan: --out %s", oerr);
+    if (a->out && fs_check_output(a->out, NULL, 0, oerr, sizeof(oerr)) < 0)
+        mt_fail("plan: --out %s", oerr);
+}
+
+/* Step 3: the model shape and layout costed: GPT-2 124M's, then --config's, then the flags. */
+static plan_model model_from_args(const plan_args *a) {
     mt_config cfg;
     config_defaults(&cfg);
     char err[512];
     plan_model m = {.tp = 1, .pp = 1, .dp = 0, .ep = 1, .cp = 1, .n_layer = 12, .d_model = 768,
                     .seq_len = 1024, .vocab_size = 50257, .micro_batch = 1, .microbatches = 8,
-                    .bytes_per_elem = bytes};
-    if (config) {
-        if (config_load_ini(&cfg, config, err, sizeof(err)) != 0) mt_fail("%s", err);
+                    .bytes_per_elem = a->bytes};
+    if (a->config) {
+        if (config_load_ini(&cfg, a->config, err, sizeof(err)) != 0) mt_fail("%s", err);
         m.tp = cfg.tp, m.pp = cfg.pp, m.dp = cfg.dp, m.ep = cfg.ep, m.cp = cfg.cp;
         m.n_layer = cfg.n_layer, m.d_model = cfg.d_model, m.seq_len = cfg.seq_len;
         if (cfg.vocab_size > 0) m.vocab_size = cfg.vocab_size;
@@ -213,50 +230,73 @@ int cmd_plan(int argc, char **argv) {
         m.moe_every = cfg.moe_every, m.top_k = cfg.top_k;
     }
 #define OVER(field, v) if ((v) >= 0) m.field = (v)
-    OVER(tp, tp); OVER(pp, pp); OVER(dp, dp); OVER(ep, ep); OVER(cp, cp); OVER(n_layer, n_layer);
-    OVER(d_model, d_model); OVER(seq_len, seq_len); OVER(vocab_size, vocab);
-    OVER(micro_batch, mbatch); OVER(microbatches, mbs);
+    OVER(tp, a->tp); OVER(pp, a->pp); OVER(dp, a->dp); OVER(ep, a->ep); OVER(cp, a->cp);
+    OVER(n_layer, a->n_layer); OVER(d_model, a->d_model); OVER(seq_len, a->seq_len);
+    OVER(vocab_size, a->vocab); OVER(micro_batch, a->mbatch); OVER(microbatches, a->mbs);
 #undef OVER
     if (m.n_layer % m.pp != 0) mt_warn("plan: pp (%d) does not divide n_layer (%d): costed as "
                                        "n_layer/pp layers a stage", m.pp, m.n_layer);
+    return m;
+}
+
+/* Step 4: place the three orders (plan_order: planned, megatron, naive), cost each and check
+ * its rules; returns the planning time (s) of the planned order alone. */
+static double place_orders(const plan_topo *t, const plan_model *m, int spares,
+                           plan_placement p[3], plan_cost c[3], int broken[3],
+                           char rules[3][1024]) {
+    char err[512];
+    double t0 = timer_now();
+    for (int o = 0; o < 3; o++)
+        if (plan_place(t, m, spares, (plan_order)o, &p[o], err, sizeof(err)) != 0)
+            mt_fail("%s", err);
+    double t_place = timer_now() - t0;
+    t0 = timer_now();
+    plan_cost_eval(t, m, &p[0], &c[0]);
+    broken[0] = plan_check_rules(t, m, &p[0], rules[0], sizeof(rules[0]));
+    double t_plan = t_place / 3 + (timer_now() - t0);
+    for (int o = 1; o < 3; o++) {
+        plan_cost_eval(t, m, &p[o], &c[o]);
+        broken[o] = plan_check_rules(t, m, &p[o], rules[o], sizeof(rules[o]));
+    }
+    return t_plan;
+}
+
+/* Step 5: the planned placement as an Open MPI rankfile at out. */
+static void write_rankfile(const char *out, const plan_topo *t, const plan_model *m,
+                           const plan_placement *p) {
+    fs_afile af; /* written atomically (core/fs.h): mpirun never reads half a rankfile */
+    char err[1024];
+    FILE *fp = fs_stream_open(&af, out, err, sizeof(err));
+    if (!fp) mt_fail("plan: %s", err);
+    plan_write_rankfile(fp, t, m, p);
+    if (fs_stream_commit(&af, fp, err, sizeof(err)) != 0) mt_fail_io("plan: %s", err);
+    printf("wrote %s (%d ranks)\n", out, p->world);
+}
+
+int cmd_plan(int argc, char **argv) {
+    plan_args a;
+    int prc = parse_plan_args(&a, argc, argv);
+    if (prc != ARGS_CONTINUE) return prc;
+    check_plan_args(&a);
+    plan_model m = model_from_args(&a);
 
     plan_topo t;
-    load_topology(&t, topology, from_hwloc, from_slurm, nodes, gpn, per_leaf, nvlink, nic, oversub,
-                  exclude);
+    load_topology(&t, a.topology, a.from_hwloc, a.from_slurm, a.nodes, a.gpn, a.per_leaf,
+                  a.nvlink, a.nic, a.oversub, a.exclude);
 
     if (m.dp == 0) { /* every usable GPU but the spares' */
-        m.dp = plan_auto_dp(&t, &m, spares, err, sizeof(err));
+        char err[512];
+        m.dp = plan_auto_dp(&t, &m, a.spares, err, sizeof(err));
         if (m.dp < 0) mt_fail("%s", err);
     }
 
-    double t0 = timer_now();
     plan_placement p[3]; /* planned, megatron, naive (plan_order) */
-    for (int o = 0; o < 3; o++)
-        if (plan_place(&t, &m, spares, (plan_order)o, &p[o], err, sizeof(err)) != 0)
-            mt_fail("%s", err);
-    double t_place = timer_now() - t0;
     plan_cost c[3];
     int broken[3];
     char rules[3][1024];
-    t0 = timer_now();
-    plan_cost_eval(&t, &m, &p[0], &c[0]);
-    broken[0] = plan_check_rules(&t, &m, &p[0], rules[0], sizeof(rules[0]));
-    double t_plan = t_place / 3 + (timer_now() - t0);
-    for (int o = 1; o < 3; o++) {
-        plan_cost_eval(&t, &m, &p[o], &c[o]);
-        broken[o] = plan_check_rules(&t, &m, &p[o], rules[o], sizeof(rules[o]));
-    }
-
-    print_report(&t, &m, p, c, broken, rules, quiet, t_plan);
-    if (out) {
-        fs_afile af; /* written atomically (core/fs.h): mpirun never reads half a rankfile */
-        char err[1024];
-        FILE *fp = fs_stream_open(&af, out, err, sizeof(err));
-        if (!fp) mt_fail("plan: %s", err);
-        plan_write_rankfile(fp, &t, &m, &p[0]);
-        if (fs_stream_commit(&af, fp, err, sizeof(err)) != 0) mt_fail_io("plan: %s", err);
-        printf("wrote %s (%d ranks)\n", out, p[0].world);
-    }
+    double t_plan = place_orders(&t, &m, a.spares, p, c, broken, rules);
+    print_report(&t, &m, p, c, broken, rules, a.quiet, t_plan);
+    if (a.out) write_rankfile(a.out, &t, &m, &p[0]);
     for (int o = 0; o < 3; o++) plan_placement_free(&p[o]);
     plan_topo_free(&t);
     return MT_EXIT_OK; /* a rule that cannot hold here (too few nodes per leaf) is printed, not fatal */
