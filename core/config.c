@@ -284,7 +284,8 @@ int config_validate(const mt_config *cfg, char *err, size_t errlen) {
     return rc;
 }
 
-static int validate(const mt_config *cfg, char *err, size_t errlen) {
+/* validate, step 1: the model shape, schedule, batch, data and resume keys, the tier-0 replicas, the MoE routing. */
+static int validate_shape(const mt_config *cfg, char *err, size_t errlen) {
     if (cfg->d_model % cfg->n_head != 0) {
         snprintf(err, errlen, "d_model (%d) must be divisible by n_head (%d)", cfg->d_model,
                  cfg->n_head);
@@ -333,6 +334,11 @@ static int validate(const mt_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "top_k (%d) exceeds n_experts (%d)", cfg->top_k, cfg->n_experts);
         return -1;
     }
+    return 0;
+}
+
+/* validate, step 2: the device, recompute and pipeline-schedule names. */
+static int validate_backends(const mt_config *cfg, char *err, size_t errlen) {
     if (strcmp(cfg->device, "cpu") != 0 && strcmp(cfg->device, "guard") != 0 &&
         strcmp(cfg->device, "cuda") != 0) {
         snprintf(err, errlen, "'device' must be cpu, guard or cuda, got '%s'", cfg->device);
@@ -361,6 +367,11 @@ static int validate(const mt_config *cfg, char *err, size_t errlen) {
                  cfg->virtual_stages, cfg->pp_schedule);
         return -1;
     }
+    return 0;
+}
+
+/* validate, step 3: the robustness evaluation (attack, norms, eps list, flips). */
+static int validate_robust(const mt_config *cfg, char *err, size_t errlen) {
     if (strcmp(cfg->robust_attack, "fgsm") != 0 && strcmp(cfg->robust_attack, "pgd") != 0 &&
         strcmp(cfg->robust_attack, "hotflip") != 0) {
         snprintf(err, errlen, "'robust_attack' must be fgsm, pgd or hotflip, got '%s'",
@@ -399,6 +410,11 @@ static int validate(const mt_config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "'robust_eps' is empty: give at least one eps (e.g. 0,0.03,0.1)");
         return -1;
     }
+    return 0;
+}
+
+/* validate, step 4: adversarial training and the checkpoint error policy. */
+static int validate_adv_ckpt(const mt_config *cfg, char *err, size_t errlen) {
     if (strcmp(cfg->adv_train, "none") != 0 && strcmp(cfg->adv_train, "fgsm") != 0 &&
         strcmp(cfg->adv_train, "pgd") != 0 && strcmp(cfg->adv_train, "freelb") != 0) {
         snprintf(err, errlen, "'adv_train' must be none, fgsm, pgd or freelb, got '%s'",
@@ -417,6 +433,14 @@ static int validate(const mt_config *cfg, char *err, size_t errlen) {
         return -1;
     }
     return 0;
+}
+
+/* Each step in turn; the first broken rule's message in err, -1. */
+static int validate(const mt_config *cfg, char *err, size_t errlen) {
+    if (validate_shape(cfg, err, errlen) != 0) return -1;
+    if (validate_backends(cfg, err, errlen) != 0) return -1;
+    if (validate_robust(cfg, err, errlen) != 0) return -1;
+    return validate_adv_ckpt(cfg, err, errlen);
 }
 
 /* The config as a cJSON object, one member per key in table order (ckpt_every = auto as "auto").
