@@ -96,4 +96,14 @@ int cmd_robust(int argc, char **argv);
  * bus bandwidth (parallel/comm_nccl.h, GPU build). */
 int cmd_bench(int argc, char **argv);
 
+/* Block SIGINT and SIGTERM in the calling thread, and so in every thread it starts after this
+ * (call it before starting a server), and ignore SIGPIPE; set receives the two signals for
+ * cmd_wait_signal. Used by serve, gateway and dashboard (cmd/signals.c). */
+#include <signal.h>
+void cmd_block_signals(sigset_t *set);
+
+/* Wait (sigwait) for a signal of set, print "minitrain: WHO: SIGINT|SIGTERM received, stopping"
+ * on stderr and return it. */
+int cmd_wait_signal(const sigset_t *set, const char *who);
+
 #endif /* MT_CMD_H */

@@ -84,11 +84,7 @@ int cmd_dashboard(int argc, char **argv) {
     dash_opts o = {acc.roots, acc.n, bind, port, token, poll_ms, cmd_report_sections};
     /* signals: taken by sigwait below; the server's threads inherit the mask */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cmd_block_signals(&set);
     char err[1024];
     int bound = 0;
     dash_server *s = dash_start(&o, &bound, err, sizeof(err));
@@ -100,9 +96,7 @@ int cmd_dashboard(int argc, char **argv) {
     printf("dashboard: listening on http://%s%s%s:%d (%d director%s%s)\n", v6 ? "[" : "", bind,
            v6 ? "]" : "", bound, acc.n, acc.n == 1 ? "y" : "ies", token ? ", token required" : "");
     fflush(stdout);
-    int sig = 0;
-    sigwait(&set, &sig);
-    fprintf(stderr, "minitrain: dashboard: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cmd_wait_signal(&set, "dashboard");
     dash_stop(s);
     return MT_EXIT_OK;
 }

@@ -129,11 +129,7 @@ int cmd_gateway(int argc, char **argv) {
     if (gw_config_validate(cfg, err, sizeof(err))) mt_fail("%s", err);
 
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN); /* hiredis and libcurl write to sockets a peer may have closed */
+    cmd_block_signals(&set); /* SIGPIPE too: hiredis and libcurl write to sockets a peer may have closed */
 
     gw_gateway *g = gw_gateway_start(cfg, err, sizeof(err));
     if (!g) {
@@ -150,10 +146,7 @@ int cmd_gateway(int argc, char **argv) {
            cfg->keys_db[0] ? "keys " : "open", cfg->keys_db);
     print_routes(cfg);
     fflush(stdout);
-    int sig = 0;
-    sigwait(&set, &sig);
-    fprintf(stderr, "minitrain: gateway: %s received, stopping\n",
-            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cmd_wait_signal(&set, "gateway");
     gw_gateway_stop(g);
     free(cfg);
     return MT_EXIT_OK;

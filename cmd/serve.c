@@ -134,57 +134,65 @@ static int load_model(srv_server *srv, const char *run, long long step, const ch
     return loaded_step;
 }
 
-int cmd_serve(int argc, char **argv) {
-    const char *run = NULL, *tok_path = NULL, *key_file = NULL, *name = NULL;
-    long long step = -1;
-    srv_opts o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
-                        .max_body = 1 << 20, .timeout_s = 30};
-    int threads = 0, timeout_s = (int)o.timeout_s;
-    const char *device = "cpu";
-    o.fault_rate = -1; /* not given: 0, or 1 when --fault-status is */
-    o.fault_seed = 1;
+/* The flags of `minitrain serve`: the server's options o, and what cmd_serve itself uses. */
+typedef struct {
+    const char *run, *tok_path, *key_file, *name, *device;
+    long long step;
+    int threads, timeout_s;
+    srv_opts o;
+} serve_args;
+
+/* Step 1: the option table and its parse; ARGS_CONTINUE or the exit code (--help, bad flag). */
+static int parse_serve_args(serve_args *a, int argc, char **argv) {
+    *a = (serve_args){.step = -1, .device = "cpu",
+                      .o = {.host = "127.0.0.1", .port = 8080, .slots = 1, .queue = 16,
+                            .max_body = 1 << 20, .timeout_s = 30}};
+    srv_opts *o = &a->o;
+    a->timeout_s = (int)o->timeout_s;
+    o->fault_rate = -1; /* not given: 0, or 1 when --fault-status is */
+    o->fault_seed = 1;
     const args_opt opts[] = {
-        {"run", KEYTAB_STRING, &run, 0, 0, "DIR|FILE", "run directory (DIR/model.safetensors) or an "
+        {"run", KEYTAB_STRING, &a->run, 0, 0, "DIR|FILE", "run directory (DIR/model.safetensors) or an "
          "exported model file", ""},
-        {"step", KEYTAB_I64, &step, 0, 2000000000, "N", "serve the checkpoint of step N (default: the "
+        {"step", KEYTAB_I64, &a->step, 0, 2000000000, "N", "serve the checkpoint of step N (default: the "
          "newest)", ""},
-        {"tokenizer", KEYTAB_STRING, &tok_path, 0, 0, "FILE", "tokenizer (default: tokenizer.bin next "
+        {"tokenizer", KEYTAB_STRING, &a->tok_path, 0, 0, "FILE", "tokenizer (default: tokenizer.bin next "
          "to the model)", ""},
-        {"host", KEYTAB_STRING, &o.host, 0, 0, "ADDR", "bind address (0.0.0.0 or :: for all)", NULL},
-        {"port", KEYTAB_INT, &o.port, 0, 65535, "P", "TCP port (0 = any free port, printed at start)",
+        {"host", KEYTAB_STRING, &o->host, 0, 0, "ADDR", "bind address (0.0.0.0 or :: for all)", NULL},
+        {"port", KEYTAB_INT, &o->port, 0, 65535, "P", "TCP port (0 = any free port, printed at start)",
          NULL},
-        {"slots", KEYTAB_INT, &o.slots, 1, 256, "N", "generations in parallel (batched into one forward per token), one KV cache each",
+        {"slots", KEYTAB_INT, &o->slots, 1, 256, "N", "generations in parallel (batched into one forward per token), one KV cache each",
          NULL},
-        {"queue", KEYTAB_INT, &o.queue, 0, 65536, "N", "requests that may wait for a slot; more get "
+        {"queue", KEYTAB_INT, &o->queue, 0, 65536, "N", "requests that may wait for a slot; more get "
          "503", NULL},
-        {"threads", KEYTAB_INT, &threads, 0, 1024, "N", "OpenMP/BLAS threads of the batched decoder "
+        {"threads", KEYTAB_INT, &a->threads, 0, 1024, "N", "OpenMP/BLAS threads of the batched decoder "
          "(default: all cores)", ""},
-        {"max-body", KEYTAB_BYTES, &o.max_body, 64, 1 << 30, "BYTES", "largest request body, e.g. "
+        {"max-body", KEYTAB_BYTES, &o->max_body, 64, 1 << 30, "BYTES", "largest request body, e.g. "
          "1048576 or 1M; 413 above", NULL},
-        {"timeout", KEYTAB_INT, &timeout_s, 1, 86400, "S", "close connections idle or stalled for S "
+        {"timeout", KEYTAB_INT, &a->timeout_s, 1, 86400, "S", "close connections idle or stalled for S "
          "seconds", NULL},
-        {"model-name", KEYTAB_STRING, &name, 0, 0, "NAME", "the model id clients use (default: the "
+        {"model-name", KEYTAB_STRING, &a->name, 0, 0, "NAME", "the model id clients use (default: the "
          "run's directory name)", ""},
-        {"api-key-file", KEYTAB_STRING, &key_file, 0, 0, "FILE", "require 'Authorization: Bearer KEY' "
+        {"api-key-file", KEYTAB_STRING, &a->key_file, 0, 0, "FILE", "require 'Authorization: Bearer KEY' "
          "(one key per line, #\ncomments); /health stays open", ""},
-        {"log-content", KEYTAB_FLAG, &o.log_content, 0, 0, NULL, "include prompts and completions in "
+        {"log-content", KEYTAB_FLAG, &o->log_content, 0, 0, NULL, "include prompts and completions in "
          "the access log (off:\nonly counts and timings are logged)", NULL},
-        {"quiet", KEYTAB_FLAG, &o.quiet, 0, 0, NULL, "no access log", NULL},
-        {"device", KEYTAB_STRING, &device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
+        {"quiet", KEYTAB_FLAG, &o->quiet, 0, 0, NULL, "no access log", NULL},
+        {"device", KEYTAB_STRING, &a->device, 0, 0, "NAME", "cpu | guard | cuda (GPU=1 builds); env "
          "MINITRAIN_DEVICE overrides", NULL},
-        {"fault-rate", KEYTAB_DOUBLE, &o.fault_rate, 0, 1, "P", "TEST ONLY: answer a fraction P of "
+        {"fault-rate", KEYTAB_DOUBLE, &o->fault_rate, 0, 1, "P", "TEST ONLY: answer a fraction P of "
          "generation requests\nwith --fault-status instead", "0"},
-        {"fault-status", KEYTAB_INT, &o.fault_status, 400, 599, "CODE", "TEST ONLY: the status of those "
+        {"fault-status", KEYTAB_INT, &o->fault_status, 400, 599, "CODE", "TEST ONLY: the status of those "
          "faults; alone it means\n--fault-rate 1. 429 and 503 carry Retry-After", "500"},
-        {"fault-retry-after", KEYTAB_INT, &o.fault_retry_after_s, 1, 86400, "S", "TEST ONLY: the "
+        {"fault-retry-after", KEYTAB_INT, &o->fault_retry_after_s, 1, 86400, "S", "TEST ONLY: the "
          "Retry-After of a 429/503 fault", "1"},
-        {"fault-empty", KEYTAB_DOUBLE, &o.fault_empty, 0, 1, "P", "TEST ONLY: a fraction P get a 200 "
+        {"fault-empty", KEYTAB_DOUBLE, &o->fault_empty, 0, 1, "P", "TEST ONLY: a fraction P get a 200 "
          "with no choices or\nempty content and no finish_reason", NULL},
-        {"fault-latency", KEYTAB_INT, &o.fault_latency_ms, 0, 600000, "MS", "TEST ONLY: wait MS "
+        {"fault-latency", KEYTAB_INT, &o->fault_latency_ms, 0, 600000, "MS", "TEST ONLY: wait MS "
          "milliseconds before answering each\ngeneration request", NULL},
-        {"fault-latency-rate", KEYTAB_DOUBLE, &o.fault_latency_rate, 0, 1, "P", "TEST ONLY: only a "
+        {"fault-latency-rate", KEYTAB_DOUBLE, &o->fault_latency_rate, 0, 1, "P", "TEST ONLY: only a "
          "fraction P of requests get\n--fault-latency (drawn with --fault-seed)", "1"},
-        {"fault-seed", KEYTAB_U64, &o.fault_seed, 0, 1e18, "N", "TEST ONLY: seed of the fault draws "
+        {"fault-seed", KEYTAB_U64, &o->fault_seed, 0, 1e18, "N", "TEST ONLY: seed of the fault draws "
          "(same seed, same faults)", NULL},
         {0},
     };
@@ -204,66 +212,75 @@ int cmd_serve(int argc, char **argv) {
                   "in front of it can be tested. Never use them in production.\n"
                   "See docs/serve.md.",
     };
-    int prc = args_parse(&spec, argc, argv, NULL);
-    if (prc != ARGS_CONTINUE) return prc;
-    o.timeout_s = (unsigned)timeout_s;
-    if (o.fault_rate < 0) o.fault_rate = o.fault_status ? 1 : 0;
-    if (o.fault_rate > 0 || o.fault_empty > 0 || o.fault_latency_ms > 0)
+    return args_parse(&spec, argc, argv, NULL);
+}
+
+/* Step 2: the server's options completed from the flags: the timeout, the fault defaults (with
+ * their warning), the model's name (into model_name), the tokenizer's path (into tpath), the
+ * API keys, the threads. A missing --run is a user error (exit 2). */
+static void finish_serve_opts(serve_args *a, char *model_name, size_t name_len, char *tpath,
+                              size_t tpath_len) {
+    srv_opts *o = &a->o;
+    o->timeout_s = (unsigned)a->timeout_s;
+    if (o->fault_rate < 0) o->fault_rate = o->fault_status ? 1 : 0;
+    if (o->fault_rate > 0 || o->fault_empty > 0 || o->fault_latency_ms > 0)
         mt_warn("serve: TEST-ONLY FAULT INJECTION ON: %.0f%% status %d, %.0f%% empty, +%d ms "
-                "(seed %llu)", 100 * o.fault_rate, o.fault_status ? o.fault_status : 500,
-                100 * o.fault_empty, o.fault_latency_ms, o.fault_seed);
-    if (!run) mt_fail("--run DIR is required (a directory written by `minitrain train`, or a "
-                      "model file)");
+                "(seed %llu)", 100 * o->fault_rate, o->fault_status ? o->fault_status : 500,
+                100 * o->fault_empty, o->fault_latency_ms, o->fault_seed);
+    if (!a->run) mt_fail("--run DIR is required (a directory written by `minitrain train`, or a "
+                         "model file)");
     struct stat sb;
-    if (stat(run, &sb) != 0) mt_fail("--run '%s' does not exist", run);
-    char model_name[128], tpath[1200];
-    model_name_of(name, run, model_name, sizeof(model_name));
-    o.model_name = model_name;
-    tokenizer_path(tok_path, run, S_ISDIR(sb.st_mode), tpath, sizeof(tpath));
-    if (key_file) o.api_keys = read_keys(key_file, &o.n_api_keys);
+    if (stat(a->run, &sb) != 0) mt_fail("--run '%s' does not exist", a->run);
+    model_name_of(a->name, a->run, model_name, name_len);
+    o->model_name = model_name;
+    tokenizer_path(a->tok_path, a->run, S_ISDIR(sb.st_mode), tpath, tpath_len);
+    if (a->key_file) o->api_keys = read_keys(a->key_file, &o->n_api_keys);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     if (ncpu < 1) ncpu = 1;
-    o.threads = threads > 0 ? threads : (int)ncpu;
+    o->threads = a->threads > 0 ? a->threads : (int)ncpu;
+}
+
+int cmd_serve(int argc, char **argv) {
+    serve_args a;
+    int prc = parse_serve_args(&a, argc, argv);
+    if (prc != ARGS_CONTINUE) return prc;
+    char model_name[128], tpath[1200];
+    finish_serve_opts(&a, model_name, sizeof(model_name), tpath, sizeof(tpath));
+    const srv_opts *o = &a.o;
 
     /* signals: taken by sigwait below; every thread started from here on inherits the mask */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    cmd_block_signals(&set);
 
     char err[1200];
-    srv_server *srv = srv_start(&o, err, sizeof(err));
+    srv_server *srv = srv_start(o, err, sizeof(err));
     if (!srv) {
         fprintf(stderr, "minitrain: error: %s\n", err);
         return MT_EXIT_ERROR;
     }
     int port = srv_port(srv);
-    const char *host = o.host;
+    const char *host = o->host;
     int v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "minitrain: serve: loading %s (listening on http://%s%s%s:%d, /health says "
-            "loading)\n", run, v6 ? "[" : "", host, v6 ? "]" : "", port);
+            "loading)\n", a.run, v6 ? "[" : "", host, v6 ? "]" : "", port);
 
-    if (ops_select(device, 0, err, sizeof(err)) != 0) mt_fail("%s", err);
+    if (ops_select(a.device, 0, err, sizeof(err)) != 0) mt_fail("%s", err);
     gpt_model m;
     tok_tokenizer tok;
-    int loaded_step = load_model(srv, run, step, tpath, tok_path != NULL, &m, &tok);
+    int loaded_step = load_model(srv, a.run, a.step, tpath, a.tok_path != NULL, &m, &tok);
     srv_set_model(srv, &m, &tok, loaded_step);
     printf("minitrain: serving '%s' (step %d: %d layers, d_model %d, context %d, vocab %d) on "
            "http://%s%s%s:%d — slots %d, queue %d, threads %d\n",
            model_name, loaded_step, m.cfg.n_layer, m.cfg.d_model, m.cfg.seq_len,
-           m.cfg.vocab_size, v6 ? "[" : "", host, v6 ? "]" : "", port, o.slots, o.queue,
-           o.threads);
+           m.cfg.vocab_size, v6 ? "[" : "", host, v6 ? "]" : "", port, o->slots, o->queue,
+           o->threads);
     fflush(stdout);
 
-    int sig = 0;
-    sigwait(&set, &sig);
-    fprintf(stderr, "minitrain: serve: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cmd_wait_signal(&set, "serve");
     srv_stop(srv);
     tok_free(&tok);
     gpt_free(&m);
-    for (int i = 0; i < o.n_api_keys; i++) free(o.api_keys[i]);
-    free(o.api_keys);
+    for (int i = 0; i < o->n_api_keys; i++) free(o->api_keys[i]);
+    free(o->api_keys);
     return MT_EXIT_OK;
 }
