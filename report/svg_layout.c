@@ -214,7 +214,18 @@ const char *svg_memory_text(const svg_memory *m, char *buf, size_t n) {
     return buf;
 }
 
-int svg_layout(sqlite3 *db, FILE *f) {
+/* The layout svg_layout draws: the latest run's mesh and layer split, and the picture's
+ * geometry (pixels). */
+typedef struct {
+    int world, tp, pp, dp, ep, cp, n_layer, moe_every, E, zero, have_split;
+    int begin[4097]; /* stage s holds layers begin[s] .. begin[s + 1] - 1 (pp_split_layers) */
+    int W, ML, GAPX, MT, rows;
+    double pw, cw, ch, in;
+} layout_pic;
+
+/* svg_layout, step 1: the latest run's config and world size; 0 when there is none or its mesh
+ * does not check (mesh_check), so there is nothing to draw. */
+static int layout_load(sqlite3 *db, layout_pic *L) {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, "SELECT config, world_size FROM runs ORDER BY id DESC LIMIT 1", -1,
                            &st, NULL) != SQLITE_OK)
@@ -231,42 +242,41 @@ int svg_layout(sqlite3 *db, FILE *f) {
         cJSON_Delete(c);
         return 0;
     }
-    int tp = cfg_int(c, "tp", 1), pp = cfg_int(c, "pp", 1), dp = cfg_int(c, "dp", 0),
-        ep = cfg_int(c, "ep", 1), cp = cfg_int(c, "cp", 1), n_layer = cfg_int(c, "n_layer", 0),
-        moe_every = cfg_int(c, "moe_every", 0), E = cfg_int(c, "n_experts", 0);
+    L->world = world;
+    L->tp = cfg_int(c, "tp", 1), L->pp = cfg_int(c, "pp", 1), L->dp = cfg_int(c, "dp", 0),
+    L->ep = cfg_int(c, "ep", 1), L->cp = cfg_int(c, "cp", 1), L->n_layer = cfg_int(c, "n_layer", 0),
+    L->moe_every = cfg_int(c, "moe_every", 0), L->E = cfg_int(c, "n_experts", 0);
+    L->zero = cfg_int(c, "zero", 0);
     char err[200];
-    if (tp < 1 || pp < 1 || cp < 1 || world > 4096 ||
-        mesh_check(world, tp, cp, pp, &dp, ep, err, sizeof(err)) != 0) {
+    if (L->tp < 1 || L->pp < 1 || L->cp < 1 || world > 4096 ||
+        mesh_check(world, L->tp, L->cp, L->pp, &L->dp, L->ep, err, sizeof(err)) != 0) {
         cJSON_Delete(c);
         return 0;
     }
-    int begin[4097];
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(c, "pp_layers");
-    int have_split = pp <= 4096 && n_layer >= pp &&
-                     pp_split_layers(n_layer, pp, cJSON_IsString(spec) ? spec->valuestring : "",
-                                     begin, err, sizeof(err)) == 0;
-    const int W = 960, ML = 20, GAPX = 44, MT = 80;
-    const double pw = (W - 2 * ML - (pp - 1) * GAPX) / (double)pp;
-    const int rows = cp * dp; /* a row per (cp, dp) pair, in rank order */
-    const double cw = pw / tp, ch = fmin(68, fmax(18, 420.0 / rows));
-    const double in = ch >= 40 && cw >= 60 ? 8 : 2; /* cell inset: room for the group outlines */
-    svg_memory mem;
-    int have_mem = svg_memory_load(db, &mem);
-    const int H = (int)(MT + rows * ch + 46 + ((ep > 1 ? 5 : cp > 1 ? 5 : 3) + have_mem) * 18);
+    L->have_split = L->pp <= 4096 && L->n_layer >= L->pp &&
+                    pp_split_layers(L->n_layer, L->pp, cJSON_IsString(spec) ? spec->valuestring
+                                                                            : "",
+                                    L->begin, err, sizeof(err)) == 0;
+    cJSON_Delete(c);
+    return 1;
+}
+
+/* svg_layout, step 2: the picture's opening, title (layout, ZeRO stage, ep) and the rank rule. */
+static void layout_head(FILE *f, const layout_pic *L, int H) {
     char title[200], cpt[32] = "";
-    if (cp > 1) snprintf(cpt, sizeof(cpt), "cp %d × ", cp);
-    int zero = cfg_int(c, "zero", 0);
+    if (L->cp > 1) snprintf(cpt, sizeof(cpt), "cp %d × ", L->cp);
     char zs[24] = "";
-    if (zero) snprintf(zs, sizeof(zs), ", ZeRO-%d", zero);
-    snprintf(title, sizeof(title), "parallel layout: %d rank%s = tp %d × %spp %d × dp %d%s", world,
-             world == 1 ? "" : "s", tp, cpt, pp, dp, zs);
-    if (ep > 1) {
-        size_t L = strlen(title);
-        snprintf(title + L, sizeof(title) - L, ", ep %d inside dp", ep);
+    if (L->zero) snprintf(zs, sizeof(zs), ", ZeRO-%d", L->zero);
+    snprintf(title, sizeof(title), "parallel layout: %d rank%s = tp %d × %spp %d × dp %d%s",
+             L->world, L->world == 1 ? "" : "s", L->tp, cpt, L->pp, L->dp, zs);
+    if (L->ep > 1) {
+        size_t n = strlen(title);
+        snprintf(title + n, sizeof(title) - n, ", ep %d inside dp", L->ep);
     }
-    svgd_begin(f, "pic-layout", W, H, title);
+    svgd_begin(f, "pic-layout", L->W, H, title);
     svgd_title(f, 20, 24, title);
-    if (cp > 1)
+    if (L->cp > 1)
         fprintf(f, "<text x=\"20\" y=\"44\" fill=\"#444\">rank = tp_rank + tp·(cp_rank + "
                 "cp·(dp_rank + dp·pp_rank)) (parallel/mesh.h) · a row is a TP group, cp "
                 "consecutive rows of a column a CP ring, the same place in every stage a PP "
@@ -275,28 +285,41 @@ int svg_layout(sqlite3 *db, FILE *f) {
         fprintf(f, "<text x=\"20\" y=\"44\" fill=\"#444\">rank = tp_rank + tp·(dp_rank + "
                 "dp·pp_rank) (parallel/mesh.h) · a row is a TP group, a column a DP group, the "
                 "same place in every stage a PP group</text>\n");
+}
+
+/* svg_layout, step 3: one panel per pipeline stage: its header, its grid of ranks, its groups. */
+static void layout_stages(FILE *f, const layout_pic *L) {
+    const int tp = L->tp, cp = L->cp, pp = L->pp, dp = L->dp, ep = L->ep;
     for (int s = 0; s < pp; s++) {
-        double px = ML + s * (pw + GAPX);
+        double px = L->ML + s * (L->pw + L->GAPX);
         char head[96] = "";
-        if (have_split)
-            snprintf(head, sizeof(head), "stage %d: layers %d–%d%s%s", s, begin[s], begin[s + 1] - 1,
-                     s == 0 ? " + embeddings" : "", s == pp - 1 ? " + head" : "");
+        if (L->have_split)
+            snprintf(head, sizeof(head), "stage %d: layers %d–%d%s%s", s, L->begin[s],
+                     L->begin[s + 1] - 1, s == 0 ? " + embeddings" : "",
+                     s == pp - 1 ? " + head" : "");
         else
             snprintf(head, sizeof(head), "stage %d", s);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-weight=\"bold\" text-anchor=\"middle\" "
-                "font-size=\"%d\">", px + pw / 2, MT - 10, pw > 200 ? 13 : 10);
+                "font-size=\"%d\">", px + L->pw / 2, L->MT - 10, L->pw > 200 ? 13 : 10);
         svgd_text(f, head);
         fputs("</text>\n", f);
-        for (int row = 0; row < rows; row++)
+        for (int row = 0; row < L->rows; row++)
             for (int t = 0; t < tp; t++) {
                 int r = mesh_rank_of(tp, cp, dp, t, row % cp, row / cp, s), tr_, cr_, dr_, pr_, er_;
                 mesh_coords(r, tp, cp, pp, dp, ep, &tr_, &cr_, &dr_, &pr_, &er_);
-                double x = px + t * cw, y = MT + row * ch;
-                draw_rank(f, r, tr_, cr_, cp, dr_, pr_, er_, ep, x, y, cw, ch, in, moe_every, E);
+                double x = px + t * L->cw, y = L->MT + row * L->ch;
+                draw_rank(f, r, tr_, cr_, cp, dr_, pr_, er_, ep, x, y, L->cw, L->ch, L->in,
+                          L->moe_every, L->E);
             }
-        draw_groups(f, s, px, pw, cw, ch, in, tp, cp, pp, dp, ep, GAPX, MT);
+        draw_groups(f, s, px, L->pw, L->cw, L->ch, L->in, tp, cp, pp, dp, ep, L->GAPX, L->MT);
     }
-    double y = MT + rows * ch + 26, lx = 20;
+}
+
+/* svg_layout, step 4: the legend, every group in words, and the memory budget line (mem, when
+ * have_mem). */
+static void layout_groups_text(FILE *f, const layout_pic *L, const svg_memory *mem, int have_mem) {
+    const int world = L->world, tp = L->tp, cp = L->cp, pp = L->pp, dp = L->dp, ep = L->ep;
+    double y = L->MT + L->rows * L->ch + 26, lx = 20;
     if (tp > 1) lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[0], NULL, 0, "TP group (all-reduces)");
     if (cp > 1) lx = svgd_legend(f, lx, y, "none", SVGD_COLORS[2], "2,2", 0, "CP ring (K/V blocks)");
     if (ep > 1) {
@@ -315,6 +338,7 @@ int svg_layout(sqlite3 *db, FILE *f) {
                               "and AdamW state sharded)",
                               "DP groups (ZeRO-3: per-block all-gather and reduce-scatter, "
                               "parameters, gradients and AdamW state sharded)"};
+    const int zero = L->zero;
     if (cp > 1)
         group_line(f, 20, y + 18,
                    zero == 1 ? "DP x CP groups (ZeRO-1: gradient reduce-scatter, AdamW state "
@@ -337,10 +361,26 @@ int svg_layout(sqlite3 *db, FILE *f) {
     if (have_mem) { /* the memory budget, train/memory.h */
         char line[512];
         fprintf(f, "<text x=\"20\" y=\"%.1f\">memory per rank: ", y + (ep > 1 || cp > 1 ? 90 : 54));
-        svgd_text(f, svg_memory_text(&mem, line, sizeof(line)));
+        svgd_text(f, svg_memory_text(mem, line, sizeof(line)));
         fputs("</text>\n", f);
     }
+}
+
+int svg_layout(sqlite3 *db, FILE *f) {
+    layout_pic L;
+    if (!layout_load(db, &L)) return 0;
+    L.W = 960, L.ML = 20, L.GAPX = 44, L.MT = 80;
+    L.pw = (L.W - 2 * L.ML - (L.pp - 1) * L.GAPX) / (double)L.pp;
+    L.rows = L.cp * L.dp; /* a row per (cp, dp) pair, in rank order */
+    L.cw = L.pw / L.tp, L.ch = fmin(68, fmax(18, 420.0 / L.rows));
+    L.in = L.ch >= 40 && L.cw >= 60 ? 8 : 2; /* cell inset: room for the group outlines */
+    svg_memory mem;
+    int have_mem = svg_memory_load(db, &mem);
+    const int H = (int)(L.MT + L.rows * L.ch + 46 +
+                        ((L.ep > 1 ? 5 : L.cp > 1 ? 5 : 3) + have_mem) * 18);
+    layout_head(f, &L, H);
+    layout_stages(f, &L);
+    layout_groups_text(f, &L, &mem, have_mem);
     svgd_end(f);
-    cJSON_Delete(c);
     return 1;
 }
