@@ -191,36 +191,42 @@ static void make_tokenizer(tok_tokenizer *tok, const char *kind, int is_file, in
     }
 }
 
-int cmd_prepare(int argc, char **argv) {
-    char **argv0 = argv;
-    argv = default_scrub_mode(&argc, argv0);
-    const char *scrub = NULL, *pii_types = "all", *keyfile = NULL;
-    const char *input = NULL, *out = NULL, *kind = "byte", *docsep_arg = NULL;
-    long long vocab = -1;
-    double valf = 0.1;
+/* The flags of `minitrain prepare`, and what the tokenizer flag names (is_bpe, is_file). */
+typedef struct {
+    const char *scrub, *pii_types, *keyfile, *input, *out, *kind, *docsep_arg;
+    long long vocab;
+    double valf;
+    int is_bpe, is_file;
+} prep_args;
+
+/* Step 1: the option table and its parse (a bare --scrub-pii given its default mode first);
+ * ARGS_CONTINUE or the exit code (--help, bad flag). */
+static int parse_prepare_args(prep_args *a, int argc, char **argv) {
+    *a = (prep_args){.pii_types = "all", .kind = "byte", .vocab = -1, .valf = 0.1};
+    char **args = default_scrub_mode(&argc, argv);
     char vocab_help[128];
     snprintf(vocab_help, sizeof(vocab_help), "bpe: 257..%d (default %d); byte: 256 only",
              PREP_MAX_VOCAB, PREP_DEFAULT_BPE_VOCAB);
     const args_opt opts[] = {
-        {"input", KEYTAB_STRING, &input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
-        {"out", KEYTAB_STRING, &out, 0, 0, "DIR", "output directory (created if missing)", ""},
-        {"tokenizer", KEYTAB_STRING, &kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
+        {"input", KEYTAB_STRING, &a->input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
+        {"out", KEYTAB_STRING, &a->out, 0, 0, "DIR", "output directory (created if missing)", ""},
+        {"tokenizer", KEYTAB_STRING, &a->kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
          "bpe (byte-level BPE\ntrained on FILE), or a tokenizer FILE to encode with: GPT-2's as a\n"
          "tiktoken rank file, Hugging Face tokenizer.json or vocab.json +\nmerges.txt, or any "
          "minitrain tokenizer.bin (docs/interop.md);\nDIR/tokenizer.bin is its minitrain copy", ""},
-        {"doc-separator", KEYTAB_STRING, &docsep_arg, 0, 0, "TEXT", "with a tokenizer that has "
+        {"doc-separator", KEYTAB_STRING, &a->docsep_arg, 0, 0, "TEXT", "with a tokenizer that has "
          "<|endoftext|>: cut the input into\ndocuments after each TEXT (escapes \\n \\t \\\\), "
          "each preceded\nby <|endoftext|> (llm.c's dev/data scripts); default: one document", ""},
-        {"vocab-size", KEYTAB_I64, &vocab, -1e18, 1e18, "N", vocab_help, ""},
-        {"val-fraction", KEYTAB_DOUBLE, &valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
+        {"vocab-size", KEYTAB_I64, &a->vocab, -1e18, 1e18, "N", vocab_help, ""},
+        {"val-fraction", KEYTAB_DOUBLE, &a->valf, -INFINITY, INFINITY, "F", "share of tokens (the last "
          "ones) kept for validation,\n0 < F <= 0.5", NULL},
-        {"scrub-pii", KEYTAB_STRING, &scrub, 0, 0, "[MODE]", "scrub PII before tokenizing: mask "
+        {"scrub-pii", KEYTAB_STRING, &a->scrub, 0, 0, "[MODE]", "scrub PII before tokenizing: mask "
          "(the default when MODE is left\nout), hash or drop-line (see minitrain scrub --help); "
          "the counts go\nto DIR/pii_report.json; a bpe tokenizer keeps each placeholder\nwhole "
          "(one token)", ""},
-        {"pii-types", KEYTAB_STRING, &pii_types, 0, 0, "LIST", "with --scrub-pii: all, or a comma "
+        {"pii-types", KEYTAB_STRING, &a->pii_types, 0, 0, "LIST", "with --scrub-pii: all, or a comma "
          "list (email,phone,card,...)", "all"},
-        {"hash-key-file", KEYTAB_STRING, &keyfile, 0, 0, "FILE", "with --scrub-pii hash: the HMAC key",
+        {"hash-key-file", KEYTAB_STRING, &a->keyfile, 0, 0, "FILE", "with --scrub-pii hash: the HMAC key",
          ""},
         {0},
     };
@@ -231,59 +237,70 @@ int cmd_prepare(int argc, char **argv) {
                  "DIR/val_000.bin\n(llm.c token shards: 256 x int32 header, then uint16 tokens).",
         .opts = opts,
     };
-    int prc = args_parse(&spec, argc, argv, NULL);
-    free(argv);
-    argv = argv0;
-    if (prc != ARGS_CONTINUE) return prc;
-    if (scrub == NULL && (keyfile != NULL || strcmp(pii_types, "all") != 0))
+    int prc = args_parse(&spec, argc, args, NULL);
+    free(args);
+    return prc;
+}
+
+/* Step 2: the flags that go together, the tokenizer kind and its --vocab-size (bpe's default
+ * filled in), --val-fraction in (0, 0.5]; a user error (exit 2) otherwise. */
+static void check_prepare_args(prep_args *a) {
+    if (a->scrub == NULL && (a->keyfile != NULL || strcmp(a->pii_types, "all") != 0))
         mt_fail("prepare: --pii-types and --hash-key-file go with --scrub-pii");
-    if (input == NULL)
+    if (a->input == NULL)
         mt_fail("prepare: --input FILE is required (see minitrain prepare --help)");
-    if (out == NULL)
+    if (a->out == NULL)
         mt_fail("prepare: --out DIR is required (see minitrain prepare --help)");
-    int is_bpe = strcmp(kind, "bpe") == 0;
-    int is_file = !is_bpe && strcmp(kind, "byte") != 0; /* a tokenizer file to encode with */
+    a->is_bpe = strcmp(a->kind, "bpe") == 0;
+    a->is_file = !a->is_bpe && strcmp(a->kind, "byte") != 0; /* a tokenizer file to encode with */
     struct stat st;
-    if (is_file && stat(kind, &st) != 0)
-        mt_fail("prepare: --tokenizer '%s' is neither byte, bpe nor a tokenizer file", kind);
-    if (is_file) {
-        if (vocab >= 0)
+    if (a->is_file && stat(a->kind, &st) != 0)
+        mt_fail("prepare: --tokenizer '%s' is neither byte, bpe nor a tokenizer file", a->kind);
+    if (a->is_file) {
+        if (a->vocab >= 0)
             mt_fail("prepare: --vocab-size is for --tokenizer bpe; a tokenizer file has its own");
-    } else if (is_bpe) {
-        if (vocab < 0)
-            vocab = PREP_DEFAULT_BPE_VOCAB;
-        if (vocab < 257 || vocab > PREP_MAX_VOCAB)
-            mt_fail("prepare: --vocab-size %lld out of range for bpe (257..%d)", vocab,
+    } else if (a->is_bpe) {
+        if (a->vocab < 0)
+            a->vocab = PREP_DEFAULT_BPE_VOCAB;
+        if (a->vocab < 257 || a->vocab > PREP_MAX_VOCAB)
+            mt_fail("prepare: --vocab-size %lld out of range for bpe (257..%d)", a->vocab,
                     PREP_MAX_VOCAB);
-    } else if (vocab >= 0 && vocab != 256) {
+    } else if (a->vocab >= 0 && a->vocab != 256) {
         mt_fail("prepare: --vocab-size %lld is invalid for the byte tokenizer (always 256; use "
                 "--tokenizer bpe for other sizes)",
-                vocab);
+                a->vocab);
     }
-    if (!(valf > 0.0 && valf <= 0.5))
-        mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", valf);
+    if (!(a->valf > 0.0 && a->valf <= 0.5))
+        mt_fail("prepare: --val-fraction %g must be in (0, 0.5]", a->valf);
+}
 
-    check_out_dir(out);
+int cmd_prepare(int argc, char **argv) {
+    prep_args a;
+    int prc = parse_prepare_args(&a, argc, argv);
+    if (prc != ARGS_CONTINUE) return prc;
+    check_prepare_args(&a);
+
+    check_out_dir(a.out);
     size_t nbytes;
-    uint8_t *text = read_input(input, &nbytes);
+    uint8_t *text = read_input(a.input, &nbytes);
     char why[FS_PATH_MAX + 64]; /* fs_mkdir_p's own words: "'X' exists and is not a directory" */
-    if (fs_mkdir_p(out, why, sizeof(why)) != 0)
+    if (fs_mkdir_p(a.out, why, sizeof(why)) != 0)
         mt_fail("prepare: cannot create output directory: %s", why);
     pii_mode pmode = PII_MASK;
     unsigned ptypes = 0;
     size_t input_bytes = nbytes;
-    if (scrub)
-        text = scrub_text(text, &nbytes, scrub, pii_types, keyfile, out, &pmode, &ptypes);
+    if (a.scrub)
+        text = scrub_text(text, &nbytes, a.scrub, a.pii_types, a.keyfile, a.out, &pmode, &ptypes);
 
     /* tokenizer */
     tok_tokenizer tok;
     double t0 = timer_now();
     char err[1024];
-    make_tokenizer(&tok, kind, is_file, is_bpe, vocab, text, nbytes, scrub ? &pmode : NULL,
-                   ptypes);
+    make_tokenizer(&tok, a.kind, a.is_file, a.is_bpe, a.vocab, text, nbytes,
+                   a.scrub ? &pmode : NULL, ptypes);
     double t_train = timer_now() - t0;
     int V = tok_vocab_size(&tok);
-    char *docsep = docsep_arg ? strdup(docsep_arg) : NULL;
+    char *docsep = a.docsep_arg ? strdup(a.docsep_arg) : NULL;
     size_t seplen = docsep ? unescape(docsep) : 0;
     if (docsep && (seplen == 0 || tok_eot(&tok) < 0))
         mt_fail("prepare: --doc-separator needs a non-empty TEXT and a tokenizer with "
@@ -295,20 +312,20 @@ int cmd_prepare(int argc, char **argv) {
     uint32_t *ids = tok_encode_documents(&tok, text, nbytes, (const uint8_t *)docsep, seplen, &ntok);
     double t_enc = timer_now() - t0;
     size_t ntrain, nval;
-    if (prepare_split(ntok, valf, &ntrain, &nval) != 0)
+    if (prepare_split(ntok, a.valf, &ntrain, &nval) != 0)
         mt_fail("prepare: input '%s' gives only %zu tokens; need at least 4 (2 for train, 2 "
                 "for val)",
-                input, ntok);
+                a.input, ntok);
 
     /* write */
     prepare_paths pp;
-    if (prepare_write(out, &tok, ids, ntrain, nval, &pp, err, sizeof(err)) != 0)
+    if (prepare_write(a.out, &tok, ids, ntrain, nval, &pp, err, sizeof(err)) != 0)
         mt_fail("prepare: %s", err);
 
-    printf("prepare: input      %s (%zu bytes)\n", input, input_bytes);
+    printf("prepare: input      %s (%zu bytes)\n", a.input, input_bytes);
     char desc[128];
     printf("prepare: tokenizer  %s, vocab %d%s (%.2f s)\n", tok_describe(&tok, desc, sizeof(desc)), V,
-           is_bpe && V < vocab ? " (stopped early: no pair repeats)" : "", t_train);
+           a.is_bpe && V < a.vocab ? " (stopped early: no pair repeats)" : "", t_train);
     printf("prepare: tokens     %zu (%.3f bytes/token), encoded in %.2f s\n", ntok,
            (double)nbytes / (double)ntok, t_enc);
     printf("prepare: train      %zu tokens -> %s\n", ntrain, pp.train_path);
