@@ -134,25 +134,34 @@ static void summary(const pii_counts *c, pii_mode mode, unsigned types, double s
     fprintf(stderr, "%s%s\n", report ? "; report " : "", report ? report : "");
 }
 
-int cmd_scrub(int argc, char **argv) {
-    const char *input = NULL, *outp = NULL, *mode_s = "mask", *types_s = "all", *report = NULL,
-               *keyfile = NULL;
-    int quiet = 0;
+/* The flags of `minitrain scrub`, and what check_scrub_args makes of them. */
+typedef struct {
+    const char *input, *outp, *mode_s, *types_s, *report, *keyfile;
+    int quiet;
+    pii_mode mode;
+    unsigned types;
+    uint8_t *key; /* the HMAC key of --mode hash (keylen bytes), else NULL */
+    size_t keylen;
+} scrub_args;
+
+/* Step 1: the option table and its parse; ARGS_CONTINUE or the exit code (--help, bad flag). */
+static int parse_scrub_args(scrub_args *a, int argc, char **argv) {
+    *a = (scrub_args){.mode_s = "mask", .types_s = "all"};
     const args_opt opts[] = {
-        {"input", KEYTAB_STRING, &input, 0, 0, "FILE", "text to scrub ('-' = stdin; any bytes)", ""},
-        {"out", KEYTAB_STRING, &outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); a file is "
+        {"input", KEYTAB_STRING, &a->input, 0, 0, "FILE", "text to scrub ('-' = stdin; any bytes)", ""},
+        {"out", KEYTAB_STRING, &a->outp, 0, 0, "FILE", "scrubbed text ('-' = stdout); a file is "
          "written as FILE.tmp,\nthen renamed", ""},
-        {"mode", KEYTAB_STRING, &mode_s, 0, 0, "M", "mask: <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>, "
+        {"mode", KEYTAB_STRING, &a->mode_s, 0, 0, "M", "mask: <EMAIL>, <PHONE>, <CARD>, <IBAN>, <IPV4>, "
          "<IPV6>, <SSN>,\n<CNID>, <SECRET>; hash: <EMAIL:1a2b3c4d> (HMAC-SHA256 with\n"
          "--hash-key-file: the same value gives the same token);\ndrop-line: remove every line "
          "that holds a match", "mask"},
-        {"types", KEYTAB_STRING, &types_s, 0, 0, "LIST", "all, or a comma list of: email, phone, "
+        {"types", KEYTAB_STRING, &a->types_s, 0, 0, "LIST", "all, or a comma list of: email, phone, "
          "card, iban, ipv4,\nipv6 (ip = both), ssn, cnid (PRC resident ID), secret", "all"},
-        {"report", KEYTAB_STRING, &report, 0, 0, "FILE", "write the counts per type as JSON (never "
+        {"report", KEYTAB_STRING, &a->report, 0, 0, "FILE", "write the counts per type as JSON (never "
          "the matched text)", ""},
-        {"hash-key-file", KEYTAB_STRING, &keyfile, 0, 0, "FILE", "the HMAC key for --mode hash (the "
+        {"hash-key-file", KEYTAB_STRING, &a->keyfile, 0, 0, "FILE", "the HMAC key for --mode hash (the "
          "file's bytes, one trailing\nnewline removed; 16 random bytes or more)", ""},
-        {"quiet", KEYTAB_FLAG, &quiet, 0, 0, NULL, "no progress or summary on stderr", ""},
+        {"quiet", KEYTAB_FLAG, &a->quiet, 0, 0, NULL, "no progress or summary on stderr", ""},
         {0},
     };
     const args_spec spec = {
@@ -165,31 +174,75 @@ int cmd_scrub(int argc, char **argv) {
         .opts = opts,
         .epilog = "What each recognizer accepts and rejects: docs/safety.md (PII scrubbing).",
     };
-    int prc = args_parse(&spec, argc, argv, NULL);
-    if (prc != ARGS_CONTINUE)
-        return prc;
-    if (input == NULL || outp == NULL)
+    return args_parse(&spec, argc, argv, NULL);
+}
+
+/* Step 2: --input/--out given, the mode and types parsed, the hash key loaded (a warning for a
+ * short key, or a key without --mode hash); a user error (exit 2) otherwise. */
+static void check_scrub_args(scrub_args *a) {
+    if (a->input == NULL || a->outp == NULL)
         mt_fail("scrub: --input and --out are required (see minitrain scrub --help)");
-    pii_mode mode;
-    if (pii_mode_parse(mode_s, &mode) != 0)
-        mt_fail("scrub: --mode must be mask, hash or drop-line, not '%s'", mode_s);
+    if (pii_mode_parse(a->mode_s, &a->mode) != 0)
+        mt_fail("scrub: --mode must be mask, hash or drop-line, not '%s'", a->mode_s);
     char err[256];
-    unsigned types = pii_types_parse(types_s, err, sizeof(err));
-    if (types == 0)
+    a->types = pii_types_parse(a->types_s, err, sizeof(err));
+    if (a->types == 0)
         mt_fail("scrub: --types: %s", err);
-    uint8_t *key = NULL;
-    size_t keylen = 0;
-    if (mode == PII_HASH) {
-        if (keyfile == NULL)
+    if (a->mode == PII_HASH) {
+        if (a->keyfile == NULL)
             mt_fail("scrub: --mode hash needs --hash-key-file FILE (the HMAC key)");
-        if (pii_key_load(keyfile, &key, &keylen, err, sizeof(err)) != 0)
+        if (pii_key_load(a->keyfile, &a->key, &a->keylen, err, sizeof(err)) != 0)
             mt_fail("scrub: %s", err);
-        if (keylen < 16)
+        if (a->keylen < 16)
             mt_warn("scrub: the hash key is %zu bytes; with fewer than 16 random bytes hashed "
                     "phone numbers and IDs can be recovered by trying them all",
-                    keylen);
-    } else if (keyfile != NULL)
+                    a->keylen);
+    } else if (a->keyfile != NULL)
         mt_warn("scrub: --hash-key-file is only used with --mode hash");
+}
+
+/* Step 3: the report's partial file, opened before the scrub: a bad --report path fails now, not
+ * after the whole input is scrubbed and --out already committed under its name. Returns whether
+ * rep is open (--report given). */
+static int open_scrub_report(const scrub_args *a, int from_stdin, fs_afile *rep) {
+    const char *input = a->input, *outp = a->outp, *report = a->report;
+    char err[256];
+    if (report && ((!from_stdin && fs_same_file(input, report)) ||
+                   (strcmp(outp, "-") && (fs_same_file(outp, report) || !strcmp(outp, report)))))
+        mt_fail("scrub: --report is the same file as --%s", !from_stdin && fs_same_file(input, report)
+                                                                 ? "input" : "out");
+    if (report && fs_check_output(report, NULL, 0, err, sizeof(err)) < 0)
+        mt_fail("scrub: --report %s", err);
+    if (report && fs_afile_open(rep, report, err, sizeof(err)) != 0)
+        mt_fail("scrub: --report: %s", err);
+    return report != NULL;
+}
+
+/* Step 5: the counts c as JSON into the report rep, committed; --out is complete and committed
+ * by now, so a failure is an I/O error (exit 4, as the trainer's disk-full exit). */
+static void write_scrub_report(const scrub_args *a, fs_afile *rep, const pii_counts *c,
+                               double secs) {
+    char err[256];
+    char *js = pii_report_json(c, a->mode, a->types, secs);
+    mtCheck(js != NULL, "out of memory");
+    size_t jn = strlen(js);
+    /* a text file ends in a newline (`cat` then keeps lines apart) */
+    err[0] = 0;
+    if (fs_afile_write(rep, js, jn, err, sizeof(err)) != 0 ||
+        fs_afile_write(rep, "\n", 1, err, sizeof(err)) != 0 ||
+        fs_afile_commit(rep, err, sizeof(err)) != 0)
+        mt_fail_io("scrub: --report: %s (--out %s is complete)", err[0] ? err : strerror(errno),
+                   a->outp);
+    free(js);
+}
+
+int cmd_scrub(int argc, char **argv) {
+    scrub_args a;
+    int prc = parse_scrub_args(&a, argc, argv);
+    if (prc != ARGS_CONTINUE)
+        return prc;
+    check_scrub_args(&a);
+    const char *input = a.input, *outp = a.outp;
     int from_stdin = !strcmp(input, "-");
     if (strcmp(outp, "-") && !from_stdin && fs_same_file(input, outp))
         mt_fail("scrub: --out is the same file as --input");
@@ -200,26 +253,16 @@ int cmd_scrub(int argc, char **argv) {
     struct stat st;
     if (!from_stdin && fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode))
         total = (uint64_t)st.st_size;
-    /* the report's partial file is opened before the scrub: a bad --report path fails now, not
-     * after the whole input is scrubbed and --out already committed under its name */
     fs_afile rep; /* written with write(2) (fs_afile): a full disk is seen at once */
-    int rep_open = 0;
-    if (report && ((!from_stdin && fs_same_file(input, report)) ||
-                   (strcmp(outp, "-") && (fs_same_file(outp, report) || !strcmp(outp, report)))))
-        mt_fail("scrub: --report is the same file as --%s", !from_stdin && fs_same_file(input, report)
-                                                                 ? "input" : "out");
-    if (report && fs_check_output(report, NULL, 0, err, sizeof(err)) < 0)
-        mt_fail("scrub: --report %s", err);
-    if (report && fs_afile_open(&rep, report, err, sizeof(err)) != 0)
-        mt_fail("scrub: --report: %s", err);
-    rep_open = report != NULL;
+    int rep_open = open_scrub_report(&a, from_stdin, &rep);
     out_file of;
     out_open(&of, outp);
 
-    pii_scrubber *s = pii_scrubber_new(mode, types, key, keylen, file_write, of.fp);
+    /* Step 4: the scrub itself, streaming from in to --out */
+    pii_scrubber *s = pii_scrubber_new(a.mode, a.types, a.key, a.keylen, file_write, of.fp);
     mtCheck(s != NULL, "scrubber arguments were checked above");
     double t0 = timer_now();
-    int rc = pump(s, in, total, quiet, t0);
+    int rc = pump(s, in, total, a.quiet, t0);
     if (rc == 0 && (pii_scrubber_finish(s) != 0 || fflush(of.fp) != 0))
         rc = 2;
     double secs = timer_now() - t0;
@@ -235,30 +278,15 @@ int cmd_scrub(int argc, char **argv) {
         fclose(in);
     pii_counts c = *pii_scrubber_counts(s);
     pii_scrubber_free(s);
-    if (key) {
-        memset(key, 0, keylen);
-        free(key);
+    if (a.key) {
+        memset(a.key, 0, a.keylen);
+        free(a.key);
     }
-    if (report) {
-        char *js = pii_report_json(&c, mode, types, secs);
-        mtCheck(js != NULL, "out of memory");
-        size_t jn = strlen(js);
-        /* a text file ends in a newline (`cat` then keeps lines apart) */
-        err[0] = 0;
-        if (fs_afile_write(&rep, js, jn, err, sizeof(err)) != 0 ||
-            fs_afile_write(&rep, "\n", 1, err, sizeof(err)) != 0 ||
-            fs_afile_commit(&rep, err, sizeof(err)) != 0) {
-            /* --out is complete and committed: a failed report is an I/O error, not a usage
-             * error (exit 4, as the trainer's disk-full exit) */
-            mt_fail_io("scrub: --report: %s (--out %s is complete)", err[0] ? err : strerror(errno),
-                       outp);
-        }
-        free(js);
-    }
-    if (!quiet) {
+    if (a.report) write_scrub_report(&a, &rep, &c, secs);
+    if (!a.quiet) {
         if (secs > 1.0)
             progress(t0, c.bytes_in, total, 1);
-        summary(&c, mode, types, secs, report);
+        summary(&c, a.mode, a.types, secs, a.report);
     }
     return MT_EXIT_OK;
 }
