@@ -83,8 +83,9 @@ static int block_is_moe(const gpt_config *c, int l) {
     return c->moe_every > 0 && c->n_experts > 0 && (l + 1) % c->moe_every == 0;
 }
 
-int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
-    memset(m, 0, sizeof(*m));
+/* gpt_build, step 1: the sizes checked and the stage's share set in m->cfg: tp/pp/ep ranks, the
+ * layer range [layer_begin, layer_end) and its chunks, the MoE routing; -1 with err otherwise. */
+static int build_layout(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
     if (cfg->n_layer <= 0 || cfg->n_head <= 0 || cfg->d_model <= 0 || cfg->seq_len <= 0 ||
         cfg->vocab_size <= 0) {
         snprintf(err, errlen, "model sizes must be positive (n_layer %d, n_head %d, d_model %d, "
@@ -139,15 +140,60 @@ int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
             return -1;
         }
     }
+    return 0;
+}
+
+/* gpt_build, step 2: the tensors of global block l (dense or MoE MLP, column/row parallel over
+ * tp, experts El = n_experts / ep on this rank), appended at *off. Shapes are (out, in). */
+static void add_block_tensors(gpt_model *m, int *cap, size_t *off, int l) {
+    const gpt_config *cfg = &m->cfg;
+    int C = cfg->d_model;
+    int Cl = C / cfg->tp;              /* this rank's share of the attention width (its heads) */
+    int El = cfg->n_experts / cfg->ep; /* experts on this rank */
+    char nm[64];
+#define T(suffix, d0, d1, split) \
+    (snprintf(nm, sizeof(nm), "h.%d.%s", l, suffix), add_tensor(m, cap, nm, d0, d1, split, off))
+#define T3(suffix, d0, d1, d2)                                                                     \
+    do {                                                                                           \
+        int64_t dims_[3] = {d0, d1, d2};                                                           \
+        snprintf(nm, sizeof(nm), "h.%d.%s", l, suffix);                                            \
+        add_tensor_nd(m, cap, nm, d2 > 0 ? 3 : 2, dims_, -1, off);                                 \
+    } while (0)
+    T("ln_1.weight", C, 0, -1);
+    T("ln_1.bias", C, 0, -1);
+    T("attn.c_attn.weight", 3 * Cl, C, 1); /* column parallel, by heads */
+    T("attn.c_attn.bias", 3 * Cl, 0, 1);
+    T("attn.c_proj.weight", C, Cl, 1);     /* row parallel: input columns */
+    T("attn.c_proj.bias", C, 0, -1);       /* added once, after the all-reduce */
+    T("ln_2.weight", C, 0, -1);
+    T("ln_2.bias", C, 0, -1);
+    if (block_is_moe(cfg, l)) { /* experts replicated over TP, sharded over EP */
+        T("mlp.router.weight", cfg->n_experts, C, -1);
+        T3("mlp.experts.c_fc.weight", El, 4 * C, C);
+        T3("mlp.experts.c_fc.bias", El, 4 * C, 0);
+        T3("mlp.experts.c_proj.weight", El, C, 4 * C);
+        T3("mlp.experts.c_proj.bias", El, C, 0);
+    } else {
+        T("mlp.c_fc.weight", 4 * Cl, C, 0);   /* column parallel */
+        T("mlp.c_fc.bias", 4 * Cl, 0, 0);
+        T("mlp.c_proj.weight", C, 4 * Cl, 1); /* row parallel */
+        T("mlp.c_proj.bias", C, 0, -1);
+    }
+#undef T
+#undef T3
+}
+
+int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
+    memset(m, 0, sizeof(*m));
+    if (build_layout(m, cfg, err, errlen) != 0) return -1;
+    int pp = m->cfg.pp, nch = m->cfg.n_chunks;
     m->first = m->cfg.pp_rank == 0;
     m->last = m->cfg.pp_rank == pp - 1;
     m->chunk_layers = m->cfg.layer_end - m->cfg.layer_begin;
     m->n_local = m->chunk_layers * nch;
     int C = cfg->d_model, V = cfg->vocab_size, maxT = cfg->seq_len;
-    int Cl = C / tp; /* this rank's share of the attention width (its heads) */
     int cap = 0;
     size_t off = 0;
-    char nm[64];
     m->i_wte = m->i_wpe = m->i_lnf = -1;
     if (m->first || m->last) { /* the last stage keeps a copy of the tied wte for its head */
         m->i_wte = m->n_tensors;
@@ -159,40 +205,10 @@ int gpt_build(gpt_model *m, const gpt_config *cfg, char *err, size_t errlen) {
         add_tensor(m, &cap, "wpe.weight", maxT, C, -1, &off);
     }
     m->block_t0 = callocCheck((size_t)(m->n_local ? m->n_local : 1), sizeof(int));
-    int El = cfg->n_experts / ep; /* experts on this rank */
     for (int li = 0; li < m->n_local; li++) {
         int l = gpt_global_layer(m, li);
         m->block_t0[li] = m->n_tensors;
-#define T(suffix, d0, d1, split) \
-    (snprintf(nm, sizeof(nm), "h.%d.%s", l, suffix), add_tensor(m, &cap, nm, d0, d1, split, &off))
-#define T3(suffix, d0, d1, d2)                                                                     \
-    do {                                                                                           \
-        int64_t dims_[3] = {d0, d1, d2};                                                           \
-        snprintf(nm, sizeof(nm), "h.%d.%s", l, suffix);                                            \
-        add_tensor_nd(m, &cap, nm, d2 > 0 ? 3 : 2, dims_, -1, &off);                               \
-    } while (0)
-        T("ln_1.weight", C, 0, -1);
-        T("ln_1.bias", C, 0, -1);
-        T("attn.c_attn.weight", 3 * Cl, C, 1); /* column parallel, by heads */
-        T("attn.c_attn.bias", 3 * Cl, 0, 1);
-        T("attn.c_proj.weight", C, Cl, 1);     /* row parallel: input columns */
-        T("attn.c_proj.bias", C, 0, -1);       /* added once, after the all-reduce */
-        T("ln_2.weight", C, 0, -1);
-        T("ln_2.bias", C, 0, -1);
-        if (block_is_moe(cfg, l)) { /* experts replicated over TP, sharded over EP */
-            T("mlp.router.weight", cfg->n_experts, C, -1);
-            T3("mlp.experts.c_fc.weight", El, 4 * C, C);
-            T3("mlp.experts.c_fc.bias", El, 4 * C, 0);
-            T3("mlp.experts.c_proj.weight", El, C, 4 * C);
-            T3("mlp.experts.c_proj.bias", El, C, 0);
-        } else {
-            T("mlp.c_fc.weight", 4 * Cl, C, 0);   /* column parallel */
-            T("mlp.c_fc.bias", 4 * Cl, 0, 0);
-            T("mlp.c_proj.weight", C, 4 * Cl, 1); /* row parallel */
-            T("mlp.c_proj.bias", C, 0, -1);
-        }
-#undef T
-#undef T3
+        add_block_tensors(m, &cap, &off, l);
     }
     if (m->last) {
         m->i_lnf = m->n_tensors;
