@@ -39,6 +39,9 @@
 
 /* Env variable naming the database when neither --db nor config key db does. */
 #define DB_ENV_URL "MINITRAIN_DB"
+/* Set by a supervisor that ships the run directory itself: its trainers then start no shipper
+ * of their own (two would only send the same rows twice, which the keys would drop). */
+#define DB_ENV_SHIPPER "MINITRAIN_DB_SHIPPER"
 
 /* 1 when this binary was built with libpq. */
 int db_available(void);
