@@ -12,6 +12,7 @@
 #     than run.db; after a restart `db ship --run` brings every row exactly once, and again
 #     nothing;
 #   - the supervisor with --db (a rank killed, one restart) ships both runs and its own events;
+#   - the sidecar `db ship --follow` beside a train without --db ships it all and exits 0;
 #   - report --db --run JOB_ID equals report --run DIR (--json, field by field), names the
 #     server (primary, port 16500), and finds the job by name too; db runs lists the jobs;
 #   - a bad URL, a refused connection, a schema from a newer minitrain, no run.db: one line each.
@@ -161,6 +162,20 @@ $MT run --backoff 0.1:0.3 --grace 2 --max-restarts 3 --db "$U" -- "${TRAIN[@]}" 
 check "run --db: both runs and the supervisor's events shipped once" same_rows "$TMP/sup"
 check "run --db: the server has its supervisor_end" [ "$(q "SELECT COUNT(*) FROM events WHERE job_id = '$(job_of "$TMP/sup")' AND kind = 'supervisor_end'")" = 1 ]
 
+# ---- the sidecar: db ship --follow beside a train without --db ------------------------------------
+"${TRAIN[@]}" --run-dir "$TMP/c" >"$TMP/c.log" 2>&1 &
+C_PID=$!
+PIDS+=("$C_PID")
+for _ in $(seq 600); do [ -f "$TMP/c/run.db" ] && break; sleep 0.05; done
+$MT db ship --run "$TMP/c" --follow --poll 0.2 --db "$U" >"$TMP/follow.out" 2>"$TMP/follow.err" &
+F_PID=$!
+PIDS+=("$F_PID")
+C_RC=0; wait "$C_PID" || C_RC=$?
+F_RC=0; wait "$F_PID" || F_RC=$?
+check "db ship --follow: exits 0 once the run has ended (train exit $C_RC)" [ "$F_RC" = 0 ]
+check "db ship --follow: every row of the finished run once" same_rows "$TMP/c"
+check "db ship --follow: the run's end row (completed) shipped" [ "$(q "SELECT status FROM runs WHERE job_id = '$(job_of "$TMP/c")'")" = completed ]
+
 # ---- reads ---------------------------------------------------------------------------------------
 JB=$(job_of "$TMP/b")
 $MT report --run "$TMP/b" --json >"$TMP/rep_lite.json"
@@ -181,10 +196,10 @@ src=$(/usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sour
 check "report --db names the server: port $PORT, a primary, the job" [ "$src" = "$PORT False $JB" ]
 $MT report --db "$U" --run tiny >"$TMP/rep_name.txt" 2>&1 || true
 check "report --db --run NAME: the newest job of that name, server line first" \
-  grep -q "^database: *127.0.0.1:$PORT (primary), job $(job_of "$TMP/sup")" "$TMP/rep_name.txt"
+  grep -q "^database: *127.0.0.1:$PORT (primary), job $(job_of "$TMP/c")" "$TMP/rep_name.txt"
 $MT db runs --db "$U" --json >"$TMP/runs.json"
-check "db runs lists the three jobs" [ "$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$TMP/runs.json")" = 3 ]
-check "db runs --status completed --since 1h" [ "$($MT db runs --db "$U" --status completed --since 1h | tail -n +2 | wc -l)" = 3 ]
+check "db runs lists the four jobs" [ "$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$TMP/runs.json")" = 4 ]
+check "db runs --status completed --since 1h" [ "$($MT db runs --db "$U" --status completed --since 1h | tail -n +2 | wc -l)" = 4 ]
 check "db runs --since tomorrow: none" [ "$($MT db runs --db "$U" --since "$(date -u -d tomorrow +%F)" | tail -n +2 | wc -l)" = 0 ]
 
 # ---- bad input and faults: one line each -------------------------------------------------------
