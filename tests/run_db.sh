@@ -15,7 +15,8 @@
 #   - the sidecar `db ship --follow` beside a train without --db ships it all and exits 0;
 #   - report --db --run JOB_ID equals report --run DIR (--json, field by field), names the
 #     server (primary, port 16500), and finds the job by name too; db runs lists the jobs;
-#   - a bad URL, a refused connection, a schema from a newer minitrain, no run.db: one line each.
+#   - a bad URL, a refused connection, a read-only server, a schema from a newer minitrain, no
+#     run.db: one line each.
 # Skips only when the PostgreSQL 15 server binaries or psql are absent. About 2 min on the loaded
 # 2-core VM.
 set -euo pipefail
@@ -208,6 +209,11 @@ check "... says 'bad database URL'" grep -q "bad database URL" "$TMP/err"
 expect_exit 1 "db ship to a refused port" $MT db ship --run "$TMP/a" --db "postgresql://postgres@127.0.0.1:16501/minitrain"
 one_line_saying() { [ "$(wc -l <"$TMP/err")" = 1 ] && grep -q "$1" "$TMP/err"; }
 check "... one line, 'cannot connect'" one_line_saying "cannot connect"
+"$MT" train --config "$TMP/tiny.ini" --data "$TMP/byte" --steps 5 --run-dir "$TMP/ro" >/dev/null 2>&1
+q "ALTER DATABASE minitrain SET default_transaction_read_only = on" >/dev/null
+expect_exit 1 "db ship to a read-only server" $MT db ship --run "$TMP/ro" --db "$U"
+check "... one line, SQLSTATE 25006" one_line_saying "read-only transaction (SQLSTATE 25006)"
+PGOPTIONS="-c default_transaction_read_only=off" q "ALTER DATABASE minitrain SET default_transaction_read_only = off" >/dev/null
 q "INSERT INTO schema_version(version, minitrain) VALUES (99, 'future')" >/dev/null
 ONE_ERROR_LINE=1 expect_exit 2 "db init on a schema from a newer minitrain" $MT db init --db "$U"
 check "... says so" grep -q "newer minitrain" "$TMP/err"
