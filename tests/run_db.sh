@@ -23,9 +23,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MT=./minitrain
 . tests/lib.sh
-PGBIN=/usr/lib/postgresql/15/bin
+. tests/pg_lib.sh
 PORT=16500
-if [ ! -x "$PGBIN/postgres" ] || [ ! -x "$PGBIN/initdb" ] || ! command -v psql >/dev/null; then
+if ! pg_have; then
   echo "  skip PostgreSQL 15 server binaries ($PGBIN) or psql missing (apt-get install postgresql-15)"
   finish db
   exit 0
@@ -37,43 +37,12 @@ if [[ "$probe" == *"built without libpq"* ]]; then
   exit 0
 fi
 tmp_dir mt_db
-PG_PID=""
-PGUSER_RUN=()
-[ "$(id -u)" = 0 ] && PGUSER_RUN=(runuser -u postgres --)
-# the postmaster and every backend, by pid (a crashed machine: nothing flushes, nothing says bye)
-kill_pg() {
-  local kids
-  kids=$(ps -o pid= --ppid "$PG_PID" 2>/dev/null || true)
-  kill -9 "$PG_PID" $kids 2>/dev/null || true
-  for _ in $(seq 200); do kill -0 "$PG_PID" 2>/dev/null || break; sleep 0.05; done
-  PG_PID=""
-}
-on_exit() {
-  [ -z "$PG_PID" ] && return 0
-  kill -INT "$PG_PID" 2>/dev/null || true # fast shutdown
-  for _ in $(seq 200); do kill -0 "$PG_PID" 2>/dev/null || return 0; sleep 0.05; done
-  kill_pg
-}
-chmod 711 "$TMP"
-mkdir -p "$TMP/pg" "$TMP/sock"
-[ "$(id -u)" = 0 ] && chown postgres "$TMP/pg" "$TMP/sock"
-"${PGUSER_RUN[@]}" "$PGBIN/initdb" -D "$TMP/pg/data" -U postgres -A trust --no-sync >"$TMP/initdb.log" 2>&1 \
-  || { cat "$TMP/initdb.log"; echo "initdb failed"; exit 1; }
-start_pg() {
-  "${PGUSER_RUN[@]}" "$PGBIN/postgres" -D "$TMP/pg/data" -p "$PORT" -k "$TMP/sock" \
-    -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=on >>"$TMP/pg.log" 2>&1 &
-  for _ in $(seq 400); do
-    if psql -h 127.0.0.1 -p "$PORT" -U postgres -Atc "SELECT 1" postgres >/dev/null 2>&1; then
-      PG_PID=$(head -1 "$TMP/pg/data/postmaster.pid"); return 0
-    fi
-    sleep 0.05
-  done
-  tail -5 "$TMP/pg.log"; echo "postgres did not start"; exit 1
-}
-start_pg
+on_exit() { pg_stop; }
+pg_init "$TMP/pg" "$PORT"
+pg_start
 psql -h 127.0.0.1 -p "$PORT" -U postgres -qc "CREATE DATABASE minitrain" postgres
 U="postgresql://postgres@127.0.0.1:$PORT/minitrain"
-q() { psql -h 127.0.0.1 -p "$PORT" -U postgres -Atc "$1" minitrain; }
+q() { pg_q "$1"; }
 job_of() { sqlite3 "$1/run.db" "SELECT value FROM meta WHERE key='job_id'"; }
 TABLES="runs metrics events checkpoints evals"
 # every table: run.db's row count equals the server's for that job (the keys forbid duplicates,
@@ -142,13 +111,13 @@ for _ in $(seq 600); do
 done
 check "run b: rows reach the server while it trains" [ "$shipped_some" = 1 ]
 check "run b: still training when the server is killed" kill -0 "$B_PID"
-kill_pg
+pg_kill
 B_RC=0; wait "$B_PID" || B_RC=$?
 check "run b: the job completes with the server down (exit 0)" [ "$B_RC" = 0 ]
 check "run b: parameters bit-identical to the run without --db" same_params "$TMP/ref" "$TMP/b"
 check "run b: says 'database unavailable' once" [ "$(grep -c "database unavailable" "$TMP/b.err" || true)" = 1 ]
 check "run b: names the way out (db ship)" grep -q "minitrain db ship --run" "$TMP/b.err"
-start_pg
+pg_start
 m_lite=$(sqlite3 "$TMP/b/run.db" "SELECT COUNT(*) FROM metrics")
 m_srv=$(q "SELECT COUNT(*) FROM metrics WHERE job_id = '$(job_of "$TMP/b")'")
 check "run b: the server missed rows during the outage ($m_srv of $m_lite metrics)" [ "$m_srv" -lt "$m_lite" ]
