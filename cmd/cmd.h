@@ -109,4 +109,15 @@ void cmd_block_signals(sigset_t *set);
  * on stderr and return it. */
 int cmd_wait_signal(const sigset_t *set, const char *who);
 
+/* dashboard --db (cmd/dash_mirror.c): the jobs of the PostgreSQL database at url mirrored as
+ * run.db files under a private temporary directory, polled every period_ms (min 200) by a thread.
+ * The first poll runs before cmd_mirror_start returns: NULL with one line in err when the database
+ * cannot be reached or read then. Later outages keep the last copy and are said once. */
+typedef struct cmd_mirror cmd_mirror;
+cmd_mirror *cmd_mirror_start(const char *url, int period_ms, char *err, size_t errlen);
+/* The mirror's directory: a --runs root for the dashboard's index. */
+const char *cmd_mirror_root(const cmd_mirror *m);
+/* Stop the poller and remove the mirror directory. NULL is a no-op. */
+void cmd_mirror_stop(cmd_mirror *m);
+
 #endif /* MT_CMD_H */

@@ -4,8 +4,8 @@
  *
  * It wires the run page's contributed sections (safety's robustness, cmd_report_sections, the
  * same as `report --html`) and prints "dashboard: listening on http://HOST:PORT" once it listens
- * (tests parse the port of --port 0). --db (a PostgreSQL cluster) is refused with a message: the
- * cluster is issue 25's and the dashboard reads run.db files until it lands.
+ * (tests parse the port of --port 0). --db URL adds the team's PostgreSQL database: its jobs are
+ * mirrored as run.db files (cmd/dash_mirror.c) and read like any other run directory.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -50,14 +50,15 @@ int cmd_dashboard(int argc, char **argv) {
          "(Authorization: Bearer T,\nor open /?token=T once in a browser)", ""},
         {"poll-ms", KEYTAB_INT, &poll_ms, 200, 600000, "MS", "how often open pages ask for "
          "changes", NULL},
-        {"db", KEYTAB_STRING, &db, 0, 0, "URL", "PostgreSQL cluster (not yet: issue 25)", ""},
+        {"db", KEYTAB_STRING, &db, 0, 0, "URL", "the team's PostgreSQL database (docs/database.md):\n"
+         "its jobs beside the --runs directories, polled every --poll-ms", ""},
         {0},
     };
     roots_acc acc = {0};
     const args_spec spec = {
         .cmd = "dashboard",
         .synopsis = "usage: minitrain dashboard [--runs DIR ...] [--port P] [--bind ADDR] "
-                    "[--token T]",
+                    "[--token T] [--db URL]",
         .about = "Serve a live, read-only web dashboard of every run under the --runs\n"
                  "directories: the runs page (status, steps, losses, tokens/s, MFU, ETTR,\n"
                  "failures; sortable, filterable), each run's page (the report --html page,\n"
@@ -71,25 +72,32 @@ int cmd_dashboard(int argc, char **argv) {
     };
     int prc = args_parse(&spec, argc, argv, NULL);
     if (prc != ARGS_CONTINUE) return prc;
-    if (db) {
-        fprintf(stderr, "minitrain: error: dashboard: --db (reading the PostgreSQL cluster) is "
-                "not supported yet: the cluster is issue 25's; use --runs DIR (run.db files)\n");
+    if (acc.overflow || (db && db[0] && acc.n == MAX_ROOTS)) {
+        fprintf(stderr, "minitrain: error: dashboard: at most %d --runs directories%s\n",
+                MAX_ROOTS - (db != NULL), db ? " with --db" : "");
         return MT_EXIT_USAGE;
     }
-    if (acc.overflow) {
-        fprintf(stderr, "minitrain: error: dashboard: at most %d --runs directories\n", MAX_ROOTS);
-        return MT_EXIT_USAGE;
+    char err[1024];
+    cmd_mirror *mirror = NULL; /* --db: the database's jobs as run.db files, one more root */
+    if (db && db[0]) {
+        mirror = cmd_mirror_start(db, poll_ms, err, sizeof(err));
+        if (!mirror) {
+            fprintf(stderr, "minitrain: error: dashboard: %s\n", err);
+            return MT_EXIT_USAGE;
+        }
+        acc.roots[acc.n++] = cmd_mirror_root(mirror);
+    } else if (acc.n == 0) {
+        acc.roots[acc.n++] = "runs";
     }
-    if (acc.n == 0) acc.roots[acc.n++] = "runs";
     dash_opts o = {acc.roots, acc.n, bind, port, token, poll_ms, cmd_report_sections};
     /* signals: taken by sigwait below; the server's threads inherit the mask */
     sigset_t set;
     cmd_block_signals(&set);
-    char err[1024];
     int bound = 0;
     dash_server *s = dash_start(&o, &bound, err, sizeof(err));
     if (!s) {
         fprintf(stderr, "minitrain: error: dashboard: %s\n", err);
+        cmd_mirror_stop(mirror);
         return MT_EXIT_USAGE;
     }
     int v6 = strchr(bind, ':') != NULL;
@@ -98,5 +106,6 @@ int cmd_dashboard(int argc, char **argv) {
     fflush(stdout);
     cmd_wait_signal(&set, "dashboard");
     dash_stop(s);
+    cmd_mirror_stop(mirror);
     return MT_EXIT_OK;
 }

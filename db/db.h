@@ -138,4 +138,16 @@ int db_read_job(db_conn *c, const char *job, sqlite3 **out, char job_id[37], cha
 int db_list_runs(db_conn *c, double since, const char *status, int json, FILE *out, char *err,
                  size_t errlen);
 
+/* One job of the database and a stamp of its rows (dashboard --db re-reads a job only when its
+ * stamp moved). */
+typedef struct {
+    char job_id[37];
+    char name[128];
+    char stamp[33]; /* md5 hex of the row counts per table + the runs' and checkpoints' states */
+} db_job_stamp;
+
+/* Every job in the database with its stamp: *out (free() it) holds *n entries, ordered by job id.
+ * One query; on a hot standby as well. 0, or DB_EDOWN / DB_EFAIL with one line in err. */
+int db_job_stamps(db_conn *c, db_job_stamp **out, int *n, char *err, size_t errlen);
+
 #endif /* MT_DB_H */

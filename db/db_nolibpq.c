@@ -86,4 +86,11 @@ int db_list_runs(db_conn *c, double since, const char *status, int json, FILE *o
     mt_errf(err, errlen, NO_LIBPQ);
     return DB_EUSAGE;
 }
+int db_job_stamps(db_conn *c, db_job_stamp **out, int *n, char *err, size_t errlen) {
+    (void)c;
+    *out = NULL;
+    *n = 0;
+    mt_errf(err, errlen, NO_LIBPQ);
+    return DB_EUSAGE;
+}
 #endif /* MT_HAVE_LIBPQ */

@@ -186,4 +186,35 @@ int db_list_runs(db_conn *c, double since, const char *status, int json, FILE *o
     PQclear(res);
     return 0;
 }
+int db_job_stamps(db_conn *c, db_job_stamp **out, int *n, char *err, size_t errlen) {
+    *out = NULL;
+    *n = 0;
+    int code = 0;
+    /* One row per job; the stamp moves whenever a shipped row is added (every table's count) or
+     * changed in place (the runs' status and end, the checkpoints' states: the two upserted). */
+    PGresult *res = db_pg_query(
+        c,
+        "SELECT j.job_id::text, COALESCE(MAX(j.name), ''),"
+        " md5((SELECT COUNT(*)::text || COALESCE(string_agg(COALESCE(status, '') || ended_at::text,"
+        "   ',' ORDER BY node, rowid), '') FROM runs r WHERE r.job_id = j.job_id)"
+        "  || '/' || (SELECT COUNT(*) FROM metrics m WHERE m.job_id = j.job_id)"
+        "  || '/' || (SELECT COUNT(*) FROM events e WHERE e.job_id = j.job_id)"
+        "  || '/' || (SELECT COUNT(*)::text || COALESCE(string_agg(COALESCE(state, ''), ','"
+        "   ORDER BY node, rowid), '') FROM checkpoints k WHERE k.job_id = j.job_id)"
+        "  || '/' || (SELECT COUNT(*) FROM evals v WHERE v.job_id = j.job_id))"
+        " FROM jobs j GROUP BY j.job_id ORDER BY j.job_id",
+        0, NULL, &code, err, errlen);
+    if (res == NULL) return code;
+    int rows = PQntuples(res);
+    db_job_stamp *s = callocCheck(rows > 0 ? (size_t)rows : 1, sizeof(*s));
+    for (int r = 0; r < rows; r++) {
+        snprintf(s[r].job_id, sizeof(s[r].job_id), "%s", PQgetvalue(res, r, 0));
+        snprintf(s[r].name, sizeof(s[r].name), "%s", PQgetvalue(res, r, 1));
+        snprintf(s[r].stamp, sizeof(s[r].stamp), "%s", PQgetvalue(res, r, 2));
+    }
+    PQclear(res);
+    *out = s;
+    *n = rows;
+    return 0;
+}
 #endif /* MT_HAVE_LIBPQ */

@@ -13,7 +13,7 @@
 # page holds exactly the <main> that `report --html` writes (one drawing path); a run.db
 # is never written by the dashboard (same bytes after every page), a rotated run.db is read anew,
 # a garbage run.db is listed as unreadable, a deleted run leaves the list and its page is 404;
-# --bind elsewhere needs --token; the token in header, cookie and ?token=; --db names issue 25.
+# --bind elsewhere needs --token; the token in header, cookie and ?token=; --db at an unreachable database (tests/run_db.sh runs --db against a real one).
 # Screenshots go to $DASH_SHOTS (default: a temporary directory, removed unless KEEP=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,8 +47,8 @@ INI
 # --- the refusals, before anything runs ------------------------------------------------------
 expect_exit 0 "dashboard --help" $MT dashboard --help
 grep -q -- "--token" "$TMP/out" && ok "--help names --token" || bad "--help lacks --token"
-ONE_ERROR_LINE=1 expect_exit 2 "--db is refused" $MT dashboard --runs "$TMP/runs" --db postgresql://x/y
-grep -q "issue 25" "$TMP/err" && ok "the --db refusal names issue 25" || bad "--db message: $(cat "$TMP/err")"
+ONE_ERROR_LINE=1 expect_exit 2 "--db at a database that cannot be reached: one line" $MT dashboard --runs "$TMP/runs" --db "postgresql://127.0.0.1:1/y?connect_timeout=2"
+grep -q "dashboard: --db: cannot connect" "$TMP/err" && ok "... says it cannot connect" || bad "--db message: $(cat "$TMP/err")"
 ONE_ERROR_LINE=1 expect_exit 2 "--bind 0.0.0.0 without --token is refused" $MT dashboard --runs "$TMP/runs" --bind 0.0.0.0 --port 0
 grep -q "token" "$TMP/err" && ok "the refusal says why (token)" || bad "bind message: $(cat "$TMP/err")"
 ONE_ERROR_LINE=1 expect_exit 2 "--runs of a missing directory is refused" $MT dashboard --runs "$TMP/nope" --port 0

@@ -15,6 +15,8 @@
 #   - the sidecar `db ship --follow` beside a train without --db ships it all and exits 0;
 #   - report --db --run JOB_ID equals report --run DIR (--json, field by field), names the
 #     server (primary, port 16500), and finds the job by name too; db runs lists the jobs;
+#   - dashboard --db: the runs page lists every job, a job's page draws the loss curve report
+#     --html draws from its run.db, a job shipped later appears live, the mirror is removed;
 #   - a bad URL, a refused connection, a read-only server, a schema from a newer minitrain, no
 #     run.db: one line each.
 # Skips only when the PostgreSQL 15 server binaries or psql are absent. About 2 min on the loaded
@@ -171,6 +173,41 @@ $MT db runs --db "$U" --json >"$TMP/runs.json"
 check "db runs lists the four jobs" [ "$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$TMP/runs.json")" = 4 ]
 check "db runs --status completed --since 1h" [ "$($MT db runs --db "$U" --status completed --since 1h | tail -n +2 | wc -l)" = 4 ]
 check "db runs --since tomorrow: none" [ "$($MT db runs --db "$U" --since "$(date -u -d tomorrow +%F)" | tail -n +2 | wc -l)" = 0 ]
+
+# ---- the dashboard on the database (dashboard --db: the jobs mirrored as run.db files) ----------
+mkdir -p "$TMP/dtmp" # the mirror's temporary directory, to see it removed
+start_bg dash "listening on http://127.0.0.1:" env TMPDIR="$TMP/dtmp" $MT dashboard --db "$U" --port 0 --poll-ms 300
+curl -s -o "$TMP/dash_runs.html" "$URL_dash/"
+dash_dir() { grep -o "data-dir=\"[^\"]*-${1:0:8}\"" "$TMP/dash_runs.html" | head -1 | cut -d'"' -f2; }
+DB_DIR=$(dash_dir "$JB")
+check "dashboard --db: the runs page lists every job of the database (4)" \
+  [ "$(grep -o 'data-dir="[^"]*"' "$TMP/dash_runs.html" | sort -u | wc -l)" = 4 ]
+check "dashboard --db: job $JB's row reads completed" grep -q "data-status=\"completed\" data-dir=\"$DB_DIR\"" "$TMP/dash_runs.html"
+code=$(curl -s -o "$TMP/dash_run.html" -w '%{http_code}' -G "$URL_dash/run" --data-urlencode "dir=$DB_DIR")
+$MT report --run "$TMP/b" --html "$TMP/b_report.html" >/dev/null 2>&1
+same_loss_picture() { # the run page draws the loss picture report --html draws from run.db
+  /usr/bin/python3 - "$TMP/b_report.html" "$TMP/dash_run.html" <<'PY'
+import re, sys
+a, b = (open(p).read() for p in sys.argv[1:3])
+pa, pb = (re.findall(r'<polyline[^>]*points="([^"]+)"', x) for x in (a, b))
+sys.exit(0 if pa and pa[0] in pb else 1)
+PY
+}
+same_page() { [ "$code" = 200 ] && same_loss_picture; }
+check "dashboard --db: the job's page (HTTP $code) draws the same loss curve as report --html of its run.db" same_page
+"$MT" train --config "$TMP/tiny.ini" --data "$TMP/byte" --steps 5 --run-dir "$TMP/late" --db "$U" >/dev/null 2>&1
+JL=$(job_of "$TMP/late")
+seen=0
+for _ in $(seq 50); do
+  curl -s -o "$TMP/dash_runs.html" "$URL_dash/"
+  [ -n "$(dash_dir "$JL")" ] && { seen=1; break; }
+  sleep 0.2
+done
+check "dashboard --db: a job shipped after the dashboard started appears within 10 s" [ "$seen" = 1 ]
+stop_pid "$PID_dash" && dash_rc=0 || dash_rc=$?
+check "dashboard --db: SIGTERM stops it (exit $dash_rc) and removes its mirror" \
+  [ "$dash_rc" = 0 ] && [ -z "$(ls -A "$TMP/dtmp")" ]
+ONE_ERROR_LINE=1 expect_exit 2 "dashboard --db at a refused port" $MT dashboard --db "postgresql://postgres@127.0.0.1:16501/minitrain" --port 0
 
 # ---- bad input and faults: one line each -------------------------------------------------------
 ONE_ERROR_LINE=1 expect_exit 2 "db init with a URL libpq cannot parse" $MT db init --db "postgresql://[oops"
