@@ -109,6 +109,7 @@ static const keytab_key KEYS[] = {
     KS(s3_region, "", "object store SigV4 region (empty = $AWS_REGION, else us-east-1)"),
     KI(s3_part_mb, 16, 5, 5120, "multipart upload part size and download chunk, MiB"),
     KF(s3_max_mb_s, 0, 0, 1e6, "tier-3 upload bandwidth cap, MB/s (0 = none)"),
+    KF(s3_get_mb_s, 0, 0, 1e6, "tier-3 download bandwidth cap, MB/s (0 = none)"),
     KS(resume, "auto", "auto | no | STEP: where a run starts"),
     KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),
     KS(fault, "", "fault injection spec (repeatable: --fault kill@step=5,rank=1)"),
