@@ -56,6 +56,7 @@ struct trainer {
     optim_adamw opt;
     tok_tokenizer tok;
     data_loader train_dl, val_dl;
+    struct data_object *data_obj; /* --data s3://: the shard cache both loaders read (NULL: local) */
     rundb *db;
     int64_t run_id;
     dp_reducer dp; /* data-parallel gradient reduction (and ZeRO-1 shards) */
