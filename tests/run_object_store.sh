@@ -18,6 +18,10 @@
 #   - the proxy killed in the middle of a download (s3_get_mb_s): a clear failure, nothing under
 #     the step's name; the next resume keeps the objects already fetched and verified, fetches
 #     the rest, and ends bit for bit equal to the unstopped run
+#   - a dataset: prepare --out s3:// (index.json: tokens and SHA-256 of each shard, checked against
+#     a local prepare) and train --data s3:// with cache_limit at 25% of it: losses and parameters
+#     bit for bit those of training on the local files; the cache stays within its limit, evicts,
+#     and is emptied at the end
 # Skips (exit 0) only when Swift or python3-botocore is not installed. About 60-90 s on 2 cores.
 set -uo pipefail
 MT=$PWD/minitrain
@@ -130,6 +134,40 @@ check "botocore flips the byte back" $S3 flip $BK $SHARD 4000
 train --run-dir "$TMP/C" --ckpt_object s3://$BK/C > "$TMP/C3.log" 2>&1 || bad "C resume after repair failed: $(tail -2 "$TMP/C3.log")"
 grep -q "resumed from step 10 (tier 3" "$TMP/C3.log" && same_params "$TMP/A" "$TMP/C" \
   && ok "byte restored: the same resume loads step 10, parameters bit for bit" || bad "repaired resume"
+
+# ---- a dataset in the object store, streamed through a cache of 25% of its size -------------------
+head -c 400000 examples/data/tinyshakespeare.txt > "$TMP/ds.txt"
+$MT prepare --input "$TMP/ds.txt" --out "$TMP/dsl" --shard-tokens 20000 --val-fraction 0.05 > /dev/null || bad "local prepare"
+$MT prepare --input "$TMP/ds.txt" --out s3://$BK/ds --shard-tokens 20000 --val-fraction 0.05 > "$TMP/prep.log" 2>&1 \
+  && ok "prepare --out s3://: uploaded" || bad "prepare --out s3://: $(tail -2 "$TMP/prep.log")"
+$S3 get $BK ds/index.json > "$TMP/index.json"
+$PY - "$TMP/index.json" "$TMP/dsl" <<'PYEOF' && ok "index.json: every shard's tokens and SHA-256 are the local prepare's ($(ls "$TMP/dsl" | grep -c bin) shards)" || bad "index.json vs local"
+import hashlib, json, os, struct, sys
+idx = json.load(open(sys.argv[1])); d = sys.argv[2]
+names = sorted(f for f in os.listdir(d) if f.endswith(".bin") and "_" in f)
+assert [s["name"] for s in idx["shards"]] == names, (names, idx["shards"])
+for s in idx["shards"]:
+    b = open(os.path.join(d, s["name"]), "rb").read()
+    assert s["sha256"] == hashlib.sha256(b).hexdigest() and s["bytes"] == len(b), s
+    assert s["tokens"] == struct.unpack("<3i", b[:12])[2], s
+PYEOF
+total=$(du -cb "$TMP"/dsl/*_*.bin | tail -1 | cut -f1)
+limit=$(echo "$total / 4 / 1000000" | bc -l)
+train --run-dir "$TMP/L" --data "$TMP/dsl" > "$TMP/L.log" 2>&1 || bad "local-data run: $(tail -2 "$TMP/L.log")"
+train --run-dir "$TMP/S" --data s3://$BK/ds --cache_limit "$limit" --prefetch 2 > "$TMP/S.log" 2>&1 \
+  || bad "s3-data run: $(tail -2 "$TMP/S.log")"
+check "train --data s3:// with cache_limit 25% of the data: losses bit for bit those on the local files" \
+  diff <(losses "$TMP/L") <(losses "$TMP/S")
+check "... final parameters bit for bit" same_params "$TMP/L" "$TMP/S"
+$PY -c "
+import re, sys
+m = re.search(r'data cache: (\d+) shard fetches.* (\d+) evicted.*largest ([0-9.]+) MB', open(sys.argv[1]).read())
+f, e, mx = int(m.group(1)), int(m.group(2)), float(m.group(3))
+print('  (cache: %d fetches, %d evicted, largest %.3f MB of limit %.3f MB, data %.3f MB)' % (f, e, mx, float(sys.argv[2]), float(sys.argv[3]) / 1e6))
+sys.exit(0 if e > 0 and mx <= float(sys.argv[2]) + 1e-9 else 1)" "$TMP/S.log" "$limit" "$total" \
+  && ok "... the cache stayed within cache_limit and evicted" || bad "cache: $(grep 'data cache' "$TMP/S.log")"
+[ -z "$(ls "$TMP/S/data_cache" 2>/dev/null | grep -v tokenizer)" ] && ok "... and is emptied at the end" || bad "cache left: $(ls "$TMP/S/data_cache")"
+
 
 # ---- the proxy killed in the middle of an upload --------------------------------------------------
 train_big --run-dir "$TMP/A2" > "$TMP/A2.log" 2>&1 || bad "big reference run failed: $(tail -2 "$TMP/A2.log")"
