@@ -122,9 +122,8 @@ static int write_train_shards(const char *out, const uint32_t *ids, size_t ntrai
 
 /* --out s3://...: upload the staging directory's shards and tokenizer, index.json last, then
  * remove the staging directory. */
-static void upload(const char *url, const char *stage, const uint32_t *ids, size_t ntrain,
-                   size_t nval, size_t shard_tokens, int nshards, int V) {
-    (void)ids;
+static void upload(const char *url, const char *stage, size_t ntrain, size_t nval,
+                   size_t shard_tokens, int nshards, int V) {
     objstore_shard *sh = callocCheck((size_t)nshards + 1, sizeof(*sh));
     for (int k = 0; k < nshards; k++) {
         snprintf(sh[k].name, sizeof(sh[k].name), "train_%03d.bin", k);
@@ -366,7 +365,7 @@ int cmd_prepare(int argc, char **argv) {
         mt_fail("prepare: %s", err);
     int nshards = shard_tokens > 0 ? write_train_shards(out, ids, ntrain, (size_t)shard_tokens, V)
                                    : 1;
-    if (url) upload(url, stage, ids, ntrain, nval, (size_t)shard_tokens, nshards, V);
+    if (url) upload(url, stage, ntrain, nval, (size_t)shard_tokens, nshards, V);
 
     printf("prepare: input      %s (%zu bytes)\n", input, input_bytes);
     char desc[128];
