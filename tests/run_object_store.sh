@@ -21,7 +21,8 @@
 #   - a dataset: prepare --out s3:// (index.json: tokens and SHA-256 of each shard, checked against
 #     a local prepare) and train --data s3:// with cache_limit at 25% of it: losses and parameters
 #     bit for bit those of training on the local files; the cache stays within its limit, evicts,
-#     and is emptied at the end
+#     and is emptied at the end; a flipped shard is refused by SHA-256, fetched again, then a loud
+#     failure; a cache_limit below prefetch + 2 shards is one clear line
 # Skips (exit 0) only when Swift or python3-botocore is not installed. About 60-90 s on 2 cores.
 set -uo pipefail
 MT=$PWD/minitrain
@@ -167,6 +168,15 @@ print('  (cache: %d fetches, %d evicted, largest %.3f MB of limit %.3f MB, data 
 sys.exit(0 if e > 0 and mx <= float(sys.argv[2]) + 1e-9 else 1)" "$TMP/S.log" "$limit" "$total" \
   && ok "... the cache stayed within cache_limit and evicted" || bad "cache: $(grep 'data cache' "$TMP/S.log")"
 [ -z "$(ls "$TMP/S/data_cache" 2>/dev/null | grep -v tokenizer)" ] && ok "... and is emptied at the end" || bad "cache left: $(ls "$TMP/S/data_cache")"
+ONE_ERROR_LINE=1 expect_exit 2 "cache_limit below prefetch + 2 shards: one clear line" \
+  train --run-dir "$TMP/S2" --data s3://$BK/ds --cache_limit 0.1 --prefetch 2
+check "botocore flips a byte of shard train_003.bin" $S3 flip $BK ds/train_003.bin 2000
+rc=0; train --run-dir "$TMP/S3" --data s3://$BK/ds --cache_limit "$limit" > "$TMP/S3.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q "dataset.*train_003.bin.*refused, fetching it again" "$TMP/S3.log" \
+  && grep -q "error:.*train_003.bin.*corrupt in the object store" "$TMP/S3.log" \
+  && ok "a flipped shard: refused by SHA-256, fetched again, then a loud failure (exit $rc)" \
+  || bad "flipped shard: exit $rc: $(grep -m2 'train_003\|error' "$TMP/S3.log")"
+$S3 flip $BK ds/train_003.bin 2000 || bad "flip back"
 
 
 # ---- the proxy killed in the middle of an upload --------------------------------------------------
