@@ -258,6 +258,9 @@ DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server 
 # OpenStack Swift with s3api + tempauth: the real S3 server of the object-store tests (issue 27,
 # tests/swift_lib.sh starts a one-box Swift on loopback)
 DEB_TEST_PKGS += swift swift-proxy swift-object swift-container swift-account python3-swift
+# botocore: an S3 client independent of objstore/s3.c, with which run_object_store.sh creates the
+# bucket, flips an archived byte and verifies every archived object (tests/s3_tool.py)
+DEB_TEST_PKGS += python3-botocore
 # Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
 # tokenizer tests' reference) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.

@@ -48,9 +48,10 @@ static const char *const SUB_SYNOPSIS[] = {
     "       minitrain ckpt import --from hf DIR --out RUN_DIR [--tokenizer FILE]",
 };
 static const char *const SUB_ABOUT[] = {
-    "List the checkpoints of a run in every tier (0 memory, 1 RUN_DIR/ckpt, 2 durable) with\n"
-    "state (committed, corrupt per the catalog, incomplete = a save that never committed) and\n"
-    "size. Does not verify; see `ckpt verify`.",
+    "List the checkpoints of a run in every tier (0 memory, 1 RUN_DIR/ckpt, 2 durable, 3 object\n"
+    "store) with state (committed, corrupt per the catalog, incomplete = a save that never\n"
+    "committed; tier 3: archived, from the run.db catalog) and size. Does not verify; see\n"
+    "`ckpt verify`.",
     "Check every committed checkpoint (or step N): manifest present, every file's size and\n"
     "CRC-32C, safetensors structure. Exit 0 when all pass, 2 otherwise (each failure names the\n"
     "file).",
@@ -195,6 +196,16 @@ static int do_ls(ckpt_args *a) {
         free(steps);
         free(tmp);
     }
+    checkpoint_archived *arch = NULL;
+    int n_arch = checkpoint_catalog_archived(&a->cat, &arch);
+    for (int i = 0; i < n_arch; i++) {
+        if (a->step >= 0 && arch[i].step != a->step) continue;
+        char sb[64];
+        printf("%-4d %-10" PRId64 " %-10s %10s  %s\n", 3, arch[i].step, "archived",
+               arch[i].bytes < 0 ? "?" : human(arch[i].bytes, sb, sizeof(sb)), arch[i].path);
+        shown++;
+    }
+    free(arch);
     if (shown == 0) printf("(no checkpoints under %s)\n", a->cat.roots[0].root);
     return MT_EXIT_OK;
 }

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "objstore/dataset.h"
+#include "text/data.h"
 #include "cmd/args.h"
 #include "cmd/cmd.h"
 #include "core/check.h"
@@ -99,6 +101,51 @@ static uint8_t *scrub_text(uint8_t *text, size_t *n, const char *mode_s, const c
         mt_fail("prepare: nothing is left of the input after --scrub-pii %s", mode_s);
     *n = sn;
     return (uint8_t *)sc;
+}
+
+/* --shard-tokens: the train split again as shards of n tokens (train_000.bin .. ), replacing the
+ * one prepare_write wrote. Returns how many. */
+static int write_train_shards(const char *out, const uint32_t *ids, size_t ntrain, size_t n, int V) {
+    int k = 0;
+    char err[1024];
+    for (size_t off = 0; off < ntrain; off += n, k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "train_%03d.bin", k);
+        char *path = fs_join_alloc(out, name);
+        size_t len = ntrain - off < n ? ntrain - off : n;
+        if (data_write_shard(path, ids + off, len, V, err, sizeof(err)) != 0)
+            mt_fail("prepare: %s", err);
+        free(path);
+    }
+    return k;
+}
+
+/* --out s3://...: upload the staging directory's shards and tokenizer, index.json last, then
+ * remove the staging directory. */
+static void upload(const char *url, const char *stage, size_t ntrain, size_t nval,
+                   size_t shard_tokens, int nshards, int V) {
+    objstore_shard *sh = callocCheck((size_t)nshards + 1, sizeof(*sh));
+    for (int k = 0; k < nshards; k++) {
+        snprintf(sh[k].name, sizeof(sh[k].name), "train_%03d.bin", k);
+        snprintf(sh[k].split, sizeof(sh[k].split), "train");
+        size_t off = (size_t)k * shard_tokens;
+        sh[k].tokens = (int64_t)(nshards == 1 ? ntrain
+                                              : (ntrain - off < shard_tokens ? ntrain - off
+                                                                             : shard_tokens));
+        sh[k].version = V <= 65536 ? 1 : 2;
+    }
+    snprintf(sh[nshards].name, sizeof(sh[nshards].name), "val_000.bin");
+    snprintf(sh[nshards].split, sizeof(sh[nshards].split), "val");
+    sh[nshards].tokens = (int64_t)nval;
+    sh[nshards].version = V <= 65536 ? 1 : 2;
+    s3_config cfg;
+    s3_config_default(&cfg);
+    char err[1024];
+    if (objstore_dataset_upload(&cfg, url, stage, sh, nshards + 1, "tokenizer.bin", err,
+                                sizeof(err)) != 0)
+        mt_fail("prepare: %s", err);
+    fs_remove_tree(stage, err, sizeof(err));
+    free(sh);
 }
 
 /* --out must not be a run directory (its tokenizer.bin would be replaced under the run) nor lie
@@ -194,7 +241,7 @@ static void make_tokenizer(tok_tokenizer *tok, const char *kind, int is_file, in
 /* The flags of `minitrain prepare`, and what the tokenizer flag names (is_bpe, is_file). */
 typedef struct {
     const char *scrub, *pii_types, *keyfile, *input, *out, *kind, *docsep_arg;
-    long long vocab;
+    long long vocab, shard_tokens;
     double valf;
     int is_bpe, is_file;
 } prep_args;
@@ -209,7 +256,11 @@ static int parse_prepare_args(prep_args *a, int argc, char **argv) {
              PREP_MAX_VOCAB, PREP_DEFAULT_BPE_VOCAB);
     const args_opt opts[] = {
         {"input", KEYTAB_STRING, &a->input, 0, 0, "FILE", "text to tokenize (any bytes)", ""},
-        {"out", KEYTAB_STRING, &a->out, 0, 0, "DIR", "output directory (created if missing)", ""},
+        {"out", KEYTAB_STRING, &a->out, 0, 0, "DIR", "output directory (created if missing), or "
+         "s3://bucket/prefix: the\nfiles plus index.json (tokens, SHA-256 per shard) uploaded "
+         "to an\nobject store (AWS_* credentials; docs/storage.md)", ""},
+        {"shard-tokens", KEYTAB_I64, &a->shard_tokens, 0, 2e9, "N", "cut the train split into "
+         "shards of N tokens (train_000.bin,\ntrain_001.bin, ...; default 0: one shard)", ""},
         {"tokenizer", KEYTAB_STRING, &a->kind, 0, 0, "KIND", "byte (default: 256 ids, one per byte) or "
          "bpe (byte-level BPE\ntrained on FILE), or a tokenizer FILE to encode with: GPT-2's as a\n"
          "tiktoken rank file, Hugging Face tokenizer.json or vocab.json +\nmerges.txt, or any "
@@ -280,6 +331,14 @@ int cmd_prepare(int argc, char **argv) {
     if (prc != ARGS_CONTINUE) return prc;
     check_prepare_args(&a);
 
+    const char *url = NULL; /* --out s3://...: prepared in a staging directory, then uploaded */
+    char stage[64] = "";
+    if (strncmp(a.out, "s3://", 5) == 0) {
+        url = a.out;
+        snprintf(stage, sizeof(stage), "/tmp/mt_prepare_XXXXXX");
+        if (!mkdtemp(stage)) mt_fail("prepare: cannot make a staging directory under /tmp");
+        a.out = stage;
+    }
     check_out_dir(a.out);
     size_t nbytes;
     uint8_t *text = read_input(a.input, &nbytes);
@@ -321,6 +380,10 @@ int cmd_prepare(int argc, char **argv) {
     prepare_paths pp;
     if (prepare_write(a.out, &tok, ids, ntrain, nval, &pp, err, sizeof(err)) != 0)
         mt_fail("prepare: %s", err);
+    int nshards = a.shard_tokens > 0
+                      ? write_train_shards(a.out, ids, ntrain, (size_t)a.shard_tokens, V)
+                      : 1;
+    if (url) upload(url, stage, ntrain, nval, (size_t)a.shard_tokens, nshards, V);
 
     printf("prepare: input      %s (%zu bytes)\n", a.input, input_bytes);
     char desc[128];
@@ -328,9 +391,10 @@ int cmd_prepare(int argc, char **argv) {
            a.is_bpe && V < a.vocab ? " (stopped early: no pair repeats)" : "", t_train);
     printf("prepare: tokens     %zu (%.3f bytes/token), encoded in %.2f s\n", ntok,
            (double)nbytes / (double)ntok, t_enc);
-    printf("prepare: train      %zu tokens -> %s\n", ntrain, pp.train_path);
-    printf("prepare: val        %zu tokens -> %s\n", nval, pp.val_path);
-    printf("prepare: tokenizer  -> %s\n", pp.tok_path);
+    printf("prepare: train      %zu tokens -> %s%s\n", ntrain, url ? url : pp.train_path,
+           nshards > 1 ? " (and the shards after it)" : "");
+    printf("prepare: val        %zu tokens -> %s\n", nval, url ? url : pp.val_path);
+    printf("prepare: tokenizer  -> %s\n", url ? url : pp.tok_path);
     prepare_paths_free(&pp);
     free(ids);
     free(text);

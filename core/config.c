@@ -109,6 +109,12 @@ static const keytab_key KEYS[] = {
     KS(s3_region, "", "object store SigV4 region (empty = $AWS_REGION, else us-east-1)"),
     KI(s3_part_mb, 16, 5, 5120, "multipart upload part size and download chunk, MiB"),
     KF(s3_max_mb_s, 0, 0, 1e6, "tier-3 upload bandwidth cap, MB/s (0 = none)"),
+    KF(s3_get_mb_s, 0, 0, 1e6, "tier-3 download bandwidth cap, MB/s (0 = none)"),
+    KS(cache_dir, "", "--data s3://...: local cache directory of the streamed shards (empty = "
+       "RUN_DIR/data_cache)"),
+    KF(cache_limit, 4096, 0.001, 1e9, "--data s3://...: size cap of the shard cache, MB (least "
+       "recently used shards outside the prefetch window are deleted)"),
+    KI(prefetch, 2, 0, 1024, "--data s3://...: shards downloaded ahead of the one being read"),
     KS(resume, "auto", "auto | no | STEP: where a run starts"),
     KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),
     KS(db, "", "PostgreSQL the run's records are shipped to, a libpq URL such as postgresql://h1,h2/"

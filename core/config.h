@@ -83,6 +83,10 @@ typedef struct {
     char s3_region[64];     /* SigV4 region ("" = $AWS_REGION or us-east-1) */
     int s3_part_mb;         /* multipart part size, MiB */
     float s3_max_mb_s;      /* upload bandwidth cap, MB/s (0 = none) */
+    float s3_get_mb_s;      /* download bandwidth cap, MB/s (0 = none) */
+    char cache_dir[512];    /* --data s3://: local shard cache ("" = RUN_DIR/data_cache) */
+    float cache_limit;      /* --data s3://: cache size cap, MB */
+    int prefetch;           /* --data s3://: shards downloaded ahead of the one being read */
     char resume[32];        /* auto | no | STEP */
     char ckpt_on_error[16]; /* stop | continue */
     /* records: the team's PostgreSQL (db/db.h) */

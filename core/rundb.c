@@ -367,8 +367,8 @@ void rundb_log_checkpoint(rundb *db, int64_t run_id, const rundb_checkpoint *c) 
             "rundb_log_checkpoint needs an open database, a path and a state");
     mtCheck(strcmp(c->state, "writing") == 0 || strcmp(c->state, "committed") == 0 ||
                 strcmp(c->state, "corrupt") == 0 || strcmp(c->state, "deleted") == 0 ||
-                strcmp(c->state, "failed") == 0,
-            "checkpoint state must be one of writing|committed|corrupt|deleted|failed");
+                strcmp(c->state, "failed") == 0 || strcmp(c->state, "archived") == 0,
+            "checkpoint state must be one of writing|committed|corrupt|deleted|failed|archived");
     sqlite3_stmt *st = db->ins_ckpt;
     sqliteCheck(sqlite3_bind_int64(st, 1, run_id), db->db);
     sqliteCheck(sqlite3_bind_int64(st, 2, c->step), db->db);

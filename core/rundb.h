@@ -19,10 +19,11 @@
  *           — no primary key: a step recomputed after a restart is logged again.
  *   events(run_id INT, time REAL (unix s), kind TEXT, rank INT, detail TEXT (a JSON object))
  *           — kinds and detail keys: core/events.h, which also builds every detail
- *   checkpoints(run_id INT, step INT, tier INT (0 memory, 1 run dir, 2 durable),
- *               path TEXT UNIQUE (the committed directory ROOT/step_N), bytes INT,
+ *   checkpoints(run_id INT, step INT, tier INT (0 memory, 1 run dir, 2 durable, 3 object store),
+ *               path TEXT UNIQUE (the committed directory ROOT/step_N; tier 3:
+ *               s3://bucket/prefix/step_N), bytes INT,
  *               checksum TEXT ("crc32c:<hex>" of the step's manifest.json),
- *               state TEXT (writing|committed|corrupt|deleted|failed),
+ *               state TEXT (writing|committed|corrupt|deleted|failed; tier 3: archived|deleted),
  *               snapshot_ms REAL (training stall), write_ms REAL (background write + commit),
  *               time REAL (unix s of the last state change))
  *   evals(run_id INT, step INT (model step evaluated), kind TEXT (train = the trainer hook,
@@ -122,7 +123,8 @@ void rundb_log_event(rundb *db, int64_t run_id, const char *kind, int rank, cons
 
 /* One row of the checkpoints table (train/checkpoint.c writes it). bytes < 0, checksum NULL and
  * NAN timings mean "unknown" (NULL; an update keeps the value already stored). state is one of
- * writing | committed | corrupt | deleted | failed (a save that never committed). */
+ * writing | committed | corrupt | deleted | failed (a save that never committed) | archived (tier 3:
+ * its objects and objects.json are in the object store). */
 typedef struct {
     int64_t step;
     int tier;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -89,25 +90,51 @@ static int archived_steps(s3_client *c, const char *bucket, const char *prefix, 
     return 0;
 }
 
-static void retain(s3_client *c, const char *bucket, const char *prefix, int keep,
+/* Step number of a key PRE<digits>/..., or -1. */
+static int64_t key_step(const char *key, size_t pl, const char **rest) {
+    char *end;
+    long long s = strtoll(key + pl, &end, 10);
+    if (end == key + pl || *end != '/') return -1;
+    *rest = end + 1;
+    return s;
+}
+
+/* Retention after step `done` was archived: the objects.json of all but the `keep` newest
+ * archived steps first (each step is gone for readers at that moment), then their objects; and
+ * the objects of any older step that has no objects.json (an upload cut short earlier: an
+ * orphan no reader trusts, which would otherwise stay forever). One listing of the prefix. */
+static void retain(s3_client *c, const char *bucket, const char *prefix, int keep, int64_t done,
                    objstore_result *r) {
-    int64_t *steps;
-    int n;
-    if (keep <= 0 || archived_steps(c, bucket, prefix, &steps, &n)) return;
-    for (int i = 0; i + keep < n; i++) {
-        char key[1200], pre[1200];
-        step_key(key, sizeof key, prefix, steps[i], MANIFEST);
-        if (s3_delete(c, bucket, key)) break; /* manifest first: the step is gone for readers */
-        step_key(pre, sizeof pre, prefix, steps[i], "");
-        s3_object *o;
-        int no;
-        if (!s3_list(c, bucket, pre, &o, &no)) {
-            for (int k = 0; k < no; k++) s3_delete(c, bucket, o[k].key);
-            free(o);
-        }
-        if (r->n_deleted < 16) r->deleted[r->n_deleted++] = steps[i];
+    char pre[1100];
+    snprintf(pre, sizeof pre, "%s%sstep_", prefix, *prefix ? "/" : "");
+    size_t pl = strlen(pre);
+    s3_object *o;
+    int no;
+    if (keep <= 0 || s3_list(c, bucket, pre, &o, &no)) return;
+    int64_t *man = malloc(((size_t)no + 1) * sizeof *man); /* steps with objects.json, ascending */
+    if (!man) abort();
+    int nm = 0;
+    for (int i = 0; i < no; i++) {
+        const char *rest;
+        int64_t s = key_step(o[i].key, pl, &rest);
+        if (s >= 0 && !strcmp(rest, MANIFEST)) man[nm++] = s;
     }
-    free(steps);
+    int64_t oldest_kept = nm > keep ? man[nm - keep] : (nm ? man[0] : done);
+    int ok = 1;
+    for (int i = 0; i + keep < nm && ok; i++) {
+        char key[1200];
+        step_key(key, sizeof key, prefix, man[i], MANIFEST);
+        ok = s3_delete(c, bucket, key) == 0; /* manifest first: the step is gone for readers */
+        if (ok && r->n_deleted < 16) r->deleted[r->n_deleted++] = man[i];
+    }
+    for (int i = 0; i < no && ok; i++) { /* objects of removed steps and of older orphans */
+        const char *rest;
+        int64_t s = key_step(o[i].key, pl, &rest);
+        if (s < 0 || s >= oldest_kept || s == done || !strcmp(rest, MANIFEST)) continue;
+        s3_delete(c, bucket, o[i].key);
+    }
+    free(man);
+    free(o);
 }
 
 int objstore_archive_step(s3_client *c, const char *bucket, const char *prefix,
@@ -168,7 +195,7 @@ int objstore_archive_step(s3_client *c, const char *bucket, const char *prefix,
         if (s3_put(c, bucket, key, body, (size_t)bl)) /* the step is archived; latest is a hint */
             snprintf(r->msg, sizeof r->msg, "tier 3: step %" PRId64 " archived but 'latest' not "
                      "updated: %.600s", step, c->err);
-        retain(c, bucket, prefix, keep, r);
+        retain(c, bucket, prefix, keep, step, r);
         r->ok = 1;
     }
     free(text);
@@ -194,6 +221,40 @@ struct objstore_archiver {
     int n_done;
 };
 
+/* Wait (a->mu held) up to s seconds for a newer step to be queued. Returns 1 when one was. */
+static int newer_within(objstore_archiver *a, double s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)s;
+    ts.tv_nsec += (long)((s - (time_t)s) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    while (a->pending < 0)
+        if (pthread_cond_timedwait(&a->cv, &a->mu, &ts) == ETIMEDOUT) break;
+    return a->pending >= 0;
+}
+
+/* Archive one step: up to OBJSTORE_STEP_TRIES attempts, OBJSTORE_STEP_PAUSE_S·k apart (the
+ * server may be restarting: each request's own retries span only a few seconds), unless a
+ * newer step is queued meanwhile — then this one is given up for it. */
+static void archive_with_retries(objstore_archiver *a, int64_t step, objstore_result *r) {
+    for (int k = 1;; k++) {
+        objstore_archive_step(&a->c, a->bucket, a->prefix, a->root, step, a->keep, r);
+        if (r->ok || k == OBJSTORE_STEP_TRIES) break;
+        pthread_mutex_lock(&a->mu);
+        int newer = newer_within(a, OBJSTORE_STEP_PAUSE_S * k);
+        pthread_mutex_unlock(&a->mu);
+        if (newer) {
+            size_t l = strlen(r->msg);
+            snprintf(r->msg + l, sizeof r->msg - l, " (attempt %d; a newer step goes first)", k);
+            return;
+        }
+    }
+    if (!r->ok) {
+        size_t l = strlen(r->msg);
+        snprintf(r->msg + l, sizeof r->msg - l, " (%d attempts)", OBJSTORE_STEP_TRIES);
+    }
+}
+
 static void *archiver_main(void *arg) {
     objstore_archiver *a = arg;
     pthread_mutex_lock(&a->mu);
@@ -205,7 +266,7 @@ static void *archiver_main(void *arg) {
         a->busy = 1;
         pthread_mutex_unlock(&a->mu);
         objstore_result r;
-        objstore_archive_step(&a->c, a->bucket, a->prefix, a->root, step, a->keep, &r);
+        archive_with_retries(a, step, &r);
         pthread_mutex_lock(&a->mu);
         if (a->n_done < 32) a->done[a->n_done++] = r;
         a->busy = 0;
@@ -317,6 +378,14 @@ int objstore_newest(s3_client *c, const char *bucket, const char *prefix, int64_
     return found;
 }
 
+/* 1 when path holds exactly size bytes with SHA-256 sha (an earlier fetch got it whole). */
+static int have_verified(const char *path, int64_t size, const char *sha) {
+    char hex[65];
+    int64_t got = -1;
+    return access(path, F_OK) == 0 && s3_sha256_file(path, hex, &got) == 0 && got == size &&
+           strcmp(hex, sha) == 0;
+}
+
 /* Fetch one object to path and check it; 0 ok, 1 mismatch (msg says), -1 transfer error. */
 static int fetch_one(s3_client *c, const char *bucket, const char *key, const char *path,
                      int64_t size, const char *sha, char *msg, size_t mlen) {
@@ -345,7 +414,9 @@ int objstore_fetch_step(s3_client *c, const char *bucket, const char *prefix,
     void *p;
     size_t n;
     if (s3_get(c, bucket, key, &p, &n)) {
-        snprintf(err, errlen, "tier 3: step %" PRId64 ": %.600s", step, c->err);
+        snprintf(err, errlen, "tier 3: step %" PRId64 " %s: %.600s", step,
+                 c->status == 404 ? "is not archived (no objects.json)" : "cannot be read",
+                 c->err);
         return -1;
     }
     char *text = realloc(p, n + 1);
@@ -365,7 +436,7 @@ int objstore_fetch_step(s3_client *c, const char *bucket, const char *prefix,
         cJSON_Delete(man);
         return -1;
     }
-    int rc = 0;
+    int rc = 0, n_had = 0, n_got = 0;
     const cJSON *f;
     cJSON_ArrayForEach(f, files) {
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
@@ -380,6 +451,11 @@ int objstore_fetch_step(s3_client *c, const char *bucket, const char *prefix,
         char path[8400];
         snprintf(path, sizeof path, "%s/%s", fetch_dir, nm->valuestring);
         step_key(key, sizeof key, prefix, step, nm->valuestring);
+        if (have_verified(path, (int64_t)sz->valuedouble, sh->valuestring)) {
+            n_had++; /* a fetch cut short earlier got this one whole: not fetched again */
+            continue;
+        }
+        n_got++;
         int v = fetch_one(c, bucket, key, path, (int64_t)sz->valuedouble, sh->valuestring, msg,
                           sizeof msg);
         if (v == 1) { /* torn or flipped: refused, fetched once more from scratch */
@@ -403,6 +479,9 @@ int objstore_fetch_step(s3_client *c, const char *bucket, const char *prefix,
     }
     cJSON_Delete(man);
     if (rc) return -1;
+    if (n_had)
+        fprintf(stderr, "minitrain: tier 3: step %" PRId64 ": fetch resumed, %d of %d objects "
+                "already here and verified, %d fetched\n", step, n_had, n_had + n_got, n_got);
     struct stat st;
     if (stat(final_dir, &st) == 0) { /* a local copy that did not verify: kept aside */
         char aside[4300];

@@ -27,6 +27,8 @@
 #include "objstore/s3.h"
 
 #define OBJSTORE_MSG 768
+#define OBJSTORE_STEP_TRIES 3     /* attempts at archiving one step (each request retries too) */
+#define OBJSTORE_STEP_PAUSE_S 2.0 /* pause before attempt k+1: k times this, seconds */
 
 typedef struct objstore_archiver objstore_archiver;
 
@@ -49,7 +51,10 @@ objstore_archiver *objstore_archiver_start(const s3_config *cfg, const char *url
                                            const char *local_root, char *err, size_t errlen);
 
 /* Queue committed step `step` of local_root. When steps pile up, only the newest queued one is
- * archived (older pending ones are dropped: archiving is for the latest state, not every step). */
+ * archived (older pending ones are dropped: archiving is for the latest state, not every step).
+ * A step whose upload fails is tried again (OBJSTORE_STEP_TRIES attempts, paused) unless a newer
+ * step is queued meanwhile; a failed attempt leaves no objects.json, so readers never see it, and
+ * its objects are removed by the retention pass of the next step that is archived. */
 void objstore_archiver_enqueue(objstore_archiver *a, int64_t step);
 
 /* Outcomes since the last poll into out (at most max). Returns how many. */

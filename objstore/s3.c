@@ -84,6 +84,7 @@ int s3_config_set(s3_config *cfg, const char *key, const char *value, char *err,
         {"s3_tries", 1, 100, &cfg->tries, NULL},
         {"s3_stall_s", 0.1, 3600, NULL, &cfg->stall_s},
         {"s3_max_mb_s", 0, 1e6, NULL, &cfg->max_mb_s},
+        {"s3_get_mb_s", 0, 1e6, NULL, &cfg->max_get_mb_s},
     };
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
         if (!strcmp(key, nums[i].name)) {
@@ -361,7 +362,7 @@ static void set_up(s3_client *c, CURL *h, s3_req *r, io_ctx *io, struct curl_sli
         curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 200L);
         if (c->cfg.max_mb_s > 0)
             curl_easy_setopt(h, CURLOPT_MAX_SEND_SPEED_LARGE,
-                             (curl_off_t)(c->cfg.max_mb_s * 1e6 / c->cfg.threads));
+                             (curl_off_t)(c->cfg.max_mb_s * 1e6 / (r->streams > 0 ? r->streams : 1)));
     } else if (!strcmp(r->method, "POST")) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body ? (const char *)r->body : "");
@@ -370,6 +371,8 @@ static void set_up(s3_client *c, CURL *h, s3_req *r, io_ctx *io, struct curl_sli
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else if (strcmp(r->method, "GET")) {
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r->method);
+    } else if (c->cfg.max_get_mb_s > 0) {
+        curl_easy_setopt(h, CURLOPT_MAX_RECV_SPEED_LARGE, (curl_off_t)(c->cfg.max_get_mb_s * 1e6));
     }
 }
 

@@ -48,6 +48,7 @@ typedef struct {
     double connect_s;        /* connect timeout (default 5 s) */
     double stall_s;          /* < 1 KiB/s for this long is a timeout (default 10 s) */
     double max_mb_s;         /* upload bandwidth cap of one transfer, MB/s (0: none) */
+    double max_get_mb_s;     /* download bandwidth cap of one transfer, MB/s (0: none) */
     int list_page;           /* keys per LIST page, max-keys (S3: at most 1000; default 1000) */
 } s3_config;
 
@@ -71,7 +72,7 @@ typedef struct {
 void s3_config_default(s3_config *cfg);
 
 /* Set one config key: s3_endpoint, s3_region, s3_access_key, s3_secret_key, s3_part_mb,
- * s3_threads, s3_tries, s3_stall_s, s3_max_mb_s. Returns 0, or -1 with a message in err
+ * s3_threads, s3_tries, s3_stall_s, s3_max_mb_s, s3_get_mb_s. Returns 0, or -1 with a message in err
  * (unknown key, value out of range). */
 int s3_config_set(s3_config *cfg, const char *key, const char *value, char *err, size_t errlen);
 

@@ -29,6 +29,8 @@ typedef struct {
     s3_buf resp;              /* body of the last response (error XML, listings); free it */
     char etag[80];            /* ETag header of the response, quotes kept */
     int64_t content_length;   /* Content-Length of the response (-1: none) */
+    int streams;              /* parallel connections of the transfer this request is one of:
+                                 they share the upload cap max_mb_s (0: 1, the whole cap) */
 } s3_req;
 
 /* Run r on handle h (NULL: the client's own) with retries (s3_retryable, s3_backoff_s). On

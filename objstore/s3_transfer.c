@@ -33,6 +33,7 @@ typedef struct {
     int64_t size, chunk;
     int n_parts;
     int next;            /* next part index to take (under mu) */
+    int streams;         /* threads of the transfer: they share the bandwidth caps */
     int failed;          /* a part failed for good: the others stop */
     char err[S3_ERR];
     char upload_id[512];
@@ -65,6 +66,7 @@ static void fail(job *j, const char *msg) {
 
 static int run_threads(job *j, void *(*fn)(void *)) {
     int nt = j->c->cfg.threads < j->n_parts ? j->c->cfg.threads : j->n_parts;
+    j->streams = nt;
     pthread_t th[64];
     int started = 0;
     for (int t = 0; t < nt; t++)
@@ -94,7 +96,7 @@ static void *upload_main(void *arg) {
         s3_uri_encode(j->upload_id, 0, id_enc, sizeof id_enc);
         snprintf(query, sizeof query, "partNumber=%d&uploadId=%s", i + 1, id_enc);
         s3_req r = {.method = "PUT", .bucket = j->bucket, .key = j->key, .query = query,
-                    .body = buf, .body_n = n};
+                    .body = buf, .body_n = n, .streams = j->streams};
         int rc = s3_request(j->c, h, &r, err);
         s3_buf_free(&r.resp);
         if (rc) {
@@ -195,6 +197,7 @@ static void *download_main(void *arg) {
     job *j = arg;
     s3_client local = *j->c; /* own handle and err; shares cfg */
     local.curl = curl_easy_init();
+    local.cfg.max_get_mb_s /= j->streams > 0 ? j->streams : 1; /* the cap is the transfer's */
     int retries0 = local.retries;
     void *buf = malloc((size_t)j->chunk);
     if (!local.curl || !buf) fail(j, "s3: out of memory for a chunk");

@@ -231,6 +231,15 @@ void data_loader_describe(const data_loader *dl, char *out, size_t len) {
                  dl->first_file ? dl->first_file : "");
 }
 
+/* nwin and the Feistel half width from ntokens and T. */
+static void set_windows(data_loader *dl) {
+    dl->nwin = (dl->ntokens - 1) / (uint64_t)dl->T;
+    int bits = 0;
+    while (bits < 63 && ((uint64_t)1 << bits) < dl->nwin)
+        bits++; /* 2^bits >= nwin */
+    dl->half_bits = bits < 2 ? 1 : (bits + 1) / 2;
+}
+
 int data_loader_open(data_loader *dl, const char *dir_or_pattern, const char *split, int T,
                      uint64_t seed, int shuffle, char *err, size_t errlen) {
     memset(dl, 0, sizeof(*dl));
@@ -297,12 +306,67 @@ int data_loader_open(data_loader *dl, const char *dir_or_pattern, const char *sp
         data_loader_close(dl);
         return -1;
     }
-    dl->nwin = (dl->ntokens - 1) / (uint64_t)T;
-    int bits = 0;
-    while (bits < 63 && ((uint64_t)1 << bits) < dl->nwin)
-        bits++; /* 2^bits >= nwin */
-    dl->half_bits = bits < 2 ? 1 : (bits + 1) / 2;
+    set_windows(dl);
     return 0;
+}
+
+int data_loader_open_source(data_loader *dl, const data_source *src, const char *source,
+                            const char *const *names, const uint64_t *ntokens, const int *version,
+                            int n, const char *split, int T, uint64_t seed, int shuffle,
+                            char *err, size_t errlen) {
+    memset(dl, 0, sizeof(*dl));
+    if (T < 1 || n < 1 || strlen(split) == 0 || strlen(split) >= sizeof(dl->split)) {
+        snprintf(err, errlen, "data loader for '%s': no '%s' shards (or T=%d < 1)", source, split,
+                 T);
+        return -1;
+    }
+    snprintf(dl->split, sizeof(dl->split), "%s", split);
+    dl->src = src;
+    dl->source = strdup(source);
+    dl->first_file = strdup(names[0]);
+    mtCheck(dl->source && dl->first_file, "out of memory");
+    dl->T = T;
+    dl->seed = seed;
+    dl->shuffle = shuffle != 0;
+    dl->nfiles = n;
+    dl->shards = callocCheck((size_t)n, sizeof(data_shard));
+    for (int k = 0; k < n; k++) {
+        if (version[k] != 1 && version[k] != 2) {
+            snprintf(err, errlen, "shard '%s': unsupported version %d", names[k], version[k]);
+            data_loader_close(dl);
+            return -1;
+        }
+        data_shard *s = &dl->shards[dl->nshards++];
+        s->path = strdup(names[k]);
+        mtCheck(s->path != NULL, "out of memory");
+        s->version = version[k];
+        s->ntokens = ntokens[k];
+        s->first = dl->ntokens;
+        dl->ntokens += ntokens[k];
+    }
+    if (dl->ntokens < (uint64_t)T + 1) {
+        snprintf(err, errlen, "split '%s' in '%s' holds %llu tokens, fewer than T+1 = %llu for "
+                 "one sequence", split, source, (unsigned long long)dl->ntokens,
+                 (unsigned long long)T + 1);
+        data_loader_close(dl);
+        return -1;
+    }
+    set_windows(dl);
+    return 0;
+}
+
+/* The tokens of shard k (after the header): its map, or the source's (pinned until unpin). */
+static const uint8_t *pin(const data_loader *dl, int k) {
+    const data_shard *s = &dl->shards[k];
+    if (!dl->src) return s->map + DATA_HEADER_BYTES;
+    char err[600];
+    const uint8_t *m = dl->src->acquire(dl->src->user, k, err, sizeof(err));
+    if (!m) mt_fail("data: %s", err);
+    return m + DATA_HEADER_BYTES;
+}
+
+static void unpin(const data_loader *dl, int k) {
+    if (dl->src) dl->src->release(dl->src->user, k);
 }
 
 int data_loader_check_fit(const data_loader *dl, int B, char *err, size_t errlen) {
@@ -328,7 +392,7 @@ int data_loader_check_fit(const data_loader *dl, int B, char *err, size_t errlen
 int data_loader_check_vocab(const data_loader *dl, int vocab_size, char *err, size_t errlen) {
     for (int k = 0; k < dl->nshards; k++) {
         const data_shard *s = &dl->shards[k];
-        const uint8_t *body = s->map + DATA_HEADER_BYTES;
+        const uint8_t *body = pin(dl, k);
         for (uint64_t i = 0; i < s->ntokens; i++) {
             uint32_t v =
                 s->version == 1 ? ((const uint16_t *)body)[i] : ((const uint32_t *)body)[i];
@@ -337,9 +401,11 @@ int data_loader_check_vocab(const data_loader *dl, int vocab_size, char *err, si
                          "shard '%s': token %u at index %llu is >= vocab_size %d "
                          "(shards and tokenizer/model do not match)",
                          s->path, v, (unsigned long long)i, vocab_size);
+                unpin(dl, k);
                 return -1;
             }
         }
+        unpin(dl, k);
     }
     return 0;
 }
@@ -405,7 +471,7 @@ void data_loader_get(const data_loader *dl, uint64_t seq_index, int count, int *
             uint64_t local = pos + (uint64_t)j - s->first;
             uint64_t avail = s->ntokens - local;
             int take = (uint64_t)(T + 1 - j) < avail ? T + 1 - j : (int)avail;
-            const uint8_t *body = s->map + DATA_HEADER_BYTES;
+            const uint8_t *body = pin(dl, k);
             for (int q = 0; q < take; q++, j++) {
                 int v = s->version == 1 ? (int)((const uint16_t *)body)[local + (uint64_t)q]
                                         : (int)((const uint32_t *)body)[local + (uint64_t)q];
@@ -414,6 +480,7 @@ void data_loader_get(const data_loader *dl, uint64_t seq_index, int count, int *
                 if (j > 0)
                     tgt[j - 1] = v;
             }
+            unpin(dl, k);
             k++; /* window continues in the next shard */
         }
     }

@@ -15,6 +15,9 @@
  * and resuming from a checkpoint needs only the step number.
  *
  * Shards are mmap'ed read-only; all offsets and counts are 64-bit, so shards over 2 GiB work.
+ * A loader may also read shards it does not hold (data_loader_open_source): a data_source maps
+ * shard k on demand and is told when a read is done with it — the object store's cache (issue
+ * 27, train/data_object.h) fetches, verifies and evicts behind that interface; reads are the same.
  * Library functions never exit on bad input: they return -1 and a one-line message naming the
  * file in err (the CLI turns that into exit 2).
  */
@@ -38,8 +41,18 @@ typedef struct {
     uint64_t first; /* index of this shard's first token in the concatenated stream */
 } data_shard;
 
+/* Shards mapped on demand (data_loader_open_source). acquire returns shard k's whole file
+ * (header included, pinned until release) or NULL with a one-line message in err. Called from
+ * the reading thread; the source does its own locking and prefetching. */
+typedef struct {
+    void *user;
+    const uint8_t *(*acquire)(void *user, int k, char *err, size_t errlen);
+    void (*release)(void *user, int k);
+} data_source;
+
 typedef struct {
     data_shard *shards; /* non-empty shards only, in file-name order */
+    const data_source *src; /* NULL: every shard is mapped at open (map set) */
     int nshards;
     int nfiles;       /* files matched, empty ones included */
     char *source;     /* the directory or pattern given, for messages */
@@ -74,6 +87,15 @@ int data_write_shard(const char *path, const uint32_t *tokens, size_t n, int voc
  * is left closed. */
 int data_loader_open(data_loader *dl, const char *dir_or_pattern, const char *split, int T,
                      uint64_t seed, int shuffle, char *err, size_t errlen);
+
+/* Open a split whose n shards src maps on demand: names (for messages), ntokens[k] and version
+ * (1 or 2) of shard k, in stream order; nothing is read here. A shard src fails to deliver while
+ * reading is mt_fail (one line: the object store gave up after its retries). Otherwise as
+ * data_loader_open (same windows, same order, same tokens as the same files opened locally). */
+int data_loader_open_source(data_loader *dl, const data_source *src, const char *source,
+                            const char *const *names, const uint64_t *ntokens, const int *version,
+                            int n, const char *split, int T, uint64_t seed, int shuffle,
+                            char *err, size_t errlen);
 
 /* "'file'" or "'pattern' (N files, first 'file')": the shards an open loader reads, for logs and
  * messages. */

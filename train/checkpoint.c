@@ -656,7 +656,7 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
         if (rc != 0) return rc;
     }
     /* rank 0 verifies and chooses; everyone loads the same step */
-    int64_t pick[3] = {0, -1, -1}; /* rc, tier, step */
+    int64_t pick[4] = {0, -1, -1, 0}; /* rc, tier, step, 1 = fetched from tier 3 into tier 1 */
     if (rank == 0) {
         int tier = -1;
         int64_t step = -1;
@@ -666,12 +666,14 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
         if (pick[0] == 0 && ck->obj) { /* tiers 0-2 hold nothing that verifies: tier 3 */
             int64_t got = -1;
             int rc = ckpt_object_tr_fetch(ck->obj, want, &got, msg, sizeof(msg));
-            if (rc > 0)
+            if (rc > 0) {
                 pick[0] = ckpt_tiers_choose(tiers, got, &tier, &step, &ck->sink, msg, sizeof(msg));
+                pick[3] = 1;
+            }
             else if (rc < 0)
                 pick[0] = -1;
         }
-        if (pick[0] < 0) mt_errf(err, errlen, "--resume %" PRId64 ": %s", want, msg);
+        if (pick[0] < 0) mt_errf(err, errlen, "--resume %s: %s", mode, msg);
         pick[1] = tier;
         pick[2] = step;
     }
@@ -704,7 +706,7 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
         if (rank == 0) log_info("resume: no checkpoint to resume from yet; starting from step 0");
         return 0;
     }
-    int tier = (int)pick[1];
+    int tier = (int)pick[1], shown_tier = pick[3] ? CKPT_TIER_OBJECT : tier;
     char dir[CKPT_PATH_MAX];
     ckpt_step_path(dir, sizeof(dir), tiers->root[tier], pick[2], "");
     if (ck->on_resume) ck->on_resume(ck->on_resume_user, (int)pick[2]);
@@ -713,13 +715,14 @@ int checkpoint_resume(checkpointer *ck, trainer *tr, char *err, size_t errlen) {
     if (rank == 0 && tr->db) {
         cJSON *d = ev_detail();
         ev_num(d, EVK_STEP, tr->step);
-        ev_num(d, EVK_TIER, tier);
+        ev_num(d, EVK_TIER, shown_tier);
         ev_str(d, EVK_PATH, dir);
         ev_num(d, EVK_VERIFY_MS, verify_ms);
         ev_num(d, EVK_LOAD_MS, ms - verify_ms);
         ev_log(tr->db, tr->run_id, EV_RESUME, 0, d);
     }
-    log_info("resumed from step %d (tier %d, %s) in %.0f ms (verify %.0f, load %.0f)", tr->step,
-             tier, dir, ms, verify_ms, ms - verify_ms);
+    log_info("resumed from step %d (tier %d%s, %s) in %.0f ms (verify %.0f, load %.0f)", tr->step,
+             shown_tier, pick[3] ? ", fetched into tier 1" : "", dir, ms, verify_ms,
+             ms - verify_ms);
     return 1;
 }

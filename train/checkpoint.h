@@ -138,7 +138,7 @@ void checkpoint_free(checkpointer *ck);
 #define CHECKPOINT_MAX_ROOTS 8
 
 typedef struct {
-    int tier;                /* 0 memory, 1 RUN_DIR/ckpt, 2 durable */
+    int tier;                /* 0 memory, 1 RUN_DIR/ckpt, 2 durable (tier 3: checkpoint_archived) */
     char root[CKPT_PATH_MAX];
 } checkpoint_tier_root;
 
@@ -174,6 +174,18 @@ int64_t checkpoint_catalog_newest_verified(const checkpoint_catalog *c, int64_t 
  * Returns FS_OUT_ATOMIC, FS_OUT_IN_PLACE (only with FS_OUT_ALLOW_IN_PLACE) or -1 with err. */
 int checkpoint_catalog_check_output(const checkpoint_catalog *c, const char *run_dir,
                                     const char *path, int flags, char *err, size_t errlen);
+
+/* One tier-3 step of the catalog: archived to the object store (train/checkpoint_object.h). */
+typedef struct {
+    int64_t step;
+    int64_t bytes;           /* all its objects; -1 unknown */
+    char path[CKPT_PATH_MAX]; /* s3://bucket/prefix/step_N */
+} checkpoint_archived;
+
+/* The run.db catalog's tier-3 rows in state "archived" (a step retention removed is "deleted"),
+ * ascending by step, into malloc'd *out (free it). The catalog's record, not a listing of the
+ * bucket: nothing is contacted. Returns how many (0 without run.db). */
+int checkpoint_catalog_archived(const checkpoint_catalog *c, checkpoint_archived **out);
 
 void checkpoint_catalog_close(checkpoint_catalog *c);
 

@@ -40,7 +40,7 @@ void checkpoint_catalog_open(checkpoint_catalog *c, const char *run_dir) {
     sqlite3_busy_timeout(c->db, 5000);
     sqlite3_stmt *q = NULL;
     if (sqlite3_prepare_v2(c->db, "SELECT DISTINCT tier, path FROM checkpoints WHERE tier <> 1 "
-                           "ORDER BY tier", -1, &q, NULL) != SQLITE_OK)
+                           "AND tier < 3 ORDER BY tier", -1, &q, NULL) != SQLITE_OK)
         return; /* no catalog yet */
     while (sqlite3_step(q) == SQLITE_ROW && c->n_roots < CHECKPOINT_MAX_ROOTS) {
         char root[CKPT_PATH_MAX];
@@ -107,6 +107,30 @@ int64_t checkpoint_catalog_newest_verified(const checkpoint_catalog *c, int64_t 
         free(steps);
     }
     return best;
+}
+
+int checkpoint_catalog_archived(const checkpoint_catalog *c, checkpoint_archived **out) {
+    *out = NULL;
+    sqlite3_stmt *q = NULL;
+    if (!c->db || sqlite3_prepare_v2(c->db, "SELECT step, bytes, path FROM checkpoints WHERE "
+                                     "tier = 3 AND state = 'archived' ORDER BY step", -1, &q,
+                                     NULL) != SQLITE_OK)
+        return 0;
+    int n = 0, cap = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 8;
+            checkpoint_archived *grown = realloc(*out, (size_t)cap * sizeof(**out));
+            mtCheck(grown != NULL, "out of memory listing the tier-3 catalog");
+            *out = grown;
+        }
+        checkpoint_archived *a = &(*out)[n++];
+        a->step = sqlite3_column_int64(q, 0);
+        a->bytes = sqlite3_column_type(q, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(q, 1);
+        snprintf(a->path, sizeof(a->path), "%s", (const char *)sqlite3_column_text(q, 2));
+    }
+    sqlite3_finalize(q);
+    return n;
 }
 
 void checkpoint_catalog_close(checkpoint_catalog *c) {

@@ -30,6 +30,7 @@ ckpt_object_tr *ckpt_object_tr_create(const mt_config *cfg, const char *tier1_ro
     if (cfg->s3_region[0]) snprintf(s3.region, sizeof s3.region, "%s", cfg->s3_region);
     s3.part_mb = cfg->s3_part_mb;
     s3.max_mb_s = cfg->s3_max_mb_s;
+    s3.max_get_mb_s = cfg->s3_get_mb_s;
     snprintf(o->url, sizeof o->url, "%s", cfg->ckpt_object);
     snprintf(o->root, sizeof o->root, "%s", tier1_root);
     char err[OBJSTORE_MSG];
@@ -38,6 +39,16 @@ ckpt_object_tr *ckpt_object_tr_create(const mt_config *cfg, const char *tier1_ro
     if (!o->arch) mt_fail("%s", err);
     s3_parse_url(cfg->ckpt_object, o->bucket, sizeof o->bucket, o->prefix, sizeof o->prefix);
     if (s3_client_init(&o->c, &s3)) mt_fail("ckpt_object: %s", o->c.err);
+    /* the bucket and the credentials checked now, not at the first archive: a LIST of one key
+     * answers NoSuchBucket, InvalidAccessKeyId, SignatureDoesNotMatch or RequestTimeTooSkewed */
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s%slatest", o->prefix, o->prefix[0] ? "/" : "");
+    s3_object *l = NULL;
+    int nl = 0;
+    if (s3_list(&o->c, o->bucket, probe, &l, &nl))
+        mt_fail("ckpt_object = %s: the object store refuses or cannot be reached: %s", o->url,
+                o->c.err);
+    free(l);
     return o;
 }
 

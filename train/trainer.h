@@ -57,6 +57,7 @@ struct trainer {
     optim_adamw opt;
     tok_tokenizer tok;
     data_loader train_dl, val_dl;
+    struct data_object *data_obj; /* --data s3://: the shard cache both loaders read (NULL: local) */
     rundb *db;
     int64_t run_id;
     db_shipper *shipper; /* rank 0, when config db / $MINITRAIN_DB names a database (db/db.h) */

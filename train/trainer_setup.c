@@ -29,6 +29,7 @@
 #include "model/interop.h"
 #include "ops/ops.h"
 #include "ops/peak.h"
+#include "train/data_object.h"
 
 /* The sgemm peak MFU is measured against (per rank, averaged over the ranks, which probe at
  * once: the peak each gets while sharing). Every run on one machine divides by one figure: the
@@ -691,8 +692,15 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
 
     /* data, then the tokenizer: a missing --data path is "no shard files match", not "no
      * tokenizer" (the tokenizer is looked for beside the data) */
-    if (data_loader_open(&tr->train_dl, c->data, "train", c->seq_len, (uint64_t)c->seed, 1, msg,
-                         sizeof(msg)) != 0) {
+    if (data_object_is_url(c->data)) { /* both splits through the object store's shard cache */
+        tr->data_obj = data_object_open(c, tr->mesh->rank, &tr->train_dl, &tr->val_dl, msg,
+                                        sizeof(msg));
+        if (!tr->data_obj) {
+            snprintf(err, errlen, "%s", msg);
+            return -1;
+        }
+    } else if (data_loader_open(&tr->train_dl, c->data, "train", c->seq_len, (uint64_t)c->seed, 1,
+                                msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
@@ -702,8 +710,8 @@ static int init_all(trainer *tr, const mt_config *cfg, mesh *ms, gpt_model *init
                  (unsigned long long)data_loader_num_windows(&tr->train_dl), c->batch_size);
         return -1;
     }
-    if (data_loader_open(&tr->val_dl, c->data, "val", c->seq_len, (uint64_t)c->seed, 0, msg,
-                         sizeof(msg)) != 0) {
+    if (!tr->data_obj && data_loader_open(&tr->val_dl, c->data, "val", c->seq_len,
+                                          (uint64_t)c->seed, 0, msg, sizeof(msg)) != 0) {
         snprintf(err, errlen, "%s", msg);
         return -1;
     }
@@ -808,6 +816,7 @@ void trainer_free(trainer *tr) {
     dp_free(&tr->dp);
     data_loader_close(&tr->train_dl);
     data_loader_close(&tr->val_dl);
+    data_object_close(tr->data_obj, tr->mesh ? tr->mesh->rank : 0);
     tok_free(&tr->tok);
     memset(tr, 0, sizeof(*tr));
 }
