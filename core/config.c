@@ -112,6 +112,8 @@ static const keytab_key KEYS[] = {
     KS(resume, "auto", "auto | no | STEP: where a run starts"),
     KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),
     KS(fault, "", "fault injection spec (repeatable: --fault kill@step=5,rank=1)"),
+    KI(sdc_check_every, 0, 0, 1 << 30, "every N steps data-parallel replicas compare a 64-bit "
+       "hash of their parameters (silent data corruption; 0 = off)"),
     KI(robust_every, 0, 0, 1 << 30, "adversarial-robustness evaluation every N steps (0 = off)"),
     KS(robust_attack, "pgd", "robustness attack: fgsm | pgd | hotflip"),
     KS(robust_norm, "l2", "robustness ball: l2 (per sequence) | linf (per element)"),
@@ -296,6 +298,11 @@ static int validate(const mt_config *cfg, char *err, size_t errlen) {
     }
     if (cfg->stop_after > cfg->steps) {
         snprintf(err, errlen, "stop_after (%d) exceeds steps (%d)", cfg->stop_after, cfg->steps);
+        return -1;
+    }
+    if (cfg->sdc_check_every > 0 && cfg->zero >= 3) {
+        snprintf(err, errlen, "sdc_check_every needs whole parameters on every data-parallel "
+                 "rank: zero %d shards them (use zero <= 2)", cfg->zero);
         return -1;
     }
     if (cfg->microbatches == 0 && cfg->global_batch % cfg->batch_size != 0) {
