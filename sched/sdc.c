@@ -243,6 +243,8 @@ static void check(trainer *tr, int step, int startup) {
 static void sdc_hook(trainer *tr, int step, int final, void *user) {
     (void)user;
     if (final) {
+        /* the last step (hooks see it only as final): checked too, before the model is saved */
+        if (D.last_good != step) check(tr, step, 0);
         if (tr->mesh->rank == 0 && D.checks > 0) {
             double per = D.total_ms / D.checks, step_ms = D.step_ms / D.checks;
             log_info("sdc: %d checks, none found a mismatch; %.2f ms each = %.3f%% of a %.1f ms "

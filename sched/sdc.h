@@ -6,11 +6,11 @@
  * 2025: "data-parallel replicas hold identical weights"; Meta's Llama 3 report counts 1.4% of its
  * interruptions as silent data corruption).
  *
- * `--sdc-check-every N` (config key sdc_check_every): after optimizer step s with s % N == 0 (and
- * once right after start-up or a resume), every rank hashes its local parameters
- * (model/param_hash.h: one hash of the dense tensors, one of the MoE experts) and the world
- * all-gathers them — 16 bytes per rank, one collective — so every rank holds every hash and
- * reaches the same verdict with no second round. Replica groups: ranks with the same
+ * `--sdc-check-every N` (config key sdc_check_every): after optimizer step s with s % N == 0,
+ * after the last step (before the model is saved) and once right after start-up or a resume,
+ * every rank hashes its local parameters (model/param_hash.h: one hash of the dense tensors,
+ * one of the MoE experts) and the world all-gathers them — 16 bytes per rank, one collective —
+ * so every rank holds every hash and reaches the same verdict with no second round. Replica groups: ranks with the same
  * (tp_rank, pp_rank) compare their dense hash (the dp·cp ranks of one shard); with ep > 1 the
  * ranks with the same (tp_rank, pp_rank, ep_rank) compare their expert hash.
  *
