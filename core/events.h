@@ -114,7 +114,8 @@
                               whose check agreed, -1 none), blame (ranks), tie (bool), groups,
                               text, hashes (hex per rank), ms (the check's cost) */
 #define EV_SDC_OK "sdc_ok" /* (run, 0) a check that agreed: step, hash (hex: FNV-1a 64 of the
-                              world's per-rank hashes in rank order), ms, step_ms */
+                              world's per-rank hashes in rank order), layout, ms,
+                              hash_ms (of ms: hashing), step_ms */
 /* fault injection, sched/hooks.c (the rank it fires on) */
 #define EV_FAULT "fault" /* (run, rank) kind (sched/fault.h names), step, spec; corrupt-ckpt adds
                             tier, file. Logged BEFORE the fault acts: the moment of failure */

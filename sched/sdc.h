@@ -27,7 +27,7 @@
  *
  * Cost: one pass over the parameters (hash_words64 at memory bandwidth) plus a world all-gather
  * of 16 bytes per rank; each check's milliseconds and their share of the step time are logged
- * (EV_SDC_OK ms, step_ms) and summed up at the end of the run.
+ * (EV_SDC_OK ms, hash_ms, step_ms) and summed up at the end of the run.
  */
 #ifndef MT_SCHED_SDC_H
 #define MT_SCHED_SDC_H
@@ -61,8 +61,8 @@ int sdc_judge(const uint64_t *h, int world, int tp, int cp, int pp, int dp, int 
 uint64_t sdc_world_hash(const uint64_t *h, int world);
 
 /* Every rank's local parameter hashes (gpt_params_hash) into h: (world_size, 2), by an
- * all-gather over the world. Collective. */
-void sdc_gather_hashes(trainer *tr, uint64_t *h);
+ * all-gather over the world; *hash_ms (may be NULL): this rank's hashing time. Collective. */
+void sdc_gather_hashes(trainer *tr, uint64_t *h, double *hash_ms);
 
 /* Before checkpoint_resume (every rank, collective): when cfg.resume is "auto" and run.db holds
  * an EV_SDC event whose suspect checkpoints — steps after its last_good and up to its step,
