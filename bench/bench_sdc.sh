@@ -21,7 +21,7 @@ export MINITRAIN_SHM_DIR="$TMP/shm"
   "$BIN" prepare --input examples/data/tinyshakespeare.txt --out examples/data/shakespeare_byte >/dev/null
 M=(mpirun --oversubscribe --allow-run-as-root --mca btl_vader_single_copy_mechanism none -np 2)
 COMMON=(--config examples/shakespeare.ini --dp 2 --batch-size 8 --threads 1 --steps "$STEPS" --eval-every 0
-        --sample-every 0 --sample-tokens 0 --ckpt-every 0 --log-every 1000)
+        --sample-every 0 --sample-tokens 0 --ckpt-every 0 --log-every 1000 --eval-batches 1)
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 "${M[@]}" "$BIN" train "${COMMON[@]}" --run-dir "$TMP/off" > "$TMP/off.log" 2>&1
 "${M[@]}" "$BIN" train "${COMMON[@]}" --run-dir "$TMP/on" --sdc-check-every 10 > "$TMP/on.log" 2>&1

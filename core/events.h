@@ -109,6 +109,9 @@
 #define EV_CKPT_SKIP "ckpt_skip"       /* (run, 0) step (-1: a whole tier), tier, warning: a
                                           checkpoint resume passed over (it did not verify) */
 #define EV_RESUME "resume"             /* (run, 0) step, tier, path, verify_ms, load_ms */
+/* node health checks, `minitrain doctor --record RUN_DIR` (sched/doctor.h) */
+#define EV_DOCTOR "doctor" /* (0, -1) host, ok (bool), failed (names), sgemm_gflops,
+                              bandwidth_gbs, checks ([{name, ok, value, reference, unit, text}]) */
 /* silent-corruption checks, sched/sdc.c (world rank 0; every rank reaches the same verdict) */
 #define EV_SDC "sdc"       /* (run, first blamed rank) a mismatch: step, last_good (the last step
                               whose check agreed, -1 none), blame (ranks), tie (bool), groups,
