@@ -39,8 +39,8 @@ ms = statistics.mean(e["ms"] for e in ev)
 hms = statistics.mean(e["hash_ms"] for e in ev)
 print(f"median step: {off:.1f} ms without checks, {on:.1f} ms with --sdc-check-every 10")
 print(f"checks: {len(ev)}, {ms:.2f} ms each (hashing {hms:.2f} ms, all-gather {ms - hms:.2f} ms)")
-print(f"cost at --sdc-check-every 10: {100 * ms / (10 * off):.3f}% of training "
-      f"({100 * ms / off:.2f}% of one step); step-time difference of the runs: "
+print(f"cost at --sdc-check-every 10: {100 * ms / (10 * on):.3f}% of training "
+      f"({100 * ms / on:.2f}% of one step, at the checked run's step time); step-time difference of the runs: "
       f"{100 * (on - off) / off:+.2f}% (noise included)")
 PY
 grep "sdc: .* checks" "$TMP/on.log" | sed 's/^/log: /'

@@ -78,7 +78,7 @@ int cmd_doctor(int argc, char **argv) {
         {"baseline", KEYTAB_STRING, &baseline, 0, 0, "FILE", "reference figures: a healthy "
          "machine's `doctor --json`", ""},
         {"runs", KEYTAB_STRING, &runs, 0, 0, "DIR", "reference: the median of the other hosts' "
-         "doctor records in DIR/run.db and DIR/*/run.db", ""},
+         "doctor records in DIR/run.db and DIR/SUBDIR/run.db", ""},
         {"config", KEYTAB_STRING, &ini, 0, 0, "INI", "a training config: write + fsync to its "
          "tier roots, free space under its tier 0", ""},
         {"record", KEYTAB_STRING, &rec, 0, 0, "RUN_DIR", "log the result in RUN_DIR/run.db (a "
