@@ -8,7 +8,10 @@
 #     against the check of step 20, and the final parameters are bit-identical to the reference;
 #   - dp 4 under the supervisor with a fake hostfile, bitflip on rank 2: the verdict names rank 2
 #     alone, the failure is blamed on rank 2 and its host n2, and the job ends bit-identical;
-#   - user errors: --sdc-check-every with zero 3, a bitflip on a tensor that does not exist.
+#   - user errors: --sdc-check-every with zero 3, a bitflip on a tensor that does not exist;
+#   - minitrain doctor: a healthy --json baseline, a machine made 5x slower
+#     (MINITRAIN_DOCTOR_SLOWDOWN) fails against it with one line per failed check, the config's
+#     tier roots written, the pair tests and the record under mpirun -np 2, a bad baseline.
 # Needs mpirun (else skip). About 1 minute on the loaded 2-core machine.
 set -euo pipefail
 PY=/usr/bin/python3
@@ -122,4 +125,27 @@ grep -q "sdc_check_every" "$TMP/err" || bad "the zero 3 error does not name sdc_
 expect_exit 2 "bitflip on a tensor that does not exist: exit 2" \
   "$MT" train --config "$TMP/tiny.ini" --run-dir "$TMP/bad2" --fault bitflip@step=3,tensor=nope
 check "  ... naming the tensor" grep -q "holds no tensor 'nope'" "$TMP/err"
+# --- minitrain doctor ------------------------------------------------------------------------------
+DOC=("$MT" doctor --probe-s 0.5 --threads 1)
+{ cat "$TMP/tiny.ini"; printf '[run]\nrun_dir = %s\n' "$TMP/docrun"; } > "$TMP/doc.ini" # tier 1 in $TMP
+set +e
+"${DOC[@]}" --json > "$TMP/healthy.json" 2>"$TMP/doc0.err"; rc0=$?
+MINITRAIN_DOCTOR_SLOWDOWN=5 "${DOC[@]}" --baseline "$TMP/healthy.json" --config "$TMP/doc.ini" \
+  > "$TMP/doc1.out" 2>"$TMP/doc1.err"; rc1=$?
+mkdir -p "$TMP/fleet/a"
+"${M[@]}" -np 2 "$MT" doctor --probe-s 0.3 --threads 1 --record "$TMP/fleet/a" > "$TMP/doc2.out" 2>&1; rc2=$?
+set -e
+check "doctor --json on this machine passes and gives an sgemm figure (exit $rc0)" \
+  $PY -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['ok'] and d['sgemm_gflops'] > 0" "$TMP/healthy.json"
+check "doctor: a machine 5x slower than its baseline fails (exit $rc1)" test "$rc1" = 1
+check "  ... one stderr line per failed check, sgemm among them" \
+  test "$(grep -c 'minitrain: doctor: FAIL' "$TMP/doc1.err")" = "$(grep -c '^  FAIL' "$TMP/doc1.out")" -a \
+  -n "$(grep 'FAIL sgemm' "$TMP/doc1.err")"
+check "  ... while the disk checks of the config's tier roots pass" \
+  grep -q "ok   disk tier 1 .*written + fsync" "$TMP/doc1.out"
+check "doctor under mpirun -np 2: ping-pong and all-reduce of the pair (exit $rc2)" \
+  grep -q "allreduce 0-1: .* GB/s" "$TMP/doc2.out"
+check "  ... recorded as a doctor event" \
+  test "$(sql "$TMP/fleet/a" "SELECT COUNT(*) FROM events WHERE kind = 'doctor'")" = 1
+expect_exit 2 "doctor with an unreadable baseline: exit 2" "$MT" doctor --baseline "$TMP/nope.json"
 finish sdc
