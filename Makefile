@@ -345,6 +345,7 @@ UNITS_gw_redis = test_gw_limit
 UNITS_resilience = test_sched test_runlock
 UNITS_reliability = test_sched test_runlock
 UNITS_chaos = test_sched
+UNITS_sdc = test_sdc test_sched
 UNITS_events = test_events test_rundb
 # issue 30: the stable peak and its cache, the decode matmul, decode equality, ETTR with overlap_ms
 UNITS_peak = test_flops test_ops_gemv test_decode_batch test_sched

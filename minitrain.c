@@ -27,6 +27,7 @@ static const subcommand COMMANDS[] = {
     {"run", cmd_run, "supervise a job: restart on crash/hang/NaN, heartbeats, faults"},
     {"plan", cmd_plan, "place ranks on a topology: rankfile + predicted comm time per step"},
     {"diagnose", cmd_diagnose, "where every rank of a running job is stuck: stacks, grouped"},
+    {"doctor", cmd_doctor, "node health checks: sgemm, bandwidth, disk, network pairs"},
     {"simulate", cmd_simulate, "Monte Carlo ETTR at cluster scale (Young/Daly interval)"},
     {"dashboard", cmd_dashboard, "live read-only web dashboard of every run (runs, run, compare)"},
     {"serve", cmd_serve, "serve a trained run over HTTP (OpenAI completions API)"},

@@ -49,6 +49,10 @@ int cmd_dashboard(int argc, char **argv);
  * 0 when the job finished cleanly, 1 when it gave up, 2 for bad flags, 128+signal when stopped. */
 int cmd_run(int argc, char **argv);
 
+/* `minitrain doctor [--json] [--baseline FILE | --runs DIR] [--config INI]`: node health checks
+ * (sched/doctor.h); exit 1 with one line per failed check (cmd/doctor.c). */
+int cmd_doctor(int argc, char **argv);
+
 /* `minitrain diagnose --run DIR [--json]`: every local rank's stack, grouped, the outliers named
  * (sched/stacks.h). */
 int cmd_diagnose(int argc, char **argv);

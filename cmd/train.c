@@ -25,6 +25,7 @@
 #include "parallel/mesh.h"
 #include "safety/robust.h"
 #include "sched/hooks.h"
+#include "sched/sdc.h"
 #include "sched/preempt.h"
 #include "sched/plan.h"
 #include "sched/replan.h"
@@ -261,12 +262,14 @@ static int train_job_run(train_proc *j, mt_config *cfgp) {
     if (take_topology_leaf(tr, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
     j->ckpt = checkpoint_create(tr);
     checkpoint_set_resume_hook(j->ckpt, sched_resume_fault, tr); /* kill@at=resume faults */
+    sched_sdc_resume_plan(tr); /* after a silent-corruption stop: a checkpoint before it */
     if (checkpoint_resume(j->ckpt, tr, err, sizeof(err)) < 0) return fail_run(j, MT_EXIT_USAGE, "", err);
     if (c->ckpt_every != 0) trainer_add_hook(tr, "checkpoint", 1, checkpoint_hook, j->ckpt);
     /* Resilience (sched/hooks.h): --fault injection + heartbeats for `minitrain run`. Keep this
      * after the checkpoint resume and the checkpoint hook (it reads the resumed step, and a
      * corrupt-ckpt fault waits for the step's commit). */
     if (sched_attach_trainer(tr, c->ckpt_every != 0 ? j->ckpt : NULL, err, sizeof(err)) != 0) return fail_run(j, MT_EXIT_USAGE, "", err);
+    sched_sdc_attach(tr); /* --sdc-check-every: after the fault hook (a bitflip is then caught) */
     if (c->ckpt_every == CONFIG_CKPT_AUTO) sched_ckpt_auto_attach(tr, j->ckpt);
     /* SIGUSR1 to `minitrain run`, or SIGINT/SIGTERM to this unsupervised process: checkpoint
      * now, stop (sched/preempt.h) */

@@ -24,6 +24,9 @@
 #define MT_EXIT_NONFINITE 3 /* loss became NaN/Inf or spiked: the supervisor restarts */
 #define MT_EXIT_IO 4        /* a file could not be written (disk full, I/O error): the supervisor
                                restarts; the last committed checkpoint is intact */
+#define MT_EXIT_SDC 5       /* data-parallel replicas' parameters differ (silent data corruption,
+                               sched/sdc.h): the supervisor blames the odd rank's host and resumes
+                               from a checkpoint older than the last check that agreed */
 
 #if defined(__GNUC__)
 #define MT_PRINTF(a, b) __attribute__((format(printf, a, b)))

@@ -121,6 +121,8 @@ static const keytab_key KEYS[] = {
        "minitrain?target_session_attrs=read-write (empty = $MINITRAIN_DB; docs/database.md). "
        "Recorded in run.db's config: keep passwords in ~/.pgpass or $PGPASSWORD"),
     KS(fault, "", "fault injection spec (repeatable: --fault kill@step=5,rank=1)"),
+    KI(sdc_check_every, 0, 0, 1 << 30, "every N steps data-parallel replicas compare a 64-bit "
+       "hash of their parameters (silent data corruption; 0 = off)"),
     KI(robust_every, 0, 0, 1 << 30, "adversarial-robustness evaluation every N steps (0 = off)"),
     KS(robust_attack, "pgd", "robustness attack: fgsm | pgd | hotflip"),
     KS(robust_norm, "l2", "robustness ball: l2 (per sequence) | linf (per element)"),
@@ -306,6 +308,11 @@ static int validate_shape(const mt_config *cfg, char *err, size_t errlen) {
     }
     if (cfg->stop_after > cfg->steps) {
         snprintf(err, errlen, "stop_after (%d) exceeds steps (%d)", cfg->stop_after, cfg->steps);
+        return -1;
+    }
+    if (cfg->sdc_check_every > 0 && cfg->zero >= 3) {
+        snprintf(err, errlen, "sdc_check_every needs whole parameters on every data-parallel "
+                 "rank: zero %d shards them (use zero <= 2)", cfg->zero);
         return -1;
     }
     if (cfg->microbatches == 0 && cfg->global_batch % cfg->batch_size != 0) {

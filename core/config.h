@@ -93,6 +93,7 @@ typedef struct {
     char db[512]; /* libpq URL run.db's rows are shipped to ("" = $MINITRAIN_DB, else none) */
     /* resilience */
     char fault[1024]; /* fault specs, ';'-separated (--fault may be repeated) */
+    int sdc_check_every; /* silent-corruption check every N steps (sched/sdc.h; 0 = off) */
     /* robustness evaluation during training and adversarial training (safety/robust.h) */
     int robust_every;       /* evaluate every N steps and at the end (0 = off) */
     char robust_attack[16]; /* fgsm | pgd | hotflip */

@@ -109,6 +109,16 @@
 #define EV_CKPT_SKIP "ckpt_skip"       /* (run, 0) step (-1: a whole tier), tier, warning: a
                                           checkpoint resume passed over (it did not verify) */
 #define EV_RESUME "resume"             /* (run, 0) step, tier, path, verify_ms, load_ms */
+/* node health checks, `minitrain doctor --record RUN_DIR` (sched/doctor.h) */
+#define EV_DOCTOR "doctor" /* (0, -1) host, ok (bool), failed (names), sgemm_gflops,
+                              bandwidth_gbs, checks ([{name, ok, value, reference, unit, text}]) */
+/* silent-corruption checks, sched/sdc.c (world rank 0; every rank reaches the same verdict) */
+#define EV_SDC "sdc"       /* (run, first blamed rank) a mismatch: step, last_good (the last step
+                              whose check agreed, -1 none), blame (ranks), tie (bool), groups,
+                              text, hashes (hex per rank), ms (the check's cost) */
+#define EV_SDC_OK "sdc_ok" /* (run, 0) a check that agreed: step, hash (hex: FNV-1a 64 of the
+                              world's per-rank hashes in rank order), layout, ms,
+                              hash_ms (of ms: hashing), step_ms */
 /* fault injection, sched/hooks.c (the rank it fires on) */
 #define EV_FAULT "fault" /* (run, rank) kind (sched/fault.h names), step, spec; corrupt-ckpt adds
                             tier, file. Logged BEFORE the fault acts: the moment of failure */
@@ -126,6 +136,7 @@
 #define EV_FAILURE_STRAGGLER "straggler" /* evicted straggler (--evict-stragglers) */
 #define EV_FAILURE_FAILSLOW "failslow"   /* evicted fail-slow group (--evict-stragglers) */
 #define EV_FAILURE_IO "io"               /* exit MT_EXIT_IO: a file could not be written */
+#define EV_FAILURE_SDC "sdc"             /* exit MT_EXIT_SDC: replicas' parameters differ */
 
 /* Values of supervisor_end's "status". */
 #define EV_SUP_COMPLETED "completed"

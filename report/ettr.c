@@ -435,12 +435,45 @@ static void attempt_verdict(const job_data *j, int k, double lo, double hi,
                         (!strcmp(fk, EV_FAULT_KIND_KILL) ||
                          !strcmp(fk, EV_FAULT_KIND_HANG) ||
                          !strcmp(fk, EV_FAULT_KIND_EXIT))) ||
-                       !strcmp(e->kind, EV_NONFINITE) || !strcmp(e->kind, EV_MTBF_KILL);
+                       !strcmp(e->kind, EV_NONFINITE) || !strcmp(e->kind, EV_MTBF_KILL) ||
+                       !strcmp(e->kind, EV_SDC);
         if (is_fault) t_fault = fmin(t_fault, e->time);
     }
     *fail_out = fail;
     *tdown_out = tdown;
     *t_fault_out = t_fault;
+}
+
+/* Seconds the supervisor spent capturing stacks inside the detection window (t_f, t_d] (its
+ * `stacks` events of source "supervisor"), at most the window. */
+static double stacks_in(const job_data *j, double t_f, double t_d, int *count) {
+    double s = 0;
+    for (long long i = 0; i < j->nev; i++) {
+        const event_row *e = &j->ev[i];
+        if (e->run_id != 0 || strcmp(e->kind, EV_STACKS) != 0 || e->time <= t_f || e->time > t_d)
+            continue;
+        char src[32];
+        detail_str(e->detail, "source", src, sizeof(src));
+        double sec = detail_num(e->detail, "seconds");
+        if (strcmp(src, "supervisor") != 0 || !(sec > 0)) continue;
+        s += sec;
+        (*count)++;
+    }
+    return fmin(s, fmax(t_d - t_f, 0));
+}
+
+/* Seconds of silent-corruption checks (sdc_ok and sdc events' "ms"), and their number. */
+static double sdc_checks(const job_data *j, int *count) {
+    double s = 0;
+    for (long long i = 0; i < j->nev; i++) {
+        const event_row *e = &j->ev[i];
+        if (strcmp(e->kind, EV_SDC_OK) != 0 && strcmp(e->kind, EV_SDC) != 0) continue;
+        double ms = detail_num(e->detail, "ms");
+        if (!(ms > 0)) continue;
+        s += ms / 1e3;
+        (*count)++;
+    }
+    return s;
 }
 
 int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
@@ -498,7 +531,9 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
             add_kind(r, fk);
             if (a->has_steps && t_f > a->last_end) r->recompute_s += t_f - a->last_end;
             if (!a->has_steps) init_end = t_f;
-            r->detect_s += t_d - t_f;
+            double loc = stacks_in(&j, t_f, t_d, &r->localisations);
+            r->localise_s += loc;
+            r->detect_s += t_d - t_f - loc;
             double t_td = tdown ? tdown->time : t_d;
             r->teardown_s += t_td - t_d;
             if (isfinite(hi)) r->backoff_s += hi - t_td; /* teardown -> next launch */
@@ -526,9 +561,11 @@ int ettr_compute(sqlite3 *db, ettr_report *r, char *err, size_t errlen) {
         else
             r->relaunch_s += init - ld - st;
     }
+    r->localise_s += sdc_checks(&j, &r->localisations);
     r->launches = na;
     r->restarts = na > 0 ? na - 1 : 0;
-    r->other_s = r->wall_s - (r->useful_s + r->recompute_s + r->detect_s + r->teardown_s +
+    r->other_s = r->wall_s - (r->useful_s + r->recompute_s + r->detect_s + r->localise_s +
+                              r->teardown_s +
                               r->backoff_s + r->startup_s + r->relaunch_s + r->ckpt_load_s +
                               r->ckpt_stall_s);
     r->ettr = r->useful_s / r->wall_s;
@@ -574,6 +611,7 @@ void ettr_print(const ettr_report *r, const char *indent) {
     line(indent, "  training (kept steps)", r->useful_s, r->wall_s);
     line(indent, "  recomputation", r->recompute_s, r->wall_s);
     line(indent, "  failure detection", r->detect_s, r->wall_s);
+    line(indent, "  localisation", r->localise_s, r->wall_s);
     line(indent, "  teardown", r->teardown_s, r->wall_s);
     line(indent, "  backoff", r->backoff_s, r->wall_s);
     line(indent, "  start-up (first launch)", r->startup_s, r->wall_s);

@@ -11,8 +11,14 @@
  *                 thrown away by a restart and recomputed);
  *   recompute     step time of the occurrences that were thrown away, plus the partial work between
  *                 a run's last logged step and its failure;
- *   detection     failure (fault/nonfinite event, or the supervisor's estimate) -> the supervisor
- *                 notices it (its `failure` event);
+ *   detection     failure (fault/nonfinite/sdc event, or the supervisor's estimate) -> the
+ *                 supervisor notices it (its `failure` event), less the localisation in it;
+ *   localisation  finding WHICH rank or machine is at fault once something is wrong: the
+ *                 supervisor's stack capture of a stuck job (`stacks` event, "seconds", source
+ *                 supervisor: part of the detection window it ran in) and the silent-corruption
+ *                 checks (`sdc_ok` / `sdc` events, "ms": hook time between steps). The fail-slow
+ *                 rounds run in the supervisor while the job trains on: they cost no wall time of
+ *                 their own (the slow steps until the verdict are counted as steps);
  *   teardown      killing the process group (supervisor `teardown` event, detail "seconds");
  *   backoff       waiting before the relaunch (supervisor `backoff` event, detail "seconds");
  *   startup       job start -> first step of the first launch (process start, data, model init);
@@ -24,11 +30,12 @@
  * Where the supervisor left no record (a job restarted by hand), gaps between runs land in "other".
  *
  * Event kinds read (the EV_* / EVK_* names of core/events.h, which says who writes each):
- *   trainer:    start (time base for metrics.wall_s), fault (detail "kind"), nonfinite,
+ *   trainer:    start (time base for metrics.wall_s), fault (detail "kind"), nonfinite, sdc and
+ *               sdc_ok ("ms"),
  *               checkpoint (detail "snapshot_ms", one per tier), ckpt_wait ("waited_ms"), resume
  *               ("load_ms"); the `checkpoints` table's snapshot_ms when no event carries a stall;
  *   supervisor: supervisor_start, launch, mtbf_kill, failure (detail "kind", "failed_at"),
- *               teardown, supervisor_end.
+ *               stacks ("seconds", "source"), teardown, supervisor_end.
  */
 #ifndef MT_SCHED_ETTR_H
 #define MT_SCHED_ETTR_H
@@ -44,8 +51,9 @@ typedef struct {
     double wall_s;
     /* the breakdown: sums to wall_s (other = the remainder, may be slightly negative from clock
      * jitter between processes) */
-    double useful_s, recompute_s, detect_s, teardown_s, backoff_s, startup_s, relaunch_s,
-        ckpt_load_s, ckpt_stall_s, other_s;
+    double useful_s, recompute_s, detect_s, localise_s, teardown_s, backoff_s, startup_s,
+        relaunch_s, ckpt_load_s, ckpt_stall_s, other_s;
+    int localisations; /* stack captures by the supervisor + silent-corruption checks */
     double ettr; /* useful_s / wall_s; NAN when wall_s <= 0 */
     int launches;    /* supervisor launches (or runs rows when unsupervised) */
     int restarts;    /* launches - 1 */

@@ -411,6 +411,7 @@ int report_print_json(const report_summary *r) {
     add_num(b, "useful_s", e->useful_s);
     add_num(b, "recompute_s", e->recompute_s);
     add_num(b, "detect_s", e->detect_s);
+    add_num(b, "localise_s", e->localise_s);
     add_num(b, "teardown_s", e->teardown_s);
     add_num(b, "backoff_s", e->backoff_s);
     add_num(b, "startup_s", e->startup_s);

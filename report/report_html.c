@@ -158,11 +158,12 @@ static void ettr_section(FILE *f, const report_summary *r, const svg_panel *besi
     fputs("<table class=\"ettr\"><tr><th>where the wall time went</th><th>seconds</th>"
           "<th>share</th></tr>\n", f);
     static const char *NAMES[] = {"useful training", "recomputed steps", "failure detection",
-                                  "teardown", "backoff", "startup", "relaunch",
+                                  "localisation", "teardown", "backoff", "startup", "relaunch",
                                   "checkpoint load", "checkpoint stall", "other"};
-    const double v[] = {e->useful_s, e->recompute_s, e->detect_s, e->teardown_s, e->backoff_s,
-                        e->startup_s, e->relaunch_s, e->ckpt_load_s, e->ckpt_stall_s, e->other_s};
-    for (int i = 0; i < 10; i++) {
+    const double v[] = {e->useful_s, e->recompute_s, e->detect_s, e->localise_s, e->teardown_s,
+                        e->backoff_s, e->startup_s, e->relaunch_s, e->ckpt_load_s,
+                        e->ckpt_stall_s, e->other_s};
+    for (int i = 0; i < 11; i++) {
         char a[32], b[32];
         fprintf(f, "<tr><td>%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td></tr>\n",
                 NAMES[i], fmtv(v[i], "%.2f", 1, a, sizeof(a)),

@@ -21,7 +21,8 @@
 #include "core/events.h"
 
 static const char *const KIND_NAMES[] = {EV_FAULT_KIND_KILL, EV_FAULT_KIND_HANG, "nan", "slow",
-                                         EV_FAULT_KIND_EXIT, "corrupt-ckpt", "torn-ckpt"};
+                                         EV_FAULT_KIND_EXIT, "corrupt-ckpt", "torn-ckpt",
+                                         "bitflip"};
 #define NKINDS (int)(sizeof(KIND_NAMES) / sizeof(KIND_NAMES[0]))
 
 const char *fault_kind_name(fault_kind k) {
@@ -43,6 +44,7 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
     out->step = -1;
     out->rank = -1;
     out->code = 1;
+    out->bit = 10;
     /* trim */
     while (isspace((unsigned char)*text)) text++;
     size_t n = strlen(text);
@@ -67,12 +69,13 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
         if (!strcmp(buf, KIND_NAMES[k])) kind = k;
     if (kind < 0) {
         mt_errf(err, errlen, "fault '%s': unknown kind '%s' (kill, hang, nan, slow, exit, "
-                "corrupt-ckpt, torn-ckpt)", out->spec, buf);
+                "corrupt-ckpt, torn-ckpt, bitflip)", out->spec, buf);
         return -1;
     }
     out->kind = (fault_kind)kind;
     int ckpt_kind = out->kind == FAULT_CORRUPT_CKPT || out->kind == FAULT_TORN_CKPT;
     int seen_step = 0, seen_rank = 0, seen_factor = 0, seen_code = 0, seen_kill = 0, seen_at = 0;
+    int seen_tensor = 0, seen_bit = 0, flip = out->kind == FAULT_BITFLIP;
     char *save = NULL;
     for (char *kv = at ? strtok_r(at + 1, ",", &save) : NULL; kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -99,6 +102,13 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
             seen = &seen_at;
             bad = strcmp(val, "resume") != 0;
             out->at_resume = !bad;
+        } else if (!strcmp(key, "tensor") && flip) {
+            seen = &seen_tensor;
+            bad = !val[0] || strlen(val) >= sizeof(out->tensor);
+            if (!bad) snprintf(out->tensor, sizeof(out->tensor), "%s", val);
+        } else if (!strcmp(key, "bit") && flip) {
+            seen = &seen_bit;
+            bad = parse_int(val, 0, 31, &out->bit);
         } else if (!strcmp(key, "factor") && out->kind == FAULT_SLOW) {
             seen = &seen_factor;
             char *end = NULL;
@@ -111,6 +121,7 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
                     : out->kind == FAULT_SLOW ? ", factor"
                     : ckpt_kind               ? ", kill"
                     : out->kind == FAULT_KILL ? ", at"
+                    : flip                    ? ", tensor, bit"
                                               : "");
             return -1;
         }
@@ -125,6 +136,8 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
                                : !strcmp(key, "code")   ? "an exit code in 1..255"
                                : !strcmp(key, "kill")   ? "0 or 1"
                                : !strcmp(key, "at")     ? "'resume'"
+                               : !strcmp(key, "tensor") ? "a tensor name (1..63 characters)"
+                               : !strcmp(key, "bit")    ? "a bit index in 0..31"
                                                         : "a number > 1";
             mt_errf(err, errlen, "fault '%s': %s=%s is not %s", out->spec, key, val, want);
             return -1;

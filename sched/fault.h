@@ -23,6 +23,13 @@
  *                                from tier 1
  *   kill@at=resume,rank=1        SIGKILL this rank in the middle of the next checkpoint resume
  *                                (verified, not yet loaded): a failure while recovering
+ *   bitflip@step=23,rank=1[,tensor=NAME][,bit=B]
+ *                                silent data corruption: after optimizer step 23 (before the
+ *                                silent-corruption check, sched/sdc.h) flip bit B (default 10, a
+ *                                mantissa bit: the loss does not notice) of the middle element of
+ *                                tensor NAME (default: this rank's first 2-D non-expert weight)
+ *                                in this rank's parameters; training goes on as if nothing
+ *                                happened until --sdc-check-every compares the replicas
  * rank: the rank the fault fires on; omitted = every rank (corrupt-ckpt, torn-ckpt: rank 0).
  *
  * Once only: a fault that fired is appended (and fsynced) to RUN_DIR/faults_fired BEFORE it acts,
@@ -47,6 +54,7 @@ typedef enum {
     FAULT_EXIT,
     FAULT_CORRUPT_CKPT,
     FAULT_TORN_CKPT,
+    FAULT_BITFLIP,
 } fault_kind;
 
 typedef struct {
@@ -57,6 +65,8 @@ typedef struct {
     int code;      /* exit: 1..255 */
     int then_kill; /* corrupt-ckpt, torn-ckpt: 1 = SIGKILL after damaging every copy */
     int at_resume; /* kill: 1 = during the next checkpoint resume instead of at a step */
+    char tensor[64]; /* bitflip: the tensor's name ("" = the default) */
+    int bit;         /* bitflip: the bit of the float32 to flip, 0..31 (default 10) */
     char spec[128]; /* the spec text (trimmed): its identity in the once-only record */
 } fault_spec;
 

@@ -26,6 +26,7 @@
 #include "sched/fault.h"
 #include "sched/heartbeat.h"
 #include "sched/simulate.h"
+#include "model/param_hash.h"
 #include "train/checkpoint.h"
 #include "ops/ops.h"
 
@@ -86,6 +87,39 @@ static void mark_fired(trainer *tr, int i, int step, int tier, const char *file)
 static void poison(trainer *tr) {
     trainer_before_update(tr);
     ops_scale(tr->model.params, tr->model.num_params, NAN);
+}
+
+/* The tensor a bitflip fault flips a bit of: tensor=NAME, else this rank's first 2-D weight that
+ * is neither a MoE expert nor the last stage's tied copy of wte. -1 when there is none. */
+static int bitflip_tensor(const trainer *tr, const fault_spec *f) {
+    const gpt_model *m = &tr->model;
+    if (f->tensor[0]) return gpt_tensor_index(m, f->tensor);
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].ndim == 2 && !m->tensors[i].expert && !m->tensors[i].pp_tied_copy)
+            return i;
+    return -1;
+}
+
+/* bitflip fault i after step `step`: flip bit f->bit of the middle element of its tensor in this
+ * rank's parameters (once a checkpoint's background snapshot is complete). */
+static void bitflip(trainer *tr, int i, int step) {
+    fault_spec *f = &S.f[i];
+    int t = bitflip_tensor(tr, f);
+    if (t < 0) return; /* checked by sched_attach_trainer */
+    const gpt_tensor *ten = &tr->model.tensors[t];
+    size_t at = ten->offset + ten->numel / 2;
+    mark_fired(tr, i, step, -1, NULL);
+    trainer_before_update(tr);
+    float *p = gpt_params_host(&tr->model);
+    uint32_t u;
+    memcpy(&u, &p[at], 4);
+    float before = p[at];
+    u ^= 1u << f->bit;
+    memcpy(&p[at], &u, 4);
+    gpt_params_upload(&tr->model);
+    fprintf(stderr, "minitrain: rank %d: bitflip: %s[%zu] bit %d: %.9g -> %.9g\n", S.rank,
+            ten->name, ten->numel / 2, f->bit, before, p[at]);
+    fflush(stderr);
 }
 
 /* corrupt-ckpt / torn-ckpt fault i: damage the copies of its step that THIS process reaches
@@ -198,6 +232,10 @@ void sched_fault_hook(trainer *tr, int step, int final, void *user) {
             if (step != f->step) break;
             mark_fired(tr, i, step, -1, NULL);
             _exit(f->code); /* like a crash: no cleanup, no MPI_Finalize */
+        case FAULT_BITFLIP:
+            if (step != f->step || final) break;
+            bitflip(tr, i, step);
+            break;
         case FAULT_NAN:
             if (step != f->step - 1 || final) break;
             mark_fired(tr, i, step + 1, -1, NULL);
@@ -280,6 +318,14 @@ int sched_attach_trainer(trainer *tr, checkpointer *ck, char *err, size_t errlen
     int world = tr->mesh ? tr->mesh->world_size : 1;
     S.n = fault_parse_list(tr->cfg.fault, S.f, FAULT_MAX, err, errlen);
     if (S.n < 0 || fault_check_ranks(S.f, S.n, world, err, errlen) != 0) return -1;
+    for (int i = 0; i < S.n; i++)
+        if (S.f[i].kind == FAULT_BITFLIP && fault_applies(&S.f[i], S.rank) &&
+            bitflip_tensor(tr, &S.f[i]) < 0) {
+            mt_errf(err, errlen, "fault '%s': rank %d holds no %s%s%s", S.f[i].spec, S.rank,
+                    S.f[i].tensor[0] ? "tensor '" : "2-D weight to flip a bit of",
+                    S.f[i].tensor, S.f[i].tensor[0] ? "' (names as in `minitrain ckpt ls`)" : "");
+            return -1;
+        }
     int disarmed = fault_load_fired(tr->cfg.run_dir, S.f, S.n, S.fired);
     if (disarmed > 0)
         log_info("faults: %d of %d already fired in this run directory (%s/%s); not re-armed",

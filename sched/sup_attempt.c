@@ -213,16 +213,18 @@ static int dead_rank(const hb_record *r, int n, pid_t child) {
 }
 
 /* The failure kind of a launch (or rank) exit status: nonfinite (3), io (4: a file could not be
- * written, e.g. disk full), else crash (any other status, or -1 = killed by a signal). */
+ * written, e.g. disk full), sdc (5: the silent-corruption check, sched/sdc.h), else crash (any other status, or -1 = killed by a signal). */
 static const char *failure_kind(int code) {
     return code == MT_EXIT_NONFINITE ? EV_FAILURE_NONFINITE
            : code == MT_EXIT_IO      ? EV_FAILURE_IO
+           : code == MT_EXIT_SDC     ? EV_FAILURE_SDC
                                      : EV_FAILURE_CRASH;
 }
 
 static const char *exit_meaning(int code) {
     return code == MT_EXIT_NONFINITE ? " (non-finite loss)"
            : code == MT_EXIT_IO      ? " (I/O error: disk full?)"
+           : code == MT_EXIT_SDC     ? " (silent data corruption: replicas' parameters differ)"
                                      : "";
 }
 

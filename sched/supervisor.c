@@ -38,6 +38,7 @@
 #include "core/fs.h"
 #include "core/timer.h"
 #include "report/ettr.h"
+#include "sched/sdc.h"
 #include "sched/slurm.h"
 
 /* ---- pure helpers (tested in tests/test_sched.c) --------------------------------------------- */
@@ -332,6 +333,20 @@ static void start(sup *s, const sup_opts *o, char **launch_argv, int nlaunch) {
     sup_event(s, EV_SUPERVISOR_START, -1, d);
 }
 
+/* A silent-corruption stop (exit MT_EXIT_SDC): the rank to blame is the verdict's (its EV_SDC
+ * event in run.db, sched/sdc.h), not the heartbeats' guess — the first rank named (with a tie,
+ * the why names all of them). */
+static void sdc_blame(sup *s, sup_failure *f) {
+    int ranks[SDC_MAX_BLAME], n = 0, step = -1;
+    char text[512];
+    if (sdc_last_verdict(rundb_sqlite(s->db), ranks, SDC_MAX_BLAME, &n, &step, text,
+                         sizeof(text)) != 0 || n == 0)
+        return;
+    f->rank = ranks[0];
+    f->step = step;
+    snprintf(f->why, sizeof(f->why), "silent data corruption after step %d: %.200s", step, text);
+}
+
 /* A failed attempt: the failure event and line (naming the blamed rank and its host), the
  * teardown (and its event), then the outcome of the run rows the attempt left "running". Returns
  * the blamed rank's host, -1 when unknown (no hostfile or rankfile, or no rank blamed). */
@@ -488,6 +503,7 @@ int sup_run(const sup_opts *o, char **launch_argv, int nlaunch) {
             break;
         }
         /* a failure */
+        if (!strcmp(f.kind, EV_FAILURE_SDC)) sdc_blame(&s, &f);
         last_fail_unix = f.failed_at;
         int host = record_failure(&s, child, attempt, &f);
         int in_window = count_in_window(&s, &f, reason, sizeof(reason));

@@ -477,6 +477,37 @@ static void test_ettr_overlap(void **state) {
     assert_int_equal(r.checkpoints, 2);
 }
 
+/* Localisation (sched/stacks.h, sched/sdc.h) is its own line: the supervisor's stack capture
+ * inside the detection window moves from detection to localisation (a diagnose capture outside
+ * any window, and one from `minitrain diagnose`, do not count), and the silent-corruption checks'
+ * ms move from "other" to localisation; every other line stays where it was. */
+static void test_ettr_localisation(void **state) {
+    (void)state;
+    char dir[300], err[256];
+    sqlite3 *db = fresh_db("ettr_loc", dir, sizeof(dir));
+    build_faulted_job(db);
+    ettr_report base;
+    assert_int_equal(ettr_compute(db, &base, err, sizeof(err)), 0);
+    assert_near(base.localise_s, 0, 0);
+    ev(db, 0, 8.95, "stacks", "{\"seconds\":0.3,\"source\":\"supervisor\"}");
+    ev(db, 0, 8.96, "stacks", "{\"seconds\":0.2,\"source\":\"diagnose\"}");
+    ev(db, 0, 3.00, "stacks", "{\"seconds\":0.1,\"source\":\"supervisor\"}");
+    ev(db, 1, 3.10, "sdc_ok", "{\"step\":2,\"ms\":20}");
+    ev(db, 2, 14.0, "sdc_ok", "{\"step\":10,\"ms\":30}");
+    ettr_report r;
+    assert_int_equal(ettr_compute(db, &r, err, sizeof(err)), 0);
+    sqlite3_close(db);
+    const double eps = 1e-6;
+    assert_near(r.localise_s, 0.3 + 0.020 + 0.030, eps);
+    assert_int_equal(r.localisations, 3);
+    assert_near(r.detect_s, base.detect_s - 0.3, eps);
+    assert_near(r.other_s, base.other_s - 0.050, eps);
+    assert_near(r.useful_s, base.useful_s, eps);
+    assert_near(r.recompute_s, base.recompute_s, eps);
+    assert_near(r.teardown_s, base.teardown_s, eps);
+    assert_near(r.wall_s, base.wall_s, eps);
+}
+
 static void test_ettr_hand_made(void **state) {
     (void)state;
     char dir[300], err[256];
@@ -682,6 +713,7 @@ int main(void) {
         cmocka_unit_test(test_ckpt_auto_every),
         cmocka_unit_test(test_supervisor_helpers),
         cmocka_unit_test(test_ettr_hand_made),
+        cmocka_unit_test(test_ettr_localisation),
         cmocka_unit_test(test_ettr_overlap),
         cmocka_unit_test(test_ettr_clean_unsupervised),
         cmocka_unit_test(test_sim_no_failures),

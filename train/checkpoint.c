@@ -29,6 +29,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/comm.h"
+#include "train/checkpoint_hash.h"
 #include "train/checkpoint_object.h"
 #include "train/checkpoint_peer.h"
 #include "model/model_ckpt.h"
@@ -54,6 +55,7 @@ struct checkpointer {
     int since;    /* adaptive: step of the last save, or the step before the first hook call */
     void (*on_resume)(void *user, int step); /* checkpoint_set_resume_hook */
     void *on_resume_user;
+    cJSON *params_hash; /* the save in progress: checkpoint_hash_record (NULL: off) */
 };
 
 static int world_rank(const checkpointer *ck) { return ck->tr->mesh->rank; }
@@ -296,6 +298,8 @@ static char *build_state_json(checkpointer *ck, int step) {
     cJSON_AddStringToObject(run, "run_dir", c->run_dir);
     cJSON *cfg = cJSON_Parse(tr->config_json);
     if (cfg) cJSON_AddItemToObject(o, "config", cfg);
+    if (ck->params_hash) /* train/checkpoint_hash.h */
+        cJSON_AddItemToObject(o, "params_hash", cJSON_Duplicate(ck->params_hash, 1));
     char *s = cJSON_Print(o);
     mtCheck(s != NULL, "out of memory");
     cJSON_Delete(o);
@@ -402,7 +406,10 @@ static void save(checkpointer *ck, trainer *tr, int allow_defer) {
         /* 4. this rank's files and rank 0's trainer_state.json go to the writer's background
          * thread; later hooks see them committed (ckpt_writer_progress) */
         /* 3. peer tier 0: every rank's own restart state, and its buddy's copy (main thread) */
+        ck->params_hash = checkpoint_hash_record(tr); /* collective; NULL when off */
         char *state = world_rank(ck) == 0 || ck->peer ? build_state_json(ck, tr->step) : NULL;
+        cJSON_Delete(ck->params_hash);
+        ck->params_hash = NULL;
         if (ck->peer)
             ckpt_peer_tr_save(ck->peer, tr->step,
                               ck->async ? ck->snap_p : gpt_params_host(&tr->model), ck->snap_m,
@@ -539,6 +546,7 @@ static int load_into_trainer(checkpointer *ck, trainer *tr, const char *dir, cha
                  model_ckpt_read_tensors(&fs, m, "optim.v.", vbuf, err, errlen) != 0))
         goto out;
     gpt_params_upload(m);
+    if (checkpoint_hash_verify(tr, st, dir, err, errlen) != 0) goto out;
     trainer_params_loaded(tr); /* ZeRO-3: the loaded weights into the shard */
     if (!direct) trainer_scatter_optimizer_state(tr, mbuf, vbuf);
     tr->opt.t = t;
