@@ -3,9 +3,10 @@
 #
 # 8 steps of a tiny GPT from one seed. recompute = selective | full must give bit-identical losses
 # and final parameters to recompute = none (the same ops on the same inputs), alone and with
-# tp 2 / pp 2 / dp 2 and MoE with ep 2. ZeRO-2 and ZeRO-3 at dp 2 and 4, alone, with tp 2, with
-# pp 2, with ep 2 (MoE) and with recompute train the single-process model (and bit for bit zero
-# 0's at dp 2, dense and with ep 2);
+# tp 2 / pp 2 / dp 2 and MoE with ep 2. ZeRO-2 and ZeRO-3 at dp 2 and 4, alone, with tp 2 (also
+# tp 2 x dp 4: 8 processes), with pp 2, with pp 2 x tp 2 x dp 2, with ep 2 (MoE, dp 2 and 4) and
+# with recompute train the single-process model (and bit for bit zero 0's at dp 2, dense and with
+# ep 2);
 # a zero 3 checkpoint resumes under zero 1 and dp 1, a dp 1 one under zero 3. The memory budget
 # is printed before step 1, a budget over memory_limit is refused with exit 2 before any work,
 # and bad combinations get one line and exit 2.
@@ -42,6 +43,9 @@ for layout in "dp2_z2:2:--dp 2 --zero 2" "dp2_z3:2:--dp 2 --zero 3" \
               "dp4_z2:4:--dp 4 --zero 2" "dp4_z3:4:--dp 4 --zero 3" \
               "tp2_dp2_z2:4:--tp 2 --dp 2 --zero 2" "tp2_dp2_z3:4:--tp 2 --dp 2 --zero 3" \
               "pp2_dp2_z2:4:--pp 2 --dp 2 --zero 2" "pp2_dp2_z3:4:--pp 2 --dp 2 --zero 3" \
+              "tp2_dp4_z2:8:--tp 2 --dp 4 --zero 2" "tp2_dp4_z3:8:--tp 2 --dp 4 --zero 3" \
+              "pp2_tp2_dp2_z2:8:--pp 2 --tp 2 --dp 2 --zero 2" \
+              "pp2_tp2_dp2_z3:8:--pp 2 --tp 2 --dp 2 --zero 3" \
               "dp2_z3_full:2:--dp 2 --zero 3 --recompute full" \
               "pp2_dp2_z3_sel:4:--pp 2 --dp 2 --zero 3 --recompute selective"; do
   IFS=: read -r name np flags <<< "$layout"
