@@ -165,7 +165,28 @@ run mem_none 1 $BIG || bad "mem_none"
 a_full=$(budget mem_full activations); a_none=$(budget mem_none activations)
 /usr/bin/python3 -c "import sys; r=$a_full/$a_none; print(f'    activations full/none = {r:.3f}'); sys.exit(0 if r < 0.25 else 1)" \
   && ok "recompute full: activations $a_full B vs none $a_none B (< 1/4 at 4 layers)" || bad "recompute full activations"
-grep -q "HFU" "$TMP/mem_full.log" && ok "HFU printed beside MFU" || bad "no HFU"
+grep -q "MFU .* | HFU " "$TMP/mem_full.log" && ok "HFU printed beside MFU on the progress line" || bad "no HFU"
+# report: HFU = MFU x (F + R) / F, F and R from docs/mfu.md's formulas on the run's own config
+# (dense: N = 12·L·d² + V·d, F = 6N + 12·L·d·T; full recompute R = 2·12·L·d² + 4·L·d·T)
+for rc in full none; do
+  $MT report --run "$TMP/mem_$rc" > "$TMP/rep_$rc.txt" 2>&1 || true
+  $MT report --run "$TMP/mem_$rc" --json > "$TMP/rep_$rc.json" 2>&1 || true
+done
+/usr/bin/python3 - "$TMP/mem_full/run.db" "$TMP/rep_full.json" "$TMP/rep_none.json" <<'PY' \
+  && grep -q "^HFU (median): .* (recompute full counted" "$TMP/rep_full.txt" \
+  && ok "report: HFU beside MFU, (F + R) / F of the formulas at recompute full, = MFU at none" \
+  || bad "report HFU: $(grep -m1 HFU "$TMP/rep_full.txt")"
+import json, sqlite3, sys
+c = json.loads(sqlite3.connect(sys.argv[1]).execute(
+    "SELECT detail FROM events WHERE kind='start'").fetchone()[0])
+L, d, T, V = c["n_layer"], c["d_model"], c["seq_len"], c["vocab_size"]
+F = 6 * (12 * L * d * d + V * d) + 12 * L * d * T
+R = 2 * 12 * L * d * d + 4 * L * d * T
+full, none = (json.load(open(p)) for p in sys.argv[2:])
+print(f"    recompute full: MFU {100*full['mfu']:.2f}%, HFU {100*full['hfu']:.2f}% (x{full['hfu']/full['mfu']:.4f}, formula x{(F+R)/F:.4f})")
+assert abs(full["hfu"] / full["mfu"] - (F + R) / F) < 1e-9, (full, F, R)
+assert none["hfu"] == none["mfu"], none
+PY
 
 # --- refusals: one clear line, exit 2 ------------------------------------------------------------
 refuse() { # refuse NAME NP PATTERN flags...: exit 2 and the pattern in the output

@@ -559,6 +559,8 @@ static void log_memory_budget(trainer *tr) {
     ev_num(d, EVK_ZERO, tr->cfg.zero);
     ev_str(d, EVK_RECOMPUTE, tr->cfg.recompute);
     ev_num(d, EVK_LIMIT, tr->memory_limit);
+    ev_num(d, EVK_FLOPS_PER_TOKEN, tr->flops_per_token); /* report's HFU = MFU x (F + R) / F */
+    ev_num(d, EVK_RECOMPUTE_FLOPS, tr->recompute_flops_per_token);
     for (int i = 0; i < MEMORY_N; i++) {
         for (int r = 0; r < W; r++) col[r] = tr->memory_ranks[(size_t)r * MEMORY_N + i];
         ev_numv(d, memory_names[i], col, W);
