@@ -512,7 +512,9 @@ static void predict_memory(const trainer *tr, double runtime_bytes, double b[MEM
 static int check_memory(trainer *tr, double rss0, int local_ranks, char *err, size_t errlen) {
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
-    if (memory_limit_bytes(c->memory_limit, local_ranks, 0, &tr->memory_limit, err, errlen) != 0)
+    /* auto: the GPU's own memory on cuda (ops_device_memory_bytes), else the host's share */
+    if (memory_limit_bytes(c->memory_limit, local_ranks, ops_device_memory_bytes(),
+                           &tr->memory_limit, err, errlen) != 0)
         return -1;
     predict_memory(tr, rss0, tr->memory);
     int W = ms->world_size;
