@@ -149,6 +149,7 @@
 /* ---- detail keys (alphabetical; units in the name or here) ---------------------------------- */
 #define EVK_ACTIVATIONS "activations" /* bytes per rank: activation slots (train/memory.h) */
 #define EVK_CKPT_BYTES "checkpoint"   /* bytes per rank: the asynchronous checkpoint snapshot */
+#define EVK_FLOPS_PER_TOKEN "flops_per_token" /* the model's training FLOPs per token (MFU's) */
 #define EVK_COMM_BYTES "comm"         /* bytes per rank: communication buffers */
 #define EVK_GRADS "grads"             /* bytes per rank: gradients */
 #define EVK_LIMIT "limit"             /* memory_limit in bytes (0 = no check) */
@@ -156,6 +157,7 @@
 #define EVK_PARAMS "params"           /* bytes per rank: parameters */
 #define EVK_PEAK_RSS "peak_rss"       /* bytes per rank: measured peak resident set (VmHWM) */
 #define EVK_RECOMPUTE "recompute"     /* none | selective | full */
+#define EVK_RECOMPUTE_FLOPS "recompute_flops_per_token" /* what recompute adds (HFU's extra) */
 #define EVK_RUNTIME "runtime"         /* bytes per rank: the process before the trainer built */
 #define EVK_TOTAL "total"             /* bytes per rank: the predicted total */
 #define EVK_WORKSPACE "workspace"     /* bytes per rank: backward scratch, token ids, probes */

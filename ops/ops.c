@@ -141,6 +141,9 @@ int ops_select(const char *device, int local_rank, char *err, size_t errlen) {
 
 const char *ops_device(void) { return g_backend->name; }
 const char *ops_device_name(void) { return g_backend->device_name(); }
+double ops_device_memory_bytes(void) {
+    return g_backend->device_memory ? g_backend->device_memory() : 0;
+}
 
 /* ---- memory API ----------------------------------------------------------------------------- */
 

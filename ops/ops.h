@@ -38,6 +38,10 @@ int ops_select(const char *device, int local_rank, char *err, size_t errlen);
 /* The selected backend's name ("cpu", "guard", "cuda") and its device's name (CPU: "cpu"). */
 const char *ops_device(void);
 const char *ops_device_name(void);
+/* Bytes of the selected device's own memory (cuda: the GPU's total, cudaMemGetInfo), or 0 when
+ * the backend computes on host memory (cpu, guard) — memory_limit = auto's figure there is the
+ * host's (train/memory.h). */
+double ops_device_memory_bytes(void);
 
 /* Device memory, zeroed. `what` names the allocation in guard fault reports ("params", ...).
  * Exits with a message on failure (out of memory). ops_alloc(0, ..) returns a valid pointer. */

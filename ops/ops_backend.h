@@ -21,6 +21,8 @@ typedef struct {
     /* lifecycle: 0 ok, -1 with err (no device); NULL = nothing to do */
     int (*init)(int local_rank, char *err, size_t errlen);
     const char *(*device_name)(void);
+    /* bytes of the device's own memory (cuda: cudaMemGetInfo's total); NULL = host memory */
+    double (*device_memory)(void);
     /* memory API (ops/ops.h): alloc returns zeroed memory or NULL */
     void *(*alloc)(size_t bytes, const char *what);
     void (*free)(void *p);

@@ -114,6 +114,15 @@ extern "C" int ops_cuda_init(int local_rank, char *err, size_t errlen) {
 
 extern "C" const char *ops_cuda_device_name(void) { return g_cuda.ready ? g_cuda.name : ""; }
 
+extern "C" double ops_cuda_device_memory(void) {
+    size_t free_b = 0, total_b = 0;
+    if (!g_cuda.ready || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        (void)cudaGetLastError(); /* a failed query is not a sticky error for the next call */
+        return 0;
+    }
+    return (double)total_b;
+}
+
 extern "C" void *ops_cuda_alloc(size_t bytes) {
     require_ready();
     if (bytes == 0) bytes = 256; /* a valid pointer for an empty tensor, as the cpu backend */

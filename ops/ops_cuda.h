@@ -37,6 +37,9 @@ extern "C" {
 int ops_cuda_init(int local_rank, char *err, size_t errlen);
 /* The selected device's name ("NVIDIA H200"), or "" before ops_cuda_init. */
 const char *ops_cuda_device_name(void);
+/* Bytes of the selected device's memory (cudaMemGetInfo's total), or 0 before ops_cuda_init or
+ * when the query fails. */
+double ops_cuda_device_memory(void);
 /* bytes of zeroed device memory (0 bytes: a valid 256-byte block); NULL when out of memory. */
 void *ops_cuda_alloc(size_t bytes);
 void ops_cuda_free(void *p);

@@ -18,6 +18,7 @@ const ops_backend ops_backend_cuda = {
     .name = "cuda",
     .init = ops_cuda_init,
     .device_name = ops_cuda_device_name,
+    .device_memory = ops_cuda_device_memory,
     .alloc = cuda_alloc,
     .free = ops_cuda_free,
     .zero = ops_cuda_zero,

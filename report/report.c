@@ -385,7 +385,9 @@ int report_print_json(const report_summary *r) {
     add_num(o, "mfu", r->mfu);
     add_num(o, "mfu_theoretical", r->mfu_theoretical);
     svg_memory mem;
-    if (svg_memory_load(r->db, &mem)) { /* the budget's largest rank, predicted vs measured */
+    int has_mem = svg_memory_load(r->db, &mem);
+    add_num(o, "hfu", has_mem ? r->mfu * mem.hfu_over_mfu : NAN); /* NAN: null */
+    if (has_mem) { /* the budget's largest rank, predicted vs measured */
         cJSON *mo = cJSON_AddObjectToObject(o, "memory");
         cJSON_AddNumberToObject(mo, "zero", mem.zero);
         add_str(mo, "recompute", mem.recompute);
@@ -492,7 +494,11 @@ int report_print_text(const report_summary *r) {
            fmt_num(r->mfu_theoretical, "%.1f%%", 100, c, sizeof(c)));
     svg_memory mem;
     char line[512];
-    if (svg_memory_load(r->db, &mem)) printf("memory:         %s\n", svg_memory_text(&mem, line, sizeof(line)));
+    int has_mem = svg_memory_load(r->db, &mem);
+    if (has_mem && isfinite(mem.hfu_over_mfu)) /* PaLM's HFU: the recomputation counted too */
+        printf("HFU (median):   %s of measured sgemm peak (recompute %s counted, docs/mfu.md)\n",
+               fmt_num(r->mfu * mem.hfu_over_mfu, "%.1f%%", 100, b, sizeof(b)), mem.recompute);
+    if (has_mem) printf("memory:         %s\n", svg_memory_text(&mem, line, sizeof(line)));
     printf("events:        ");
     int any = 0;
     for (cJSON *e = r->events->child; e; e = e->next, any = 1)

@@ -112,8 +112,11 @@ static void summary(FILE *f, const report_summary *r) {
     kvn(f, "MFU, theoretical peak (median)", r->mfu_theoretical, "%.2f%%", 100);
     svg_memory mem;
     char line[512];
-    if (svg_memory_load(r->db, &mem)) /* ZeRO stage and memory budget (train/memory.h) */
+    if (svg_memory_load(r->db, &mem)) { /* ZeRO stage and memory budget (train/memory.h) */
+        kvn(f, "HFU, measured peak (median; recompute counted)", r->mfu * mem.hfu_over_mfu,
+            "%.2f%%", 100);
         kv(f, "memory per rank (ZeRO stage, budget)", svg_memory_text(&mem, line, sizeof(line)));
+    }
     kvn(f, "ETTR", r->ettr.ettr, "%.3f", 1);
     kvn(f, "failures", r->ettr.failures, "%.0f", 1);
     fputs("</table>\n</section>\n", f);

@@ -74,11 +74,13 @@ int svg_compare(const svg_compare_run *runs, int n, FILE *f);
  * ZeRO stage and recompute it ran with, memory_limit (0 = off), and for the rank with the largest
  * predicted total its predicted columns (bytes, in train/memory.h's order: params, grads,
  * optimizer, activations, comm, workspace, checkpoint, runtime, total) and its measured peak RSS
- * (NAN before the run ended). Returns 1, or 0 when the run logged no budget. */
+ * (NAN before the run ended), and hfu_over_mfu = (F + R) / F from the run's training FLOPs
+ * per token F and what recompute adds R (docs/mfu.md; NAN when the run did not log them).
+ * Returns 1, or 0 when the run logged no budget. */
 typedef struct {
     int zero, ranks, rank;
     char recompute[16];
-    double limit, bytes[9], peak;
+    double limit, bytes[9], peak, hfu_over_mfu;
 } svg_memory;
 int svg_memory_load(sqlite3 *db, svg_memory *m);
 

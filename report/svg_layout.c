@@ -186,6 +186,10 @@ int svg_memory_load(sqlite3 *db, svg_memory *m) {
     snprintf(m->recompute, sizeof(m->recompute), "%s", cJSON_IsString(rc) ? rc->valuestring : "?");
     const cJSON *lim = cJSON_GetObjectItemCaseSensitive(d, EVK_LIMIT);
     m->limit = cJSON_IsNumber(lim) ? lim->valuedouble : 0;
+    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(d, EVK_FLOPS_PER_TOKEN);
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(d, EVK_RECOMPUTE_FLOPS);
+    m->hfu_over_mfu = cJSON_IsNumber(fl) && cJSON_IsNumber(rf) && fl->valuedouble > 0
+                          ? (fl->valuedouble + rf->valuedouble) / fl->valuedouble : NAN;
     cJSON_Delete(d);
     cJSON *p = latest_detail(db, EV_MEMORY_PEAK);
     if (p) m->peak = item_at(p, EVK_PEAK_RSS, m->rank);

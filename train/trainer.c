@@ -250,7 +250,7 @@ void trainer_params_loaded(trainer *tr) {
 
 /* Global L2 norm of the reduced gradient, identical to the single-process value: tensor-parallel
  * shards are summed over the TP group, replicated tensors counted once, ZeRO-1 shards summed over
- * the DP group. */
+ * the DP group (ZeRO-2/3's expert shards over the expert-data-parallel group). */
 static double global_grad_norm(trainer *tr) {
     const gpt_model *m = &tr->model;
     size_t lo = 0, hi = m->num_params;
@@ -282,7 +282,12 @@ static double global_grad_norm(trainer *tr) {
     free(x);
     free(n);
     free(sq);
-    if (tr->cfg.zero) comm_all_reduce_f64(tr->mesh->dp_group, part, 3, COMM_SUM);
+    if (tr->cfg.zero >= 2) { /* shards: dense ones over dp, expert ones over edp (train/zero.h) */
+        comm_all_reduce_f64(tr->mesh->dp_group, part, 2, COMM_SUM);
+        comm_all_reduce_f64(tr->zero.group[ZERO_EXPERT], &part[2], 1, COMM_SUM);
+    } else if (tr->cfg.zero) {
+        comm_all_reduce_f64(tr->mesh->dp_group, part, 3, COMM_SUM);
+    }
     comm_all_reduce_f64(tr->mesh->tp_group, &part[1], 1, COMM_SUM);
     comm_all_reduce_f64(tr->mesh->ep_group, &part[2], 1, COMM_SUM); /* distinct experts */
     comm_all_reduce_f64(tr->mesh->pp_group, part, 3, COMM_SUM); /* stages hold disjoint layers */
@@ -554,6 +559,8 @@ static void log_memory_budget(trainer *tr) {
     ev_num(d, EVK_ZERO, tr->cfg.zero);
     ev_str(d, EVK_RECOMPUTE, tr->cfg.recompute);
     ev_num(d, EVK_LIMIT, tr->memory_limit);
+    ev_num(d, EVK_FLOPS_PER_TOKEN, tr->flops_per_token); /* report's HFU = MFU x (F + R) / F */
+    ev_num(d, EVK_RECOMPUTE_FLOPS, tr->recompute_flops_per_token);
     for (int i = 0; i < MEMORY_N; i++) {
         for (int r = 0; r < W; r++) col[r] = tr->memory_ranks[(size_t)r * MEMORY_N + i];
         ev_numv(d, memory_names[i], col, W);
@@ -622,8 +629,8 @@ int trainer_run(trainer *tr) {
         double loss_sum = ms->pp > 1 ? trainer_pipe_step(tr, s, end, inp, tgt)
                                      : microbatch_step(tr, s, inp, tgt, dloss);
         tr->last_cp_floats = cp_ring_floats() - ring0; /* the step's passes, not eval's */
-        if (ms->ep > 1) reduce_grads_ep(tr);
-        else if (c->zero >= 2) zero_finish(&tr->zero, m);
+        if (c->zero >= 2) zero_finish(&tr->zero, m); /* dense over dp, experts over edp */
+        else if (ms->ep > 1) reduce_grads_ep(tr);
         else dp_finish(&tr->dp, m->grads);
         gpt_sp_reduce_grads(m); /* sp: LayerNorm/embedding gradients are per-position partials */
         if (tp_check) tp_replica_check(tr);

@@ -159,11 +159,6 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
                  "over (use dp >= 2, or zero = 0)", c->zero);
         return -1;
     }
-    if (c->zero >= 2 && ms->ep > 1) {
-        snprintf(err, errlen, "zero = %d together with ep > 1 is not supported (expert gradients "
-                 "reduce over the expert-data-parallel group, not dp); use zero = 0", c->zero);
-        return -1;
-    }
     if (c->zero >= 2 && (strcmp(c->adv_train, "none") != 0 || c->robust_every > 0)) {
         snprintf(err, errlen, "zero = %d with adv_train / robust_every is not supported (their "
                  "extra backwards would reduce-scatter out of step); use zero = 1", c->zero);
@@ -189,7 +184,8 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     /* ZeRO-2/3: the flat gradient (and parameter) buffers become unit-sharded, before the
      * activations would allocate the gradients (cp and sp are refused with zero, check_cp and
      * check_sp, so the DP group is the whole dp x cp group here) */
-    if (c->zero >= 2 && zero_init(&tr->zero, &tr->model, ms->dp_group, c->zero, err, errlen) != 0)
+    if (c->zero >= 2 && zero_init(&tr->zero, &tr->model, ms->dp_group, ms->edp_group, c->zero,
+                                  err, errlen) != 0)
         return -1;
     if (activations) {
         gpt_alloc_slots(&tr->model, c->batch_size, c->seq_len / ms->cp, /* this CP shard */
@@ -487,9 +483,11 @@ static void predict_memory(const trainer *tr, double runtime_bytes, double b[MEM
         b[MEMORY_GRADS] = F * resident;
         /* staging + one piece (+ zero 3's prefetch staging); the group's first rank also holds
          * MPI's reduce-scatter scratch (reduce_scatter_scratch) of the staging's size */
-        double P = tr->zero.P, mp = (double)tr->zero.max_piece;
-        double prefetch = c->zero == 3 ? P * mp : 0; /* the next block's gather in flight */
-        b[MEMORY_COMM] = F * ((P + 1) * mp + prefetch + reduce_scatter_scratch(tr) * P * mp);
+        double st = (double)tr->zero.staging_floats, mp = (double)tr->zero.max_piece;
+        double prefetch = 0; /* zero 3: the next block's gathers in flight */
+        for (int k = 0; k < ZERO_MAX_BLOCK_UNITS && c->zero == 3; k++)
+            prefetch += (double)tr->zero.prefetch_floats[k];
+        b[MEMORY_COMM] = F * (st + mp + prefetch + reduce_scatter_scratch(tr) * st);
         double block = (double)zero_resident_floats(&tr->zero) - (double)zero_root_floats(&tr->zero);
         transient = b[MEMORY_COMM] + F * block * (c->zero == 3 ? 2 : 1);
     } else {
@@ -529,7 +527,9 @@ static void predict_memory(const trainer *tr, double runtime_bytes, double b[MEM
 static int check_memory(trainer *tr, double rss0, int local_ranks, char *err, size_t errlen) {
     const mt_config *c = &tr->cfg;
     const mesh *ms = tr->mesh;
-    if (memory_limit_bytes(c->memory_limit, local_ranks, 0, &tr->memory_limit, err, errlen) != 0)
+    /* auto: the GPU's own memory on cuda (ops_device_memory_bytes), else the host's share */
+    if (memory_limit_bytes(c->memory_limit, local_ranks, ops_device_memory_bytes(),
+                           &tr->memory_limit, err, errlen) != 0)
         return -1;
     predict_memory(tr, rss0, tr->memory);
     int W = ms->world_size;

@@ -44,36 +44,69 @@ static void drop_range(float *buf, size_t lo, size_t hi, int zero) {
 
 /* ---- the unit table -------------------------------------------------------------------------- */
 
-/* Unit u: 0 = root head, 1 + l = local block l, n_units - 1 = root tail. */
+/* Append unit [lo, hi) of group g and block blk. */
+static void add_unit(zero_state *z, size_t lo, size_t hi, int g, int blk) {
+    int u = z->n_units++;
+    z->lo[u] = lo, z->hi[u] = hi, z->grp[u] = g, z->ublock[u] = blk;
+}
+
+/* Block l's units: the maximal runs of its tensors that are all dense or all expert. */
+static void add_block_units(zero_state *z, const gpt_model *m, int l, size_t bend) {
+    int t0 = m->block_t0[l], t1 = l + 1 < m->n_local ? m->block_t0[l + 1] : m->n_tensors;
+    z->block_u0[l] = z->n_units;
+    size_t lo = m->tensors[t0].offset;
+    int g = m->tensors[t0].expert ? ZERO_EXPERT : ZERO_DENSE;
+    for (int i = t0 + 1; i < t1 && m->tensors[i].offset < bend; i++) {
+        int gi = m->tensors[i].expert ? ZERO_EXPERT : ZERO_DENSE;
+        if (gi == g) continue;
+        add_unit(z, lo, m->tensors[i].offset, g, l);
+        lo = m->tensors[i].offset, g = gi;
+    }
+    size_t hi = l + 1 < m->n_local ? m->tensors[t1].offset : bend;
+    add_unit(z, lo, hi, g, l);
+    mtCheck(z->n_units - z->block_u0[l] <= ZERO_MAX_BLOCK_UNITS, "zero: too many units in a block");
+}
+
+/* Unit 0 = root head, then each local block's units in order, n_units - 1 = root tail. */
 static void build_units(zero_state *z, const gpt_model *m) {
     int L = m->n_local;
-    z->n_units = L + 2;
-    z->lo = callocCheck((size_t)z->n_units, sizeof(size_t));
-    z->hi = callocCheck((size_t)z->n_units, sizeof(size_t));
-    z->piece = callocCheck((size_t)z->n_units, sizeof(size_t));
-    z->soff = callocCheck((size_t)z->n_units, sizeof(size_t));
+    size_t cap = (size_t)m->n_tensors + 2;
+    z->lo = callocCheck(cap, sizeof(size_t));
+    z->hi = callocCheck(cap, sizeof(size_t));
+    z->piece = callocCheck(cap, sizeof(size_t));
+    z->soff = callocCheck(cap, sizeof(size_t));
+    z->grp = callocCheck(cap, sizeof(int));
+    z->ublock = callocCheck(cap, sizeof(int));
+    z->block_u0 = callocCheck((size_t)L + 1, sizeof(int));
     size_t b0 = L ? m->tensors[m->block_t0[0]].offset : m->num_params;
     size_t bend = m->i_lnf >= 0 ? m->tensors[m->i_lnf].offset : m->num_params;
     if (!L) bend = b0;
-    z->lo[0] = 0, z->hi[0] = b0;
-    for (int l = 0; l < L; l++) {
-        z->lo[1 + l] = m->tensors[m->block_t0[l]].offset;
-        z->hi[1 + l] = l + 1 < L ? m->tensors[m->block_t0[l + 1]].offset : bend;
-    }
-    z->lo[L + 1] = bend, z->hi[L + 1] = m->num_params;
+    add_unit(z, 0, b0, ZERO_DENSE, -1);
+    for (int l = 0; l < L; l++) add_block_units(z, m, l, bend);
+    z->block_u0[L] = z->n_units;
+    add_unit(z, bend, m->num_params, ZERO_DENSE, L);
+    for (int i = 0; i < m->n_tensors; i++) /* the root units hold no experts */
+        mtCheck(!m->tensors[i].expert || (m->tensors[i].offset >= b0 &&
+                                          m->tensors[i].offset < bend), "zero: an expert outside a block");
     size_t off = 0;
     for (int u = 0; u < z->n_units; u++) {
-        z->piece[u] = (z->hi[u] - z->lo[u] + (size_t)z->P - 1) / (size_t)z->P;
+        size_t P = (size_t)z->Pg[z->grp[u]];
+        z->piece[u] = (z->hi[u] - z->lo[u] + P - 1) / P;
         z->soff[u] = off;
         off += z->piece[u];
         if (z->piece[u] > z->max_piece) z->max_piece = z->piece[u];
+        if (P * z->piece[u] > z->staging_floats) z->staging_floats = P * z->piece[u];
+        if (z->ublock[u] >= 0 && z->ublock[u] < L) { /* the prefetch slot of its place in the block */
+            int k = u - z->block_u0[z->ublock[u]];
+            if (P * z->piece[u] > z->prefetch_floats[k]) z->prefetch_floats[k] = P * z->piece[u];
+        }
     }
     z->shard = off;
 }
 
 /* This rank's piece of unit u as a flat range [a, b) (b <= hi: the padding is not in the model). */
 static void my_piece(const zero_state *z, int u, size_t *a, size_t *b) {
-    size_t lo = z->lo[u] + (size_t)z->r * z->piece[u], hi = lo + z->piece[u];
+    size_t lo = z->lo[u] + (size_t)z->rg[z->grp[u]] * z->piece[u], hi = lo + z->piece[u];
     if (lo > z->hi[u]) lo = z->hi[u];
     if (hi > z->hi[u]) hi = z->hi[u];
     *a = lo, *b = hi;
@@ -97,46 +130,56 @@ static void build_segs(zero_state *z, const gpt_model *m) {
 
 /* ---- gather and reduce one unit -------------------------------------------------------------- */
 
-/* All-gather unit u from every rank's piece src (piece floats, padded) into flat[lo, hi). */
+/* All-gather unit u over its group from every rank's piece src (piece floats, padded) into
+ * flat[lo, hi). */
 static void gather_unit(zero_state *z, int u, const float *src, float *flat) {
     size_t n = z->hi[u] - z->lo[u], pc = z->piece[u];
     if (!n) return;
     memcpy(z->piece_buf, src, pc * sizeof(float));
-    comm_all_gather(z->dp, z->piece_buf, z->staging, pc);
+    comm_all_gather(z->group[z->grp[u]], z->piece_buf, z->staging, pc);
     memcpy(flat + z->lo[u], z->staging, n * sizeof(float));
 }
 
-/* Finish the prefetch in flight (if any); its unit's parameters land in m->params when take. */
+/* Finish the block prefetch in flight (if any); its units' parameters land in m->params when
+ * take. */
 static void finish_prefetch(zero_state *z, gpt_model *m, int take) {
-    if (!z->prefetch) return;
-    int u = z->prefetch_unit;
-    comm_wait(z->prefetch);
-    z->prefetch = NULL;
-    z->prefetch_unit = -1;
-    if (take && !z->gathered[u]) {
-        memcpy(m->params + z->lo[u], z->prefetch_buf, (z->hi[u] - z->lo[u]) * sizeof(float));
-        z->gathered[u] = 1;
+    if (z->prefetch_block < 0) return;
+    int u0 = z->block_u0[z->prefetch_block];
+    for (int k = 0; k < ZERO_MAX_BLOCK_UNITS; k++) {
+        if (!z->prefetch[k]) continue;
+        int u = u0 + k;
+        comm_wait(z->prefetch[k]);
+        z->prefetch[k] = NULL;
+        if (take && !z->gathered[u]) {
+            memcpy(m->params + z->lo[u], z->prefetch_buf[k], (z->hi[u] - z->lo[u]) * sizeof(float));
+            z->gathered[u] = 1;
+        }
     }
+    z->prefetch_block = -1;
 }
 
 /* Unit u's parameters resident in m->params (zero 3; no-op when they are): from the prefetch
- * when it is u's, else gathered now (a prefetch of another unit is finished and dropped first,
- * so every rank runs the same collectives in the same order). */
+ * when it is u's block's, else gathered now (a prefetch of another block is finished and dropped
+ * first, so every rank runs the same collectives in the same order). */
 static void gather_params(zero_state *z, gpt_model *m, int u) {
     if (z->stage != 3) return;
-    if (z->prefetch) finish_prefetch(z, m, z->prefetch_unit == u);
+    if (z->prefetch_block >= 0) finish_prefetch(z, m, z->prefetch_block == z->ublock[u]);
     if (z->gathered[u]) return;
     gather_unit(z, u, z->pshard + z->soff[u], m->params);
     z->gathered[u] = 1;
 }
 
-/* Start the all-gather of block unit u (1 .. n_units - 2) when it is one and not resident. */
-static void start_prefetch(zero_state *z, int u) {
-    if (z->stage != 3 || z->prefetch || u < 1 || u > z->n_units - 2 || z->gathered[u]) return;
-    if (z->hi[u] == z->lo[u]) return;
-    /* the shard's piece is the send buffer: it does not change until the optimizer step */
-    z->prefetch = comm_iall_gather(z->dp, z->pshard + z->soff[u], z->prefetch_buf, z->piece[u]);
-    z->prefetch_unit = u;
+/* Start the all-gathers of local block l's units when l is a block and they are not resident. */
+static void start_prefetch(zero_state *z, int l) {
+    if (z->stage != 3 || z->prefetch_block >= 0 || l < 0 || l >= z->model->n_local) return;
+    z->prefetch_block = l;
+    for (int u = z->block_u0[l]; u < z->block_u0[l + 1]; u++) {
+        if (z->gathered[u] || z->hi[u] == z->lo[u]) continue;
+        int k = u - z->block_u0[l];
+        /* the shard's piece is the send buffer: it does not change until the optimizer step */
+        z->prefetch[k] = comm_iall_gather(z->group[z->grp[u]], z->pshard + z->soff[u],
+                                          z->prefetch_buf[k], z->piece[u]);
+    }
 }
 
 static void release_params(zero_state *z, gpt_model *m, int u) {
@@ -145,14 +188,14 @@ static void release_params(zero_state *z, gpt_model *m, int u) {
     z->gathered[u] = 0;
 }
 
-/* Reduce-scatter unit u's flat gradients: this rank's piece of the sum over the group is added to
- * the gradient shard; the flat range is cleared (pages dropped) for the next backward. */
+/* Reduce-scatter unit u's flat gradients over its group: this rank's piece of the sum is added
+ * to the gradient shard; the flat range is cleared (pages dropped) for the next backward. */
 static void reduce_unit(zero_state *z, gpt_model *m, int u) {
-    size_t n = z->hi[u] - z->lo[u], pc = z->piece[u];
+    size_t n = z->hi[u] - z->lo[u], pc = z->piece[u], P = (size_t)z->Pg[z->grp[u]];
     if (!n) return;
     memcpy(z->staging, m->grads + z->lo[u], n * sizeof(float));
-    memset(z->staging + n, 0, ((size_t)z->P * pc - n) * sizeof(float));
-    comm_reduce_scatter(z->dp, z->staging, z->piece_buf, pc, COMM_SUM);
+    memset(z->staging + n, 0, (P * pc - n) * sizeof(float));
+    comm_reduce_scatter(z->group[z->grp[u]], z->staging, z->piece_buf, pc, COMM_SUM);
     float *g = z->gshard + z->soff[u];
     for (size_t i = 0; i < pc; i++) g[i] += z->piece_buf[i];
     drop_range(m->grads, z->lo[u], z->hi[u], 1);
@@ -164,25 +207,28 @@ static void layer_hook(void *user, int l, gpt_layer_event ev) {
     zero_state *z = user;
     gpt_model *m = z->model;
     if (ev == GPT_LAYER_BEFORE_FORWARD || ev == GPT_LAYER_BEFORE_BACKWARD) {
-        gather_params(z, m, 1 + l);
+        for (int u = z->block_u0[l]; u < z->block_u0[l + 1]; u++) gather_params(z, m, u);
         /* the block that runs next: forward goes up, backward down (none past the ends) */
-        start_prefetch(z, ev == GPT_LAYER_BEFORE_FORWARD ? 2 + l : l);
+        start_prefetch(z, ev == GPT_LAYER_BEFORE_FORWARD ? l + 1 : l - 1);
     } else {
-        release_params(z, m, 1 + l);
+        for (int u = z->block_u0[l]; u < z->block_u0[l + 1]; u++) release_params(z, m, u);
     }
 }
 
 void zero_grads_ready(zero_state *z, gpt_model *m, size_t offset) {
-    for (int l = 0; l < m->n_local; l++)
-        if (z->lo[1 + l] == offset && z->hi[1 + l] > offset) {
-            reduce_unit(z, m, 1 + l);
+    for (int l = 0; l < m->n_local; l++) {
+        int u0 = z->block_u0[l], u1 = z->block_u0[l + 1];
+        if (z->lo[u0] == offset && z->hi[u1 - 1] > offset) {
+            for (int u = u0; u < u1; u++) reduce_unit(z, m, u);
             return;
         }
+    }
 }
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
 
-int zero_init(zero_state *z, gpt_model *m, comm *dp, int stage, char *err, size_t errlen) {
+int zero_init(zero_state *z, gpt_model *m, comm *dp, comm *edp, int stage, char *err,
+              size_t errlen) {
     memset(z, 0, sizeof(*z));
     if (ops_is_device(m->params) || strcmp(ops_device(), "cpu") != 0) {
         snprintf(err, errlen, "zero = %d runs on device cpu only (it hands gradient and parameter "
@@ -190,18 +236,21 @@ int zero_init(zero_state *z, gpt_model *m, comm *dp, int stage, char *err, size_
         return -1;
     }
     z->stage = stage;
-    z->dp = dp;
-    z->P = comm_size(dp);
-    z->r = comm_rank(dp);
+    z->group[ZERO_DENSE] = dp;
+    z->group[ZERO_EXPERT] = edp ? edp : dp;
+    for (int g = 0; g < 2; g++) z->Pg[g] = comm_size(z->group[g]), z->rg[g] = comm_rank(z->group[g]);
+    z->P = z->Pg[ZERO_DENSE];
+    z->r = z->rg[ZERO_DENSE];
     z->model = m;
     build_units(z, m);
     build_segs(z, m);
     z->gshard = callocCheck(z->shard + 1, sizeof(float));
-    z->staging = callocCheck((size_t)z->P * z->max_piece + 1, sizeof(float));
+    z->staging = callocCheck(z->staging_floats + 1, sizeof(float));
     z->piece_buf = callocCheck(z->max_piece + 1, sizeof(float));
     z->gathered = callocCheck((size_t)z->n_units, sizeof(int));
-    z->prefetch_unit = -1;
-    if (stage == 3) z->prefetch_buf = callocCheck((size_t)z->P * z->max_piece + 1, sizeof(float));
+    z->prefetch_block = -1;
+    for (int k = 0; k < ZERO_MAX_BLOCK_UNITS && stage == 3; k++)
+        if (z->prefetch_floats[k]) z->prefetch_buf[k] = callocCheck(z->prefetch_floats[k], sizeof(float));
     mtCheck(m->grads == NULL, "zero_init before the gradients are allocated");
     z->flat_g = flat_map(m->num_params, &z->flat_bytes);
     m->grads = z->flat_g;
@@ -227,12 +276,13 @@ int zero_init(zero_state *z, gpt_model *m, comm *dp, int stage, char *err, size_
 void zero_free(zero_state *z, gpt_model *m) {
     if (!z->lo) return;
     finish_prefetch(z, m, 0);
-    free(z->prefetch_buf);
+    for (int k = 0; k < ZERO_MAX_BLOCK_UNITS; k++) free(z->prefetch_buf[k]);
     if (m->grads == z->flat_g) m->grads = NULL;
     if (z->flat_p && m->params == z->flat_p) m->params = NULL;
     munmap(z->flat_g, z->flat_bytes);
     if (z->flat_p) munmap(z->flat_p, z->flat_bytes);
     free(z->lo), free(z->hi), free(z->piece), free(z->soff), free(z->segs);
+    free(z->grp), free(z->ublock), free(z->block_u0);
     free(z->gshard), free(z->pshard), free(z->staging), free(z->piece_buf), free(z->gathered);
     m->layer_hook = NULL;
     memset(z, 0, sizeof(*z));
@@ -281,7 +331,7 @@ void zero_optim_step(zero_state *z, gpt_model *m, optim_adamw *o, float lr, floa
             memcpy(z->piece_buf, m->params + a, (b - a) * sizeof(float));
             size_t n = z->hi[u] - z->lo[u];
             if (!n) continue;
-            comm_all_gather(z->dp, z->piece_buf, z->staging, z->piece[u]);
+            comm_all_gather(z->group[z->grp[u]], z->piece_buf, z->staging, z->piece[u]);
             memcpy(m->params + z->lo[u], z->staging, n * sizeof(float));
         }
         return;
@@ -331,8 +381,10 @@ size_t zero_root_floats(const zero_state *z) {
 
 size_t zero_resident_floats(const zero_state *z) {
     size_t root = zero_root_floats(z);
-    size_t block = 0;
-    for (int u = 1; u < z->n_units - 1; u++)
-        if (z->hi[u] - z->lo[u] > block) block = z->hi[u] - z->lo[u];
+    size_t block = 0; /* the largest block: all its units */
+    for (int l = 0; l < z->model->n_local; l++) {
+        size_t n = z->hi[z->block_u0[l + 1] - 1] - z->lo[z->block_u0[l]];
+        if (n > block) block = n;
+    }
     return root + block + 4 * page_floats(); /* partial pages at the units' edges */
 }

@@ -3,11 +3,15 @@
  * Training Trillion Parameter Models", sections 5.2–5.3) over the model's flat buffers.
  *
  * The flat parameter/gradient buffer of this rank's model shard is cut into UNITS: the tensors
- * before the first local block (the embeddings: the "root" head), one unit per local block, and
- * the tensors after the last block (ln_f, the last stage's copy of the tied wte: the root tail).
- * Every unit is split evenly over the data-parallel group (padded to a multiple of dp): rank r
- * owns piece r of each unit, and its SHARD is its pieces of all units, concatenated. AdamW's m and
- * v, the reduced gradients (and under zero 3 the master parameters) exist only as shards.
+ * before the first local block (the embeddings: the "root" head), the local blocks, and the
+ * tensors after the last block (ln_f, the last stage's copy of the tied wte: the root tail).
+ * A dense block is one unit; a mixture-of-experts block is two, its dense part (attention, the
+ * LayerNorms, the router) and its experts. A dense unit is split evenly over the data-parallel
+ * group (padded to a multiple of dp), an expert unit over the expert-data-parallel group (the
+ * dp/ep ranks that hold the same experts, over which their gradients are summed; with ep = 1
+ * that is the dp group): rank r owns piece r of each unit (r its rank in the unit's group), and
+ * its SHARD is its pieces of all units, concatenated. AdamW's m and v, the reduced gradients
+ * (and under zero 3 the master parameters) exist only as shards.
  *
  *   zero 2: each block's gradients are reduce-scattered (comm_reduce_scatter) right after that
  *           block's backward — every microbatch, summed into the gradient shard — and the block's
@@ -42,36 +46,52 @@ typedef struct {
     int tensor;
 } zero_seg;
 
+/* The most units one block holds (a MoE block: its dense part and its experts). */
+#define ZERO_MAX_BLOCK_UNITS 4
+
+/* The two groups a unit is sharded over: ZERO_DENSE the data-parallel group, ZERO_EXPERT the
+ * expert-data-parallel group (the dp ranks holding the same experts; the dp group when ep = 1). */
+enum { ZERO_DENSE, ZERO_EXPERT };
+
 typedef struct {
     int stage; /* 2 or 3 */
-    comm *dp;
+    comm *group[2];      /* ZERO_DENSE: dp, ZERO_EXPERT: edp */
     gpt_model *model;    /* the model whose buffers these are (the layer hook's) */
-    int P, r;            /* group size, this rank */
-    int n_units;         /* n_local + 2: root head, blocks, root tail */
+    int Pg[2], rg[2];    /* each group's size, this rank in it */
+    int P, r;            /* the dense group's (Pg[ZERO_DENSE], rg[ZERO_DENSE]) */
+    int n_units;         /* root head, the blocks' units, root tail */
     size_t *lo, *hi;     /* (n_units) flat range of each unit */
     size_t *piece, *soff; /* (n_units) floats per rank; offset of this rank's piece in the shard */
+    int *grp;            /* (n_units) ZERO_DENSE or ZERO_EXPERT */
+    int *ublock;         /* (n_units) the local block of the unit; -1 head, n_local tail */
+    int *block_u0;       /* (n_local + 1) the first unit of block l; [n_local] = the tail */
     size_t shard;        /* floats in this rank's shard (sum of pieces) */
     size_t max_piece;
+    size_t staging_floats; /* the largest unit's group size x piece (the staging buffer) */
     zero_seg *segs;      /* this rank's shard as tensor runs, in shard order */
     int n_segs;
     float *gshard;       /* (shard) reduced gradients of this step */
     float *pshard;       /* (shard) zero 3: the master parameters; NULL under zero 2 */
-    float *staging;      /* (P · max_piece) the all-gather / reduce-scatter buffer */
+    float *staging;      /* (staging_floats) the all-gather / reduce-scatter buffer */
     float *piece_buf;    /* (max_piece) one piece: send or receive */
     float *flat_p, *flat_g; /* the mmap'd flat buffers (flat_p only under zero 3) */
     size_t flat_bytes;
     int *gathered;       /* (n_units) zero 3: the unit's parameters are resident */
-    /* zero 3's one-block prefetch: the next block's all-gather in flight into its own staging */
-    float *prefetch_buf;  /* (P · max_piece) */
-    comm_request *prefetch;
-    int prefetch_unit;    /* the unit in flight, -1 none */
+    /* zero 3's one-block prefetch: the next block's all-gathers in flight, unit k of the block
+     * into slot k's own staging (sized for the largest k-th unit of any block) */
+    float *prefetch_buf[ZERO_MAX_BLOCK_UNITS];
+    size_t prefetch_floats[ZERO_MAX_BLOCK_UNITS];
+    comm_request *prefetch[ZERO_MAX_BLOCK_UNITS];
+    int prefetch_block;  /* the block in flight, -1 none */
 } zero_state;
 
 /* Set up stage (2 or 3) for model m (built, weights initialised, activations NOT yet allocated)
- * over group dp: the unit table, the shards, and fresh unpopulated flat gradient (and, zero 3,
- * parameter) buffers that replace m's (m->grads, m->params; the weights move into the shard and
- * the root units). Installs m->layer_hook. Returns 0, or -1 with err (a device other than cpu). */
-int zero_init(zero_state *z, gpt_model *m, comm *dp, int stage, char *err, size_t errlen);
+ * over group dp (dense tensors) and edp (expert tensors; NULL: dp): the unit table, the shards,
+ * and fresh unpopulated flat gradient (and, zero 3, parameter) buffers that replace m's
+ * (m->grads, m->params; the weights move into the shard and the root units). Installs
+ * m->layer_hook. Returns 0, or -1 with err (a device other than cpu). */
+int zero_init(zero_state *z, gpt_model *m, comm *dp, comm *edp, int stage, char *err,
+              size_t errlen);
 
 /* The model's grads_ready callback under zero 2/3 (model/model.h): offset = the first flat offset
  * of a block whose backward just finished: reduce-scatter that block's gradients into the shard
