@@ -116,6 +116,15 @@ ifeq ($(call have_header,hiredis/hiredis.h),1)
 else
   $(info ✗ hiredis (libhiredis-dev) — run: make deps)
 endif
+# the team's database (issue 25, db/): libpq ships run.db's rows to PostgreSQL; without it the
+# binary builds and --db / `minitrain db` say libpq is missing (db/db_nolibpq.c)
+ifeq ($(shell pkg-config --exists libpq 2>/dev/null && echo 1),1)
+  $(info ✓ libpq (PostgreSQL: --db, minitrain db))
+  CFLAGS_BASE += -DMT_HAVE_LIBPQ $(shell pkg-config --cflags libpq)
+  LDLIBS_PQ = $(shell pkg-config --libs libpq)
+else
+  $(info ✗ libpq (libpq-dev): --db disabled — run: make deps)
+endif
 ifneq ($(shell command -v redis-server 2>/dev/null),)
   $(info ✓ redis-server (tests))
 else
@@ -185,11 +194,11 @@ else
   CUDA_TABLE = ops/ops_cuda_table.c
 endif
 
-LDLIBS += -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhiredis -lpthread -lm
+LDLIBS += $(LDLIBS_PQ) -lsqlite3 -linih -lcjson -lmicrohttpd -lcurl -lpcre2-8 -lcrypto -lhiredis -lpthread -lm
 CFLAGS = $(CFLAGS_BASE)
 
 # --- sources ------------------------------------------------------------------------------------
-MODULES = core parallel ckpt objstore text ops model train report dash serve safety gateway sched cmd
+MODULES = core parallel ckpt objstore text db ops model train report dash serve safety gateway sched cmd
 SRCS = $(filter-out $(CUDA_TABLE),$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 OBJS = $(SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB = $(BUILD)/libminitrain.a
@@ -242,6 +251,8 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c $(LIB)
 DEB_PKGS = gcc make libopenblas-openmp-dev libsqlite3-dev libinih-dev libcjson-dev \
            libmicrohttpd-dev openmpi-bin libopenmpi-dev libssl-dev libhiredis-dev libhwloc-dev \
            libcurl4-openssl-dev libpcre2-dev sqlite3 elfutils
+# libpq-dev: the PostgreSQL client library the shipper and `minitrain db` use (db/, issue 25)
+DEB_PKGS += libpq-dev
 DEB_TEST_PKGS = libcmocka-dev python3-torch python3-numpy curl wrk redis-server slurm-wlm munge \
                 clang libclang-rt-14-dev libomp-14-dev shellcheck chromium
 # OpenStack Swift with s3api + tempauth: the real S3 server of the object-store tests (issue 27,

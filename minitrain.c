@@ -34,6 +34,7 @@ static const subcommand COMMANDS[] = {
     {"robust", cmd_robust, "adversarial robustness of a run: FGSM/PGD/HotFlip (--json)"},
     {"scrub", cmd_scrub, "remove PII and secrets from text (mask, keyed hash, drop-line)"},
     {"ckpt", cmd_ckpt, "list, verify and export checkpoints (ls|verify|export)"},
+    {"db", cmd_db, "the team's PostgreSQL database: init, ship run.db's rows, list runs"},
     {"bench", cmd_bench, "micro-benchmarks: `bench gemm` measures the sgemm peak"},
 };
 #define NCOMMANDS (int)(sizeof(COMMANDS) / sizeof(COMMANDS[0]))

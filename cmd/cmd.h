@@ -82,6 +82,9 @@ int cmd_gateway_keys(int argc, char **argv);
  * that fails verification. */
 int cmd_ckpt(int argc, char **argv);
 
+/* `minitrain db init|ship|runs`: the team's PostgreSQL database (db/db.h, docs/database.md). */
+int cmd_db(int argc, char **argv);
+
 /* `minitrain scrub --input FILE --out FILE [--mode mask|hash|drop-line] [--types LIST]
  * [--report FILE.json] [--hash-key-file FILE]`: PII and secrets out of a text file, streaming, in
  * bounded memory (safety/pii.h). */

@@ -111,6 +111,9 @@ static const keytab_key KEYS[] = {
     KF(s3_max_mb_s, 0, 0, 1e6, "tier-3 upload bandwidth cap, MB/s (0 = none)"),
     KS(resume, "auto", "auto | no | STEP: where a run starts"),
     KS(ckpt_on_error, "stop", "stop | continue: what a failed checkpoint save does"),
+    KS(db, "", "PostgreSQL the run's records are shipped to, a libpq URL such as postgresql://h1,h2/"
+       "minitrain?target_session_attrs=read-write (empty = $MINITRAIN_DB; docs/database.md). "
+       "Recorded in run.db's config: keep passwords in ~/.pgpass or $PGPASSWORD"),
     KS(fault, "", "fault injection spec (repeatable: --fault kill@step=5,rank=1)"),
     KI(robust_every, 0, 0, 1 << 30, "adversarial-robustness evaluation every N steps (0 = off)"),
     KS(robust_attack, "pgd", "robustness attack: fgsm | pgd | hotflip"),

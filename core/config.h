@@ -85,6 +85,8 @@ typedef struct {
     float s3_max_mb_s;      /* upload bandwidth cap, MB/s (0 = none) */
     char resume[32];        /* auto | no | STEP */
     char ckpt_on_error[16]; /* stop | continue */
+    /* records: the team's PostgreSQL (db/db.h) */
+    char db[512]; /* libpq URL run.db's rows are shipped to ("" = $MINITRAIN_DB, else none) */
     /* resilience */
     char fault[1024]; /* fault specs, ';'-separated (--fault may be repeated) */
     /* robustness evaluation during training and adversarial training (safety/robust.h) */

@@ -51,7 +51,71 @@ static const char *SCHEMA_SQL =
     "  run_id INT, step INT, kind TEXT, attack TEXT, norm TEXT, eps_rel REAL, eps_abs REAL, k INT,"
     "  clean_loss REAL, adv_loss REAL, clean_acc REAL, adv_acc REAL, success_rate REAL,"
     "  n_tokens INT, ms REAL, time REAL);"
-    "CREATE INDEX IF NOT EXISTS evals_run_step ON evals(run_id, step);";
+    "CREATE INDEX IF NOT EXISTS evals_run_step ON evals(run_id, step);"
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);";
+
+const char *rundb_schema_sql(void) { return SCHEMA_SQL; }
+
+/* A random (version 4) UUID, "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx", into out[37]: 16 bytes of
+ * /dev/urandom with the version and variant bits of RFC 4122 section 4.4. */
+static void new_uuid(char out[37]) {
+    unsigned char b[16] = {0};
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(b, 1, sizeof(b), f) : 0;
+    if (f) fclose(f);
+    if (got != sizeof(b)) { /* no /dev/urandom: time and pid, still unique enough per host */
+        uint64_t t = (uint64_t)(timer_unix() * 1e6), p = (uint64_t)getpid();
+        memcpy(b, &t, 8);
+        memcpy(b + 8, &p, 8);
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+const char *rundb_node_name(void) {
+    static char node[256];
+    const char *e = getenv("MINITRAIN_NODE");
+    if (e == NULL || e[0] == '\0') e = getenv("SLURMD_NODENAME");
+    if (e != NULL && e[0] != '\0') {
+        snprintf(node, sizeof(node), "%s", e);
+    } else if (gethostname(node, sizeof(node) - 1) != 0 || node[0] == '\0') {
+        snprintf(node, sizeof(node), "localhost");
+    }
+    return node;
+}
+
+int rundb_meta_get(sqlite3 *db, const char *key, char *out, size_t outlen) {
+    sqlite3_stmt *st = NULL;
+    if (outlen > 0) out[0] = '\0';
+    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?1", -1, &st, NULL) != SQLITE_OK)
+        return -1; /* a file older than schema 2 opened read-only: no meta table */
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st), found = 0;
+    if (rc == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL) {
+        snprintf(out, outlen, "%s", (const char *)sqlite3_column_text(st, 0));
+        found = 1;
+    }
+    sqlite3_finalize(st);
+    return found ? 0 : -1;
+}
+
+/* The job's identity, written once when the file is created or first opened by a minitrain that
+ * knows it (a run.db of schema 1 gets its job id here: the forward migration to schema 2). */
+static int exec_retry(sqlite3 *db, const char *sql, int (*cb)(void *, int, char **, char **),
+                      void *arg, char **msg);
+static int stamp_identity(sqlite3 *db, char **msg) {
+    char uuid[37];
+    new_uuid(uuid);
+    char *q = sqlite3_mprintf("INSERT OR IGNORE INTO meta(key, value) VALUES('job_id', %Q),"
+                              " ('node', %Q)", uuid, rundb_node_name());
+    mtCheck(q != NULL, "out of memory stamping the run database");
+    int rc = exec_retry(db, q, NULL, NULL, msg);
+    sqlite3_free(q);
+    return rc;
+}
 
 char *rundb_path(const char *run_dir, char *out, size_t outlen) {
     size_t n = strlen(run_dir);
@@ -150,6 +214,11 @@ rundb *rundb_open(const char *run_dir, char *err, size_t errlen) {
         sqlite3_free(msg);
         msg = NULL;
         rc = exec_retry(db, SCHEMA_SQL, NULL, NULL, &msg);
+    }
+    if (rc == SQLITE_OK) {
+        sqlite3_free(msg);
+        msg = NULL;
+        rc = stamp_identity(db, &msg);
     }
     if (rc == SQLITE_OK) {
         sqlite3_free(msg);

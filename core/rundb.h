@@ -34,6 +34,10 @@
  *         changed), n_tokens INT, ms REAL (wall time of the row's attack),
  *         time REAL (unix s when the evaluation began: one value per evaluation, so the rows of
  *         the newest evaluation are those with the largest time))
+ *   meta(key TEXT PRIMARY KEY, value TEXT) — schema 2: 'job_id' (a random UUID written when the
+ *         file is created, or when a schema-1 file is first opened read-write: the forward
+ *         migration) and 'node' (rundb_node_name() of that process). The job id and node are the
+ *         first two parts of the natural key rows are shipped to PostgreSQL under (db/db.h).
  *
  * Errors: rundb_open() reports a bad RUN_DIR or file to the caller (NULL + message), because that is
  * user input. After a successful open, a failing write is a system failure: sqliteCheck prints
@@ -51,7 +55,7 @@
 
 #include "core/check.h"
 
-#define RUNDB_SCHEMA_VERSION 1
+#define RUNDB_SCHEMA_VERSION 2
 #define RUNDB_FILE "run.db"
 #define RUNDB_BUSY_TIMEOUT_MS 10000
 
@@ -154,6 +158,18 @@ int rundb_commit_batch(rundb *db);
 
 /* Commit any open batch, finalize statements and close. NULL is a no-op. */
 void rundb_close(rundb *db);
+
+/* The CREATE statements of every table above (IF NOT EXISTS), for a reader that rebuilds a run
+ * database elsewhere (db/db_read.c materialises a job from PostgreSQL into ":memory:"). */
+const char *rundb_schema_sql(void);
+
+/* meta[key] of the run database behind db (any connection, read-only too) into out. Returns 0,
+ * or -1 (out = "") when the key or the meta table (a schema-1 file opened read-only) is absent. */
+int rundb_meta_get(sqlite3 *db, const char *key, char *out, size_t outlen);
+
+/* This process's node name: $MINITRAIN_NODE, else $SLURMD_NODENAME, else the hostname.
+ * Static storage. */
+const char *rundb_node_name(void);
 
 /* The raw connection, for modules that add their own tables (checkpoints, evals). */
 sqlite3 *rundb_sqlite(rundb *db);

@@ -28,7 +28,7 @@ import re
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-PRODUCT = ["core", "parallel", "ckpt", "objstore", "text", "ops", "model", "train", "report", "dash",
+PRODUCT = ["core", "parallel", "ckpt", "objstore", "text", "db", "ops", "model", "train", "report", "dash",
            "serve", "safety", "gateway", "sched", "cmd"]
 TOP = PRODUCT + ["tests", "bench", "examples", "docs"]
 IDENT = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")

@@ -19,6 +19,7 @@
 #include "core/config.h"
 #include "core/rng.h"
 #include "core/rundb.h"
+#include "db/db.h"
 #include "parallel/dp.h"
 #include "parallel/mesh.h"
 #include "parallel/pp.h"
@@ -58,6 +59,7 @@ struct trainer {
     data_loader train_dl, val_dl;
     rundb *db;
     int64_t run_id;
+    db_shipper *shipper; /* rank 0, when config db / $MINITRAIN_DB names a database (db/db.h) */
     dp_reducer dp; /* data-parallel gradient reduction (and ZeRO-1 shards) */
     zero_state zero; /* ZeRO-2/3 units and shards (cfg.zero >= 2; train/zero.h) */
     int threads;   /* CPU threads of this rank */

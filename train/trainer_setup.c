@@ -213,6 +213,19 @@ static int init_model(trainer *tr, const gpt_model *init, int activations, char 
     return 0;
 }
 
+/* Rank 0's shipper thread (db/db.h), when a database is named and no supervisor ships this run
+ * directory already. It runs on its own connections: the training step never waits on it. A URL
+ * libpq cannot parse is one warning; training goes on with run.db alone. */
+static void start_shipper(trainer *tr) {
+    const char *url = db_url_pick(NULL, tr->cfg.db);
+    if (tr->mesh->rank != 0 || url == NULL || getenv(DB_ENV_SHIPPER) != NULL) return;
+    char err[1024];
+    tr->shipper = db_shipper_start(url, tr->cfg.run_dir, err, sizeof(err));
+    if (tr->shipper == NULL)
+        mt_warn("%s: the run's records stay in run.db only (ship them later with `minitrain db "
+                "ship`)", err);
+}
+
 /* Create the run directory and run.db with this run's row (rank 0 first, then the others open
  * it for events). 0 or -1 with err. */
 static int init_run(trainer *tr, char *err, size_t errlen) {
@@ -248,6 +261,7 @@ static int init_run(trainer *tr, char *err, size_t errlen) {
         }
     }
     comm_broadcast_bytes(ms->world, &tr->run_id, sizeof(tr->run_id), 0);
+    start_shipper(tr);
     if (ms->rank != 0) {
         tr->db = rundb_open(c->run_dir, msg, sizeof(msg));
         if (!tr->db) {
@@ -781,6 +795,8 @@ int trainer_init_weights(trainer *tr, const mt_config *cfg, mesh *ms, const gpt_
 }
 
 void trainer_free(trainer *tr) {
+    db_shipper_stop(tr->shipper, 10.0); /* a last pass: the run's end row and final metrics */
+    tr->shipper = NULL;
     if (tr->db) rundb_close(tr->db);
     free(tr->model.moe_load);
     tr->model.moe_load = NULL;
