@@ -14,7 +14,8 @@
 #                          to any postmaster left and SIGTERM to each etcd; waits for each pid
 #   ha_leader              the name (pg1..pg3) of the member whose REST API answers GET /leader 200
 #   ha_wait_leader [NOT] [S]  waits up to S s (default 60) for a leader other than NOT; prints it
-#   ha_wait_healthy [S]    waits until one leader and two replicas in state streaming with lag 0
+#   ha_healthy [BYTES]     one leader, both others streaming from it, replay <= BYTES behind (0)
+#   ha_wait_healthy [S] [BYTES]   waits up to S s (default 90) for ha_healthy
 #   ha_port NAME / ha_rest NAME   postgres / REST port of member NAME
 #   ha_patroni_pid NAME / ha_postmaster_pid NAME   the pids (Patroni's from its pidfile,
 #                          the postmaster's from the first line of its postmaster.pid)
@@ -22,7 +23,7 @@
 #   ha_freeze NAME / ha_thaw NAME   SIGSTOP / SIGCONT to NAME's Patroni, postmaster and backends
 #                          (a node that hangs)
 #   ha_restart NAME        starts NAME's Patroni again on its old data directory
-#   ha_psql NAME SQL       psql -Atq as postgres against member NAME's database minitrain
+#   ha_psql NAME SQL [DB]  psql -Atq as postgres against member NAME's database DB (minitrain)
 #   ha_members_json        patronictl's view: GET /cluster of any live member's REST API
 #
 # Ports: the helper's fixed range 16510-16549 — etcd clients 16510-16512, etcd peers 16520-16522,
@@ -177,24 +178,26 @@ ha_members_json() {
   done
   return 1
 }
-# one leader, two members in state streaming (or running) with lag 0
+# ha_healthy [BYTES]: one leader, and on it both other members streaming (pg_stat_replication,
+# by member name) with their replay at most BYTES (default 0) behind the leader's WAL; Patroni's
+# own view (GET /cluster) is not enough: a woken primary reports itself "replica, running, lag 0"
+# a moment after it demotes, before it has rewound and streams again
 ha_healthy() {
-  ha_members_json | /usr/bin/python3 -c '
-import json, sys
-m = json.load(sys.stdin)["members"]
-lead = [x for x in m if x["role"] == "leader" and x["state"] == "running"]
-reps = [x for x in m if x["role"] != "leader" and x["state"] in ("streaming", "running")
-        and x.get("lag", 1) == 0]
-sys.exit(0 if len(lead) == 1 and len(reps) == 2 else 1)' 2>/dev/null
+  local l n
+  l=$(ha_leader) || return 1
+  n=$(ha_psql "$l" "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'
+        AND application_name IN ('pg1','pg2','pg3') AND application_name <> '$l'
+        AND pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) <= ${1:-0}" postgres 2>/dev/null) || return 1
+  [ "$n" = 2 ]
 }
-ha_wait_healthy() {
+ha_wait_healthy() {  # [SECONDS] [BYTES]
   local s=${1:-90}
-  for _ in $(seq $((s * 2))); do ha_healthy && return 0; sleep 0.5; done
+  for _ in $(seq $((s * 2))); do ha_healthy "${2:-0}" && return 0; sleep 0.5; done
   return 1
 }
 
-ha_psql() {  # NAME SQL
-  runuser -u postgres -- psql -Atq -X -h 127.0.0.1 -p "$(ha_port "$1")" -d minitrain -c "$2"
+ha_psql() {  # NAME SQL [DB]
+  runuser -u postgres -- psql -Atq -X -h 127.0.0.1 -p "$(ha_port "$1")" -d "${3:-minitrain}" -c "$2"
 }
 
 ha_start() {
