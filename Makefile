@@ -358,6 +358,7 @@ UNITS_pii = test_pii
 UNITS_robust = test_robust
 UNITS_gpu_script = test_ops_cuda_launch
 UNITS_object_store = test_objstore
+UNITS_db = test_db_meta test_rundb
 UNITS_db_ha =
 UNITS_layers =
 UNITS_map =

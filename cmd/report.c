@@ -5,6 +5,7 @@
  * panel beside the plot. sched/ knows nothing of safety/; this file wires the two.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include "cmd/cmd.h"
 #include "core/check.h"
 #include "core/fs.h"
+#include "db/db.h"
 #include "safety/robust.h"
 #include "report/report.h"
 #include "train/checkpoint.h"
@@ -92,11 +94,62 @@ int cmd_report_sections(sqlite3 *db, report_section *out, int max) {
     return 1;
 }
 
+/* --db: connect, note which server answered, and materialise job (a run name or job id) into an
+ * in-memory run database that the one report path reads (report_load_db). Returns MT_EXIT_OK,
+ * MT_EXIT_USAGE (bad URL, no such job) or MT_EXIT_ERROR (unreachable), with err. */
+static int load_from_db(const char *url, const char *job, report_summary *r, cJSON **source,
+                        char *err, size_t errlen) {
+    db_conn *c = NULL;
+    db_server sv;
+    sqlite3 *mem = NULL;
+    char job_id[37] = "";
+    int rc = db_connect(url, &c, err, errlen), v = 0;
+    if (rc == 0) rc = db_server_info(c, &sv, err, errlen);
+    if (rc == 0) rc = db_schema_version(c, &v, err, errlen);
+    if (rc == 0 && v == 0) {
+        snprintf(err, errlen, "the database has no minitrain schema yet (run `minitrain db init`)");
+        rc = DB_EUSAGE;
+    }
+    if (rc == 0) rc = db_read_job(c, job, &mem, job_id, err, errlen);
+    db_close(c);
+    if (rc != 0) return rc == DB_EUSAGE ? MT_EXIT_USAGE : MT_EXIT_ERROR;
+    char label[400];
+    snprintf(label, sizeof(label), "job %s at %.255s:%d", job_id, sv.host, sv.port);
+    if (report_load_db(mem, NULL, label, r, err, errlen) != 0) return MT_EXIT_USAGE;
+    cJSON *o = cJSON_CreateObject();
+    mtCheck(o != NULL, "out of memory building the report");
+    cJSON_AddStringToObject(o, "job_id", job_id);
+    cJSON_AddStringToObject(o, "host", sv.host);
+    cJSON_AddNumberToObject(o, "port", sv.port);
+    cJSON_AddBoolToObject(o, "in_recovery", sv.in_recovery);
+    cJSON_AddItemToObject(o, "replication_lag_s", sv.in_recovery && isfinite(sv.lag_s)
+                                                      ? cJSON_CreateNumber(sv.lag_s)
+                                                      : cJSON_CreateNull());
+    *source = o;
+    return MT_EXIT_OK;
+}
+
+/* The text report's line naming the server that answered --db. */
+static void print_source(const cJSON *s) {
+    const cJSON *lag = cJSON_GetObjectItemCaseSensitive(s, "replication_lag_s");
+    int standby = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "in_recovery"));
+    printf("database:       %s:%d (%s", cJSON_GetObjectItemCaseSensitive(s, "host")->valuestring,
+           (int)cJSON_GetObjectItemCaseSensitive(s, "port")->valuedouble,
+           standby ? "standby" : "primary");
+    if (standby && cJSON_IsNumber(lag)) printf(", replication lag %.3f s", lag->valuedouble);
+    else if (standby) printf(", replication lag unknown");
+    printf("), job %s\n", cJSON_GetObjectItemCaseSensitive(s, "job_id")->valuestring);
+}
+
 int cmd_report(int argc, char **argv) {
-    const char *run_dir = NULL, *svg = NULL, *html = NULL;
+    const char *run_dir = NULL, *svg = NULL, *html = NULL, *db_url = NULL;
     int json = 0;
     const args_opt opts[] = {
-        {"run", KEYTAB_STRING, &run_dir, 0, 0, "DIR", "run directory (holds run.db)", ""},
+        {"run", KEYTAB_STRING, &run_dir, 0, 0, "DIR", "run directory (holds run.db); with --db: a "
+         "run name or job id", ""},
+        {"db", KEYTAB_STRING, &db_url, 0, 0, "URL", "read the job from the team's PostgreSQL "
+         "instead (libpq URL;\ntarget_session_attrs=prefer-standby reads a standby; "
+         "docs/database.md)", ""},
         {"json", KEYTAB_FLAG, &json, 0, 0, NULL, "print one JSON object instead of text", NULL},
         {"svg", KEYTAB_STRING, &svg, 0, 0, "FILE", "also draw loss vs wall time with failures and "
          "restarts marked\n(adversarial loss vs eps beside it when the run has robustness evals),"
@@ -109,7 +162,9 @@ int cmd_report(int argc, char **argv) {
     };
     const args_spec spec = {
         .cmd = "report",
-        .synopsis = "usage: minitrain report --run DIR [--json] [--svg FILE] [--html FILE]",
+        .synopsis = "usage: minitrain report --run DIR [--json] [--svg FILE] [--html FILE]\n"
+                    "       minitrain report --db URL --run NAME|JOB_ID [--json] [--svg FILE] "
+                    "[--html FILE]",
         .about = "Summarise the job recorded in DIR/run.db: run status and duration, steps,\n"
                  "train/val losses, median tokens/s and MFU, events by kind, and ETTR with its\n"
                  "breakdown, failures by kind, MTBF/MTTR and recomputed steps (docs/ettr.md).",
@@ -122,18 +177,34 @@ int cmd_report(int argc, char **argv) {
                 "--help`)\n");
         return MT_EXIT_USAGE;
     }
-    if (check_outputs(run_dir, svg, html) != 0) return MT_EXIT_USAGE;
     report_summary r;
     char err[8600];
-    if (report_load(run_dir, &r, err, sizeof(err)) != 0) {
-        fprintf(stderr, "minitrain: error: %s\n", err);
-        return MT_EXIT_USAGE;
+    cJSON *source = NULL;
+    if (db_url != NULL) {
+        if (svg && html && fs_same_file(svg, html))
+            return mt_error("report: --svg and --html name the same file (%s); give each its own",
+                            svg);
+        int rc = load_from_db(db_url, run_dir, &r, &source, err, sizeof(err));
+        if (rc != MT_EXIT_OK) {
+            fprintf(stderr, "minitrain: error: %s\n", err);
+            return rc;
+        }
+    } else {
+        if (check_outputs(run_dir, svg, html) != 0) return MT_EXIT_USAGE;
+        if (report_load(run_dir, &r, err, sizeof(err)) != 0) {
+            fprintf(stderr, "minitrain: error: %s\n", err);
+            return MT_EXIT_USAGE;
+        }
     }
     /* the newest robustness evaluation (safety/robust.h), when the run has one */
     cJSON *rob = robust_report_json(r.db);
     r.extra = cJSON_CreateObject();
     mtCheck(r.extra != NULL, "out of memory building the report");
     cJSON_AddItemToObject(r.extra, "robustness", rob ? rob : cJSON_CreateNull());
+    if (source != NULL) { /* which server answered (--db) */
+        cJSON_AddItemToObject(r.extra, "source", source);
+        if (!json) print_source(source);
+    }
     int ret = json ? report_print_json(&r) : report_print_text(&r);
     if (!json) robust_report_print(r.db);
     fflush(stdout);

@@ -15,6 +15,7 @@
 
 #include "cmd/args.h"
 #include "cmd/cmd.h"
+#include "db/db.h"
 #include "core/check.h"
 #include "sched/supervisor.h"
 
@@ -100,6 +101,9 @@ int cmd_run(int argc, char **argv) {
         {"fault-mtbf", KEYTAB_DOUBLE, &o.fault_mtbf_s, 0.001, INFINITY, "S", "kill a random rank at "
          "exponential intervals of mean S s", ""},
         {"seed", KEYTAB_U64, &seed, 0, 1.8e19, "N", "seed of --fault-mtbf", NULL},
+        {"db", KEYTAB_STRING, &o.db_url, 0, 0, "URL", "ship run.db's rows to this PostgreSQL "
+         "(libpq URL; default $MINITRAIN_DB;\ndocs/database.md) on a thread: training never "
+         "waits on it", ""},
         {0},
     };
     const args_spec spec = {
@@ -126,6 +130,7 @@ int cmd_run(int argc, char **argv) {
     if (prc != ARGS_CONTINUE) return prc;
     if (backoff && (prc = parse_backoff(backoff, &o)) != ARGS_CONTINUE) return prc;
     o.seed = seed;
+    o.db_url = db_url_pick(o.db_url, NULL);
     if (first >= argc) mt_fail("run: no launch command (usage: minitrain run [options] -- LAUNCH...)");
     char **launch = argv + first;
     int nlaunch = argc - first;

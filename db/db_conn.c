@@ -98,6 +98,8 @@ static int has_keyword(const char *url, const char *kw, char *err, size_t errlen
     return found;
 }
 
+static void quiet_notice(void *arg, const char *msg) { (void)arg, (void)msg; }
+
 int db_connect(const char *url, db_conn **out, char *err, size_t errlen) {
     *out = NULL;
     if (url == NULL || url[0] == '\0') {
@@ -133,6 +135,9 @@ int db_connect(const char *url, db_conn **out, char *err, size_t errlen) {
         PQfinish(pg);
         return DB_EDOWN;
     }
+    /* the server's notices (and the FATAL of a dying server) are not printed by libpq: the
+     * shipper says what matters once, in its own words */
+    PQsetNoticeProcessor(pg, quiet_notice, NULL);
     /* one session setting: warnings of the migrations (NOTICE: relation exists) stay quiet */
     PQclear(PQexec(pg, "SET client_min_messages = warning"));
     db_conn *c = callocCheck(1, sizeof(*c));

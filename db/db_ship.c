@@ -19,9 +19,9 @@
  * outage.
  */
 #ifdef MT_HAVE_LIBPQ
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,8 +479,15 @@ db_shipper *db_shipper_start(const char *url, const char *run_dir, char *err, si
     s->threaded = 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (pthread_create(&s->thread, NULL, shipper_main, s) != 0) {
-        mt_errf(err, errlen, "cannot start the shipper thread: %s", strerror(errno));
+    /* the thread blocks every signal (it inherits the mask): SIGTERM, SIGUSR1 and the like stay
+     * the business of the threads that handle them */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int prc = pthread_create(&s->thread, NULL, shipper_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (prc != 0) {
+        mt_errf(err, errlen, "cannot start the shipper thread: %s", strerror(prc));
         free(s);
         return NULL;
     }

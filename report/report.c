@@ -232,7 +232,8 @@ static int load_job_status(sqlite3 *db, const char *run_dir, report_summary *r) 
         return rc;
     }
     char holder[256];
-    int lock = runlock_probe(run_dir, holder, sizeof(holder)); /* 1 held, 0 free, -1 none */
+    /* 1 held, 0 free, -1 none (also when the rows came from elsewhere: no run directory) */
+    int lock = run_dir != NULL ? runlock_probe(run_dir, holder, sizeof(holder)) : -1;
     r->supervised = isfinite(start);
     if (r->supervised && isfinite(end)) {
         r->status = detail_text(end_detail, "status");
@@ -559,12 +560,21 @@ static int open_db(const char *path, sqlite3 **out, char *err, size_t errlen) {
 }
 
 int report_load(const char *run_dir, report_summary *r, char *err, size_t errlen) {
+    char path[sizeof(r->path)];
+    rundb_path(run_dir, path, sizeof(path));
+    sqlite3 *db = NULL;
+    if (open_db(path, &db, err, errlen) != 0) return -1;
+    return report_load_db(db, run_dir, path, r, err, errlen);
+}
+
+int report_load_db(sqlite3 *db, const char *run_dir, const char *label, report_summary *r,
+                   char *err, size_t errlen) {
     *r = (report_summary){.first_train_loss = NAN, .final_train_loss = NAN,
                           .final_val_loss = NAN, .best_val_loss = NAN, .started_at = NAN,
                           .ended_at = NAN, .duration_s = NAN, .job_start = NAN, .wall_s = NAN,
                           .tokens_per_s = NAN, .mfu = NAN, .mfu_theoretical = NAN};
-    rundb_path(run_dir, r->path, sizeof(r->path));
-    if (open_db(r->path, &r->db, err, errlen) != 0) return -1;
+    snprintf(r->path, sizeof(r->path), "%s", label);
+    r->db = db;
     r->events = cJSON_CreateObject();
     mtCheck(r->events != NULL, "out of memory building the report");
     char eerr[512] = "";

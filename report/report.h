@@ -49,6 +49,15 @@ typedef struct {
  * what is known: its status, failures and events. */
 int report_load(const char *run_dir, report_summary *r, char *err, size_t errlen);
 
+/* The same summary from an open database db with run.db's schema: report_load's path once it has
+ * opened RUN_DIR/run.db, and `report --db`'s, whose db is a job materialised from PostgreSQL into
+ * ":memory:" (db/db.h: db_read_job) — one report, whichever store the rows come from. r owns db
+ * from here (report_free closes it, also on failure). run_dir: where to probe the job's lock for
+ * a live/killed status, or NULL (no run directory: the rows' own statuses stand). label names the
+ * database in messages and in r->path. Returns 0, or -1 with err as report_load. */
+int report_load_db(sqlite3 *db, const char *run_dir, const char *label, report_summary *r,
+                   char *err, size_t errlen);
+
 /* Print r to stdout as text / as one JSON object (keys in docs/ettr.md). Return MT_EXIT_OK. */
 int report_print_text(const report_summary *r);
 int report_print_json(const report_summary *r);

@@ -293,6 +293,13 @@ static void start(sup *s, const sup_opts *o, char **launch_argv, int nlaunch) {
         mt_fail("run: %s", err);
     }
     warn_finished_job(s);
+    if (o->db_url != NULL) {
+        /* the trainers it launches leave the shipping to it (DB_ENV_SHIPPER is inherited) */
+        setenv(DB_ENV_SHIPPER, "supervisor", 1);
+        s->shipper = db_shipper_start(o->db_url, s->run_dir, err, sizeof(err));
+        if (s->shipper == NULL)
+            mt_warn("run: %s: the job's records stay in run.db only", err);
+    }
     snprintf(s->hb_dir, sizeof(s->hb_dir), "%s/heartbeat", s->run_dir);
     snprintf(s->active_hostfile, sizeof(s->active_hostfile), "%s/hostfile.active", s->run_dir);
     snprintf(s->sup_path, sizeof(s->sup_path), "%s/%s", s->hb_dir, HB_SUP_FILE);
@@ -414,6 +421,8 @@ static void finish(sup *s, int rc, const char *status, const char *reason) {
     ev_str(d, EVK_REASON, reason);
     sup_event(s, EV_SUPERVISOR_END, -1, d);
     rundb_close(s->db);
+    db_shipper_stop(s->shipper, 10.0); /* a last pass: the supervisor_end event too */
+    s->shipper = NULL;
     unlink(s->sup_path);
     replan_free(&s->rf);
     runlock_release(&s->lock);

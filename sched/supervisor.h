@@ -51,6 +51,7 @@ typedef struct {
     const char *rankfile;     /* a `minitrain plan` rankfile: ranks -> hosts, re-planned on a
                                * cordon (sched/replan.h), or NULL */
     int cordon_after;         /* failures blamed on a host before it is cordoned (default 2) */
+    const char *db_url;       /* PostgreSQL the supervisor ships run.db to (db/db.h), or NULL */
 } sup_opts;
 
 /* The defaults of `minitrain run`: 5 restarts in 3600 s, heartbeat timeout 60 s, backoff 1..30 s,

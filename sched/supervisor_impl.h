@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "core/rundb.h"
 #include "core/runlock.h"
+#include "db/db.h"
 #include "sched/failslow.h"
 #include "sched/replan.h"
 #include "sched/supervisor.h"
@@ -39,6 +40,7 @@ typedef struct {
     int nlaunch;
     /* state */
     rundb *db;
+    db_shipper *shipper; /* --db: run.db's rows to PostgreSQL on a thread (db/db.h), or NULL */
     sup_hosts hosts;
     char hb_dir[4200], active_hostfile[4200];
     replan_rankfile rf;      /* --rankfile: the active placement (sched/replan.h) */
