@@ -141,6 +141,7 @@ ha_patroni_start() {  # NAME: Patroni as postgres; its pid in $HA_DIR/NAME/patro
   local n=$1
   runuser -u postgres -- sh -c "echo \$\$ > '$HA_DIR/$n/patroni.pid'; exec patroni '$HA_DIR/$n/patroni.yml'" \
     >>"$HA_DIR/$n/patroni.log" 2>&1 &
+  echo $! > "$HA_DIR/$n/runuser.pid"
   for _ in $(seq 50); do [ -s "$HA_DIR/$n/patroni.pid" ] && return 0; sleep 0.1; done
   echo "patroni $n wrote no pid"; return 1
 }
@@ -226,6 +227,8 @@ ha_signal() {  # SIG NAME: SIG to NAME's Patroni, its postmaster and every child
   local pm pp
   pp=$(ha_patroni_pid "$2"); pm=$(ha_postmaster_pid "$2")
   [ -n "$pp" ] && kill "-$1" "$pp" 2>/dev/null
+  # runuser stops itself when its child (Patroni) stops, like su, and stays stopped: wake it too
+  [ "$1" = CONT ] && kill -CONT "$(cat "$HA_DIR/$2/runuser.pid" 2>/dev/null)" 2>/dev/null
   if [ -n "$pm" ]; then
     [ "$1" = KILL ] || pkill "-$1" -P "$pm" 2>/dev/null
     kill "-$1" "$pm" 2>/dev/null
@@ -250,6 +253,10 @@ ha_stop() {
     p=$(ha_postmaster_pid "$n"); [ -n "$p" ] && { kill -CONT "$p" 2>/dev/null; pkill -CONT -P "$p" 2>/dev/null; }
   done
   for p in "${pids[@]}"; do ha_wait_gone "$p" 20 || kill -9 "$p" 2>/dev/null; done
+  for n in "${HA_MEMBERS[@]}"; do   # each runuser (ours) reaps its Patroni and exits
+    p=$(cat "$HA_DIR/$n/runuser.pid" 2>/dev/null) || continue
+    kill -CONT "$p" 2>/dev/null; wait "$p" 2>/dev/null
+  done
   for n in "${HA_MEMBERS[@]}"; do   # a postmaster whose Patroni was SIGKILLed runs on alone
     p=$(ha_postmaster_pid "$n")
     [ -n "$p" ] && kill -0 "$p" 2>/dev/null && { kill -QUIT "$p"; ha_wait_gone "$p" 10 || kill -9 "$p"; }
