@@ -261,6 +261,10 @@ DEB_TEST_PKGS += swift swift-proxy swift-object swift-container swift-account py
 # botocore: an S3 client independent of objstore/s3.c, with which run_object_store.sh creates the
 # bucket, flips an archived byte and verifies every archived object (tests/s3_tool.py)
 DEB_TEST_PKGS += python3-botocore
+# the HA database cluster of issue 25 (tests/pg_ha_lib.sh): 3 etcd, 3 PostgreSQL 15 under Patroni;
+# python3-etcd is Patroni's etcd v2 client, the one the tests use (the v3 one of Debian's Patroni
+# 3.0.2 can overwrite a leader key: see tests/pg_ha_lib.sh)
+DEB_TEST_PKGS += postgresql-15 patroni etcd-server etcd-client python3-etcd
 # Node.js and npm (tests drive serve with the `openai` npm package, and run js-tiktoken, the GPT-2
 # tokenizer tests' reference) are checked by command:
 # NodeSource's nodejs package provides npm without Debian's npm package being installed.
@@ -359,6 +363,7 @@ UNITS_robust = test_robust
 UNITS_gpu_script = test_ops_cuda_launch
 UNITS_object_store = test_objstore
 UNITS_db = test_db_meta test_rundb
+UNITS_db_ha =
 UNITS_layers =
 UNITS_map =
 UNITS_tutorial =
