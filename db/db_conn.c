@@ -7,12 +7,17 @@
  * is not there or not the primary right now" (DB_EDOWN: retry with backoff) and everything else
  * (DB_EFAIL), by the connection state and the SQLSTATE. Messages are one line: libpq's are
  * several ("connection to server ... failed: Connection refused\n\tIs the server running ...").
+ * Every statement waits at most DB_STATEMENT_DEADLINE_S for its answer (db/db_impl.h says why).
  */
 #ifdef MT_HAVE_LIBPQ
+#include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "core/check.h"
 #include "db/db.h"
@@ -57,25 +62,82 @@ int db_pg_error(PGconn *pg, PGresult *res, const char *what, char *err, size_t e
     return down ? DB_EDOWN : DB_EFAIL;
 }
 
+/* The statement deadline in seconds: $MINITRAIN_DB_DEADLINE_S when positive (tests freeze a
+ * server for a few seconds), else DB_STATEMENT_DEADLINE_S. */
+static double deadline_s(void) {
+    const char *e = getenv("MINITRAIN_DB_DEADLINE_S");
+    double v = e ? strtod(e, NULL) : 0;
+    return v > 0 ? v : DB_STATEMENT_DEADLINE_S;
+}
+
+/* Send sql (nparams < 0: a plain query, several statements allowed) and wait for its answer up to
+ * DB_STATEMENT_DEADLINE_S: past it the socket is shut down (c->timed_out set), which libpq sees as
+ * a broken connection. The last result, or the first error (as PQexec); NULL when not sent. */
+static PGresult *exec_deadline(db_conn *c, const char *sql, int nparams,
+                               const char *const *params) {
+    c->timed_out = 0;
+    int sent = nparams < 0 ? PQsendQuery(c->pg, sql)
+                           : PQsendQueryParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0);
+    if (!sent) return NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double end = ts.tv_sec + ts.tv_nsec * 1e-9 + deadline_s();
+    PGresult *last = NULL;
+    for (;;) {
+        while (PQisBusy(c->pg)) {
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            double left = end - (ts.tv_sec + ts.tv_nsec * 1e-9);
+            struct pollfd pfd = {.fd = PQsocket(c->pg), .events = POLLIN};
+            int n = left > 0 ? poll(&pfd, 1, (int)(left * 1000) + 1) : 0;
+            if (n == 0) { /* no answer in time: drop the connection, PQgetResult then fails */
+                c->timed_out = 1;
+                shutdown(PQsocket(c->pg), SHUT_RDWR);
+                break;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 || !PQconsumeInput(c->pg)) break;
+        }
+        PGresult *r = PQgetResult(c->pg);
+        if (r == NULL) break;
+        ExecStatusType st = last ? PQresultStatus(last) : PGRES_COMMAND_OK;
+        if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) {
+            PQclear(r); /* keep the first error, as PQexec does */
+        } else {
+            PQclear(last);
+            last = r;
+        }
+    }
+    return last;
+}
+
+/* The error of a statement run by exec_deadline: the deadline's own words, or libpq's. */
+static int statement_error(db_conn *c, PGresult *res, char *err, size_t errlen) {
+    if (!c->timed_out) return db_pg_error(c->pg, res, "database", err, errlen);
+    PQclear(res);
+    mt_errf(err, errlen, "database: no answer from the server within %g s (frozen or cut off?); "
+            "connection dropped", deadline_s());
+    return DB_EDOWN;
+}
+
 int db_pg_exec(db_conn *c, const char *sql, char *err, size_t errlen) {
-    PGresult *res = PQexec(c->pg, sql);
+    PGresult *res = exec_deadline(c, sql, -1, NULL);
     ExecStatusType s = PQresultStatus(res);
     if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
         PQclear(res);
         return 0;
     }
-    return db_pg_error(c->pg, res, "database", err, errlen);
+    return statement_error(c, res, err, errlen);
 }
 
 PGresult *db_pg_query(db_conn *c, const char *sql, int nparams, const char *const *params,
                       int *code, char *err, size_t errlen) {
-    PGresult *res = PQexecParams(c->pg, sql, nparams, NULL, params, NULL, NULL, 0);
+    PGresult *res = exec_deadline(c, sql, nparams, params);
     ExecStatusType s = PQresultStatus(res);
     if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
         *code = 0;
         return res;
     }
-    *code = db_pg_error(c->pg, res, "database", err, errlen);
+    *code = statement_error(c, res, err, errlen);
     return NULL;
 }
 

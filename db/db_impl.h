@@ -12,7 +12,16 @@
 
 struct db_conn {
     PGconn *pg;
+    int timed_out; /* the last statement got no answer within DB_STATEMENT_DEADLINE_S */
 };
+
+/* The longest minitrain waits for a statement's answer before it drops the connection (seconds).
+ * A frozen server (SIGSTOP, a hung VM) keeps its TCP connection open, so neither TCP keepalives
+ * nor connect_timeout end the wait; the socket is shut down instead, the statement counts as
+ * DB_EDOWN and is sent again after a reconnect (shipping is idempotent). Not statement_timeout:
+ * a COMMIT cancelled while it waits for the synchronous standby reports success with a warning,
+ * and a failover can then lose what it wrote (seen in tests/run_db_ha.sh). */
+#define DB_STATEMENT_DEADLINE_S 30
 
 /* One run.db table as shipped: its name (the same in PostgreSQL), its columns after the key (in
  * run.db order, without rowid), and each column's kind: 'i' integer, 'r' real, 't' text.

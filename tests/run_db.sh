@@ -11,6 +11,8 @@
 #     completes bit-identical, says "database unavailable" once, the server holds fewer rows
 #     than run.db; after a restart `db ship --run` brings every row exactly once, and again
 #     nothing;
+#   - the server frozen (SIGSTOP) under `db ship --follow`: the statement deadline drops the
+#     connection, one message, every row once after the thaw;
 #   - the supervisor with --db (a rank killed, one restart) ships both runs and its own events;
 #   - the sidecar `db ship --follow` beside a train without --db ships it all and exits 0;
 #   - report --db --run JOB_ID equals report --run DIR (--json, field by field), names the
@@ -128,6 +130,35 @@ check "db ship after the restart: every row exactly once" same_rows "$TMP/b"
 $MT db ship --run "$TMP/b" --db "$U" >"$TMP/ship_b2" 2>&1
 check "db ship again adds nothing" grep -q "^shipped 0 rows" "$TMP/ship_b2"
 
+# ---- the server frozen mid-run (SIGSTOP: its TCP connection stays open) -------------------------
+# A frozen server answers nothing and closes nothing; the shipper's statement deadline (here 2 s,
+# MINITRAIN_DB_DEADLINE_S) drops the connection instead of waiting for the thaw.
+"${TRAIN[@]}" --steps 1500 --run-dir "$TMP/f" >"$TMP/f.log" 2>&1 &
+FT_PID=$!
+PIDS+=("$FT_PID")
+for _ in $(seq 600); do [ -n "$(job_of "$TMP/f" 2>/dev/null)" ] && break; sleep 0.05; done
+MINITRAIN_DB_DEADLINE_S=2 $MT db ship --run "$TMP/f" --follow --poll 0.2 --db "$U" \
+  >"$TMP/fz.out" 2>"$TMP/fz.err" &
+FZ_PID=$!
+PIDS+=("$FZ_PID")
+for _ in $(seq 600); do
+  [ -f "$TMP/f/run.db" ] && JF=$(job_of "$TMP/f" 2>/dev/null) && [ -n "$JF" ] &&
+    [ "$(q "SELECT COUNT(*) FROM events WHERE job_id = '$JF'" 2>/dev/null || echo 0)" -ge 1 ] && break
+  sleep 0.1
+done
+frozen=$(ps -o pid= --ppid "$PG_PID" 2>/dev/null | tr '\n' ' ')
+kill -STOP "$PG_PID" $frozen
+sleep 6
+kill -CONT "$PG_PID" $frozen
+FT_RC=0; wait "$FT_PID" || FT_RC=$?
+FZ_RC=0; wait "$FZ_PID" || FZ_RC=$?
+sed 's/^/    db ship: /' "$TMP/fz.err" | head -4
+check "frozen server: db ship --follow gives up on the statement after the deadline" \
+  grep -q "no answer from the server within 2 s" "$TMP/fz.err"
+check "frozen server: said once for the outage" [ "$(grep -c "database unavailable" "$TMP/fz.err" || true)" = 1 ]
+check "frozen server: --follow exits 0 after the thaw (train exit $FT_RC)" [ "$FZ_RC" = 0 ]
+check "frozen server: every row of the run once" same_rows "$TMP/f"
+
 # ---- the supervisor ships (a rank killed, one restart) -----------------------------------------
 $MT run --backoff 0.1:0.3 --grace 2 --max-restarts 3 --db "$U" -- "${TRAIN[@]}" --steps 40 \
   --run-dir "$TMP/sup" --fault kill@step=25 >"$TMP/sup.log" 2>&1 || true
@@ -170,8 +201,8 @@ $MT report --db "$U" --run tiny >"$TMP/rep_name.txt" 2>&1 || true
 check "report --db --run NAME: the newest job of that name, server line first" \
   grep -q "^database: *127.0.0.1:$PORT (primary), job $(job_of "$TMP/c")" "$TMP/rep_name.txt"
 $MT db runs --db "$U" --json >"$TMP/runs.json"
-check "db runs lists the four jobs" [ "$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$TMP/runs.json")" = 4 ]
-check "db runs --status completed --since 1h" [ "$($MT db runs --db "$U" --status completed --since 1h | tail -n +2 | wc -l)" = 4 ]
+check "db runs lists the five jobs" [ "$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$TMP/runs.json")" = 5 ]
+check "db runs --status completed --since 1h" [ "$($MT db runs --db "$U" --status completed --since 1h | tail -n +2 | wc -l)" = 5 ]
 check "db runs --since tomorrow: none" [ "$($MT db runs --db "$U" --since "$(date -u -d tomorrow +%F)" | tail -n +2 | wc -l)" = 0 ]
 
 # ---- the dashboard on the database (dashboard --db: the jobs mirrored as run.db files) ----------
@@ -180,8 +211,8 @@ start_bg dash "listening on http://127.0.0.1:" env TMPDIR="$TMP/dtmp" $MT dashbo
 curl -s -o "$TMP/dash_runs.html" "$URL_dash/"
 dash_dir() { grep -o "data-dir=\"[^\"]*-${1:0:8}\"" "$TMP/dash_runs.html" | head -1 | cut -d'"' -f2; }
 DB_DIR=$(dash_dir "$JB")
-check "dashboard --db: the runs page lists every job of the database (4)" \
-  [ "$(grep -o 'data-dir="[^"]*"' "$TMP/dash_runs.html" | sort -u | wc -l)" = 4 ]
+check "dashboard --db: the runs page lists every job of the database (5)" \
+  [ "$(grep -o 'data-dir="[^"]*"' "$TMP/dash_runs.html" | sort -u | wc -l)" = 5 ]
 check "dashboard --db: job $JB's row reads completed" grep -q "data-status=\"completed\" data-dir=\"$DB_DIR\"" "$TMP/dash_runs.html"
 code=$(curl -s -o "$TMP/dash_run.html" -w '%{http_code}' -G "$URL_dash/run" --data-urlencode "dir=$DB_DIR")
 $MT report --run "$TMP/b" --html "$TMP/b_report.html" >/dev/null 2>&1
