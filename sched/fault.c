@@ -39,6 +39,29 @@ static int parse_int(const char *s, long lo, long hi, int *out) {
     return 0;
 }
 
+/* The keys a kind requires, once every key=value is read: slow's factor (its step defaults to 1),
+ * no step for at=resume, a step for the rest. 0, or -1 with one line in err. */
+static int check_required(fault_spec *out, int seen_step, int seen_factor, char *err,
+                          size_t errlen) {
+    if (out->kind == FAULT_SLOW) {
+        if (!seen_factor) {
+            mt_errf(err, errlen, "fault '%s': slow needs factor=F (> 1)", out->spec);
+            return -1;
+        }
+        if (!seen_step) out->step = 1;
+    } else if (out->at_resume) {
+        if (seen_step) {
+            mt_errf(err, errlen, "fault '%s': at=resume fires during the next checkpoint resume; "
+                    "it takes no step", out->spec);
+            return -1;
+        }
+    } else if (!seen_step) {
+        mt_errf(err, errlen, "fault '%s': %s needs step=N", out->spec, KIND_NAMES[out->kind]);
+        return -1;
+    }
+    return 0;
+}
+
 int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
     memset(out, 0, sizeof(*out));
     out->step = -1;
@@ -143,22 +166,7 @@ int fault_parse(const char *text, fault_spec *out, char *err, size_t errlen) {
             return -1;
         }
     }
-    if (out->kind == FAULT_SLOW) {
-        if (!seen_factor) {
-            mt_errf(err, errlen, "fault '%s': slow needs factor=F (> 1)", out->spec);
-            return -1;
-        }
-        if (!seen_step) out->step = 1;
-    } else if (out->at_resume) {
-        if (seen_step) {
-            mt_errf(err, errlen, "fault '%s': at=resume fires during the next checkpoint resume; "
-                    "it takes no step", out->spec);
-            return -1;
-        }
-    } else if (!seen_step) {
-        mt_errf(err, errlen, "fault '%s': %s needs step=N", out->spec, KIND_NAMES[kind]);
-        return -1;
-    }
+    if (check_required(out, seen_step, seen_factor, err, errlen) != 0) return -1;
     if (ckpt_kind && !seen_rank) out->rank = 0;
     return 0;
 }
